@@ -1,0 +1,135 @@
+//! The error envelope and the table of error codes: each code knows its HTTP status, its family and
+//! its wire name. This is the one place where a code's status lives (CONTRACT "Envelope and errors").
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The family of an error: the `error` field of the envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorFamily {
+    IntentRejected,
+    Unauthorized,
+    InvalidRequest,
+    NotFound,
+    Conflict,
+    PersonhoodRejected,
+    RateLimited,
+    Internal,
+}
+
+macro_rules! error_codes {
+    ($($variant:ident = $name:literal, $status:literal, $family:ident, $doc:literal;)*) => {
+        /// The precise reason of a refusal: the `code` field of the envelope.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+        pub enum ErrorCode {
+            $(#[doc = $doc] #[serde(rename = $name)] $variant,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, in table order.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            /// The wire name, as in CONTRACT.
+            pub const fn as_str(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $name,)* }
+            }
+
+            /// The HTTP status this code is answered with.
+            pub const fn http_status(self) -> u16 {
+                match self { $(ErrorCode::$variant => $status,)* }
+            }
+
+            /// The family a refusal of this code belongs to outside intent submission.
+            pub const fn family(self) -> ErrorFamily {
+                match self { $(ErrorCode::$variant => ErrorFamily::$family,)* }
+            }
+
+            /// One line describing the code, for docs and the OpenAPI document.
+            pub const fn describe(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $doc,)* }
+            }
+        }
+    };
+}
+
+error_codes! {
+    InvalidRequest = "INVALID_REQUEST", 400, InvalidRequest, "The request is malformed: bad JSON, a missing or mistyped field.";
+    InvalidParams = "INVALID_PARAMS", 400, InvalidRequest, "params do not match the action's paramsSchema; the message names the field.";
+    WalletIdempotencyKeyRequired = "WALLET_IDEMPOTENCY_KEY_REQUIRED", 400, InvalidRequest, "A write from the agent wallet needs an explicit idempotencyKey.";
+    UnknownChain = "UNKNOWN_CHAIN", 400, InvalidRequest, "The chainId is not one this gateway knows.";
+    TermsNotAccepted = "TERMS_NOT_ACCEPTED", 400, InvalidRequest, "Onboarding completes only with acceptTerms true.";
+    Unauthorized = "UNAUTHORIZED", 401, Unauthorized, "The agent key or owner session is missing, invalid, revoked or expired.";
+    InvalidCode = "INVALID_CODE", 401, Unauthorized, "The e-mail code is wrong; the message says how many tries are left.";
+    CodeExpired = "CODE_EXPIRED", 401, Unauthorized, "The e-mail code has expired or was never requested; start onboarding again.";
+    InsufficientCredits = "INSUFFICIENT_CREDITS", 402, IntentRejected, "The paid balance cannot cover the action and the free allowance is used.";
+    DailyFreeLimitExceeded = "DAILY_FREE_LIMIT_EXCEEDED", 402, IntentRejected, "The free daily requests are used up and the paid balance is empty.";
+    ActionNotAllowed = "ACTION_NOT_ALLOWED", 403, IntentRejected, "The action is not on the agent's allowlist.";
+    PolicyDailyLimit = "POLICY_DAILY_LIMIT", 403, IntentRejected, "The agent's daily USD limit would be exceeded.";
+    PolicyAmountLimit = "POLICY_AMOUNT_LIMIT", 403, IntentRejected, "The USD amount exceeds the action's maxAmountUsd or the policy's per-action cap.";
+    AgentIdentityMismatch = "AGENT_IDENTITY_MISMATCH", 403, Unauthorized, "A different agent key was passed in arguments than the one authenticating.";
+    DelegationRequired = "DELEGATION_REQUIRED", 403, IntentRejected, "Fan-out needs an active delegation first.";
+    PersonhoodOrgNullifierMismatch = "PERSONHOOD_ORG_NULLIFIER_MISMATCH", 403, PersonhoodRejected, "The organization is locked to a different person.";
+    UnknownAction = "UNKNOWN_ACTION", 404, NotFound, "No action of that name or alias is in the catalog.";
+    NotFound = "NOT_FOUND", 404, NotFound, "No such resource (or it belongs to someone else).";
+    MethodNotAllowed = "METHOD_NOT_ALLOWED", 405, InvalidRequest, "The route exists but not with this HTTP method.";
+    IdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED", 409, Conflict, "The idempotencyKey was used before with a different request.";
+    PersonhoodDepositReceiptAlreadyUsed = "PERSONHOOD_DEPOSIT_RECEIPT_ALREADY_USED", 409, PersonhoodRejected, "The deposit receipt was consumed before.";
+    PaymentAlreadyUsed = "PAYMENT_ALREADY_USED", 409, Conflict, "The payment transaction already paid an invoice.";
+    PayloadTooLarge = "PAYLOAD_TOO_LARGE", 413, InvalidRequest, "The request body is over 1 MiB.";
+    UnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE", 415, InvalidRequest, "The body must be sent as application/json.";
+    ActionDisabled = "ACTION_DISABLED", 422, InvalidRequest, "The action exists but is not enabled in this deployment.";
+    VenueNotReady = "VENUE_NOT_READY", 422, IntentRejected, "The venue needs funding, credentials or approvals first.";
+    ChainNotConfigured = "CHAIN_NOT_CONFIGURED", 422, InvalidRequest, "The action needs a chain this gateway has no RPC URL for.";
+    ExecutionReverted = "EXECUTION_REVERTED", 422, IntentRejected, "A simulation failed; the message carries the decoded revert reason.";
+    DelegationCaveatRefused = "DELEGATION_CAVEAT_REFUSED", 422, IntentRejected, "A caveat enforcer of the delegation refused the execution.";
+    RateLimited = "RATE_LIMITED", 429, RateLimited, "Too many requests; wait for Retry-After seconds.";
+    TooManyAttempts = "TOO_MANY_ATTEMPTS", 429, RateLimited, "Too many wrong e-mail codes; start onboarding again.";
+    Internal = "INTERNAL", 500, Internal, "An unexpected failure; nothing about it is leaked, the request id finds it in the logs.";
+    NotAvailable = "NOT_AVAILABLE", 503, Internal, "A capability this deployment does not have yet, or an upstream that is down.";
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every error body: `{"success": false, "error", "code", "message"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// Always `false`.
+    pub success: bool,
+    /// The family of the refusal.
+    pub error: ErrorFamily,
+    /// The precise reason.
+    pub code: ErrorCode,
+    /// A sentence for a person.
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_names_round_trip_through_serde() {
+        for code in ErrorCode::ALL {
+            let json = serde_json::to_value(code).unwrap_or_default();
+            assert_eq!(json, serde_json::Value::String(code.as_str().to_owned()));
+        }
+    }
+
+    #[test]
+    fn statuses_match_contract() {
+        assert_eq!(ErrorCode::InvalidParams.http_status(), 400);
+        assert_eq!(ErrorCode::Unauthorized.http_status(), 401);
+        assert_eq!(ErrorCode::DailyFreeLimitExceeded.http_status(), 402);
+        assert_eq!(ErrorCode::AgentIdentityMismatch.http_status(), 403);
+        assert_eq!(ErrorCode::UnknownAction.http_status(), 404);
+        assert_eq!(ErrorCode::PaymentAlreadyUsed.http_status(), 409);
+        assert_eq!(ErrorCode::ChainNotConfigured.http_status(), 422);
+        assert_eq!(ErrorCode::RateLimited.http_status(), 429);
+        assert_eq!(ErrorCode::NotAvailable.http_status(), 503);
+    }
+}

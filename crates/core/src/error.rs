@@ -1,0 +1,64 @@
+//! The one error type of the core: a code from the table in `actiongate-api-types`, a message for a
+//! person, and (for internal failures only) a private detail that is logged once at the boundary and
+//! never sent.
+
+use actiongate_api_types::ErrorCode;
+
+/// A refusal or a failure, as every surface reports it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct Error {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Internal detail for the log; never on the wire.
+    pub detail: Option<String>,
+    /// Seconds the caller should wait, for rate limits.
+    pub retry_after: Option<u64>,
+}
+
+impl Error {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), detail: None, retry_after: None }
+    }
+
+    /// An unexpected failure: the caller sees a generic sentence, the log gets `detail`.
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        Self {
+            code: ErrorCode::Internal,
+            message: "An internal error occurred; the request id identifies it in the gateway's logs.".into(),
+            detail: Some(detail.to_string()),
+            retry_after: None,
+        }
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unauthorized, message)
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidRequest, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::NotFound, message)
+    }
+
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+}
+
+impl From<crate::store::StoreError> for Error {
+    fn from(e: crate::store::StoreError) -> Self {
+        Error::internal(e)
+    }
+}
+
+impl From<crate::crypto::CryptoError> for Error {
+    fn from(e: crate::crypto::CryptoError) -> Self {
+        Error::internal(e)
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

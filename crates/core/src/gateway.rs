@@ -1,0 +1,508 @@
+//! The gateway's use cases for identity, catalog reads and policy. REST, MCP and the CLI all call
+//! these methods and render what they answer.
+
+use std::sync::Arc;
+
+use actiongate_api_types::catalog::ActionList;
+use actiongate_api_types::identity::{
+    AccountSummary, AgentBootstrap, AgentKeyIssued, AgentListResponse, AgentView, EmailCompleteRequest,
+    EmailCompleteResponse, EmailStartResponse, OwnerSession, PolicyRequest, PolicyView,
+};
+use actiongate_api_types::ErrorCode;
+use time::Duration;
+use zeroize::Zeroizing;
+
+use crate::catalog::Catalog;
+use crate::clock::{Clock, rfc3339, to_millis, from_millis};
+use crate::crypto::{self, AGENT_KEY_PREFIX, Keyring, OWNER_SESSION_PREFIX, SecretHash};
+use crate::error::{Error, Result};
+use crate::mail::{Mailer, OutgoingMail};
+use crate::money::{micros_to_usd, usd_to_micros};
+use crate::store::{
+    AgentRecord, EmailChallenge, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord, Store,
+};
+
+const HASH_AGENT_KEY: &str = "agent-key";
+const HASH_SESSION: &str = "owner-session";
+const HASH_EMAIL_CODE: &str = "email-code";
+
+/// The policy a new agent starts with (`[policy.default]`).
+#[derive(Debug, Clone)]
+pub struct DefaultPolicy {
+    /// `None`: every enabled read action of the catalog.
+    pub allowed_actions: Option<Vec<String>>,
+    pub daily_limit_usd: f64,
+    pub max_amount_usd_per_action: Option<f64>,
+}
+
+impl Default for DefaultPolicy {
+    fn default() -> Self {
+        Self { allowed_actions: None, daily_limit_usd: 1000.0, max_amount_usd_per_action: None }
+    }
+}
+
+/// Tunables of the identity flows.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub email_code_ttl: Duration,
+    pub email_code_max_attempts: u32,
+    pub session_ttl: Duration,
+    pub default_policy: DefaultPolicy,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            email_code_ttl: Duration::minutes(10),
+            email_code_max_attempts: 5,
+            session_ttl: Duration::days(7),
+            default_policy: DefaultPolicy::default(),
+        }
+    }
+}
+
+/// An authenticated agent.
+#[derive(Debug, Clone)]
+pub struct AgentContext {
+    pub agent: AgentRecord,
+}
+
+/// An authenticated owner.
+#[derive(Debug, Clone)]
+pub struct OwnerContext {
+    pub account_id: String,
+}
+
+/// The core: holds the ports and the catalog.
+pub struct Gateway {
+    store: Arc<dyn Store>,
+    mailer: Arc<dyn Mailer>,
+    clock: Arc<dyn Clock>,
+    catalog: Arc<Catalog>,
+    keys: Keyring,
+    settings: Settings,
+    /// The default policy resolved against the catalog once.
+    default_allowed: Vec<String>,
+    default_daily_micros: i64,
+    default_per_action_micros: Option<i64>,
+}
+
+impl Gateway {
+    /// Builds the core; fails when the default policy names actions the catalog does not have.
+    pub fn new(
+        store: Arc<dyn Store>,
+        mailer: Arc<dyn Mailer>,
+        clock: Arc<dyn Clock>,
+        catalog: Arc<Catalog>,
+        keys: Keyring,
+        settings: Settings,
+    ) -> Result<Self> {
+        let default_allowed = match &settings.default_policy.allowed_actions {
+            Some(names) => canonical_names(&catalog, names)?,
+            None => catalog
+                .actions()
+                .filter(|a| a.is_read() && a.entry.enabled)
+                .map(|a| a.name().to_owned())
+                .collect(),
+        };
+        let default_daily_micros = usd_to_micros("policy.default.dailyLimitUsd", settings.default_policy.daily_limit_usd)?;
+        let default_per_action_micros = settings
+            .default_policy
+            .max_amount_usd_per_action
+            .map(|v| usd_to_micros("policy.default.maxAmountUsdPerAction", v))
+            .transpose()?;
+        Ok(Self {
+            store,
+            mailer,
+            clock,
+            catalog,
+            keys,
+            settings,
+            default_allowed,
+            default_daily_micros,
+            default_per_action_micros,
+        })
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn now(&self) -> time::OffsetDateTime {
+        self.clock.now()
+    }
+
+    /// Answers when the database answers.
+    pub async fn ready(&self) -> Result<()> {
+        self.store.ping().await.map_err(|e| Error::new(ErrorCode::NotAvailable, "The database does not answer.").with_detail(e))
+    }
+
+    // ------------------------------------------------------------------ onboarding
+
+    /// Sends a 6-digit code to the address; replaces any earlier code for it.
+    pub async fn start_email_onboarding(&self, email: &str) -> Result<EmailStartResponse> {
+        let email = normalise_email(email)?;
+        let code = crypto::new_email_code()?;
+        let now = self.clock.now();
+        let expires_at = now + self.settings.email_code_ttl;
+        self.store
+            .put_email_challenge(&EmailChallenge {
+                email: email.clone(),
+                code_hash: self.code_hash(&email, &code),
+                expires_at: to_millis(expires_at),
+                attempts: 0,
+            })
+            .await?;
+        let minutes = self.settings.email_code_ttl.whole_minutes();
+        let mail = OutgoingMail {
+            to: email.clone(),
+            subject: format!("Your actiongate code: {}", code.as_str()),
+            body: format!(
+                "Your actiongate sign-in code is {}.\r\n\r\nIt works for {minutes} minutes and only once. \
+                 If you did not ask for it, ignore this message: nothing happens without the code.\r\n",
+                code.as_str()
+            ),
+        };
+        self.mailer.send(mail).await.map_err(|e| {
+            Error::new(ErrorCode::NotAvailable, "The code could not be sent; try again shortly.").with_detail(e)
+        })?;
+        Ok(EmailStartResponse {
+            email,
+            expires_at: rfc3339(expires_at),
+            max_attempts: self.settings.email_code_max_attempts,
+        })
+    }
+
+    /// Checks the code; creates the account with its first agent on first completion, signs the
+    /// owner in on later ones.
+    pub async fn complete_email_onboarding(&self, req: &EmailCompleteRequest) -> Result<EmailCompleteResponse> {
+        if req.accept_terms != Some(serde_json::Value::Bool(true)) {
+            return Err(Error::new(
+                ErrorCode::TermsNotAccepted,
+                "acceptTerms must be true: onboarding completes only after the user agrees to the terms.",
+            ));
+        }
+        let email = normalise_email(&req.email)?;
+        let now = self.clock.now();
+        let max = self.settings.email_code_max_attempts;
+        let Some(challenge) = self.store.get_email_challenge(&email).await? else {
+            return Err(code_expired());
+        };
+        if challenge.attempts >= max {
+            return Err(too_many_attempts());
+        }
+        if to_millis(now) >= challenge.expires_at {
+            return Err(code_expired());
+        }
+        let offered = self.code_hash(&email, req.code.trim());
+        if !offered.matches(&challenge.code_hash) {
+            let attempts = self.store.count_failed_attempt(&email).await?;
+            if attempts >= max {
+                return Err(too_many_attempts());
+            }
+            let left = max - attempts;
+            return Err(Error::new(
+                ErrorCode::InvalidCode,
+                format!("The code is wrong; {left} {} left.", if left == 1 { "try" } else { "tries" }),
+            ));
+        }
+
+        let account_id = uuid::Uuid::now_v7().to_string();
+        let (first_agent, key) = self.new_agent(&account_id, None, now)?;
+        let first_policy = self.default_policy(&first_agent.record.id, now);
+        let session = crypto::new_token(OWNER_SESSION_PREFIX)?;
+        let session_expires = now + self.settings.session_ttl;
+        let outcome = self
+            .store
+            .complete_onboarding(&Onboarding {
+                email: email.clone(),
+                code_hash: offered,
+                now: to_millis(now),
+                new_account_id: account_id,
+                first_agent: first_agent.clone(),
+                first_policy,
+                session_hash: self.keys.hash_secret(HASH_SESSION, &session),
+                session_expires_at: to_millis(session_expires),
+            })
+            .await?;
+        let (account_id, bootstrap) = match outcome {
+            OnboardingOutcome::Created { account_id } => {
+                tracing::info!(account_id, agent_id = first_agent.record.id, "account created");
+                (account_id, Some(bootstrap(&first_agent.record, key)))
+            }
+            OnboardingOutcome::SignedIn { account_id } => {
+                tracing::info!(account_id, "owner signed in");
+                (account_id, None)
+            }
+            OnboardingOutcome::ChallengeGone => return Err(code_expired()),
+        };
+        let created = bootstrap.is_some();
+        Ok(EmailCompleteResponse {
+            bootstrap,
+            session: OwnerSession { token: session.to_string(), expires_at: rfc3339(session_expires) },
+            account: AccountSummary { account_id, email, created },
+        })
+    }
+
+    fn code_hash(&self, email: &str, code: &str) -> SecretHash {
+        self.keys.hash_secret(HASH_EMAIL_CODE, &format!("{email}\n{code}"))
+    }
+
+    // ------------------------------------------------------------------ authentication
+
+    /// The agent a key belongs to. Missing, malformed, unknown and revoked keys are all the same
+    /// 401, so that the answer tells an attacker nothing.
+    pub async fn authenticate_agent(&self, key: Option<&str>) -> Result<AgentContext> {
+        let key = key.map(str::trim).filter(|k| !k.is_empty()).ok_or_else(|| {
+            Error::unauthorized("An agent API key is required.")
+        })?;
+        if !key.starts_with(AGENT_KEY_PREFIX) {
+            return Err(Error::unauthorized("The agent API key is invalid or revoked."));
+        }
+        let hash = self.keys.hash_secret(HASH_AGENT_KEY, key);
+        match self.store.find_agent_by_key(&hash).await? {
+            Some(agent) => Ok(AgentContext { agent }),
+            None => Err(Error::unauthorized("The agent API key is invalid or revoked.")),
+        }
+    }
+
+    /// The owner a session token belongs to. An agent key is refused: owner routes need a session.
+    pub async fn authenticate_owner(&self, token: Option<&str>) -> Result<OwnerContext> {
+        let token = token.map(str::trim).filter(|k| !k.is_empty()).ok_or_else(|| {
+            Error::unauthorized("An owner session is required: Authorization: Bearer owner-…")
+        })?;
+        if token.starts_with(AGENT_KEY_PREFIX) {
+            return Err(Error::unauthorized(
+                "This route needs the owner's session, not an agent key: sign in by e-mail to get one.",
+            ));
+        }
+        if !token.starts_with(OWNER_SESSION_PREFIX) {
+            return Err(Error::unauthorized("The owner session is invalid or expired."));
+        }
+        let hash = self.keys.hash_secret(HASH_SESSION, token);
+        match self.store.find_session(&hash, to_millis(self.clock.now())).await? {
+            Some(s) => Ok(OwnerContext { account_id: s.account_id }),
+            None => Err(Error::unauthorized("The owner session is invalid or expired.")),
+        }
+    }
+
+    // ------------------------------------------------------------------ agents
+
+    fn new_agent(
+        &self,
+        account_id: &str,
+        name: Option<String>,
+        now: time::OffsetDateTime,
+    ) -> Result<(NewAgent, Zeroizing<String>)> {
+        let id = uuid::Uuid::now_v7().to_string();
+        let key = crypto::new_token(AGENT_KEY_PREFIX)?;
+        let wallet = crypto::new_wallet()?;
+        let sealed = self.keys.seal_wallet_key(&wallet.secret, &id)?;
+        let agent = NewAgent {
+            record: AgentRecord {
+                id,
+                account_id: account_id.to_owned(),
+                name,
+                wallet_address: wallet.address,
+                created_at: to_millis(now),
+                key_rotated_at: None,
+            },
+            key_hash: self.keys.hash_secret(HASH_AGENT_KEY, &key),
+            wallet_sealed: sealed,
+        };
+        Ok((agent, key))
+    }
+
+    fn default_policy(&self, agent_id: &str, now: time::OffsetDateTime) -> PolicyRecord {
+        PolicyRecord {
+            agent_id: agent_id.to_owned(),
+            allowed_actions: self.default_allowed.clone(),
+            daily_limit_micros: self.default_daily_micros,
+            max_per_action_micros: self.default_per_action_micros,
+            updated_at: to_millis(now),
+        }
+    }
+
+    /// Creates a further agent for the owner's account, with the default policy.
+    pub async fn create_agent(&self, owner: &OwnerContext, name: Option<String>) -> Result<AgentKeyIssued> {
+        let name = match name.map(|n| n.trim().to_owned()) {
+            Some(n) if n.chars().count() > 100 => return Err(Error::invalid("name must be at most 100 characters")),
+            Some(n) if n.is_empty() => None,
+            other => other,
+        };
+        let now = self.clock.now();
+        let (agent, key) = self.new_agent(&owner.account_id, name, now)?;
+        let policy = self.default_policy(&agent.record.id, now);
+        self.store.create_agent(&agent, &policy).await?;
+        tracing::info!(account_id = owner.account_id, agent_id = agent.record.id, "agent created");
+        Ok(AgentKeyIssued { bootstrap: bootstrap(&agent.record, key) })
+    }
+
+    pub async fn list_agents(&self, owner: &OwnerContext) -> Result<AgentListResponse> {
+        let agents = self.store.list_agents(&owner.account_id).await?;
+        Ok(AgentListResponse { agents: agents.iter().map(agent_view).collect() })
+    }
+
+    /// The owner's agent, or 404 (also for another account's agent, so ids leak nothing).
+    async fn owned_agent(&self, owner: &OwnerContext, agent_id: &str) -> Result<AgentRecord> {
+        match self.store.get_agent(agent_id).await? {
+            Some(a) if a.account_id == owner.account_id => Ok(a),
+            _ => Err(Error::not_found(format!("No agent {agent_id} in this account."))),
+        }
+    }
+
+    /// Issues a new key; the old one stops working at once.
+    pub async fn rotate_agent_key(&self, owner: &OwnerContext, agent_id: &str) -> Result<AgentKeyIssued> {
+        let mut agent = self.owned_agent(owner, agent_id).await?;
+        let key = crypto::new_token(AGENT_KEY_PREFIX)?;
+        let now = self.clock.now();
+        let hash = self.keys.hash_secret(HASH_AGENT_KEY, &key);
+        if !self.store.rotate_agent_key(agent_id, &hash, to_millis(now)).await? {
+            return Err(Error::not_found(format!("No agent {agent_id} in this account.")));
+        }
+        agent.key_rotated_at = Some(to_millis(now));
+        tracing::info!(account_id = owner.account_id, agent_id, "agent key rotated");
+        Ok(AgentKeyIssued { bootstrap: bootstrap(&agent, key) })
+    }
+
+    // ------------------------------------------------------------------ policy
+
+    pub async fn get_policy(&self, owner: &OwnerContext, agent_id: &str) -> Result<PolicyView> {
+        self.owned_agent(owner, agent_id).await?;
+        let policy = self.policy_of(agent_id).await?;
+        Ok(policy_view(&policy))
+    }
+
+    /// The stored policy of an agent (the default if none was ever stored).
+    pub async fn policy_of(&self, agent_id: &str) -> Result<PolicyRecord> {
+        match self.store.get_policy(agent_id).await? {
+            Some(p) => Ok(p),
+            None => Ok(self.default_policy(agent_id, self.clock.now())),
+        }
+    }
+
+    /// Replaces an agent's policy. Names are resolved through aliases and stored canonical; an
+    /// unknown name refuses the whole request and changes nothing.
+    pub async fn put_policy(&self, owner: &OwnerContext, agent_id: &str, req: &PolicyRequest) -> Result<PolicyView> {
+        self.owned_agent(owner, agent_id).await?;
+        let allowed = canonical_names(&self.catalog, &req.allowed_actions)?;
+        let policy = PolicyRecord {
+            agent_id: agent_id.to_owned(),
+            allowed_actions: allowed,
+            daily_limit_micros: usd_to_micros("dailyLimitUsd", req.daily_limit_usd)?,
+            max_per_action_micros: req
+                .max_amount_usd_per_action
+                .map(|v| usd_to_micros("maxAmountUsdPerAction", v))
+                .transpose()?,
+            updated_at: to_millis(self.clock.now()),
+        };
+        self.store.put_policy(&policy).await?;
+        tracing::info!(account_id = owner.account_id, agent_id, "policy replaced");
+        Ok(policy_view(&policy))
+    }
+
+    // ------------------------------------------------------------------ catalog reads
+
+    /// Every action; with an agent key, only those its policy allows and that are enabled.
+    pub async fn list_actions(&self, agent_key: Option<&str>) -> Result<ActionList> {
+        let Some(key) = agent_key else {
+            return Ok(ActionList { actions: self.catalog.document().actions.clone(), filtered_by_policy: false });
+        };
+        let agent = self.authenticate_agent(Some(key)).await?;
+        let policy = self.policy_of(&agent.agent.id).await?;
+        let actions = self
+            .catalog
+            .actions()
+            .filter(|a| a.entry.enabled && policy.allowed_actions.iter().any(|n| n == a.name()))
+            .map(|a| a.entry.clone())
+            .collect();
+        Ok(ActionList { actions, filtered_by_policy: true })
+    }
+}
+
+impl Error {
+    /// Attaches an internal detail for the log.
+    pub fn with_detail(mut self, detail: impl std::fmt::Display) -> Self {
+        self.detail = Some(detail.to_string());
+        self
+    }
+}
+
+fn code_expired() -> Error {
+    Error::new(ErrorCode::CodeExpired, "No valid code is pending for this e-mail: it expired or was used. Start onboarding again.")
+}
+
+fn too_many_attempts() -> Error {
+    Error::new(ErrorCode::TooManyAttempts, "Too many wrong codes: this code no longer works. Start onboarding again for a new one.")
+}
+
+fn bootstrap(agent: &AgentRecord, key: Zeroizing<String>) -> AgentBootstrap {
+    AgentBootstrap {
+        agent_api_key: key.to_string(),
+        agent_id: agent.id.clone(),
+        agent_address: agent.wallet_address.clone(),
+    }
+}
+
+fn agent_view(a: &AgentRecord) -> AgentView {
+    AgentView {
+        agent_id: a.id.clone(),
+        agent_address: a.wallet_address.clone(),
+        name: a.name.clone(),
+        created_at: rfc3339(from_millis(a.created_at)),
+        key_rotated_at: a.key_rotated_at.map(|t| rfc3339(from_millis(t))),
+    }
+}
+
+fn policy_view(p: &PolicyRecord) -> PolicyView {
+    PolicyView {
+        agent_id: p.agent_id.clone(),
+        allowed_actions: p.allowed_actions.clone(),
+        daily_limit_usd: micros_to_usd(p.daily_limit_micros),
+        max_amount_usd_per_action: p.max_per_action_micros.map(micros_to_usd),
+        updated_at: rfc3339(from_millis(p.updated_at)),
+    }
+}
+
+/// Resolves names through aliases to canonical names, deduplicated, in the order given.
+fn canonical_names(catalog: &Catalog, names: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::with_capacity(names.len());
+    for name in names {
+        let spec = catalog
+            .resolve(name)
+            .ok_or_else(|| Error::new(ErrorCode::UnknownAction, format!("No action named {name:?} is in the catalog.")))?;
+        if !out.iter().any(|n| n == spec.name()) {
+            out.push(spec.name().to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// Lowercases and checks the shape of an e-mail address.
+fn normalise_email(email: &str) -> Result<String> {
+    let email = email.trim().to_lowercase();
+    let bad = || Error::invalid("email must be an e-mail address such as name@example.com");
+    if email.len() > 254 || email.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad());
+    }
+    let (local, domain) = email.split_once('@').ok_or_else(bad)?;
+    if local.is_empty() || domain.is_empty() || domain.contains('@') || !domain.contains('.')
+        || domain.starts_with('.') || domain.ends_with('.')
+    {
+        return Err(bad());
+    }
+    Ok(email)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emails_are_normalised_and_checked() {
+        assert_eq!(normalise_email(" Ann@Example.COM ").ok(), Some("ann@example.com".to_owned()));
+        for bad in ["", "ann", "ann@", "@example.com", "ann@example", "a b@example.com", "a@b@c.com", "ann@.com"] {
+            assert!(normalise_email(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The Store contract: every test runs on SQLite and on PostgreSQL, each against a fresh database.
+
+use actiongate_core::crypto::SecretHash;
+use actiongate_core::store::{
+    AgentRecord, EmailChallenge, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord, Store,
+};
+use actiongate_store::{SqlStore, testing};
+
+struct Fixture {
+    store: std::sync::Arc<SqlStore>,
+    _dir: tempfile::TempDir,
+}
+
+async fn backends() -> Vec<(&'static str, Fixture)> {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let sqlite = SqlStore::connect(&url).await.unwrap_or_else(|e| panic!("{e}"));
+    sqlite.migrate().await.unwrap_or_else(|e| panic!("{e}"));
+    let pg_url = testing::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}"));
+    let pg = SqlStore::connect(&pg_url).await.unwrap_or_else(|e| panic!("{e}"));
+    pg.migrate().await.unwrap_or_else(|e| panic!("{e}"));
+    // Migrating twice is a no-op.
+    pg.migrate().await.unwrap_or_else(|e| panic!("{e}"));
+    let pg_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    vec![("sqlite", Fixture { store: sqlite.into(), _dir: dir }), ("postgres", Fixture { store: pg.into(), _dir: pg_dir })]
+}
+
+fn h(b: u8) -> SecretHash {
+    SecretHash([b; 32])
+}
+
+fn agent(id: &str, account: &str, key: u8) -> NewAgent {
+    NewAgent {
+        record: AgentRecord {
+            id: id.into(),
+            account_id: account.into(),
+            name: None,
+            wallet_address: format!("0x{id:0>40}"),
+            created_at: 1_000,
+            key_rotated_at: None,
+        },
+        key_hash: h(key),
+        wallet_sealed: vec![1, 2, 3],
+    }
+}
+
+fn policy(agent_id: &str) -> PolicyRecord {
+    PolicyRecord {
+        agent_id: agent_id.into(),
+        allowed_actions: vec!["get-fx-supported-assets".into()],
+        daily_limit_micros: 1_000_000_000,
+        max_per_action_micros: None,
+        updated_at: 1_000,
+    }
+}
+
+fn onboarding(email: &str, code: u8, account: &str, agent_id: &str, key: u8, session: u8) -> Onboarding {
+    Onboarding {
+        email: email.into(),
+        code_hash: h(code),
+        now: 2_000,
+        new_account_id: account.into(),
+        first_agent: agent(agent_id, account, key),
+        first_policy: policy(agent_id),
+        session_hash: h(session),
+        session_expires_at: 10_000,
+    }
+}
+
+async fn challenge(store: &SqlStore, email: &str, code: u8) {
+    store
+        .put_email_challenge(&EmailChallenge { email: email.into(), code_hash: h(code), expires_at: 5_000, attempts: 0 })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn onboarding_creates_once_then_signs_in() {
+    for (name, f) in backends().await {
+        let s = &f.store;
+        s.ping().await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        challenge(s, "a@example.com", 9).await;
+        let first = s.complete_onboarding(&onboarding("a@example.com", 9, "acc1", "ag1", 1, 11)).await;
+        assert_eq!(first.ok(), Some(OnboardingOutcome::Created { account_id: "acc1".into() }), "{name}");
+        // The code is single-use.
+        let again = s.complete_onboarding(&onboarding("a@example.com", 9, "acc2", "ag2", 2, 12)).await;
+        assert_eq!(again.ok(), Some(OnboardingOutcome::ChallengeGone), "{name}");
+        // A new code for the same e-mail signs in to the same account and creates no agent.
+        challenge(s, "a@example.com", 8).await;
+        let second = s.complete_onboarding(&onboarding("a@example.com", 8, "acc3", "ag3", 3, 13)).await;
+        assert_eq!(second.ok(), Some(OnboardingOutcome::SignedIn { account_id: "acc1".into() }), "{name}");
+        let agents = s.list_agents("acc1").await.unwrap_or_default();
+        assert_eq!(agents.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), ["ag1"], "{name}");
+        assert!(s.list_agents("acc3").await.unwrap_or_default().is_empty(), "{name}");
+        assert!(s.find_agent_by_key(&h(3)).await.ok().flatten().is_none(), "{name}");
+        // Both sessions work; expired ones do not.
+        for sess in [11, 13] {
+            let found = s.find_session(&h(sess), 2_000).await.ok().flatten().map(|s| s.account_id);
+            assert_eq!(found.as_deref(), Some("acc1"), "{name}");
+        }
+        assert!(s.find_session(&h(11), 10_000).await.ok().flatten().is_none(), "{name}");
+        assert!(s.find_session(&h(99), 2_000).await.ok().flatten().is_none(), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn expired_or_wrong_codes_consume_nothing() {
+    for (name, f) in backends().await {
+        let s = &f.store;
+        challenge(s, "b@example.com", 9).await;
+        let mut late = onboarding("b@example.com", 9, "acc1", "ag1", 1, 11);
+        late.now = 5_000;
+        assert_eq!(s.complete_onboarding(&late).await.ok(), Some(OnboardingOutcome::ChallengeGone), "{name}");
+        let wrong = onboarding("b@example.com", 7, "acc1", "ag1", 1, 11);
+        assert_eq!(s.complete_onboarding(&wrong).await.ok(), Some(OnboardingOutcome::ChallengeGone), "{name}");
+        assert!(s.list_agents("acc1").await.unwrap_or_default().is_empty(), "{name}");
+        assert!(s.get_email_challenge("b@example.com").await.ok().flatten().is_some(), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn failed_attempts_count_atomically_and_reset_on_a_new_code() {
+    for (name, f) in backends().await {
+        let s = &f.store;
+        challenge(s, "c@example.com", 9).await;
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..10 {
+            let s = f.store.clone();
+            tasks.spawn(async move { s.count_failed_attempt("c@example.com").await });
+        }
+        let mut seen: Vec<u32> = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            seen.push(joined.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|e| panic!("{name}: {e}")));
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (1..=10).collect::<Vec<_>>(), "{name}");
+        challenge(s, "c@example.com", 9).await;
+        let c = s.get_email_challenge("c@example.com").await.ok().flatten().map(|c| c.attempts);
+        assert_eq!(c, Some(0), "{name}");
+        assert_eq!(s.count_failed_attempt("nobody@example.com").await.ok(), Some(u32::MAX), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn agents_keys_and_policies() {
+    for (name, f) in backends().await {
+        let s = &f.store;
+        challenge(s, "d@example.com", 9).await;
+        s.complete_onboarding(&onboarding("d@example.com", 9, "acc1", "ag1", 1, 11)).await.unwrap_or_else(|e| panic!("{e}"));
+        s.create_agent(&agent("ag2", "acc1", 2), &policy("ag2")).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        // A key hash is unique: a second agent with the same hash is refused.
+        assert!(s.create_agent(&agent("ag3", "acc1", 2), &policy("ag3")).await.is_err(), "{name}");
+        assert!(s.get_agent("ag3").await.ok().flatten().is_none(), "{name}: a failed create left a row");
+
+        let found = s.find_agent_by_key(&h(2)).await.ok().flatten().map(|a| a.id);
+        assert_eq!(found.as_deref(), Some("ag2"), "{name}");
+        assert_eq!(s.agent_wallet_sealed("ag2").await.ok().flatten(), Some(vec![1, 2, 3]), "{name}");
+
+        assert_eq!(s.rotate_agent_key("ag2", &h(5), 3_000).await.ok(), Some(true), "{name}");
+        assert!(s.find_agent_by_key(&h(2)).await.ok().flatten().is_none(), "{name}: old key still works");
+        let rotated = s.find_agent_by_key(&h(5)).await.ok().flatten();
+        assert_eq!(rotated.and_then(|a| a.key_rotated_at), Some(3_000), "{name}");
+        assert_eq!(s.rotate_agent_key("nope", &h(6), 3_000).await.ok(), Some(false), "{name}");
+
+        assert_eq!(s.get_policy("ag2").await.ok().flatten(), Some(policy("ag2")), "{name}");
+        let mut p = policy("ag2");
+        p.allowed_actions = vec!["swap".into(), "vote".into()];
+        p.max_per_action_micros = Some(5);
+        p.updated_at = 4_000;
+        s.put_policy(&p).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(s.get_policy("ag2").await.ok().flatten(), Some(p), "{name}");
+        assert_eq!(s.get_policy("nope").await.ok().flatten(), None, "{name}");
+        assert_eq!(s.list_agents("acc1").await.unwrap_or_default().len(), 2, "{name}");
+    }
+}
