@@ -1,1 +1,172 @@
-fn main() {}
+//! `actiongate`: one binary for the gateway server (`actiongate server`), its operations
+//! (`migrate`, `master-key`), and — as later issues land — the agent CLI.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use actiongate_server::{Application, Config, Deps, Overrides};
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "actiongate", version, about = "Gateway through which AI agents act on onchain and off-chain finance under an owner's policy.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the gateway.
+    ///
+    /// Example: `actiongate server --dev` (SQLite, dev outbox and a generated master key under
+    /// ./.actiongate, listening on 127.0.0.1:8080).
+    Server(ServerArgs),
+    /// Apply the database migrations and exit.
+    ///
+    /// Example: `actiongate migrate --database-url postgres://gateway@db/actiongate`
+    Migrate(ServerArgs),
+    /// Write a new random master key to a file (mode 0600); refuses to overwrite.
+    ///
+    /// Example: `actiongate master-key --out /etc/actiongate/master.key`
+    MasterKey {
+        /// File to create.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Flags of `server` and `migrate`; each is also `ACTIONGATE_<NAME>` and a key of the TOML file.
+#[derive(Debug, Args)]
+struct ServerArgs {
+    /// TOML configuration file.
+    #[arg(long, env = "ACTIONGATE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Embedded defaults: SQLite, dev outbox, generated master key.
+    #[arg(long, env = "ACTIONGATE_DEV", value_parser = clap::builder::FalseyValueParser::new(), default_value_t = false, num_args = 0, default_missing_value = "true")]
+    dev: bool,
+    /// Address to listen on (port 0 picks a free port). Default 127.0.0.1:8080.
+    #[arg(long, env = "ACTIONGATE_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Directory for the SQLite database, the outbox and the dev master key. Default ./.actiongate.
+    #[arg(long, env = "ACTIONGATE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// sqlite://… or postgres://…. Default sqlite://<data-dir>/actiongate.db.
+    #[arg(long, env = "ACTIONGATE_DATABASE_URL")]
+    database_url: Option<String>,
+    /// smtp://host:port; mail goes there instead of the outbox.
+    #[arg(long, env = "ACTIONGATE_SMTP_URL")]
+    smtp_url: Option<String>,
+    /// Master key file. Default <data-dir>/master.key.
+    #[arg(long, env = "ACTIONGATE_MASTER_KEY_FILE")]
+    master_key_file: Option<PathBuf>,
+}
+
+impl From<ServerArgs> for Overrides {
+    fn from(a: ServerArgs) -> Self {
+        Overrides {
+            config: a.config,
+            dev: a.dev,
+            listen: a.listen,
+            data_dir: a.data_dir,
+            database_url: a.database_url,
+            smtp_url: a.smtp_url,
+            master_key_file: a.master_key_file,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Server(args) => {
+            let config = Config::load(args.into())?;
+            let app = Application::build(&config, Deps::default()).await?;
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "actiongate listening on http://{}", app.local_addr())?;
+            stdout.flush()?;
+            drop(stdout);
+            app.run(shutdown_signal()).await?;
+            tracing::info!("stopped");
+            Ok(())
+        }
+        Command::Migrate(args) => {
+            let config = Config::load(args.into())?;
+            if config.database_url.starts_with("sqlite:") {
+                tokio::fs::create_dir_all(&config.data_dir).await?;
+            }
+            let store = actiongate_store::SqlStore::connect(&config.database_url).await?;
+            store.migrate().await?;
+            store.close().await;
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::MasterKey { out } => {
+            let key = actiongate_server::app::new_master_key_hex()?;
+            actiongate_server::app::write_private(&out, key.as_bytes())
+                .await
+                .with_context(|| format!("cannot create {}", out.display()))?;
+            println!("master key written to {}", out.display());
+            Ok(())
+        }
+    }
+}
+
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown signal received; finishing in-flight requests");
+}
+
+/// Logs go to stderr (stdout carries only the listening line); `ACTIONGATE_LOG` or `RUST_LOG`
+/// sets the filter.
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("ACTIONGATE_LOG")
+        .ok()
+        .and_then(|f| EnvFilter::try_new(f).ok())
+        .or_else(|| EnvFilter::try_from_default_env().ok())
+        .unwrap_or_else(|| EnvFilter::new("info,sqlx=warn"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+}

@@ -1,1 +1,10 @@
-//! placeholder
+//! The actiongate server: configuration, the REST surface, mail adapters, and the application
+//! that wires them to the core.
+
+pub mod app;
+pub mod config;
+pub mod http;
+pub mod mail;
+
+pub use app::{Application, Deps};
+pub use config::{Config, Overrides};

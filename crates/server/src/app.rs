@@ -1,0 +1,165 @@
+//! Building and running the server: data directory, master key, store, mailer, catalog, router,
+//! listener. `Application::build` binds the socket (port 0 picks a free one) before it returns, so
+//! the caller can print the real address.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog, Implemented, NothingImplemented};
+use actiongate_core::clock::{Clock, SystemClock, rfc3339};
+use actiongate_core::crypto::MasterKey;
+use actiongate_core::mail::Mailer;
+use actiongate_core::Gateway;
+use actiongate_store::SqlStore;
+use anyhow::{Context, bail};
+use tokio::net::TcpListener;
+
+use crate::config::{Config, parse_smtp_url};
+use crate::http::catalog::CatalogBytes;
+use crate::http::{AppState, router};
+use crate::mail::{OutboxMailer, SmtpMailer};
+
+/// Replaceable parts, for tests (a manual clock, say).
+#[derive(Default, Clone)]
+pub struct Deps {
+    pub clock: Option<Arc<dyn Clock>>,
+    pub mailer: Option<Arc<dyn Mailer>>,
+    /// Which action lanes this build runs; nothing until the execution layer lands.
+    pub implemented: Option<Arc<dyn Implemented + Send + Sync>>,
+}
+
+/// A built, bound server.
+pub struct Application {
+    listener: TcpListener,
+    router: axum::Router,
+    store: Arc<SqlStore>,
+    addr: SocketAddr,
+}
+
+impl Application {
+    pub async fn build(config: &Config, deps: Deps) -> anyhow::Result<Self> {
+        tokio::fs::create_dir_all(&config.data_dir)
+            .await
+            .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+        let master = load_master_key(&config.master_key_file, config.dev).await?;
+
+        let store = Arc::new(
+            SqlStore::connect(&config.database_url).await.context("cannot open the database")?,
+        );
+        store.migrate().await.context("cannot apply database migrations")?;
+
+        let mailer: Arc<dyn Mailer> = match (deps.mailer, &config.smtp_url) {
+            (Some(m), _) => m,
+            (None, Some(url)) => {
+                let (host, port) = parse_smtp_url(url)?;
+                Arc::new(SmtpMailer::new(&host, port, &config.mail_from)?)
+            }
+            (None, None) => {
+                let dir = config.data_dir.join("outbox");
+                tokio::fs::create_dir_all(&dir).await.context("cannot create the outbox")?;
+                Arc::new(OutboxMailer::new(dir, &config.mail_from)?)
+            }
+        };
+        let clock: Arc<dyn Clock> = deps.clock.unwrap_or_else(|| Arc::new(SystemClock));
+
+        let implemented: Arc<dyn Implemented + Send + Sync> =
+            deps.implemented.unwrap_or_else(|| Arc::new(NothingImplemented));
+        let catalog = Catalog::from_manifest(BUILTIN_MANIFEST, rfc3339(clock.now()), implemented.as_ref())?;
+        let catalog_bytes = Arc::new(CatalogBytes::new(catalog.document())?);
+        let gateway = Gateway::new(
+            store.clone(),
+            mailer,
+            clock,
+            Arc::new(catalog),
+            master.keyring(),
+            config.settings.clone(),
+        )?;
+        let state = AppState { gateway: Arc::new(gateway), catalog_bytes };
+
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        Ok(Self { listener, router: router(state), store, addr })
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `shutdown` resolves, then lets in-flight requests finish and closes the store.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("server failed")?;
+        self.store.close().await;
+        Ok(())
+    }
+}
+
+/// Reads the master key; in dev mode creates it (0600) when missing.
+async fn load_master_key(path: &Path, dev: bool) -> anyhow::Result<MasterKey> {
+    match tokio::fs::read_to_string(path).await {
+        Ok(text) => {
+            warn_if_readable_by_others(path);
+            MasterKey::from_hex(&text).with_context(|| format!("master key file {} is invalid", path.display()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && dev => {
+            let key = MasterKey::generate()?;
+            write_private(path, key.to_hex().as_bytes())
+                .await
+                .with_context(|| format!("cannot write master key {}", path.display()))?;
+            tracing::info!(path = %path.display(), "generated a new master key (dev mode)");
+            Ok(key)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "no master key at {}: create one with `actiongate master-key --out {}` (and keep it safe), \
+             or run with --dev",
+            path.display(),
+            path.display()
+        ),
+        Err(e) => Err(e).with_context(|| format!("cannot read master key {}", path.display())),
+    }
+}
+
+/// A fresh master key in its file form.
+pub fn new_master_key_hex() -> anyhow::Result<String> {
+    Ok(MasterKey::generate()?.to_hex().to_string())
+}
+
+/// Writes a new file readable by its owner only; fails if it exists.
+pub async fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let path = path.to_owned();
+    let contents = contents.to_vec();
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let mut file = options.open(&path)?;
+        file.write_all(&contents)?;
+        file.sync_all()
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+fn warn_if_readable_by_others(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path) {
+            if meta.permissions().mode() & 0o077 != 0 {
+                tracing::warn!(path = %path.display(), "the master key file is readable by group or others; chmod 600 it");
+            }
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! Server configuration: built-in defaults, then the TOML file named by `--config`, then
+//! `ACTIONGATE_*` environment variables, then flags (the last two resolved by clap in the binary,
+//! which hands the result over as [`Overrides`]).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use actiongate_core::{DefaultPolicy, Settings};
+use serde::Deserialize;
+
+/// Values given on the command line or in the environment; each beats the file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub config: Option<PathBuf>,
+    pub dev: bool,
+    pub listen: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    pub database_url: Option<String>,
+    pub smtp_url: Option<String>,
+    pub master_key_file: Option<PathBuf>,
+}
+
+/// The TOML file. Keys are the flag names (`listen`, `data-dir`, …) plus sections.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct FileConfig {
+    pub dev: Option<bool>,
+    pub listen: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    pub database_url: Option<String>,
+    pub smtp_url: Option<String>,
+    pub master_key_file: Option<PathBuf>,
+    pub mail_from: Option<String>,
+    #[serde(default)]
+    pub policy: PolicySection,
+    #[serde(default)]
+    pub onboarding: OnboardingSection,
+    /// `[chains.<id>]`: chains, tokens, contracts and RPC URLs.
+    #[serde(default)]
+    pub chains: BTreeMap<String, ChainConfig>,
+}
+
+/// `[policy]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    #[serde(default)]
+    pub default: Option<DefaultPolicySection>,
+}
+
+/// `[policy.default]`: the policy a new agent starts with.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DefaultPolicySection {
+    /// Omitted: every enabled read action.
+    pub allowed_actions: Option<Vec<String>>,
+    #[serde(default = "default_daily_limit")]
+    pub daily_limit_usd: f64,
+    pub max_amount_usd_per_action: Option<f64>,
+}
+
+fn default_daily_limit() -> f64 {
+    1000.0
+}
+
+/// `[onboarding]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct OnboardingSection {
+    pub code_ttl_seconds: Option<u64>,
+    pub code_max_attempts: Option<u32>,
+    pub session_ttl_seconds: Option<u64>,
+}
+
+/// `[chains.<id>]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ChainConfig {
+    pub name: String,
+    pub rpc_url: Option<String>,
+    #[serde(default)]
+    pub tokens: BTreeMap<String, TokenConfig>,
+    #[serde(default)]
+    pub contracts: BTreeMap<String, String>,
+}
+
+/// A token of a chain's token list.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    pub address: String,
+    pub decimals: u8,
+}
+
+/// The resolved configuration the server runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub dev: bool,
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub database_url: String,
+    pub smtp_url: Option<String>,
+    pub master_key_file: PathBuf,
+    pub mail_from: String,
+    pub settings: Settings,
+    pub chains: BTreeMap<u64, ChainConfig>,
+}
+
+/// A configuration that cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path} is invalid: {source}")]
+    Parse { path: PathBuf, source: Box<toml::de::Error> },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Reads the file (if any) and applies the overrides.
+    pub fn load(overrides: Overrides) -> Result<Self, ConfigError> {
+        let file = match &overrides.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+                toml::from_str::<FileConfig>(&text)
+                    .map_err(|source| ConfigError::Parse { path: path.clone(), source: Box::new(source) })?
+            }
+            None => FileConfig::default(),
+        };
+        Self::resolve(overrides, file)
+    }
+
+    /// Merges defaults, file and overrides.
+    pub fn resolve(o: Overrides, f: FileConfig) -> Result<Self, ConfigError> {
+        let dev = o.dev || f.dev.unwrap_or(false);
+        let data_dir = o.data_dir.or(f.data_dir).unwrap_or_else(|| PathBuf::from("./.actiongate"));
+        let listen = o
+            .listen
+            .or(f.listen)
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
+        let database_url = o
+            .database_url
+            .or(f.database_url)
+            .unwrap_or_else(|| sqlite_url(&data_dir.join("actiongate.db")));
+        let smtp_url = o.smtp_url.or(f.smtp_url);
+        if let Some(url) = &smtp_url {
+            parse_smtp_url(url)?;
+        }
+        let master_key_file = o
+            .master_key_file
+            .or(f.master_key_file)
+            .unwrap_or_else(|| data_dir.join("master.key"));
+
+        let mut settings = Settings::default();
+        if let Some(p) = f.policy.default {
+            settings.default_policy = DefaultPolicy {
+                allowed_actions: p.allowed_actions,
+                daily_limit_usd: p.daily_limit_usd,
+                max_amount_usd_per_action: p.max_amount_usd_per_action,
+            };
+        }
+        if let Some(s) = f.onboarding.code_ttl_seconds {
+            settings.email_code_ttl = seconds(s)?;
+        }
+        if let Some(n) = f.onboarding.code_max_attempts {
+            if n == 0 {
+                return Err(ConfigError::Invalid("onboarding.code-max-attempts must be at least 1".into()));
+            }
+            settings.email_code_max_attempts = n;
+        }
+        if let Some(s) = f.onboarding.session_ttl_seconds {
+            settings.session_ttl = seconds(s)?;
+        }
+
+        let mut chains = builtin_chains();
+        for (id, chain) in f.chains {
+            let id: u64 = id
+                .parse()
+                .map_err(|_| ConfigError::Invalid(format!("[chains.{id}]: the key must be a chain id number")))?;
+            chains.insert(id, chain);
+        }
+        Ok(Self {
+            dev,
+            listen,
+            data_dir,
+            database_url,
+            smtp_url,
+            master_key_file,
+            mail_from: f.mail_from.unwrap_or_else(|| "actiongate <no-reply@actiongate.localhost>".into()),
+            settings,
+            chains,
+        })
+    }
+}
+
+fn seconds(s: u64) -> Result<time::Duration, ConfigError> {
+    let s = i64::try_from(s).map_err(|_| ConfigError::Invalid("duration too large".into()))?;
+    Ok(time::Duration::seconds(s))
+}
+
+/// The `sqlite://` URL of a file path.
+pub fn sqlite_url(path: &Path) -> String {
+    format!("sqlite://{}", path.display())
+}
+
+/// `smtp://host:port` → (host, port).
+pub fn parse_smtp_url(url: &str) -> Result<(String, u16), ConfigError> {
+    let bad = || ConfigError::Invalid(format!("smtp-url must look like smtp://host:port, got {url:?}"));
+    let rest = url.strip_prefix("smtp://").ok_or_else(bad)?;
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) => (h, p.parse::<u16>().map_err(|_| bad())?),
+        None => (rest, 25),
+    };
+    if host.is_empty() || host.contains('@') || host.contains('/') {
+        return Err(bad());
+    }
+    Ok((host.to_owned(), port))
+}
+
+/// Chain 8453 (Base) and 84532 (Base Sepolia) with their public token addresses and no RPC URL.
+fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
+    let token = |address: &str, decimals| TokenConfig { address: address.into(), decimals };
+    let weth = "0x4200000000000000000000000000000000000006";
+    BTreeMap::from([
+        (
+            8453,
+            ChainConfig {
+                name: "base".into(),
+                rpc_url: None,
+                tokens: BTreeMap::from([
+                    ("USDC".into(), token("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", 6)),
+                    ("WETH".into(), token(weth, 18)),
+                ]),
+                contracts: BTreeMap::new(),
+            },
+        ),
+        (
+            84532,
+            ChainConfig {
+                name: "base-sepolia".into(),
+                rpc_url: None,
+                tokens: BTreeMap::from([
+                    ("USDC".into(), token("0x036CbD53842c5426634e7929541eC2318f3dCF7e", 6)),
+                    ("WETH".into(), token(weth, 18)),
+                ]),
+                contracts: BTreeMap::new(),
+            },
+        ),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_the_file_and_the_file_beats_defaults() {
+        let file: FileConfig = toml::from_str(
+            r#"
+            listen = "127.0.0.1:9000"
+            data-dir = "/tmp/ag"
+            [policy.default]
+            allowedActions = ["swap"]
+            dailyLimitUsd = 50
+            [chains.84532]
+            name = "devnet"
+            rpc-url = "http://127.0.0.1:8545"
+            "#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let cfg = Config::resolve(Overrides::default(), file.clone()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.listen.port(), 9000);
+        assert_eq!(cfg.database_url, "sqlite:///tmp/ag/actiongate.db");
+        assert_eq!(cfg.master_key_file, PathBuf::from("/tmp/ag/master.key"));
+        assert_eq!(cfg.settings.default_policy.daily_limit_usd, 50.0);
+        assert_eq!(cfg.chains.get(&84532).and_then(|c| c.rpc_url.clone()).as_deref(), Some("http://127.0.0.1:8545"));
+        assert!(cfg.chains.get(&8453).is_some_and(|c| c.rpc_url.is_none()));
+
+        let o = Overrides { listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))), ..Overrides::default() };
+        let cfg = Config::resolve(o, file).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.listen.port(), 0);
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_a_reason() {
+        assert!(toml::from_str::<FileConfig>("lissten = \"x\"").is_err());
+        let o = Overrides { smtp_url: Some("http://x".into()), ..Overrides::default() };
+        assert!(Config::resolve(o, FileConfig::default()).is_err());
+        assert_eq!(parse_smtp_url("smtp://127.0.0.1:2525").ok(), Some(("127.0.0.1".into(), 2525)));
+    }
+}

@@ -1,0 +1,75 @@
+//! How a core error becomes an HTTP response: the status from the code table, the envelope of
+//! CONTRACT, a `Retry-After` where one applies. Internal failures are logged here, once, with their
+//! detail; the caller only sees a generic sentence.
+
+use actiongate_api_types::{ErrorBody, ErrorCode, ErrorFamily};
+use actiongate_core::Error;
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// An error on its way out.
+#[derive(Debug)]
+pub struct ApiError {
+    error: Error,
+    family: Option<ErrorFamily>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Error::new(code, message).into()
+    }
+
+    /// Reports a refused submission with the family `INTENT_REJECTED` (SPEC) whatever its code.
+    pub fn as_intent_rejection(mut self) -> Self {
+        if self.error.code.http_status() < 500 {
+            self.family = Some(ErrorFamily::IntentRejected);
+        }
+        self
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        self.error.code
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(error: Error) -> Self {
+        Self { error, family: None }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = self.error.code;
+        let status = StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if status.is_server_error() {
+            tracing::error!(code = %code, detail = self.error.detail.as_deref().unwrap_or(""), "request failed");
+        } else if let Some(detail) = &self.error.detail {
+            tracing::warn!(code = %code, detail, "request refused");
+        }
+        let body = ErrorBody {
+            success: false,
+            error: self.family.unwrap_or(code.family()),
+            code,
+            message: self.error.message,
+        };
+        let mut response = (status, Json(body)).into_response();
+        if let Some(seconds) = self.error.retry_after {
+            if let Ok(v) = HeaderValue::from_str(&seconds.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+        }
+        response
+    }
+}
+
+/// The answer for a path no route has.
+pub async fn not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "No such route; see /api/v1/openapi.json for every route.")
+}
+
+/// The answer for a route called with the wrong method.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(ErrorCode::MethodNotAllowed, "This route does not take that HTTP method; see /api/v1/openapi.json.")
+}

@@ -1,0 +1,65 @@
+//! The OpenAPI 3.1 document, generated from the route annotations and wire types.
+
+use actiongate_api_types::catalog::{ActionList, CatalogAction, CatalogDocument, EditorConfig, OptionSource, ProviderFamily};
+use actiongate_api_types::identity::{
+    AccountSummary, AgentBootstrap, AgentKeyIssued, AgentListResponse, AgentView, CreateAgentRequest,
+    EmailCompleteRequest, EmailCompleteResponse, EmailStartRequest, EmailStartResponse, OwnerSession, PolicyRequest,
+    PolicyView,
+};
+use actiongate_api_types::{ErrorBody, ErrorCode, ErrorFamily, Health};
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "actiongate",
+        description = "Gateway through which AI agents act on onchain and off-chain finance under an owner's policy. \
+                       Every error body is {success: false, error, code, message}; see docs/API.md for the code table.",
+    ),
+    paths(
+        super::healthz,
+        super::readyz,
+        super::catalog::get_catalog,
+        super::catalog::list_actions,
+        super::identity::email_start,
+        super::identity::email_complete,
+        super::identity::list_agents,
+        super::identity::create_agent,
+        super::identity::rotate_key,
+        super::identity::get_policy,
+        super::identity::put_policy,
+    ),
+    components(schemas(
+        ErrorBody, ErrorCode, ErrorFamily, Health,
+        CatalogDocument, ProviderFamily, CatalogAction, EditorConfig, OptionSource, ActionList,
+        EmailStartRequest, EmailStartResponse, EmailCompleteRequest, EmailCompleteResponse, AgentBootstrap,
+        AgentKeyIssued, OwnerSession, AccountSummary, CreateAgentRequest, AgentView, AgentListResponse,
+        PolicyRequest, PolicyView,
+    )),
+    modifiers(&Security),
+    tags(
+        (name = "catalog", description = "Discover: the action catalog"),
+        (name = "onboarding", description = "Sign-up and sign-in by e-mail"),
+        (name = "agents", description = "An owner's agents and their keys"),
+        (name = "policy", description = "What an agent may do"),
+        (name = "operations", description = "Health and readiness"),
+    )
+)]
+pub struct ApiDoc;
+
+struct Security;
+
+impl Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "ownerSession",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("owner-…").build()),
+        );
+        components.add_security_scheme(
+            "agentKeyHeader",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("x-agent-api-key"))),
+        );
+    }
+}
