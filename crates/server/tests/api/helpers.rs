@@ -1,0 +1,325 @@
+//! The test harness: a real server on port 0 (SQLite or a fresh PostgreSQL schema), a real SMTP
+//! sink (aiosmtpd, a Python package installed by scripts/test), a manual clock, and an HTTP client.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actiongate_core::catalog::{Implemented, Lane};
+use actiongate_core::clock::ManualClock;
+use actiongate_server::{Application, Config, Deps, Overrides};
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Generates a SQLite and a PostgreSQL test from one async fn taking a `Backend`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name($crate::helpers::Backend::Sqlite).await
+            }
+            #[tokio::test]
+            async fn postgres() {
+                super::$name($crate::helpers::Backend::Postgres).await
+            }
+        }
+    )*};
+}
+
+/// A real SMTP server (aiosmtpd) writing every message it receives into a maildir.
+pub struct SmtpSink {
+    child: Child,
+    pub port: u16,
+    maildir: PathBuf,
+}
+
+fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("ACTIONGATE_TEST_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
+    assert!(
+        venv.exists(),
+        "the SMTP sink needs the test venv: run ./scripts/test (it installs aiosmtpd into .venv)"
+    );
+    venv
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
+
+impl SmtpSink {
+    pub fn start(dir: &Path) -> Self {
+        let maildir = dir.join("maildir");
+        let port = free_port();
+        let child = Command::new(python())
+            .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}"), "-c", "aiosmtpd.handlers.Mailbox"])
+            .arg(&maildir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start aiosmtpd: {e}"));
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "aiosmtpd did not start listening on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { child, port, maildir }
+    }
+
+    /// Every received message addressed to `to`, oldest first.
+    pub fn messages_to(&self, to: &str) -> Vec<String> {
+        let mut found: Vec<(std::time::SystemTime, String)> = Vec::new();
+        for sub in ["new", "cur"] {
+            let Ok(entries) = std::fs::read_dir(self.maildir.join(sub)) else { continue };
+            for entry in entries.flatten() {
+                let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+                let addressed = text.lines().any(|l| {
+                    l.to_ascii_lowercase().starts_with("to:") && l.to_ascii_lowercase().contains(&to.to_ascii_lowercase())
+                });
+                if addressed {
+                    let when = entry.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+                    found.push((when, text));
+                }
+            }
+        }
+        found.sort_by_key(|(t, _)| *t);
+        found.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Waits for the `n`th message to `to` and reads the 6-digit code in it.
+    pub async fn code_for(&self, to: &str, n: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let messages = self.messages_to(to);
+            if let Some(text) = messages.get(n - 1) {
+                return extract_code(text).unwrap_or_else(|| panic!("no code in mail: {text}"));
+            }
+            assert!(Instant::now() < deadline, "no mail #{n} to {to} arrived");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn extract_code(text: &str) -> Option<String> {
+    let idx = text.find("sign-in code is ")?;
+    let code: String = text[idx + 16..].chars().take(6).collect();
+    (code.len() == 6 && code.chars().all(|c| c.is_ascii_digit())).then_some(code)
+}
+
+impl Drop for SmtpSink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Lanes the test build claims to implement (the execution layer is not there yet).
+pub struct TestLanes(pub Vec<(&'static str, Lane)>);
+
+impl Implemented for TestLanes {
+    fn implements(&self, action: &str, lane: Lane) -> bool {
+        self.0.iter().any(|(a, l)| *a == action && *l == lane)
+    }
+}
+
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub client: reqwest::Client,
+    pub clock: Arc<ManualClock>,
+    pub smtp: SmtpSink,
+    _dir: tempfile::TempDir,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<()>>,
+}
+
+pub struct Options {
+    pub lanes: Vec<(&'static str, Lane)>,
+    pub config_toml: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            lanes: vec![
+                ("get-fx-supported-assets", Lane::ExecuteIntent),
+                ("get-earn-provider", Lane::ExecuteIntent),
+            ],
+            config_toml: String::new(),
+        }
+    }
+}
+
+pub async fn spawn_app(backend: Backend) -> TestApp {
+    spawn_app_with(backend, Options::default()).await
+}
+
+pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let smtp = SmtpSink::start(dir.path());
+    let database_url = match backend {
+        Backend::Sqlite => format!("sqlite://{}", dir.path().join("gateway.db").display()),
+        Backend::Postgres => actiongate_store::testing::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}")),
+    };
+    let file = toml::from_str(&options.config_toml).unwrap_or_else(|e| panic!("test config: {e}"));
+    let config = Config::resolve(
+        Overrides {
+            dev: true,
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            data_dir: Some(dir.path().join("data")),
+            database_url: Some(database_url.clone()),
+            smtp_url: Some(format!("smtp://127.0.0.1:{}", smtp.port)),
+            ..Overrides::default()
+        },
+        file,
+    )
+    .unwrap_or_else(|e| panic!("config: {e}"));
+    let clock = Arc::new(ManualClock::new(time::macros::datetime!(2026-11-22 12:00:00 UTC)));
+    let deps = Deps {
+        clock: Some(clock.clone()),
+        mailer: None,
+        implemented: Some(Arc::new(TestLanes(options.lanes))),
+    };
+    let app = Application::build(&config, deps).await.unwrap_or_else(|e| panic!("build: {e:#}"));
+    let addr = app.local_addr();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let _ = app.run(async { let _ = rx.await; }).await;
+    });
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap_or_else(|e| panic!("client: {e}"));
+    TestApp { addr, client, clock, smtp, _dir: dir, shutdown: Some(tx), server: Some(server) }
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl Reply {
+    /// Asserts the error envelope with this status and code.
+    #[track_caller]
+    pub fn assert_error(&self, status: u16, code: &str) {
+        assert_eq!(self.status, status, "status of {}", self.text);
+        assert_eq!(self.body["success"], json!(false), "{}", self.text);
+        assert_eq!(self.body["code"], json!(code), "{}", self.text);
+        assert!(self.body["error"].is_string(), "{}", self.text);
+        assert!(self.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", self.text);
+        let keys: Vec<&String> = self.body.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+        assert_eq!(keys.len(), 4, "error envelope has exactly success, error, code, message: {}", self.text);
+    }
+
+    #[track_caller]
+    pub fn assert_ok(&self) -> &Value {
+        assert_eq!(self.status, 200, "{}", self.text);
+        assert_eq!(self.body["success"], json!(true), "{}", self.text);
+        &self.body["data"]
+    }
+}
+
+/// An onboarded owner.
+pub struct Owner {
+    pub session: String,
+    pub agent_key: String,
+    pub agent_id: String,
+    pub agent_address: String,
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> Reply {
+        let resp = req.send().await.unwrap_or_else(|e| panic!("request failed: {e}"));
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply { status, headers, body, text }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(self.client.get(self.url(path))).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Reply {
+        self.send(self.client.post(self.url(path)).json(&body)).await
+    }
+
+    pub async fn get_as(&self, path: &str, bearer: &str) -> Reply {
+        self.send(self.client.get(self.url(path)).bearer_auth(bearer)).await
+    }
+
+    pub async fn post_as(&self, path: &str, bearer: &str, body: Option<Value>) -> Reply {
+        let mut req = self.client.post(self.url(path)).bearer_auth(bearer);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        self.send(req).await
+    }
+
+    pub async fn put_as(&self, path: &str, bearer: &str, body: Value) -> Reply {
+        self.send(self.client.put(self.url(path)).bearer_auth(bearer).json(&body)).await
+    }
+
+    /// Starts onboarding and reads the code from the real mail.
+    pub async fn request_code(&self, email: &str) -> String {
+        let before = self.smtp.messages_to(email).len();
+        self.post("/api/v1/onboarding/email/start", json!({ "email": email })).await.assert_ok();
+        self.smtp.code_for(email, before + 1).await
+    }
+
+    /// Onboards a new owner end to end.
+    pub async fn onboard(&self, email: &str) -> Owner {
+        let code = self.request_code(email).await;
+        let reply = self
+            .post("/api/v1/onboarding/email/complete", json!({ "email": email, "code": code, "acceptTerms": true }))
+            .await;
+        let data = reply.assert_ok();
+        let s = |v: &Value| v.as_str().unwrap_or_else(|| panic!("not a string: {v}")).to_owned();
+        Owner {
+            session: s(&data["session"]["token"]),
+            agent_key: s(&data["bootstrap"]["agentApiKey"]),
+            agent_id: s(&data["bootstrap"]["agentId"]),
+            agent_address: s(&data["bootstrap"]["agentAddress"]),
+        }
+    }
+
+    /// Stops the server (graceful) and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}

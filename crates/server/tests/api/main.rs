@@ -1,0 +1,9 @@
+//! Integration tests of the REST surface: the real server on port 0, on SQLite and on PostgreSQL.
+
+mod helpers;
+
+mod catalog;
+mod errors;
+mod health;
+mod identity;
+mod openapi;
