@@ -133,3 +133,30 @@ mod tests {
         assert_eq!(ErrorCode::NotAvailable.http_status(), 503);
     }
 }
+
+#[cfg(test)]
+mod docs_tests {
+    use super::*;
+
+    /// docs/API.md lists every code with its status and family, and nothing else.
+    #[test]
+    fn the_api_doc_table_matches_the_code_table() {
+        let doc = include_str!("../../../docs/API.md");
+        let rows: Vec<Vec<&str>> = doc
+            .lines()
+            .filter(|l| l.starts_with("| ") && l.matches('|').count() >= 5)
+            .map(|l| l.split('|').map(str::trim).filter(|c| !c.is_empty()).collect())
+            .filter(|cells: &Vec<&str>| cells.len() >= 3 && cells[1].parse::<u16>().is_ok())
+            .collect();
+        for code in ErrorCode::ALL {
+            let family = serde_json::to_value(code.family()).unwrap_or_default();
+            let row = rows.iter().find(|r| r[0] == code.as_str());
+            assert!(row.is_some(), "docs/API.md has no row for {code}");
+            if let Some(row) = row {
+                assert_eq!(row[1], code.http_status().to_string(), "status of {code} in docs/API.md");
+                assert_eq!(Some(row[2]), family.as_str(), "family of {code} in docs/API.md");
+            }
+        }
+        assert_eq!(rows.len(), ErrorCode::ALL.len(), "docs/API.md lists a code the code table lacks");
+    }
+}

@@ -265,14 +265,14 @@ fn build(
         let mut names = vec![spec.entry.action.clone()];
         names.extend(spec.entry.aliases.iter().cloned());
         for name in names {
-            if let Some(&other) = by_name.get(&lookup_key(&name)) {
-                if other != index {
-                    let other: &ActionSpec = &actions[other];
-                    return Err(invalid(format!(
-                        "name {name} is used by both {} and {}",
-                        other.entry.action, spec.entry.action
-                    )));
-                }
+            if let Some(&other) = by_name.get(&lookup_key(&name))
+                && other != index
+            {
+                let other: &ActionSpec = &actions[other];
+                return Err(invalid(format!(
+                    "name {name} is used by both {} and {}",
+                    other.entry.action, spec.entry.action
+                )));
             }
             by_name.insert(lookup_key(&name), index);
         }

@@ -156,10 +156,10 @@ fn warn_if_readable_by_others(path: &Path) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        if let Ok(meta) = std::fs::metadata(path) {
-            if meta.permissions().mode() & 0o077 != 0 {
-                tracing::warn!(path = %path.display(), "the master key file is readable by group or others; chmod 600 it");
-            }
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            tracing::warn!(path = %path.display(), "the master key file is readable by group or others; chmod 600 it");
         }
     }
 }

@@ -35,6 +35,39 @@ macro_rules! on_pool {
     };
 }
 
+/// Inserts an agent and its policy inside the open transaction `$tx`.
+macro_rules! insert_agent_with_policy {
+    ($tx:ident, $agent:expr, $policy:expr, $allowed:expr) => {{
+        let (a, p) = ($agent, $policy);
+        sqlx::query(
+            "INSERT INTO agents (id, account_id, name, key_hash, wallet_address, wallet_sealed, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(&a.record.id)
+        .bind(&a.record.account_id)
+        .bind(&a.record.name)
+        .bind(a.key_hash.0.to_vec())
+        .bind(&a.record.wallet_address)
+        .bind(&a.wallet_sealed)
+        .bind(a.record.created_at)
+        .execute(&mut *$tx)
+        .await
+        .map_err(err)?;
+        sqlx::query(
+            "INSERT INTO agent_policies (agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, updated_at)
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&p.agent_id)
+        .bind($allowed)
+        .bind(p.daily_limit_micros)
+        .bind(p.max_per_action_micros)
+        .bind(p.updated_at)
+        .execute(&mut *$tx)
+        .await
+        .map_err(err)?;
+    }};
+}
+
 /// A SQL store.
 pub struct SqlStore {
     backend: Backend,
@@ -232,34 +265,7 @@ impl Store for SqlStore {
             .map_err(err)?
             .rows_affected();
             let outcome = if inserted == 1 {
-                let a = &o.first_agent;
-                sqlx::query(
-                    "INSERT INTO agents (id, account_id, name, key_hash, wallet_address, wallet_sealed, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                )
-                .bind(&a.record.id)
-                .bind(&o.new_account_id)
-                .bind(&a.record.name)
-                .bind(a.key_hash.0.to_vec())
-                .bind(&a.record.wallet_address)
-                .bind(&a.wallet_sealed)
-                .bind(a.record.created_at)
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?;
-                let p = &o.first_policy;
-                sqlx::query(
-                    "INSERT INTO agent_policies (agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, updated_at)
-                     VALUES ($1, $2, $3, $4, $5)",
-                )
-                .bind(&p.agent_id)
-                .bind(&allowed)
-                .bind(p.daily_limit_micros)
-                .bind(p.max_per_action_micros)
-                .bind(p.updated_at)
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?;
+                insert_agent_with_policy!(tx, &o.first_agent, &o.first_policy, &allowed);
                 OnboardingOutcome::Created { account_id: o.new_account_id.clone() }
             } else {
                 let id: String = sqlx::query_scalar("SELECT id FROM accounts WHERE email = $1")
@@ -328,32 +334,7 @@ impl Store for SqlStore {
         let allowed = serde_json::to_string(&p.allowed_actions).map_err(err)?;
         on_pool!(self, pool => {
             let mut tx = pool.begin().await.map_err(err)?;
-            sqlx::query(
-                "INSERT INTO agents (id, account_id, name, key_hash, wallet_address, wallet_sealed, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(&a.record.id)
-            .bind(&a.record.account_id)
-            .bind(&a.record.name)
-            .bind(a.key_hash.0.to_vec())
-            .bind(&a.record.wallet_address)
-            .bind(&a.wallet_sealed)
-            .bind(a.record.created_at)
-            .execute(&mut *tx)
-            .await
-            .map_err(err)?;
-            sqlx::query(
-                "INSERT INTO agent_policies (agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, updated_at)
-                 VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(&p.agent_id)
-            .bind(&allowed)
-            .bind(p.daily_limit_micros)
-            .bind(p.max_per_action_micros)
-            .bind(p.updated_at)
-            .execute(&mut *tx)
-            .await
-            .map_err(err)?;
+            insert_agent_with_policy!(tx, a, p, &allowed);
             tx.commit().await.map_err(err)
         })
     }

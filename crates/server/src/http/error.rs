@@ -55,10 +55,10 @@ impl IntoResponse for ApiError {
             message: self.error.message,
         };
         let mut response = (status, Json(body)).into_response();
-        if let Some(seconds) = self.error.retry_after {
-            if let Ok(v) = HeaderValue::from_str(&seconds.to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, v);
-            }
+        if let Some(seconds) = self.error.retry_after
+            && let Ok(v) = HeaderValue::from_str(&seconds.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
         }
         response
     }

@@ -1,4 +1,5 @@
 //! Integration tests of the REST surface: the real server on port 0, on SQLite and on PostgreSQL.
+#![allow(clippy::panic)] // Tests fail by panicking.
 
 mod helpers;
 

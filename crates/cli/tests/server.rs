@@ -1,0 +1,298 @@
+//! The real `actiongate` binary: start-up contract, configuration sources, migrations, shutdown,
+//! several processes on one PostgreSQL, and secrets kept out of the logs.
+#![allow(clippy::panic)] // Tests fail by panicking.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_actiongate");
+
+struct Server {
+    child: Child,
+    addr: String,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+/// Starts `actiongate server` with these args and env, and waits for its listening line.
+fn start(args: &[&str], env: &[(&str, &str)], cwd: &Path) -> Server {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("server").args(args).current_dir(cwd).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn: {e}"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut all = String::new();
+        let _ = stderr.read_to_string(&mut all);
+        let _ = tx.send(all);
+    });
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap_or_else(|e| panic!("read stdout: {e}"));
+    let addr = line
+        .trim()
+        .strip_prefix("actiongate listening on http://")
+        .unwrap_or_else(|| {
+            let err = rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+            panic!("unexpected first line {line:?}; stderr: {err}")
+        })
+        .to_owned();
+    Server { child, addr, stderr: rx }
+}
+
+impl Server {
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// SIGTERM, then the exit status and everything the server logged.
+    fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let status = loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the server did not stop within 15 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let logs = self.stderr.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+        (status, logs)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn get(url: &str) -> (u16, Value) {
+    let resp = reqwest::get(url).await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+async fn post(url: &str, body: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new().post(url).json(&body).send().await.unwrap_or_else(|e| panic!("POST {url}: {e}"));
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// Reads the code from the newest `.eml` in the outbox addressed to `email`.
+fn outbox_code(outbox: &Path, email: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        for entry in std::fs::read_dir(outbox).into_iter().flatten().flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            if text.contains(&format!("To: {email}"))
+                && let Some(i) = text.find("sign-in code is ")
+            {
+                return text[i + 16..i + 22].to_owned();
+            }
+        }
+        assert!(Instant::now() < deadline, "no mail to {email} in {}", outbox.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test]
+async fn dev_server_starts_with_embedded_defaults_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let server = start(&["--dev", "--listen", "127.0.0.1:0"], &[], dir.path());
+    let (status, body) = get(&server.url("/healthz")).await;
+    assert_eq!((status, body["data"]["status"].clone()), (200, json!("ok")));
+    let (status, _) = get(&server.url("/readyz")).await;
+    assert_eq!(status, 200);
+
+    let data = dir.path().join(".actiongate");
+    assert!(data.join("actiongate.db").exists(), "SQLite at <data-dir>/actiongate.db");
+    assert!(data.join("outbox").is_dir(), "dev outbox");
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(data.join("master.key")).map(|m| m.permissions()).unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(mode & 0o777, 0o600, "master key must be 0600");
+
+    // Mail goes to the outbox as one RFC 5322 file per message.
+    let (status, _) = post(&server.url("/api/v1/onboarding/email/start"), json!({"email": "dev@example.com"})).await;
+    assert_eq!(status, 200);
+    let code = outbox_code(&data.join("outbox"), "dev@example.com");
+    assert_eq!(code.len(), 6);
+
+    let (status, logs) = server.terminate();
+    assert!(status.success(), "exit status {status:?}; logs: {logs}");
+    assert!(logs.contains("shutdown signal received"), "{logs}");
+
+    // A restart keeps everything: the same master key opens the same database.
+    let server = start(&["--dev", "--listen", "127.0.0.1:0"], &[], dir.path());
+    let (status, body) = post(
+        &server.url("/api/v1/onboarding/email/complete"),
+        json!({"email": "dev@example.com", "code": code, "acceptTerms": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let _ = server.terminate();
+}
+
+#[tokio::test]
+async fn configuration_comes_from_toml_env_and_flags_in_that_order() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let data = dir.path().join("from-toml");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!("dev = true\nlisten = \"127.0.0.1:1\"\ndata-dir = \"{}\"\n", data.display()),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let config = config.display().to_string();
+    // The env var beats the file's listen address (port 1 would fail to bind).
+    let server = start(&["--config", &config], &[("ACTIONGATE_LISTEN", "127.0.0.1:0")], dir.path());
+    assert!(data.join("actiongate.db").exists(), "data-dir from the TOML file");
+    let _ = server.terminate();
+
+    // A flag beats the env var.
+    let flag_dir = dir.path().join("from-flag");
+    let flag_dir_s = flag_dir.display().to_string();
+    let server = start(
+        &["--config", &config, "--data-dir", &flag_dir_s],
+        &[("ACTIONGATE_LISTEN", "127.0.0.1:0"), ("ACTIONGATE_DATA_DIR", "/nonexistent/never")],
+        dir.path(),
+    );
+    assert!(flag_dir.join("actiongate.db").exists());
+    let _ = server.terminate();
+
+    // A typo in the file is an error that names it.
+    std::fs::write(dir.path().join("bad.toml"), "lisen = \"x\"\n").unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(BIN)
+        .args(["server", "--config", "bad.toml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lisen"));
+}
+
+#[tokio::test]
+async fn without_dev_a_master_key_is_required() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(BIN)
+        .args(["server", "--listen", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no master key") && err.contains("actiongate master-key"), "{err}");
+
+    let key = dir.path().join("mk");
+    let out = Command::new(BIN).args(["master-key", "--out"]).arg(&key).output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&std::fs::read_to_string(&key).unwrap_or_default()));
+    // It never overwrites a key.
+    let again = Command::new(BIN).args(["master-key", "--out"]).arg(&key).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again.status.code(), Some(1));
+
+    let key_s = key.display().to_string();
+    let server = start(&["--listen", "127.0.0.1:0", "--master-key-file", &key_s], &[], dir.path());
+    let (status, _) = get(&server.url("/readyz")).await;
+    assert_eq!(status, 200);
+    let _ = server.terminate();
+}
+
+#[tokio::test]
+async fn two_processes_share_one_postgres_database() {
+    let url = actiongate_store::testing::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(BIN).args(["migrate", "--database-url", &url]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let key = dir.path().join("master.key");
+    let out = Command::new(BIN).args(["master-key", "--out"]).arg(&key).output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success());
+    let key_s = key.display().to_string();
+    let outbox_dir = dir.path().join("a");
+    let a_dir = outbox_dir.display().to_string();
+    let b_dir = dir.path().join("b").display().to_string();
+    let common = ["--listen", "127.0.0.1:0", "--database-url", &url, "--master-key-file", &key_s];
+    let a = start(&[&common[..], &["--data-dir", &a_dir]].concat(), &[], dir.path());
+    let b = start(&[&common[..], &["--data-dir", &b_dir]].concat(), &[], dir.path());
+
+    // Start on A, complete on B, use the key on both.
+    post(&a.url("/api/v1/onboarding/email/start"), json!({"email": "pg@example.com"})).await;
+    let code = outbox_code(&outbox_dir.join("outbox"), "pg@example.com");
+    let (status, body) = post(
+        &b.url("/api/v1/onboarding/email/complete"),
+        json!({"email": "pg@example.com", "code": code, "acceptTerms": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let key = body["data"]["bootstrap"]["agentApiKey"].as_str().unwrap_or("").to_owned();
+    for server in [&a, &b] {
+        let (status, _) = get(&server.url(&format!("/api/v1/agent/actions?agentApiKey={key}"))).await;
+        assert_eq!(status, 200);
+    }
+    let _ = a.terminate();
+    let _ = b.terminate();
+}
+
+#[tokio::test]
+async fn secrets_never_reach_the_logs() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let server = start(&["--dev", "--listen", "127.0.0.1:0"], &[("ACTIONGATE_LOG", "debug")], dir.path());
+    let outbox = dir.path().join(".actiongate/outbox");
+    post(&server.url("/api/v1/onboarding/email/start"), json!({"email": "quiet@example.com"})).await;
+    let code = outbox_code(&outbox, "quiet@example.com");
+    // A wrong code first, so that the failure path is logged too.
+    post(&server.url("/api/v1/onboarding/email/complete"), json!({"email": "quiet@example.com", "code": "x", "acceptTerms": true})).await;
+    let (_, body) = post(
+        &server.url("/api/v1/onboarding/email/complete"),
+        json!({"email": "quiet@example.com", "code": code, "acceptTerms": true}),
+    )
+    .await;
+    let key = body["data"]["bootstrap"]["agentApiKey"].as_str().unwrap_or("").to_owned();
+    let session = body["data"]["session"]["token"].as_str().unwrap_or("").to_owned();
+    assert!(key.starts_with("agent-") && session.starts_with("owner-"));
+    get(&server.url(&format!("/api/v1/agent/actions?agentApiKey={key}"))).await;
+    get(&server.url("/api/v1/agent/actions?agentApiKey=agent-wrong-key-value")).await;
+    let client = reqwest::Client::new();
+    let _ = client.get(server.url("/api/v1/agents")).bearer_auth(&session).send().await;
+    let _ = client.get(server.url("/api/v1/agents")).bearer_auth(&key).send().await;
+
+    let master = std::fs::read_to_string(dir.path().join(".actiongate/master.key")).unwrap_or_default();
+    let (_, logs) = server.terminate();
+    assert!(logs.contains("/api/v1/agent/actions"), "the requests were logged: {logs}");
+    for (what, secret) in [
+        ("agent key", key.as_str()),
+        ("session", session.as_str()),
+        ("e-mail code", code.as_str()),
+        ("master key", master.trim()),
+        ("wrong key", "agent-wrong-key-value"),
+    ] {
+        assert!(!secret.is_empty());
+        assert!(!logs.contains(secret), "the {what} appears in the logs");
+    }
+}
+
+/// `--help` names every subcommand with an example.
+#[test]
+fn help_lists_the_commands() {
+    let out = Command::new(BIN).arg("--help").output().unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for cmd in ["server", "migrate", "master-key"] {
+        assert!(text.contains(cmd), "{text}");
+    }
+    let out = Command::new(BIN).args(["server", "--help"]).output().unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--listen", "--data-dir", "--database-url", "--smtp-url", "--dev", "--config", "ACTIONGATE_LISTEN"] {
+        assert!(text.contains(flag), "{flag} missing: {text}");
+    }
+}
