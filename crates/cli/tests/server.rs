@@ -90,21 +90,10 @@ async fn post(url: &str, body: Value) -> (u16, Value) {
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-/// Reads the code from the newest `.eml` in the outbox addressed to `email`.
-fn outbox_code(outbox: &Path, email: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        for entry in std::fs::read_dir(outbox).into_iter().flatten().flatten() {
-            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-            if text.contains(&format!("To: {email}"))
-                && let Some(i) = text.find("sign-in code is ")
-            {
-                return text[i + 16..i + 22].to_owned();
-            }
-        }
-        assert!(Instant::now() < deadline, "no mail to {email} in {}", outbox.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Waits for the first mail to `email` in an `.eml` outbox and reads its code.
+async fn outbox_code(outbox: &Path, email: &str) -> String {
+    let dirs = [outbox.to_path_buf()];
+    actiongate_testkit::wait_for_code(|| actiongate_testkit::messages_in(&dirs, email), email, 1).await
 }
 
 #[tokio::test]
@@ -125,7 +114,7 @@ async fn dev_server_starts_with_embedded_defaults_and_stops_on_sigterm() {
     // Mail goes to the outbox as one RFC 5322 file per message.
     let (status, _) = post(&server.url("/api/v1/onboarding/email/start"), json!({"email": "dev@example.com"})).await;
     assert_eq!(status, 200);
-    let code = outbox_code(&data.join("outbox"), "dev@example.com");
+    let code = outbox_code(&data.join("outbox"), "dev@example.com").await;
     assert_eq!(code.len(), 6);
 
     let (status, logs) = server.terminate();
@@ -141,6 +130,24 @@ async fn dev_server_starts_with_embedded_defaults_and_stops_on_sigterm() {
     .await;
     assert_eq!(status, 200, "{body}");
     let _ = server.terminate();
+}
+
+#[tokio::test]
+async fn sigterm_lets_an_in_flight_request_finish() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // The SMTP server holds each message for 2 s: the onboarding request is in flight that long.
+    let smtp = actiongate_testkit::SmtpSink::start_with_delay(dir.path(), 2.0);
+    let smtp_url = smtp.url();
+    let server = start(&["--dev", "--listen", "127.0.0.1:0", "--smtp-url", &smtp_url], &[], dir.path());
+    let url = server.url("/api/v1/onboarding/email/start");
+    let in_flight = tokio::spawn(async move { post(&url, json!({"email": "late@example.com"})).await });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!in_flight.is_finished(), "the request should still be waiting for SMTP");
+    let (status, logs) = tokio::task::spawn_blocking(move || server.terminate()).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success(), "{logs}");
+    let (code, body) = in_flight.await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(code, 200, "the in-flight request was answered before exit: {body}");
+    assert_eq!(smtp.messages_to("late@example.com").len(), 1, "and its mail was delivered");
 }
 
 #[tokio::test]
@@ -210,7 +217,7 @@ async fn without_dev_a_master_key_is_required() {
 
 #[tokio::test]
 async fn two_processes_share_one_postgres_database() {
-    let url = actiongate_store::testing::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}"));
+    let url = actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}"));
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let out = Command::new(BIN).args(["migrate", "--database-url", &url]).output().unwrap_or_else(|e| panic!("{e}"));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -228,7 +235,7 @@ async fn two_processes_share_one_postgres_database() {
 
     // Start on A, complete on B, use the key on both.
     post(&a.url("/api/v1/onboarding/email/start"), json!({"email": "pg@example.com"})).await;
-    let code = outbox_code(&outbox_dir.join("outbox"), "pg@example.com");
+    let code = outbox_code(&outbox_dir.join("outbox"), "pg@example.com").await;
     let (status, body) = post(
         &b.url("/api/v1/onboarding/email/complete"),
         json!({"email": "pg@example.com", "code": code, "acceptTerms": true}),
@@ -250,7 +257,7 @@ async fn secrets_never_reach_the_logs() {
     let server = start(&["--dev", "--listen", "127.0.0.1:0"], &[("ACTIONGATE_LOG", "debug")], dir.path());
     let outbox = dir.path().join(".actiongate/outbox");
     post(&server.url("/api/v1/onboarding/email/start"), json!({"email": "quiet@example.com"})).await;
-    let code = outbox_code(&outbox, "quiet@example.com");
+    let code = outbox_code(&outbox, "quiet@example.com").await;
     // A wrong code first, so that the failure path is logged too.
     post(&server.url("/api/v1/onboarding/email/complete"), json!({"email": "quiet@example.com", "code": "x", "acceptTerms": true})).await;
     let (_, body) = post(

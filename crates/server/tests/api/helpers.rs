@@ -1,11 +1,11 @@
 //! The test harness: a real server on port 0 (SQLite or a fresh PostgreSQL schema), a real SMTP
-//! sink (aiosmtpd, a Python package installed by scripts/test), a manual clock, and an HTTP client.
+//! sink (aiosmtpd, from the venv scripts/test installs), a manual clock, and an HTTP client.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+pub use actiongate_testkit::SmtpSink;
 
 use actiongate_core::catalog::{Implemented, Lane};
 use actiongate_core::clock::ManualClock;
@@ -33,98 +33,6 @@ macro_rules! on_both_backends {
             }
         }
     )*};
-}
-
-/// A real SMTP server (aiosmtpd) writing every message it receives into a maildir.
-pub struct SmtpSink {
-    child: Child,
-    pub port: u16,
-    maildir: PathBuf,
-}
-
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("ACTIONGATE_TEST_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    assert!(
-        venv.exists(),
-        "the SMTP sink needs the test venv: run ./scripts/test (it installs aiosmtpd into .venv)"
-    );
-    venv
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free port: {e}"))
-}
-
-impl SmtpSink {
-    pub fn start(dir: &Path) -> Self {
-        let maildir = dir.join("maildir");
-        let port = free_port();
-        let child = Command::new(python())
-            .args(["-m", "aiosmtpd", "-n", "-l", &format!("127.0.0.1:{port}"), "-c", "aiosmtpd.handlers.Mailbox"])
-            .arg(&maildir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start aiosmtpd: {e}"));
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "aiosmtpd did not start listening on {port}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Self { child, port, maildir }
-    }
-
-    /// Every received message addressed to `to`, oldest first.
-    pub fn messages_to(&self, to: &str) -> Vec<String> {
-        let mut found: Vec<(std::time::SystemTime, String)> = Vec::new();
-        for sub in ["new", "cur"] {
-            let Ok(entries) = std::fs::read_dir(self.maildir.join(sub)) else { continue };
-            for entry in entries.flatten() {
-                let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
-                let addressed = text.lines().any(|l| {
-                    l.to_ascii_lowercase().starts_with("to:") && l.to_ascii_lowercase().contains(&to.to_ascii_lowercase())
-                });
-                if addressed {
-                    let when = entry.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
-                    found.push((when, text));
-                }
-            }
-        }
-        found.sort_by_key(|(t, _)| *t);
-        found.into_iter().map(|(_, t)| t).collect()
-    }
-
-    /// Waits for the `n`th message to `to` and reads the 6-digit code in it.
-    pub async fn code_for(&self, to: &str, n: usize) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let messages = self.messages_to(to);
-            if let Some(text) = messages.get(n - 1) {
-                return extract_code(text).unwrap_or_else(|| panic!("no code in mail: {text}"));
-            }
-            assert!(Instant::now() < deadline, "no mail #{n} to {to} arrived");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-fn extract_code(text: &str) -> Option<String> {
-    let idx = text.find("sign-in code is ")?;
-    let code: String = text[idx + 16..].chars().take(6).collect();
-    (code.len() == 6 && code.chars().all(|c| c.is_ascii_digit())).then_some(code)
-}
-
-impl Drop for SmtpSink {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Lanes the test build claims to implement (the execution layer is not there yet).
@@ -172,7 +80,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
     let smtp = SmtpSink::start(dir.path());
     let database_url = match backend {
         Backend::Sqlite => format!("sqlite://{}", dir.path().join("gateway.db").display()),
-        Backend::Postgres => actiongate_store::testing::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}")),
+        Backend::Postgres => actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}")),
     };
     let file = toml::from_str(&options.config_toml).unwrap_or_else(|e| panic!("test config: {e}"));
     let config = Config::resolve(
@@ -181,7 +89,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             data_dir: Some(dir.path().join("data")),
             database_url: Some(database_url.clone()),
-            smtp_url: Some(format!("smtp://127.0.0.1:{}", smtp.port)),
+            smtp_url: Some(smtp.url()),
             ..Overrides::default()
         },
         file,

@@ -1,0 +1,130 @@
+//! Test support shared by the test suites: a real SMTP server (aiosmtpd, from the Python venv that
+//! `scripts/test` installs) and fresh databases. Nothing here fakes a component; it starts the real one
+//! or fails with the command that installs it.
+#![allow(clippy::panic)] // Test support fails by panicking, with a message.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub use actiongate_store::testing::fresh_postgres_url;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The Python of the test venv (`ACTIONGATE_TEST_PYTHON`, else `<repo>/.venv/bin/python`).
+pub fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("ACTIONGATE_TEST_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = repo_root().join(".venv/bin/python");
+    assert!(venv.exists(), "the SMTP sink needs the test venv: run ./scripts/test (it installs aiosmtpd into .venv)");
+    venv
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
+
+/// A real SMTP server writing every message it receives into a maildir (`tests/smtp_sink.py`).
+pub struct SmtpSink {
+    child: Child,
+    pub port: u16,
+    maildir: PathBuf,
+}
+
+impl SmtpSink {
+    pub fn start(dir: &Path) -> Self {
+        Self::start_with_delay(dir, 0.0)
+    }
+
+    /// A sink that holds each message `delay` seconds before accepting it.
+    pub fn start_with_delay(dir: &Path, delay: f64) -> Self {
+        let maildir = dir.join("maildir");
+        let port = free_port();
+        let mut child = Command::new(python())
+            .arg(repo_root().join("tests/smtp_sink.py"))
+            .args(["--port", &port.to_string(), "--delay", &delay.to_string(), "--maildir"])
+            .arg(&maildir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the SMTP sink: {e}"));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        assert_eq!(line.trim(), "ready", "the SMTP sink did not start");
+        Self { child, port, maildir }
+    }
+
+    /// `smtp://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("smtp://127.0.0.1:{}", self.port)
+    }
+
+    /// Every received message addressed to `to`, oldest first.
+    pub fn messages_to(&self, to: &str) -> Vec<String> {
+        messages_in(&[self.maildir.join("new"), self.maildir.join("cur")], to)
+    }
+
+    /// Waits for the `n`th message to `to` and reads the 6-digit code in it.
+    pub async fn code_for(&self, to: &str, n: usize) -> String {
+        wait_for_code(|| self.messages_to(to), to, n).await
+    }
+}
+
+impl Drop for SmtpSink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Messages in these directories (maildir folders or an `.eml` outbox) addressed to `to`, oldest first.
+pub fn messages_in(dirs: &[PathBuf], to: &str) -> Vec<String> {
+    let to = to.to_ascii_lowercase();
+    let mut found: Vec<(std::time::SystemTime, String)> = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        for entry in entries.flatten() {
+            let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+            let addressed = text.lines().any(|l| {
+                let l = l.to_ascii_lowercase();
+                l.starts_with("to:") && l.contains(&to)
+            });
+            if addressed {
+                let when = entry.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+                found.push((when, text));
+            }
+        }
+    }
+    found.sort_by_key(|(t, _)| *t);
+    found.into_iter().map(|(_, t)| t).collect()
+}
+
+/// Waits up to 10 s for the `n`th message and answers the code in it.
+pub async fn wait_for_code(read: impl Fn() -> Vec<String>, to: &str, n: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(text) = read().get(n - 1) {
+            return extract_code(text).unwrap_or_else(|| panic!("no code in mail: {text}"));
+        }
+        assert!(Instant::now() < deadline, "no mail #{n} to {to} arrived");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The 6-digit code of a sign-in mail.
+pub fn extract_code(text: &str) -> Option<String> {
+    let idx = text.find("sign-in code is ")?;
+    let code: String = text[idx + 16..].chars().take(6).collect();
+    (code.len() == 6 && code.chars().all(|c| c.is_ascii_digit())).then_some(code)
+}
