@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod error;
 pub mod identity;
+pub mod intents;
 
 pub use error::{ErrorBody, ErrorCode, ErrorFamily};
 

@@ -13,6 +13,10 @@ use time::Duration;
 use zeroize::Zeroizing;
 
 use crate::catalog::Catalog;
+use crate::chains::Chains;
+use crate::execution::Registry;
+use crate::pricing::{CreditSettings, PriceBook};
+use crate::runner::IntentRunner;
 use crate::clock::{Clock, rfc3339, to_millis, from_millis};
 use crate::crypto::{self, AGENT_KEY_PREFIX, Keyring, OWNER_SESSION_PREFIX, SecretHash};
 use crate::error::{Error, Result};
@@ -41,13 +45,22 @@ impl Default for DefaultPolicy {
     }
 }
 
-/// Tunables of the identity flows.
+/// Tunables of the gateway.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub email_code_ttl: Duration,
     pub email_code_max_attempts: u32,
     pub session_ttl: Duration,
     pub default_policy: DefaultPolicy,
+    pub credits: CreditSettings,
+    pub prices: PriceBook,
+    pub chains: Chains,
+    /// How long a derived idempotency key (no explicit key) makes a repeat the same intent.
+    pub idempotency_window: Duration,
+    /// How long an intent lease lasts without renewal.
+    pub lease: Duration,
+    /// How long a direct execution's answer waits for its outcome.
+    pub direct_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -57,8 +70,21 @@ impl Default for Settings {
             email_code_max_attempts: 5,
             session_ttl: Duration::days(7),
             default_policy: DefaultPolicy::default(),
+            credits: CreditSettings::default(),
+            prices: PriceBook::default(),
+            chains: Chains::default(),
+            idempotency_window: Duration::seconds(60),
+            lease: Duration::seconds(30),
+            direct_timeout: Duration::seconds(30),
         }
     }
+}
+
+/// The gateway's connections to the outside world.
+pub struct Ports {
+    pub store: Arc<dyn Store>,
+    pub mailer: Arc<dyn Mailer>,
+    pub clock: Arc<dyn Clock>,
 }
 
 /// An authenticated agent.
@@ -81,6 +107,7 @@ pub struct Gateway {
     catalog: Arc<Catalog>,
     keys: Keyring,
     settings: Settings,
+    runner: Arc<IntentRunner>,
     /// The default policy resolved against the catalog once.
     default_allowed: Vec<String>,
     default_daily_micros: i64,
@@ -90,13 +117,20 @@ pub struct Gateway {
 impl Gateway {
     /// Builds the core; fails when the default policy names actions the catalog does not have.
     pub fn new(
-        store: Arc<dyn Store>,
-        mailer: Arc<dyn Mailer>,
-        clock: Arc<dyn Clock>,
+        ports: Ports,
         catalog: Arc<Catalog>,
+        registry: Arc<Registry>,
         keys: Keyring,
         settings: Settings,
     ) -> Result<Self> {
+        let Ports { store, mailer, clock } = ports;
+        let runner = Arc::new(IntentRunner::new(
+            store.clone(),
+            registry,
+            catalog.clone(),
+            clock.clone(),
+            settings.lease,
+        ));
         let default_allowed = match &settings.default_policy.allowed_actions {
             Some(names) => canonical_names(&catalog, names)?,
             None => catalog
@@ -118,6 +152,7 @@ impl Gateway {
             catalog,
             keys,
             settings,
+            runner,
             default_allowed,
             default_daily_micros,
             default_per_action_micros,
@@ -126,6 +161,19 @@ impl Gateway {
 
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The intent runner; the server spawns its workers.
+    pub fn runner(&self) -> &Arc<IntentRunner> {
+        &self.runner
     }
 
     pub fn now(&self) -> time::OffsetDateTime {

@@ -1,17 +1,24 @@
-//! The actiongate domain: the catalog, identity (onboarding, agents, sessions), and policy.
+//! The actiongate domain: the catalog, identity (onboarding, agents, sessions), policy, intents and
+//! their checks, the credit ledger's rules, and the intent runner.
 //! Ports to the outside world are traits: [`store::Store`], [`mail::Mailer`], [`clock::Clock`].
 //!
 //! Invariant: this crate knows no HTTP, no SQL and no CLI. Every surface calls [`Gateway`] and renders
 //! what it answers; a rule lives here once.
 
 pub mod catalog;
+pub mod chains;
 pub mod clock;
 pub mod crypto;
 pub mod error;
+pub mod execution;
 pub mod gateway;
+pub mod intents;
 pub mod mail;
 pub mod money;
+pub mod pricing;
+pub mod providers;
+pub mod runner;
 pub mod store;
 
 pub use error::{Error, Result};
-pub use gateway::{AgentContext, DefaultPolicy, Gateway, OwnerContext, Settings};
+pub use gateway::{AgentContext, DefaultPolicy, Gateway, OwnerContext, Ports, Settings};

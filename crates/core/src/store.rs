@@ -84,6 +84,155 @@ pub enum OnboardingOutcome {
     ChallengeGone,
 }
 
+/// A stored idempotency key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdempotencyRecord {
+    pub request_hash: [u8; 32],
+    pub intent_id: String,
+    pub created_at: i64,
+}
+
+/// One user an intent addresses, before it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionDraft {
+    pub user_did: String,
+    pub wallet_address: String,
+}
+
+/// An intent that passed every check the core can make alone; the store makes the rest (idempotency,
+/// daily limit, delegation, credits) and writes it, all in one transaction.
+#[derive(Debug, Clone)]
+pub struct IntentDraft {
+    pub id: String,
+    pub agent_id: String,
+    pub account_id: String,
+    pub action: String,
+    pub lane: String,
+    /// JSON.
+    pub params: String,
+    pub chain_id: u64,
+    pub amount_micros: i64,
+    /// Counted against the daily limit.
+    pub is_write: bool,
+    pub daily_limit_micros: i64,
+    pub price_per_execution: i64,
+    pub free_per_day: u32,
+    pub idempotency_key: String,
+    pub request_hash: [u8; 32],
+    /// For a derived key: a record created before this instant is stale and replaced.
+    pub replace_idempotency_before: Option<i64>,
+    /// Address every active delegation to the agent on the chain (fan-out); else `own`.
+    pub fan_out: bool,
+    pub own: ExecutionDraft,
+    /// A lease taken at once (direct execution runs in the request).
+    pub lease: Option<(String, i64)>,
+    /// UTC day number (days since the epoch).
+    pub day: i64,
+    pub now: i64,
+}
+
+/// What [`Store::accept_intent`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AcceptOutcome {
+    Accepted,
+    /// The same key with the same request: the earlier intent.
+    Replay { intent_id: String },
+    /// The same key with a different request.
+    KeyReused,
+    DailyLimit { used_micros: i64 },
+    DelegationRequired,
+    /// The paid balance is short (not empty) and the free allowance is used.
+    InsufficientCredits { balance: i64, price: i64 },
+    /// The paid balance is empty and the free allowance is used.
+    DailyFreeLimitExceeded,
+}
+
+/// An intent row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntentRecord {
+    pub id: String,
+    pub agent_id: String,
+    pub account_id: String,
+    pub action: String,
+    pub lane: String,
+    pub params: String,
+    pub chain_id: u64,
+    pub amount_micros: i64,
+    pub price_per_execution: i64,
+    pub reserved_credits: i64,
+    pub free_request: bool,
+    pub status: String,
+    pub total: u32,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+/// An execution row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionRecord {
+    pub intent_id: String,
+    pub seq: u32,
+    pub execution_key: String,
+    pub user_did: String,
+    pub wallet_address: String,
+    pub chain_id: u64,
+    /// pending, started, succeeded, failed.
+    pub state: String,
+    pub tx_hash: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    /// JSON.
+    pub data: Option<String>,
+}
+
+/// How an execution ended, for [`Store::finish_execution`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionFinish {
+    pub success: bool,
+    pub tx_hash: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub data: Option<String>,
+}
+
+/// An account's credits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreditAccount {
+    pub balance: i64,
+    pub reserved: i64,
+    /// Free requests used on `free_day` (UTC day number).
+    pub free_used: u32,
+    pub free_day: i64,
+}
+
+/// One ledger row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerEntry {
+    /// grant, reserve, capture, release, free, free_refund, purchase.
+    pub kind: String,
+    pub reason: String,
+    pub agent_id: Option<String>,
+    pub intent_id: Option<String>,
+    pub invoice_id: Option<String>,
+    pub balance_before: i64,
+    pub balance_after: i64,
+    pub reserved_before: i64,
+    pub reserved_after: i64,
+    pub created_at: i64,
+}
+
+/// A delegation row, as far as the fan-out gate reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DelegationRecord {
+    pub hash: String,
+    pub agent_id: String,
+    pub delegator: String,
+    pub chain_id: u64,
+    /// active, revoked, expired, invalid.
+    pub status: String,
+    pub created_at: i64,
+}
+
 /// The storage port.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -111,4 +260,37 @@ pub trait Store: Send + Sync + 'static {
 
     async fn get_policy(&self, agent_id: &str) -> Result<Option<PolicyRecord>, StoreError>;
     async fn put_policy(&self, policy: &PolicyRecord) -> Result<(), StoreError>;
+
+    // ---------------------------------------------------------------- intents
+
+    async fn find_idempotency(&self, agent_id: &str, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+    /// Checks idempotency, the daily limit, delegation and credits, and writes the intent, its
+    /// executions, the idempotency record, the daily usage and the credit reservation — or nothing.
+    async fn accept_intent(&self, draft: &IntentDraft) -> Result<AcceptOutcome, StoreError>;
+    async fn get_intent(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError>;
+    async fn list_executions(&self, intent_id: &str) -> Result<Vec<ExecutionRecord>, StoreError>;
+    async fn count_intents(&self, agent_id: &str) -> Result<u64, StoreError>;
+    /// Leases the oldest queued intent whose lease is free or expired.
+    async fn claim_intent(&self, owner: &str, now: i64, lease_until: i64) -> Result<Option<IntentRecord>, StoreError>;
+    /// Extends a lease this owner holds; false when it was lost.
+    async fn renew_lease(&self, intent_id: &str, owner: &str, lease_until: i64) -> Result<bool, StoreError>;
+    /// Marks a pending execution started, only while `owner` holds the intent's lease.
+    async fn start_execution(&self, intent_id: &str, seq: u32, owner: &str, now: i64) -> Result<bool, StoreError>;
+    /// Records how a started execution ended; false when it was not in the started state.
+    async fn finish_execution(&self, intent_id: &str, seq: u32, finish: &ExecutionFinish, now: i64) -> Result<bool, StoreError>;
+    /// Ends a queued intent whose executions have all ended: sets its status, captures the credits of
+    /// the successful executions and releases the rest. Idempotent.
+    async fn finish_intent(&self, intent_id: &str, now: i64) -> Result<Option<IntentRecord>, StoreError>;
+
+    // ---------------------------------------------------------------- credits
+
+    async fn credit_account(&self, account_id: &str) -> Result<Option<CreditAccount>, StoreError>;
+    /// Adds credits (support grants, purchases) with a ledger entry.
+    async fn grant_credits(&self, account_id: &str, amount: i64, kind: &str, reason: &str, now: i64) -> Result<CreditAccount, StoreError>;
+    async fn ledger(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
+    async fn daily_usage(&self, agent_id: &str, day: i64) -> Result<i64, StoreError>;
+
+    // ---------------------------------------------------------------- delegations
+
+    async fn put_delegation(&self, delegation: &DelegationRecord) -> Result<(), StoreError>;
 }

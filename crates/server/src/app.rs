@@ -7,11 +7,13 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog, Implemented, NothingImplemented};
+use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog};
+use actiongate_core::execution::{Provider, Registry};
+use actiongate_core::providers::internal::{BUILTIN_DATA, InternalData, InternalReads};
 use actiongate_core::clock::{Clock, SystemClock, rfc3339};
 use actiongate_core::crypto::MasterKey;
 use actiongate_core::mail::Mailer;
-use actiongate_core::Gateway;
+use actiongate_core::{Gateway, Ports};
 use actiongate_store::SqlStore;
 use anyhow::{Context, bail};
 use tokio::net::TcpListener;
@@ -26,8 +28,8 @@ use crate::mail::{OutboxMailer, SmtpMailer};
 pub struct Deps {
     pub clock: Option<Arc<dyn Clock>>,
     pub mailer: Option<Arc<dyn Mailer>>,
-    /// Which action lanes this build runs; nothing until the execution layer lands.
-    pub implemented: Option<Arc<dyn Implemented + Send + Sync>>,
+    /// Providers beside the built-in ones (tests use stand-ins for venues that are not built yet).
+    pub providers: Vec<Arc<dyn Provider>>,
 }
 
 /// A built, bound server.
@@ -36,6 +38,8 @@ pub struct Application {
     router: axum::Router,
     store: Arc<SqlStore>,
     addr: SocketAddr,
+    gateway: Arc<Gateway>,
+    workers: usize,
 }
 
 impl Application {
@@ -64,25 +68,32 @@ impl Application {
         };
         let clock: Arc<dyn Clock> = deps.clock.unwrap_or_else(|| Arc::new(SystemClock));
 
-        let implemented: Arc<dyn Implemented + Send + Sync> =
-            deps.implemented.unwrap_or_else(|| Arc::new(NothingImplemented));
-        let catalog = Catalog::from_manifest(BUILTIN_MANIFEST, rfc3339(clock.now()), implemented.as_ref())?;
+        let internal_data = match &config.internal_data_file {
+            Some(path) => tokio::fs::read_to_string(path)
+                .await
+                .with_context(|| format!("cannot read internal data {}", path.display()))?,
+            None => BUILTIN_DATA.to_owned(),
+        };
+        let internal = InternalData::parse(&internal_data).context("internal data file is invalid")?;
+        let mut providers: Vec<Arc<dyn Provider>> = vec![Arc::new(InternalReads::new(internal))];
+        providers.extend(deps.providers);
+        let registry = Arc::new(Registry::new(providers));
+        let catalog = Arc::new(Catalog::from_manifest(BUILTIN_MANIFEST, rfc3339(clock.now()), registry.as_ref())?);
         let catalog_bytes = Arc::new(CatalogBytes::new(catalog.document())?);
-        let gateway = Gateway::new(
-            store.clone(),
-            mailer,
-            clock,
-            Arc::new(catalog),
+        let gateway = Arc::new(Gateway::new(
+            Ports { store: store.clone(), mailer, clock },
+            catalog,
+            registry,
             master.keyring(),
             config.settings.clone(),
-        )?;
-        let state = AppState { gateway: Arc::new(gateway), catalog_bytes };
+        )?);
+        let state = AppState { gateway: gateway.clone(), catalog_bytes };
 
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
-        Ok(Self { listener, router: router(state), store, addr })
+        Ok(Self { listener, router: router(state), store, addr, gateway, workers: config.runner_workers })
     }
 
     /// The address the socket is bound to.
@@ -90,12 +101,22 @@ impl Application {
         self.addr
     }
 
-    /// Serves until `shutdown` resolves, then lets in-flight requests finish and closes the store.
+    /// The core, for tests and tools that run beside the server.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
+    }
+
+    /// Serves until `shutdown` resolves, then lets in-flight requests finish, lets each intent
+    /// runner worker finish the intent in hand, and closes the store.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("server failed")?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let workers = self.gateway.runner().spawn(self.workers, stop_rx);
+        let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
+        let _ = stop_tx.send(true);
+        for worker in workers {
+            let _ = worker.await;
+        }
+        served.context("server failed")?;
         self.store.close().await;
         Ok(())
     }

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use actiongate_core::chains::{ChainSettings, Chains, Token};
+use actiongate_core::pricing::PriceBook;
 use actiongate_core::{DefaultPolicy, Settings};
 use serde::Deserialize;
 
@@ -39,6 +41,35 @@ pub struct FileConfig {
     /// `[chains.<id>]`: chains, tokens, contracts and RPC URLs.
     #[serde(default)]
     pub chains: BTreeMap<String, ChainConfig>,
+    #[serde(default)]
+    pub credits: CreditsSection,
+    /// `[prices]`: USD per whole token, by symbol, for the gateway's own estimate.
+    #[serde(default)]
+    pub prices: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub intents: IntentsSection,
+    /// Data of the internal provider's reads; default `catalog/internal-data.toml` (built in).
+    pub internal_data_file: Option<PathBuf>,
+}
+
+/// `[credits]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct CreditsSection {
+    /// Credits per execution by billing tier.
+    pub prices: Option<BTreeMap<String, i64>>,
+    pub free_per_day: Option<u32>,
+}
+
+/// `[intents]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct IntentsSection {
+    pub idempotency_window_seconds: Option<u64>,
+    pub lease_seconds: Option<u64>,
+    pub direct_timeout_seconds: Option<u64>,
+    /// Intent runner workers per process.
+    pub workers: Option<usize>,
 }
 
 /// `[policy]`.
@@ -104,7 +135,8 @@ pub struct Config {
     pub master_key_file: PathBuf,
     pub mail_from: String,
     pub settings: Settings,
-    pub chains: BTreeMap<u64, ChainConfig>,
+    pub runner_workers: usize,
+    pub internal_data_file: Option<PathBuf>,
 }
 
 /// A configuration that cannot run.
@@ -182,6 +214,47 @@ impl Config {
                 .map_err(|_| ConfigError::Invalid(format!("[chains.{id}]: the key must be a chain id number")))?;
             chains.insert(id, chain);
         }
+        settings.chains = Chains(
+            chains
+                .into_iter()
+                .map(|(id, c)| {
+                    let tokens = c
+                        .tokens
+                        .into_iter()
+                        .map(|(sym, t)| (sym.to_ascii_uppercase(), Token { address: t.address, decimals: t.decimals }))
+                        .collect();
+                    (id, ChainSettings { name: c.name, rpc_url: c.rpc_url, tokens, contracts: c.contracts })
+                })
+                .collect(),
+        );
+        if let Some(prices) = f.credits.prices {
+            if let Some((tier, p)) = prices.iter().find(|(_, p)| **p < 0) {
+                return Err(ConfigError::Invalid(format!("credits.prices.{tier} must not be negative (got {p})")));
+            }
+            settings.credits.prices = prices;
+        }
+        if let Some(n) = f.credits.free_per_day {
+            settings.credits.free_per_day = n;
+        }
+        let mut book = BTreeMap::new();
+        for (symbol, usd) in f.prices {
+            let micros = actiongate_core::money::usd_to_micros(&format!("prices.{symbol}"), usd)
+                .map_err(|e| ConfigError::Invalid(e.message))?;
+            book.insert(symbol.to_ascii_uppercase(), micros);
+        }
+        settings.prices = PriceBook(book);
+        if let Some(s) = f.intents.idempotency_window_seconds {
+            settings.idempotency_window = seconds(s)?;
+        }
+        if let Some(s) = f.intents.lease_seconds {
+            if s == 0 {
+                return Err(ConfigError::Invalid("intents.lease-seconds must be at least 1".into()));
+            }
+            settings.lease = seconds(s)?;
+        }
+        if let Some(s) = f.intents.direct_timeout_seconds {
+            settings.direct_timeout = seconds(s)?;
+        }
         Ok(Self {
             dev,
             listen,
@@ -191,7 +264,8 @@ impl Config {
             master_key_file,
             mail_from: f.mail_from.unwrap_or_else(|| "actiongate <no-reply@actiongate.localhost>".into()),
             settings,
-            chains,
+            runner_workers: f.intents.workers.unwrap_or(4).max(1),
+            internal_data_file: f.internal_data_file,
         })
     }
 }
@@ -277,8 +351,9 @@ mod tests {
         assert_eq!(cfg.database_url, "sqlite:///tmp/ag/actiongate.db");
         assert_eq!(cfg.master_key_file, PathBuf::from("/tmp/ag/master.key"));
         assert_eq!(cfg.settings.default_policy.daily_limit_usd, 50.0);
-        assert_eq!(cfg.chains.get(&84532).and_then(|c| c.rpc_url.clone()).as_deref(), Some("http://127.0.0.1:8545"));
-        assert!(cfg.chains.get(&8453).is_some_and(|c| c.rpc_url.is_none()));
+        let chains = &cfg.settings.chains;
+        assert_eq!(chains.get(84532).and_then(|c| c.rpc_url.clone()).as_deref(), Some("http://127.0.0.1:8545"));
+        assert!(chains.get(8453).is_some_and(|c| c.rpc_url.is_none() && c.tokens.contains_key("USDC")));
 
         let o = Overrides { listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))), ..Overrides::default() };
         let cfg = Config::resolve(o, file).unwrap_or_else(|e| panic!("{e}"));

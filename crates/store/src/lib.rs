@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use actiongate_core::crypto::SecretHash;
 use actiongate_core::store::{
-    AgentRecord, EmailChallenge, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord, SessionRecord, Store,
-    StoreError,
+    AcceptOutcome, AgentRecord, CreditAccount, DelegationRecord, EmailChallenge, ExecutionFinish, ExecutionRecord,
+    IdempotencyRecord, IntentDraft, IntentRecord, LedgerEntry, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord,
+    SessionRecord, Store, StoreError,
 };
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::Row;
+use sqlx::{Postgres, Row, Sqlite};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -33,6 +34,130 @@ macro_rules! on_pool {
             Backend::Postgres($pool) => $body,
         }
     };
+}
+
+/// How each backend opens a transaction that will write, and the few statements whose text differs.
+trait Dialect {
+    type Db: sqlx::Database;
+    /// SQLite takes the write lock at once (`BEGIN IMMEDIATE`), so that a transaction that reads
+    /// first never fails to upgrade; PostgreSQL locks rows as it goes.
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Self::Db>, StoreError>;
+    /// Leases the oldest runnable intent.
+    fn claim_sql(&self) -> &'static str;
+}
+
+macro_rules! claim_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE intents SET lease_owner = $1, lease_until = $2 WHERE id = (",
+            "SELECT id FROM intents WHERE status = 'queued' AND (lease_until IS NULL OR lease_until < $3) ",
+            "ORDER BY created_at, id LIMIT 1", $lock, ") RETURNING ", intent_columns!()
+        )
+    };
+}
+
+macro_rules! intent_columns {
+    () => {
+        "id, agent_id, account_id, action, lane, params, chain_id, amount_micros, price_per_execution, \
+         reserved_credits, free_request, status, total, created_at, finished_at"
+    };
+}
+
+impl Dialect for SqlitePool {
+    type Db = Sqlite;
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
+        self.begin_with("BEGIN IMMEDIATE").await.map_err(err)
+    }
+    fn claim_sql(&self) -> &'static str {
+        claim_sql!("")
+    }
+}
+
+impl Dialect for PgPool {
+    type Db = Postgres;
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {
+        self.begin().await.map_err(err)
+    }
+    fn claim_sql(&self) -> &'static str {
+        claim_sql!(" FOR UPDATE SKIP LOCKED")
+    }
+}
+
+fn intent_from_row<R: Row>(row: &R) -> Result<IntentRecord, StoreError>
+where
+    for<'a> &'a str: sqlx::ColumnIndex<R>,
+    String: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i64: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i32: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    bool: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<i64>: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let chain: i64 = row.try_get("chain_id").map_err(err)?;
+    let total: i32 = row.try_get("total").map_err(err)?;
+    Ok(IntentRecord {
+        id: row.try_get("id").map_err(err)?,
+        agent_id: row.try_get("agent_id").map_err(err)?,
+        account_id: row.try_get("account_id").map_err(err)?,
+        action: row.try_get("action").map_err(err)?,
+        lane: row.try_get("lane").map_err(err)?,
+        params: row.try_get("params").map_err(err)?,
+        chain_id: u64::try_from(chain).map_err(err)?,
+        amount_micros: row.try_get("amount_micros").map_err(err)?,
+        price_per_execution: row.try_get("price_per_execution").map_err(err)?,
+        reserved_credits: row.try_get("reserved_credits").map_err(err)?,
+        free_request: row.try_get("free_request").map_err(err)?,
+        status: row.try_get("status").map_err(err)?,
+        total: u32::try_from(total).map_err(err)?,
+        created_at: row.try_get("created_at").map_err(err)?,
+        finished_at: row.try_get("finished_at").map_err(err)?,
+    })
+}
+
+type ExecutionRow = (i32, String, String, String, i64, String, Option<String>, Option<String>, Option<String>, Option<String>);
+
+/// One ledger row to write.
+struct LedgerWrite<'a> {
+    account_id: &'a str,
+    agent_id: Option<&'a str>,
+    kind: &'a str,
+    reason: &'a str,
+    intent_id: Option<&'a str>,
+    before: (i64, i64),
+    after: (i64, i64),
+    now: i64,
+}
+
+/// Writes a ledger row inside the open transaction `$tx`.
+macro_rules! write_ledger {
+    ($tx:ident, $e:expr) => {{
+        let e: &LedgerWrite<'_> = $e;
+        sqlx::query(
+            "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id, balance_before, balance_after,
+                 reserved_before, reserved_after, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(new_id())
+        .bind(e.account_id)
+        .bind(e.agent_id)
+        .bind(e.kind)
+        .bind(e.reason)
+        .bind(e.intent_id)
+        .bind(e.before.0)
+        .bind(e.after.0)
+        .bind(e.before.1)
+        .bind(e.after.1)
+        .bind(e.now)
+        .execute(&mut *$tx)
+        .await
+        .map_err(err)?;
+    }};
+}
+
+fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+fn day_of(ms: i64) -> i64 {
+    ms.div_euclid(86_400_000)
 }
 
 /// Inserts an agent and its policy inside the open transaction `$tx`.
@@ -265,6 +390,12 @@ impl Store for SqlStore {
             .map_err(err)?
             .rows_affected();
             let outcome = if inserted == 1 {
+                sqlx::query("INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2)")
+                    .bind(&o.new_account_id)
+                    .bind(o.now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(err)?;
                 insert_agent_with_policy!(tx, &o.first_agent, &o.first_policy, &allowed);
                 OnboardingOutcome::Created { account_id: o.new_account_id.clone() }
             } else {
@@ -394,6 +525,549 @@ impl Store for SqlStore {
         .bind(p.daily_limit_micros)
         .bind(p.max_per_action_micros)
         .bind(p.updated_at)
+        .execute(pool)
+        .await
+        .map(|_| ())
+        .map_err(err))
+    }
+    async fn find_idempotency(&self, agent_id: &str, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let row: Option<(Vec<u8>, String, i64)> = on_pool!(self, pool => sqlx::query_as(
+            "SELECT request_hash, intent_id, created_at FROM idempotency_keys WHERE agent_id = $1 AND key = $2",
+        )
+        .bind(agent_id)
+        .bind(key)
+        .fetch_optional(pool)
+        .await
+        .map_err(err)?);
+        row.map(|(hash, intent_id, created_at)| {
+            Ok(IdempotencyRecord { request_hash: hash_from(hash)?.0, intent_id, created_at })
+        })
+        .transpose()
+    }
+
+    async fn accept_intent(&self, d: &IntentDraft) -> Result<AcceptOutcome, StoreError> {
+        let chain = i64::try_from(d.chain_id).map_err(err)?;
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            // Lock the account's credit row: every accept and settle of one account is serialised here.
+            let locked = sqlx::query("UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1")
+                .bind(&d.account_id)
+                .bind(d.now)
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?
+                .rows_affected();
+            if locked == 0 {
+                sqlx::query("INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2)")
+                    .bind(&d.account_id)
+                    .bind(d.now)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(err)?;
+            }
+
+            let existing: Option<(Vec<u8>, String, i64)> = sqlx::query_as(
+                "SELECT request_hash, intent_id, created_at FROM idempotency_keys WHERE agent_id = $1 AND key = $2",
+            )
+            .bind(&d.agent_id)
+            .bind(&d.idempotency_key)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(err)?;
+            if let Some((hash, intent_id, created_at)) = existing {
+                if d.replace_idempotency_before.is_some_and(|t| created_at < t) {
+                    sqlx::query("DELETE FROM idempotency_keys WHERE agent_id = $1 AND key = $2")
+                        .bind(&d.agent_id)
+                        .bind(&d.idempotency_key)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(err)?;
+                } else {
+                    tx.rollback().await.map_err(err)?;
+                    return Ok(if hash.as_slice() == d.request_hash.as_slice() {
+                        AcceptOutcome::Replay { intent_id }
+                    } else {
+                        AcceptOutcome::KeyReused
+                    });
+                }
+            }
+
+            if d.is_write {
+                let used: Option<i64> = sqlx::query_scalar(
+                    "SELECT used_micros FROM agent_daily_usage WHERE agent_id = $1 AND day = $2",
+                )
+                .bind(&d.agent_id)
+                .bind(d.day)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(err)?;
+                let used = used.unwrap_or(0);
+                if used.saturating_add(d.amount_micros) > d.daily_limit_micros {
+                    tx.rollback().await.map_err(err)?;
+                    return Ok(AcceptOutcome::DailyLimit { used_micros: used });
+                }
+            }
+
+            let users: Vec<(String, String)> = if d.fan_out {
+                let delegators: Vec<String> = sqlx::query_scalar(
+                    "SELECT delegator FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
+                     ORDER BY created_at, hash",
+                )
+                .bind(&d.agent_id)
+                .bind(chain)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(err)?;
+                delegators
+                    .into_iter()
+                    .map(|a| (format!("did:pkh:eip155:{}:{a}", d.chain_id), a))
+                    .collect()
+            } else {
+                vec![(d.own.user_did.clone(), d.own.wallet_address.clone())]
+            };
+            if users.is_empty() {
+                tx.rollback().await.map_err(err)?;
+                return Ok(AcceptOutcome::DelegationRequired);
+            }
+
+            let (balance, reserved, free_day, free_used): (i64, i64, i64, i32) = sqlx::query_as(
+                "SELECT balance, reserved, free_day, free_used FROM credit_accounts WHERE account_id = $1",
+            )
+            .bind(&d.account_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(err)?;
+            let free_today = if free_day == d.day { u32::try_from(free_used).unwrap_or(u32::MAX) } else { 0 };
+            let count = i64::try_from(users.len()).map_err(err)?;
+            let price = d.price_per_execution.checked_mul(count).ok_or_else(|| StoreError("price overflow".into()))?;
+            let (reserve, free) = if price == 0 {
+                (0, false)
+            } else if balance >= price {
+                (price, false)
+            } else if free_today < d.free_per_day {
+                (0, true)
+            } else {
+                tx.rollback().await.map_err(err)?;
+                return Ok(if balance == 0 {
+                    AcceptOutcome::DailyFreeLimitExceeded
+                } else {
+                    AcceptOutcome::InsufficientCredits { balance, price }
+                });
+            };
+
+            let (lease_owner, lease_until) = match &d.lease {
+                Some((o, u)) => (Some(o.as_str()), Some(*u)),
+                None => (None, None),
+            };
+            sqlx::query(
+                "INSERT INTO intents (id, agent_id, account_id, action, lane, params, chain_id, amount_micros,
+                     price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, $13, $14, $15)",
+            )
+            .bind(&d.id)
+            .bind(&d.agent_id)
+            .bind(&d.account_id)
+            .bind(&d.action)
+            .bind(&d.lane)
+            .bind(&d.params)
+            .bind(chain)
+            .bind(d.amount_micros)
+            .bind(d.price_per_execution)
+            .bind(reserve)
+            .bind(free)
+            .bind(i32::try_from(users.len()).map_err(err)?)
+            .bind(lease_owner)
+            .bind(lease_until)
+            .bind(d.now)
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?;
+            for (seq, (did, wallet)) in users.iter().enumerate() {
+                sqlx::query(
+                    "INSERT INTO intent_executions (intent_id, seq, execution_key, user_did, wallet_address, chain_id, state)
+                     VALUES ($1, $2, $3, $4, $5, $6, 'pending')",
+                )
+                .bind(&d.id)
+                .bind(i32::try_from(seq).map_err(err)?)
+                .bind(format!("{}:{seq}", d.id))
+                .bind(did)
+                .bind(wallet)
+                .bind(chain)
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?;
+            }
+            sqlx::query(
+                "INSERT INTO idempotency_keys (agent_id, key, request_hash, intent_id, created_at) VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(&d.agent_id)
+            .bind(&d.idempotency_key)
+            .bind(d.request_hash.to_vec())
+            .bind(&d.id)
+            .bind(d.now)
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?;
+            if d.is_write && d.amount_micros > 0 {
+                sqlx::query(
+                    "INSERT INTO agent_daily_usage (agent_id, day, used_micros) VALUES ($1, $2, $3)
+                     ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = agent_daily_usage.used_micros + excluded.used_micros",
+                )
+                .bind(&d.agent_id)
+                .bind(d.day)
+                .bind(d.amount_micros)
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?;
+            }
+            if reserve > 0 || free {
+                let new_free = if free { free_today + 1 } else { free_today };
+                sqlx::query(
+                    "UPDATE credit_accounts SET balance = $2, reserved = $3, free_day = $4, free_used = $5 WHERE account_id = $1",
+                )
+                .bind(&d.account_id)
+                .bind(balance - reserve)
+                .bind(reserved + reserve)
+                .bind(d.day)
+                .bind(i32::try_from(new_free).map_err(err)?)
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?;
+                let reason = format!("{} x{}", d.action, users.len());
+                write_ledger!(tx, &LedgerWrite {
+                    account_id: &d.account_id,
+                    agent_id: Some(&d.agent_id),
+                    kind: if free { "free" } else { "reserve" },
+                    reason: &reason,
+                    intent_id: Some(&d.id),
+                    before: (balance, reserved),
+                    after: (balance - reserve, reserved + reserve),
+                    now: d.now,
+                });
+            }
+            tx.commit().await.map_err(err)?;
+            Ok(AcceptOutcome::Accepted)
+        })
+    }
+
+    async fn get_intent(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(concat!("SELECT ", intent_columns!(), " FROM intents WHERE id = $1"))
+                .bind(intent_id)
+                .fetch_optional(pool)
+                .await
+                .map_err(err)?;
+            row.as_ref().map(intent_from_row).transpose()
+        })
+    }
+
+    async fn list_executions(&self, intent_id: &str) -> Result<Vec<ExecutionRecord>, StoreError> {
+        let rows: Vec<ExecutionRow> = on_pool!(self, pool => sqlx::query_as(
+            "SELECT seq, execution_key, user_did, wallet_address, chain_id, state, tx_hash, error_code, error_message, data
+             FROM intent_executions WHERE intent_id = $1 ORDER BY seq",
+        )
+        .bind(intent_id)
+        .fetch_all(pool)
+        .await
+        .map_err(err)?);
+        rows.into_iter()
+            .map(|(seq, key, did, wallet, chain, state, tx_hash, code, message, data)| {
+                Ok(ExecutionRecord {
+                    intent_id: intent_id.to_owned(),
+                    seq: u32::try_from(seq).map_err(err)?,
+                    execution_key: key,
+                    user_did: did,
+                    wallet_address: wallet,
+                    chain_id: u64::try_from(chain).map_err(err)?,
+                    state,
+                    tx_hash,
+                    error_code: code,
+                    error_message: message,
+                    data,
+                })
+            })
+            .collect()
+    }
+
+    async fn count_intents(&self, agent_id: &str) -> Result<u64, StoreError> {
+        let n: i64 = on_pool!(self, pool => sqlx::query_scalar("SELECT COUNT(*) FROM intents WHERE agent_id = $1")
+            .bind(agent_id)
+            .fetch_one(pool)
+            .await
+            .map_err(err)?);
+        u64::try_from(n).map_err(err)
+    }
+
+    async fn claim_intent(&self, owner: &str, now: i64, lease_until: i64) -> Result<Option<IntentRecord>, StoreError> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(pool.claim_sql())
+                .bind(owner)
+                .bind(lease_until)
+                .bind(now)
+                .fetch_optional(pool)
+                .await
+                .map_err(err)?;
+            row.as_ref().map(intent_from_row).transpose()
+        })
+    }
+
+    async fn renew_lease(&self, intent_id: &str, owner: &str, lease_until: i64) -> Result<bool, StoreError> {
+        on_pool!(self, pool => sqlx::query(
+            "UPDATE intents SET lease_until = $3 WHERE id = $1 AND lease_owner = $2 AND status = 'queued'",
+        )
+        .bind(intent_id)
+        .bind(owner)
+        .bind(lease_until)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected() == 1)
+        .map_err(err))
+    }
+
+    async fn start_execution(&self, intent_id: &str, seq: u32, owner: &str, now: i64) -> Result<bool, StoreError> {
+        let seq = i32::try_from(seq).map_err(err)?;
+        on_pool!(self, pool => sqlx::query(
+            "UPDATE intent_executions SET state = 'started', started_at = $4
+             WHERE intent_id = $1 AND seq = $2 AND state = 'pending'
+               AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $3 AND status = 'queued' AND lease_until > $4)",
+        )
+        .bind(intent_id)
+        .bind(seq)
+        .bind(owner)
+        .bind(now)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected() == 1)
+        .map_err(err))
+    }
+
+    async fn finish_execution(&self, intent_id: &str, seq: u32, f: &ExecutionFinish, now: i64) -> Result<bool, StoreError> {
+        let seq = i32::try_from(seq).map_err(err)?;
+        let state = if f.success { "succeeded" } else { "failed" };
+        on_pool!(self, pool => sqlx::query(
+            "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
+                 finished_at = $8
+             WHERE intent_id = $1 AND seq = $2 AND state = 'started'",
+        )
+        .bind(intent_id)
+        .bind(seq)
+        .bind(state)
+        .bind(&f.tx_hash)
+        .bind(&f.error_code)
+        .bind(&f.error_message)
+        .bind(&f.data)
+        .bind(now)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected() == 1)
+        .map_err(err))
+    }
+
+    async fn finish_intent(&self, intent_id: &str, now: i64) -> Result<Option<IntentRecord>, StoreError> {
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let row = sqlx::query(concat!("SELECT ", intent_columns!(), " FROM intents WHERE id = $1"))
+                .bind(intent_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(err)?;
+            let Some(intent) = row.as_ref().map(intent_from_row).transpose()? else {
+                tx.rollback().await.map_err(err)?;
+                return Ok(None);
+            };
+            if intent.status != "queued" {
+                tx.rollback().await.map_err(err)?;
+                return Ok(Some(intent));
+            }
+            sqlx::query("UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1")
+                .bind(&intent.account_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?;
+            let states: Vec<String> = sqlx::query_scalar("SELECT state FROM intent_executions WHERE intent_id = $1")
+                .bind(intent_id)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(err)?;
+            if states.iter().any(|s| s == "pending" || s == "started") {
+                tx.rollback().await.map_err(err)?;
+                return Ok(Some(intent));
+            }
+            let successes = i64::try_from(states.iter().filter(|s| *s == "succeeded").count()).map_err(err)?;
+            let status = if states.is_empty() || successes > 0 { "completed" } else { "failed" };
+            let capture = intent.price_per_execution.saturating_mul(successes).min(intent.reserved_credits);
+            let release = intent.reserved_credits - capture;
+
+            let (balance, reserved, free_day, free_used): (i64, i64, i64, i32) = sqlx::query_as(
+                "SELECT balance, reserved, free_day, free_used FROM credit_accounts WHERE account_id = $1",
+            )
+            .bind(&intent.account_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(err)?;
+            let refund_free = intent.free_request && successes == 0 && free_day == day_of(intent.created_at) && free_used > 0;
+            let after = (balance + release, reserved - intent.reserved_credits);
+            sqlx::query(
+                "UPDATE credit_accounts SET balance = $2, reserved = $3, free_used = $4 WHERE account_id = $1",
+            )
+            .bind(&intent.account_id)
+            .bind(after.0)
+            .bind(after.1)
+            .bind(if refund_free { free_used - 1 } else { free_used })
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?;
+            let base = LedgerWrite {
+                account_id: &intent.account_id,
+                agent_id: Some(&intent.agent_id),
+                kind: "capture",
+                reason: "",
+                intent_id: Some(&intent.id),
+                before: (balance, reserved),
+                after: (balance, reserved - capture),
+                now,
+            };
+            if capture > 0 {
+                let reason = format!("{} x{successes} succeeded", intent.action);
+                write_ledger!(tx, &LedgerWrite { reason: &reason, ..base });
+            }
+            if release > 0 {
+                let reason = format!("{} unused reservation", intent.action);
+                write_ledger!(tx, &LedgerWrite {
+                    kind: "release",
+                    reason: &reason,
+                    before: (balance, reserved - capture),
+                    after,
+                    ..base
+                });
+            }
+            if refund_free {
+                let reason = format!("{} did not succeed", intent.action);
+                write_ledger!(tx, &LedgerWrite { kind: "free_refund", reason: &reason, before: after, after, ..base });
+            }
+            sqlx::query(
+                "UPDATE intents SET status = $2, finished_at = $3, lease_owner = NULL, lease_until = NULL
+                 WHERE id = $1 AND status = 'queued'",
+            )
+            .bind(intent_id)
+            .bind(status)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?;
+            tx.commit().await.map_err(err)?;
+            Ok(Some(IntentRecord { status: status.to_owned(), finished_at: Some(now), ..intent }))
+        })
+    }
+
+    async fn credit_account(&self, account_id: &str) -> Result<Option<CreditAccount>, StoreError> {
+        let row: Option<(i64, i64, i64, i32)> = on_pool!(self, pool => sqlx::query_as(
+            "SELECT balance, reserved, free_day, free_used FROM credit_accounts WHERE account_id = $1",
+        )
+        .bind(account_id)
+        .fetch_optional(pool)
+        .await
+        .map_err(err)?);
+        Ok(row.map(|(balance, reserved, free_day, free_used)| CreditAccount {
+            balance,
+            reserved,
+            free_day,
+            free_used: u32::try_from(free_used).unwrap_or(0),
+        }))
+    }
+
+    async fn grant_credits(&self, account_id: &str, amount: i64, kind: &str, reason: &str, now: i64) -> Result<CreditAccount, StoreError> {
+        if amount <= 0 {
+            return Err(StoreError("a grant must be positive".into()));
+        }
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query(
+                "INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2) ON CONFLICT (account_id) DO NOTHING",
+            )
+            .bind(account_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?;
+            let (balance, reserved, free_day, free_used): (i64, i64, i64, i32) = sqlx::query_as(
+                "UPDATE credit_accounts SET balance = balance + $2, updated_at = $3 WHERE account_id = $1
+                 RETURNING balance, reserved, free_day, free_used",
+            )
+            .bind(account_id)
+            .bind(amount)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(err)?;
+            write_ledger!(tx, &LedgerWrite {
+                account_id,
+                agent_id: None,
+                kind,
+                reason,
+                intent_id: None,
+                before: (balance - amount, reserved),
+                after: (balance, reserved),
+                now,
+            });
+            tx.commit().await.map_err(err)?;
+            Ok(CreditAccount { balance, reserved, free_day, free_used: u32::try_from(free_used).unwrap_or(0) })
+        })
+    }
+
+    async fn ledger(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+        type Row = (String, String, Option<String>, Option<String>, Option<String>, i64, i64, i64, i64, i64);
+        let rows: Vec<Row> = on_pool!(self, pool => sqlx::query_as(
+            "SELECT kind, reason, agent_id, intent_id, invoice_id, balance_before, balance_after, reserved_before,
+                 reserved_after, created_at
+             FROM credit_ledger WHERE account_id = $1 ORDER BY created_at, id",
+        )
+        .bind(account_id)
+        .fetch_all(pool)
+        .await
+        .map_err(err)?);
+        Ok(rows
+            .into_iter()
+            .map(|(kind, reason, agent_id, intent_id, invoice_id, bb, ba, rb, ra, created_at)| LedgerEntry {
+                kind,
+                reason,
+                agent_id,
+                intent_id,
+                invoice_id,
+                balance_before: bb,
+                balance_after: ba,
+                reserved_before: rb,
+                reserved_after: ra,
+                created_at,
+            })
+            .collect())
+    }
+
+    async fn daily_usage(&self, agent_id: &str, day: i64) -> Result<i64, StoreError> {
+        let used: Option<i64> = on_pool!(self, pool => sqlx::query_scalar(
+            "SELECT used_micros FROM agent_daily_usage WHERE agent_id = $1 AND day = $2",
+        )
+        .bind(agent_id)
+        .bind(day)
+        .fetch_optional(pool)
+        .await
+        .map_err(err)?);
+        Ok(used.unwrap_or(0))
+    }
+
+    async fn put_delegation(&self, d: &DelegationRecord) -> Result<(), StoreError> {
+        let chain = i64::try_from(d.chain_id).map_err(err)?;
+        on_pool!(self, pool => sqlx::query(
+            "INSERT INTO delegations (hash, agent_id, delegator, chain_id, status, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (hash) DO UPDATE SET status = excluded.status",
+        )
+        .bind(&d.hash)
+        .bind(&d.agent_id)
+        .bind(&d.delegator)
+        .bind(chain)
+        .bind(&d.status)
+        .bind(d.created_at)
         .execute(pool)
         .await
         .map(|_| ())

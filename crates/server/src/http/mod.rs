@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod error;
 pub mod extract;
 pub mod identity;
+pub mod intents;
 pub mod openapi;
 
 use std::sync::Arc;
@@ -45,6 +46,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/agent/actions", get(catalog::list_actions))
         .route("/api/v1/onboarding/email/start", post(identity::email_start))
         .route("/api/v1/onboarding/email/complete", post(identity::email_complete))
+        .route("/api/v1/agent/execute-intent", post(intents::execute_intent))
+        .route("/api/v1/agent/execute-intent/status", get(intents::intent_status))
+        .route("/api/v1/agent/execute", post(intents::execute_direct))
+        .route("/api/v1/agent/credits/balance", get(intents::credit_balance))
         .route("/api/v1/agents", get(identity::list_agents).post(identity::create_agent))
         .route("/api/v1/agents/{agentId}/rotate-key", post(identity::rotate_key))
         .route("/api/v1/agents/{agentId}/policy", get(identity::get_policy).put(identity::put_policy))

@@ -6,6 +6,7 @@ use actiongate_api_types::identity::{
     EmailCompleteRequest, EmailCompleteResponse, EmailStartRequest, EmailStartResponse, OwnerSession, PolicyRequest,
     PolicyView,
 };
+use actiongate_api_types::intents::{CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, IntentResult};
 use actiongate_api_types::{ErrorBody, ErrorCode, ErrorFamily, Health};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -29,6 +30,10 @@ use utoipa::{Modify, OpenApi};
         super::identity::rotate_key,
         super::identity::get_policy,
         super::identity::put_policy,
+        super::intents::execute_intent,
+        super::intents::intent_status,
+        super::intents::execute_direct,
+        super::intents::credit_balance,
     ),
     components(schemas(
         ErrorBody, ErrorCode, ErrorFamily, Health,
@@ -36,6 +41,7 @@ use utoipa::{Modify, OpenApi};
         EmailStartRequest, EmailStartResponse, EmailCompleteRequest, EmailCompleteResponse, AgentBootstrap,
         AgentKeyIssued, OwnerSession, AccountSummary, CreateAgentRequest, AgentView, AgentListResponse,
         PolicyRequest, PolicyView,
+        ExecuteIntentRequest, Intent, IntentResult, DirectExecution, CreditBalance,
     )),
     modifiers(&Security),
     tags(
@@ -43,6 +49,8 @@ use utoipa::{Modify, OpenApi};
         (name = "onboarding", description = "Sign-up and sign-in by e-mail"),
         (name = "agents", description = "An owner's agents and their keys"),
         (name = "policy", description = "What an agent may do"),
+        (name = "intents", description = "Check, execute and track actions"),
+        (name = "credits", description = "What actions cost and what is left"),
         (name = "operations", description = "Health and readiness"),
     )
 )]

@@ -101,7 +101,7 @@ async fn actions_list_filters_by_the_agents_policy(backend: Backend) {
         .map(|a| a.iter().filter_map(|x| x["action"].as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
     // Default policy: every enabled read action; nothing else.
-    assert_eq!(names, ["get-earn-provider", "get-fx-supported-assets"]);
+    assert_eq!(names, ["get-earn-provider", "get-bridge-tokens", "get-fx-supported-assets"]);
 
     // Allowing a disabled write does not list it; removing a read hides it.
     let path = format!("/api/v1/agents/{}/policy", owner.agent_id);

@@ -7,8 +7,10 @@ use std::time::Duration;
 
 pub use actiongate_testkit::SmtpSink;
 
-use actiongate_core::catalog::{Implemented, Lane};
+use actiongate_core::Gateway;
 use actiongate_core::clock::ManualClock;
+use actiongate_core::execution::Provider;
+use actiongate_core::store::Store;
 use actiongate_server::{Application, Config, Deps, Overrides};
 use serde_json::{Value, json};
 
@@ -35,41 +37,32 @@ macro_rules! on_both_backends {
     )*};
 }
 
-/// Lanes the test build claims to implement (the execution layer is not there yet).
-pub struct TestLanes(pub Vec<(&'static str, Lane)>);
-
-impl Implemented for TestLanes {
-    fn implements(&self, action: &str, lane: Lane) -> bool {
-        self.0.iter().any(|(a, l)| *a == action && *l == lane)
-    }
-}
-
 pub struct TestApp {
     pub addr: SocketAddr,
     pub client: reqwest::Client,
     pub clock: Arc<ManualClock>,
     pub smtp: SmtpSink,
+    pub gateway: Arc<Gateway>,
+    /// Where this app's data lives, for a second process on the same database.
+    pub database_url: String,
     _dir: tempfile::TempDir,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
 }
 
+#[derive(Default)]
 pub struct Options {
-    pub lanes: Vec<(&'static str, Lane)>,
+    /// Stand-ins for venues the build does not have yet.
+    pub providers: Vec<Arc<dyn Provider>>,
     pub config_toml: String,
+    /// Reuse a database (another process's), instead of a fresh one.
+    pub database_url: Option<String>,
+    /// Start the clock this long after the default start.
+    pub clock_offset: Option<time::Duration>,
 }
 
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            lanes: vec![
-                ("get-fx-supported-assets", Lane::ExecuteIntent),
-                ("get-earn-provider", Lane::ExecuteIntent),
-            ],
-            config_toml: String::new(),
-        }
-    }
-}
+/// The instant every test clock starts at.
+pub const START: time::OffsetDateTime = time::macros::datetime!(2026-11-22 12:00:00 UTC);
 
 pub async fn spawn_app(backend: Backend) -> TestApp {
     spawn_app_with(backend, Options::default()).await
@@ -78,9 +71,10 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let smtp = SmtpSink::start(dir.path());
-    let database_url = match backend {
-        Backend::Sqlite => format!("sqlite://{}", dir.path().join("gateway.db").display()),
-        Backend::Postgres => actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}")),
+    let database_url = match (options.database_url, backend) {
+        (Some(url), _) => url,
+        (None, Backend::Sqlite) => format!("sqlite://{}", dir.path().join("gateway.db").display()),
+        (None, Backend::Postgres) => actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}")),
     };
     let file = toml::from_str(&options.config_toml).unwrap_or_else(|e| panic!("test config: {e}"));
     let config = Config::resolve(
@@ -95,14 +89,12 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
         file,
     )
     .unwrap_or_else(|e| panic!("config: {e}"));
-    let clock = Arc::new(ManualClock::new(time::macros::datetime!(2026-11-22 12:00:00 UTC)));
-    let deps = Deps {
-        clock: Some(clock.clone()),
-        mailer: None,
-        implemented: Some(Arc::new(TestLanes(options.lanes))),
-    };
+    let start = START + options.clock_offset.unwrap_or(time::Duration::ZERO);
+    let clock = Arc::new(ManualClock::new(start));
+    let deps = Deps { clock: Some(clock.clone()), mailer: None, providers: options.providers };
     let app = Application::build(&config, deps).await.unwrap_or_else(|e| panic!("build: {e:#}"));
     let addr = app.local_addr();
+    let gateway = app.gateway().clone();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         let _ = app.run(async { let _ = rx.await; }).await;
@@ -111,7 +103,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap_or_else(|e| panic!("client: {e}"));
-    TestApp { addr, client, clock, smtp, _dir: dir, shutdown: Some(tx), server: Some(server) }
+    TestApp { addr, client, clock, smtp, gateway, database_url, _dir: dir, shutdown: Some(tx), server: Some(server) }
 }
 
 /// A response, read whole.
@@ -146,6 +138,7 @@ impl Reply {
 
 /// An onboarded owner.
 pub struct Owner {
+    pub account_id: String,
     pub session: String,
     pub agent_key: String,
     pub agent_id: String,
@@ -153,6 +146,10 @@ pub struct Owner {
 }
 
 impl TestApp {
+    pub fn store(&self) -> &Arc<dyn Store> {
+        self.gateway.store()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
@@ -206,6 +203,7 @@ impl TestApp {
         let data = reply.assert_ok();
         let s = |v: &Value| v.as_str().unwrap_or_else(|| panic!("not a string: {v}")).to_owned();
         Owner {
+            account_id: s(&data["account"]["accountId"]),
             session: s(&data["session"]["token"]),
             agent_key: s(&data["bootstrap"]["agentApiKey"]),
             agent_id: s(&data["bootstrap"]["agentId"]),

@@ -200,7 +200,7 @@ async fn policy_is_read_and_replaced_by_the_owner(backend: Backend) {
     let path = format!("/api/v1/agents/{}/policy", owner.agent_id);
     let initial = app.get_as(&path, &owner.session).await;
     let p = initial.assert_ok().clone();
-    assert_eq!(p["allowedActions"], json!(["get-earn-provider", "get-fx-supported-assets"]), "catalog order");
+    assert_eq!(p["allowedActions"], json!(["get-earn-provider", "get-bridge-tokens", "get-fx-supported-assets"]), "catalog order");
     assert_eq!(p["dailyLimitUsd"], json!(1000.0));
     assert_eq!(p["maxAmountUsdPerAction"], json!(null));
     assert_eq!(p["agentId"], json!(owner.agent_id));

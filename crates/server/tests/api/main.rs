@@ -7,4 +7,6 @@ mod catalog;
 mod errors;
 mod health;
 mod identity;
+mod intents;
+mod standin;
 mod openapi;

@@ -21,6 +21,10 @@ async fn openapi_covers_every_route_and_is_snapshotted() {
         ("/api/v1/agents/{agentId}/rotate-key", "post"),
         ("/api/v1/agents/{agentId}/policy", "get"),
         ("/api/v1/agents/{agentId}/policy", "put"),
+        ("/api/v1/agent/execute-intent", "post"),
+        ("/api/v1/agent/execute-intent/status", "get"),
+        ("/api/v1/agent/execute", "post"),
+        ("/api/v1/agent/credits/balance", "get"),
     ];
     for (path, method) in expected {
         assert!(paths.get(path).and_then(|p| p.get(method)).is_some(), "{method} {path} missing from openapi.json");

@@ -1,0 +1,31 @@
+//! The chains this deployment knows: names, RPC URLs, token lists and contract addresses, from the
+//! `[chains.<id>]` configuration.
+
+use std::collections::BTreeMap;
+
+/// A token of a chain's token list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Token {
+    pub address: String,
+    pub decimals: u8,
+}
+
+/// One configured chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChainSettings {
+    pub name: String,
+    pub rpc_url: Option<String>,
+    /// By symbol, upper-case.
+    pub tokens: BTreeMap<String, Token>,
+    pub contracts: BTreeMap<String, String>,
+}
+
+/// Every configured chain by id.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Chains(pub BTreeMap<u64, ChainSettings>);
+
+impl Chains {
+    pub fn get(&self, id: u64) -> Option<&ChainSettings> {
+        self.0.get(&id)
+    }
+}

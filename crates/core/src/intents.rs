@@ -1,0 +1,449 @@
+//! Intent submission with every check of CONTRACT "Policy" in order, intent status, direct
+//! execution, and the credit balance.
+
+use std::collections::BTreeMap;
+
+use actiongate_api_types::intents::{CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, IntentResult};
+use actiongate_api_types::{ErrorCode, ErrorFamily};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::catalog::{ActionSpec, Lane};
+use crate::clock::{from_millis, rfc3339, to_millis};
+use crate::error::{Error, Result};
+use crate::execution::Subject;
+use crate::gateway::{AgentContext, Gateway};
+use crate::money::{micros_to_usd, usd_to_micros};
+use crate::store::{AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord};
+
+/// The default chain (SPEC).
+pub const DEFAULT_CHAIN_ID: u64 = 8453;
+const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// What a submission produced.
+#[derive(Debug)]
+pub enum Submitted {
+    /// A new intent.
+    New(IntentRecord),
+    /// The same request was accepted before under this key.
+    Replay(IntentRecord),
+}
+
+impl Submitted {
+    pub fn intent(&self) -> &IntentRecord {
+        match self {
+            Submitted::New(i) | Submitted::Replay(i) => i,
+        }
+    }
+}
+
+/// UTC day number of an instant in milliseconds.
+pub fn day_of(ms: i64) -> i64 {
+    ms.div_euclid(86_400_000)
+}
+
+/// A JSON value with every object's keys sorted, so that equal requests hash equally.
+fn canonical(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let sorted: BTreeMap<&String, Value> = map.iter().map(|(k, v)| (k, canonical(v))).collect();
+            Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+fn refusal(code: ErrorCode, message: impl Into<String>) -> Error {
+    Error::new(code, message)
+}
+
+/// The first offending field of a params document, as a JSON pointer-ish path.
+fn params_error(spec: &ActionSpec, params: &Value) -> Option<String> {
+    let error = spec.validator.iter_errors(params).next()?;
+    let path = error.instance_path().to_string();
+    let field = if path.is_empty() { "params".to_owned() } else { format!("params{}", path.replace('/', ".")) };
+    Some(format!("{field}: {error}"))
+}
+
+impl Gateway {
+    /// Submits an intent (Model A) or a direct execution (`lane` Execute). Runs the checks of CONTRACT
+    /// "Policy" in order; the first failure answers, and a refusal creates nothing.
+    pub async fn submit(&self, req: &ExecuteIntentRequest, lane: Lane) -> Result<Submitted> {
+        let agent = self.authenticate_agent(Some(&req.agent_api_key)).await?;
+        let spec = self.catalog().resolve(&req.action).ok_or_else(|| {
+            refusal(ErrorCode::UnknownAction, format!("No action named {:?} is in the catalog.", req.action))
+        })?;
+        let explicit_key = match &req.idempotency_key {
+            Some(k) if k.is_empty() || k.len() > MAX_IDEMPOTENCY_KEY || k.chars().any(char::is_control) => {
+                return Err(Error::invalid(format!(
+                    "idempotencyKey must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters"
+                )));
+            }
+            other => other.clone(),
+        };
+        if lane == Lane::Execute && !spec.is_read() && explicit_key.is_none() {
+            return Err(refusal(
+                ErrorCode::WalletIdempotencyKeyRequired,
+                "A write from the agent wallet needs an explicit idempotencyKey, so that a retry cannot pay twice.",
+            ));
+        }
+        let chain_id = req.chain_id.unwrap_or(DEFAULT_CHAIN_ID);
+        if !req.params.is_object() {
+            return Err(refusal(ErrorCode::InvalidParams, "params must be a JSON object."));
+        }
+        if let Some(v) = req.estimated_amount_usd {
+            usd_to_micros("estimatedAmountUsd", v)?;
+        }
+
+        // Idempotency first: a retry of an accepted request answers the first response even if the
+        // policy has changed since.
+        let now = self.now();
+        let request_hash: [u8; 32] = Sha256::digest(
+            canonical(&json!({
+                "lane": lane.as_str(),
+                "action": spec.name(),
+                "params": req.params,
+                "chainId": chain_id,
+                "estimatedAmountUsd": req.estimated_amount_usd,
+            }))
+            .to_string()
+            .as_bytes(),
+        )
+        .into();
+        let window = self.settings().idempotency_window;
+        let (idempotency_key, replace_before) = match &explicit_key {
+            Some(k) => (format!("k:{k}"), None),
+            None => (format!("d:{}", hex::encode(request_hash)), Some(to_millis(now - window))),
+        };
+        if let Some(replayed) = self.replay(&agent, &idempotency_key, &request_hash, replace_before).await? {
+            return Ok(Submitted::Replay(replayed));
+        }
+
+        let policy = self.policy_of(&agent.agent.id).await?;
+        if !policy.allowed_actions.iter().any(|a| a == spec.name()) {
+            return Err(refusal(
+                ErrorCode::ActionNotAllowed,
+                format!("{} is not on this agent's allowlist; its owner can allow it in the agent's policy.", spec.name()),
+            ));
+        }
+        if !spec.entry.enabled {
+            return Err(refusal(ErrorCode::ActionDisabled, format!("{} is not enabled in this deployment.", spec.name())));
+        }
+        let lane_live = match lane {
+            Lane::ExecuteIntent => spec.entry.supports_execute_intent,
+            Lane::Execute => spec.entry.supports_execute,
+            Lane::BuildTx => spec.entry.supports_build_tx,
+        };
+        if !lane_live {
+            return Err(refusal(
+                ErrorCode::ActionDisabled,
+                format!("{} is not available through {} in this deployment.", spec.name(), lane.as_str()),
+            ));
+        }
+        if let Some(problem) = params_error(spec, &req.params) {
+            return Err(refusal(ErrorCode::InvalidParams, problem));
+        }
+        self.check_chain(spec, chain_id)?;
+
+        let own_estimate = self.settings().prices.estimate_micros(&req.params);
+        let stated = req.estimated_amount_usd.map(|v| usd_to_micros("estimatedAmountUsd", v)).transpose()?;
+        let amount = match (own_estimate, stated) {
+            (Some(a), Some(b)) => a.max(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) if spec.is_read() => 0,
+            (None, None) => {
+                return Err(refusal(
+                    ErrorCode::InvalidParams,
+                    format!("estimatedAmountUsd is required: the gateway cannot price these params of {}.", spec.name()),
+                ));
+            }
+        };
+        if let Some(max) = spec.entry.max_amount_usd {
+            let max_micros = usd_to_micros("maxAmountUsd", max)?;
+            if amount > max_micros && !spec.is_read() {
+                return Err(refusal(
+                    ErrorCode::PolicyAmountLimit,
+                    format!("{} USD is above {}'s maxAmountUsd of {max}.", micros_to_usd(amount), spec.name()),
+                ));
+            }
+        }
+        if let Some(cap) = policy.max_per_action_micros
+            && amount > cap
+        {
+            return Err(refusal(
+                ErrorCode::PolicyAmountLimit,
+                format!("{} USD is above this agent's per-action cap of {} USD.", micros_to_usd(amount), micros_to_usd(cap)),
+            ));
+        }
+
+        let intent_id = uuid::Uuid::now_v7().to_string();
+        let lease = (lane == Lane::Execute).then(|| {
+            (self.runner().owner().to_owned(), to_millis(now + self.settings().direct_timeout + self.settings().lease))
+        });
+        let draft = IntentDraft {
+            id: intent_id.clone(),
+            agent_id: agent.agent.id.clone(),
+            account_id: agent.agent.account_id.clone(),
+            action: spec.name().to_owned(),
+            lane: lane.as_str().to_owned(),
+            params: canonical(&req.params).to_string(),
+            chain_id,
+            amount_micros: amount,
+            is_write: !spec.is_read(),
+            daily_limit_micros: policy.daily_limit_micros,
+            price_per_execution: self.settings().credits.price(spec.entry.billing_tier.as_deref()),
+            free_per_day: self.settings().credits.free_per_day,
+            idempotency_key,
+            request_hash,
+            replace_idempotency_before: replace_before,
+            fan_out: spec.entry.requires_subscription && lane == Lane::ExecuteIntent,
+            own: ExecutionDraft {
+                user_did: format!("did:pkh:eip155:{chain_id}:{}", agent.agent.wallet_address),
+                wallet_address: agent.agent.wallet_address.clone(),
+            },
+            lease,
+            day: day_of(to_millis(now)),
+            now: to_millis(now),
+        };
+        match self.store().accept_intent(&draft).await? {
+            AcceptOutcome::Accepted => {}
+            AcceptOutcome::Replay { intent_id } => return Ok(Submitted::Replay(self.intent_record(&intent_id).await?)),
+            AcceptOutcome::KeyReused => return Err(key_reused()),
+            AcceptOutcome::DailyLimit { used_micros } => {
+                return Err(refusal(
+                    ErrorCode::PolicyDailyLimit,
+                    format!(
+                        "This agent has used {} of its {} USD daily limit; {} USD more does not fit. The limit resets at 00:00 UTC.",
+                        micros_to_usd(used_micros),
+                        micros_to_usd(policy.daily_limit_micros),
+                        micros_to_usd(amount)
+                    ),
+                ));
+            }
+            AcceptOutcome::DelegationRequired => {
+                return Err(refusal(
+                    ErrorCode::DelegationRequired,
+                    format!("{} fans out to delegated users, and no user has an active delegation to this agent on chain {chain_id}.", spec.name()),
+                ));
+            }
+            AcceptOutcome::InsufficientCredits { balance, price } => {
+                return Err(refusal(
+                    ErrorCode::InsufficientCredits,
+                    format!("This costs {price} credits; the balance is {balance} and today's free requests are used. Buy credits to continue."),
+                ));
+            }
+            AcceptOutcome::DailyFreeLimitExceeded => {
+                return Err(refusal(
+                    ErrorCode::DailyFreeLimitExceeded,
+                    format!(
+                        "Today's {} free requests are used and the paid balance is empty. Buy credits, or wait for 00:00 UTC.",
+                        self.settings().credits.free_per_day
+                    ),
+                ));
+            }
+        }
+        tracing::info!(intent_id, agent_id = agent.agent.id, action = spec.name(), lane = lane.as_str(), "intent accepted");
+        if lane == Lane::ExecuteIntent {
+            self.runner().wake();
+        }
+        Ok(Submitted::New(self.intent_record(&intent_id).await?))
+    }
+
+    async fn replay(
+        &self,
+        agent: &AgentContext,
+        key: &str,
+        hash: &[u8; 32],
+        replace_before: Option<i64>,
+    ) -> Result<Option<IntentRecord>> {
+        let Some(found) = self.store().find_idempotency(&agent.agent.id, key).await? else { return Ok(None) };
+        if replace_before.is_some_and(|t| found.created_at < t) {
+            return Ok(None);
+        }
+        if &found.request_hash != hash {
+            return Err(key_reused());
+        }
+        Ok(Some(self.intent_record(&found.intent_id).await?))
+    }
+
+    async fn intent_record(&self, intent_id: &str) -> Result<IntentRecord> {
+        self.store()
+            .get_intent(intent_id)
+            .await?
+            .ok_or_else(|| Error::internal(format!("intent {intent_id} vanished")))
+    }
+
+    fn check_chain(&self, spec: &ActionSpec, chain_id: u64) -> Result<()> {
+        let Some(chain) = self.settings().chains.get(chain_id) else {
+            return Err(refusal(ErrorCode::UnknownChain, format!("Chain {chain_id} is not one this gateway knows.")));
+        };
+        let chains = &spec.entry.supported_chains;
+        if !chains.is_empty() && !chains.contains(&chain_id) {
+            return Err(refusal(
+                ErrorCode::ChainNotConfigured,
+                format!("{} does not run on chain {chain_id}; it runs on {chains:?}.", spec.name()),
+            ));
+        }
+        let needs_rpc = !chains.is_empty() && matches!(spec.entry.billing_tier.as_deref(), Some("write" | "read_rpc"));
+        if needs_rpc && chain.rpc_url.is_none() {
+            return Err(refusal(
+                ErrorCode::ChainNotConfigured,
+                format!("{} needs chain {chain_id} ({}), which has no RPC URL configured here.", spec.name(), chain.name),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Submits an intent (Model A) and answers SPEC's submit shape.
+    pub async fn execute_intent(&self, req: &ExecuteIntentRequest) -> Result<Intent> {
+        let submitted = self.submit(req, Lane::ExecuteIntent).await?;
+        Ok(Intent {
+            success: true,
+            intent_id: submitted.intent().id.clone(),
+            status: "queued".into(),
+            total: 0,
+            executed: 0,
+            results: Vec::new(),
+        })
+    }
+
+    /// Runs an action from the agent's own wallet and answers when it has ended (bounded).
+    pub async fn execute_direct(&self, req: &ExecuteIntentRequest) -> Result<DirectExecution> {
+        let submitted = self.submit(req, Lane::Execute).await?;
+        let intent = submitted.intent().clone();
+        if let Submitted::New(record) = &submitted {
+            let runner = self.runner().clone();
+            let work = runner.process(record.clone());
+            if tokio::time::timeout(self.settings().direct_timeout.unsigned_abs(), work).await.is_err() {
+                tracing::warn!(intent_id = intent.id, "direct execution still running at the answer deadline");
+            }
+        }
+        let executions = self.store().list_executions(&intent.id).await?;
+        let Some(e) = executions.first() else {
+            return Err(Error::internal(format!("direct intent {} has no execution", intent.id)));
+        };
+        let data = e.data.as_deref().and_then(|d| serde_json::from_str(d).ok());
+        let status = match e.state.as_str() {
+            "succeeded" => "confirmed",
+            "failed" if e.error_code.as_deref() == Some(ErrorCode::ExecutionReverted.as_str()) => "reverted",
+            "failed" => {
+                let code = parse_code(e.error_code.as_deref()).unwrap_or(ErrorCode::Internal);
+                return Err(Error::new(code, e.error_message.clone().unwrap_or_default()));
+            }
+            _ => "pending",
+        };
+        Ok(DirectExecution {
+            intent_id: intent.id,
+            tx_hash: e.tx_hash.clone(),
+            chain_id: intent.chain_id,
+            wallet_address: e.wallet_address.clone(),
+            status: status.to_owned(),
+            data,
+        })
+    }
+
+    /// The intent, for the agent that submitted it; 404 for anyone else.
+    pub async fn intent_status(&self, agent_key: Option<&str>, intent_id: &str) -> Result<Intent> {
+        let agent = self.authenticate_agent(agent_key).await?;
+        let not_found = || Error::not_found(format!("No intent {intent_id} for this agent."));
+        let intent = self.store().get_intent(intent_id).await?.ok_or_else(not_found)?;
+        if intent.agent_id != agent.agent.id {
+            return Err(not_found());
+        }
+        let executions = self.store().list_executions(intent_id).await?;
+        Ok(intent_view(&intent, &executions))
+    }
+
+    /// The agent's account's credits.
+    pub async fn credit_balance(&self, agent_key: Option<&str>) -> Result<CreditBalance> {
+        let agent = self.authenticate_agent(agent_key).await?;
+        let account = self.store().credit_account(&agent.agent.account_id).await?;
+        let now = to_millis(self.now());
+        let today = day_of(now);
+        let (balance, reserved, used) = match account {
+            Some(a) => (a.balance, a.reserved, if a.free_day == today { a.free_used } else { 0 }),
+            None => (0, 0, 0),
+        };
+        Ok(CreditBalance {
+            balance,
+            reserved,
+            free_requests_used_today: used,
+            free_requests_per_day: self.settings().credits.free_per_day,
+            free_resets_at: rfc3339(from_millis((today + 1) * 86_400_000)),
+        })
+    }
+}
+
+fn key_reused() -> Error {
+    refusal(
+        ErrorCode::IdempotencyKeyReused,
+        "This idempotencyKey was used with a different request; use a new key for a new request.",
+    )
+}
+
+fn parse_code(code: Option<&str>) -> Option<ErrorCode> {
+    serde_json::from_value(Value::String(code?.to_owned())).ok()
+}
+
+fn family_name(family: ErrorFamily) -> String {
+    serde_json::to_value(family).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+/// The SPEC intent shape of a stored intent.
+pub fn intent_view(intent: &IntentRecord, executions: &[ExecutionRecord]) -> Intent {
+    let results: Vec<IntentResult> = executions
+        .iter()
+        .filter(|e| e.state == "succeeded" || e.state == "failed")
+        .map(|e| {
+            let success = e.state == "succeeded";
+            let code = if success { None } else { e.error_code.clone() };
+            IntentResult {
+                user_did: e.user_did.clone(),
+                wallet_address: e.wallet_address.clone(),
+                chain_id: e.chain_id,
+                success,
+                tx_hash: e.tx_hash.clone(),
+                error: code.as_deref().map(|c| {
+                    parse_code(Some(c)).map_or_else(|| "INTERNAL".to_owned(), |c| family_name(c.family()))
+                }),
+                code,
+                message: if success { None } else { e.error_message.clone() },
+                data: e.data.as_deref().and_then(|d| serde_json::from_str(d).ok()),
+            }
+        })
+        .collect();
+    Intent {
+        success: intent.status != "failed",
+        intent_id: intent.id.clone(),
+        status: intent.status.clone(),
+        total: u64::from(intent.total),
+        executed: results.len() as u64,
+        results,
+    }
+}
+
+impl Subject {
+    /// The subject of an execution row.
+    pub fn of(e: &ExecutionRecord) -> Self {
+        Subject { user_did: e.user_did.clone(), wallet_address: e.wallet_address.clone() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_sorts_nested_keys() {
+        let a = canonical(&json!({"b": 1, "a": {"d": [ {"z": 1, "y": 2} ], "c": 3}}));
+        assert_eq!(a.to_string(), r#"{"a":{"c":3,"d":[{"y":2,"z":1}]},"b":1}"#);
+    }
+
+    #[test]
+    fn day_numbers_turn_at_utc_midnight() {
+        assert_eq!(day_of(86_399_999), 0);
+        assert_eq!(day_of(86_400_000), 1);
+        assert_eq!(day_of(-1), -1);
+    }
+}

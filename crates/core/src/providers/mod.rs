@@ -1,0 +1,3 @@
+//! Provider implementations that need nothing outside the gateway.
+
+pub mod internal;

@@ -1,0 +1,204 @@
+//! The durable intent runner. Accepted intents are rows; workers lease them (PostgreSQL:
+//! `FOR UPDATE SKIP LOCKED`; SQLite: one writer), renew the lease while they work, and take over an
+//! intent whose lease ended because its process died. Every (intent, user) execution is recorded as
+//! started before it is attempted and as ended after; one found started-but-not-ended is reconciled
+//! by its provider through its deterministic execution key, so it runs at most once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actiongate_api_types::ErrorCode;
+use tokio::sync::{Notify, watch};
+
+use crate::catalog::{Catalog, Lane};
+use crate::clock::{Clock, to_millis};
+use crate::error::{Error, Result};
+use crate::execution::{ExecutionContext, ExecutionOutcome, Reconciled, Registry, Subject};
+use crate::store::{ExecutionFinish, ExecutionRecord, IntentRecord, Store};
+
+/// Runs intents.
+pub struct IntentRunner {
+    store: Arc<dyn Store>,
+    registry: Arc<Registry>,
+    catalog: Arc<Catalog>,
+    clock: Arc<dyn Clock>,
+    owner: String,
+    lease: time::Duration,
+    poll: Duration,
+    wake: Notify,
+}
+
+impl IntentRunner {
+    pub fn new(
+        store: Arc<dyn Store>,
+        registry: Arc<Registry>,
+        catalog: Arc<Catalog>,
+        clock: Arc<dyn Clock>,
+        lease: time::Duration,
+    ) -> Self {
+        Self {
+            store,
+            registry,
+            catalog,
+            clock,
+            owner: format!("runner-{}-{}", std::process::id(), uuid::Uuid::new_v4()),
+            lease,
+            poll: Duration::from_millis(250),
+            wake: Notify::new(),
+        }
+    }
+
+    /// This process's lease owner id.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Tells an idle worker that there is work.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Starts `workers` workers; each stops taking new intents once `stop` turns true and ends after
+    /// the intent in hand.
+    pub fn spawn(self: &Arc<Self>, workers: usize, stop: watch::Receiver<bool>) -> Vec<tokio::task::JoinHandle<()>> {
+        (0..workers)
+            .map(|_| {
+                let runner = self.clone();
+                let mut stop = stop.clone();
+                tokio::spawn(async move {
+                    while !*stop.borrow() {
+                        match runner.run_once().await {
+                            Ok(true) => continue,
+                            Ok(false) => {}
+                            Err(e) => tracing::error!(code = %e.code, detail = e.detail.as_deref().unwrap_or(""), "runner step failed"),
+                        }
+                        tokio::select! {
+                            () = runner.wake.notified() => {}
+                            () = tokio::time::sleep(runner.poll) => {}
+                            _ = stop.changed() => {}
+                        }
+                    }
+                })
+            })
+            .collect()
+    }
+
+    fn lease_until(&self) -> i64 {
+        to_millis(self.clock.now() + self.lease)
+    }
+
+    /// Leases and runs one intent; false when there was none.
+    pub async fn run_once(&self) -> Result<bool> {
+        let now = to_millis(self.clock.now());
+        let Some(intent) = self.store.claim_intent(&self.owner, now, self.lease_until()).await? else {
+            return Ok(false);
+        };
+        tracing::debug!(intent_id = intent.id, "intent leased");
+        self.process(intent).await?;
+        Ok(true)
+    }
+
+    /// Runs every execution of a leased intent that has not ended, then ends the intent.
+    pub async fn process(&self, intent: IntentRecord) -> Result<()> {
+        let heartbeat = {
+            let store = self.store.clone();
+            let (id, owner) = (intent.id.clone(), self.owner.clone());
+            let every = (self.lease / 3_i32).unsigned_abs().max(Duration::from_millis(50));
+            let clock = self.clock.clone();
+            let lease = self.lease;
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    match store.renew_lease(&id, &owner, to_millis(clock.now() + lease)).await {
+                        Ok(true) => {}
+                        Ok(false) | Err(_) => break,
+                    }
+                }
+            })
+        };
+        let result = self.run_executions(&intent).await;
+        heartbeat.abort();
+        result?;
+        let finished = self.store.finish_intent(&intent.id, to_millis(self.clock.now())).await?;
+        if let Some(f) = finished {
+            tracing::info!(intent_id = f.id, status = f.status, "intent ended");
+        }
+        Ok(())
+    }
+
+    async fn run_executions(&self, intent: &IntentRecord) -> Result<()> {
+        let params: serde_json::Value =
+            serde_json::from_str(&intent.params).map_err(|e| Error::internal(format!("stored params: {e}")))?;
+        let lane = Lane::parse(&intent.lane).unwrap_or(Lane::ExecuteIntent);
+        let agent = self.store.get_agent(&intent.agent_id).await?;
+        let agent_address = agent.map(|a| a.wallet_address).unwrap_or_default();
+        for execution in self.store.list_executions(&intent.id).await? {
+            let ctx = ExecutionContext {
+                intent_id: intent.id.clone(),
+                execution_key: execution.execution_key.clone(),
+                action: intent.action.clone(),
+                params: params.clone(),
+                chain_id: execution.chain_id,
+                lane,
+                subject: Subject::of(&execution),
+                agent_id: intent.agent_id.clone(),
+                agent_address: agent_address.clone(),
+            };
+            match execution.state.as_str() {
+                "pending" => {
+                    let now = to_millis(self.clock.now());
+                    if !self.store.start_execution(&intent.id, execution.seq, &self.owner, now).await? {
+                        // The lease was lost: another worker owns the intent now.
+                        tracing::warn!(intent_id = intent.id, "lease lost; leaving the intent to its new owner");
+                        return Ok(());
+                    }
+                    let outcome = self.execute(&ctx).await;
+                    self.record(&execution, outcome).await?;
+                }
+                "started" => {
+                    let outcome = match self.reconcile(&ctx).await {
+                        Reconciled::Done(outcome) => outcome,
+                        Reconciled::NotSent => self.execute(&ctx).await,
+                    };
+                    tracing::info!(intent_id = intent.id, seq = execution.seq, "execution reconciled after a takeover");
+                    self.record(&execution, outcome).await?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
+        match self.registry.provider(&ctx.action) {
+            Some(p) => p.execute(ctx).await,
+            None => ExecutionOutcome::failed(ErrorCode::NotAvailable, format!("{} has no provider in this build.", ctx.action)),
+        }
+    }
+
+    async fn reconcile(&self, ctx: &ExecutionContext) -> Reconciled {
+        match self.registry.provider(&ctx.action) {
+            Some(p) => p.reconcile(ctx).await,
+            None => Reconciled::NotSent,
+        }
+    }
+
+    async fn record(&self, execution: &ExecutionRecord, outcome: ExecutionOutcome) -> Result<()> {
+        let finish = ExecutionFinish {
+            success: outcome.success,
+            tx_hash: outcome.tx_hash,
+            error_code: outcome.error.as_ref().map(|(c, _)| c.as_str().to_owned()),
+            error_message: outcome.error.map(|(_, m)| m),
+            data: outcome.data.map(|d| d.to_string()),
+        };
+        let now = to_millis(self.clock.now());
+        if !self.store.finish_execution(&execution.intent_id, execution.seq, &finish, now).await? {
+            tracing::warn!(intent_id = execution.intent_id, seq = execution.seq, "execution already recorded");
+        }
+        Ok(())
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+}

@@ -1,0 +1,120 @@
+//! `POST /api/v1/agent/execute-intent`, `GET /api/v1/agent/execute-intent/status`,
+//! `POST /api/v1/agent/execute` and `GET /api/v1/agent/credits/balance`.
+
+use actiongate_api_types::intents::{CreditBalance, DirectExecution, ExecuteIntentRequest, Intent};
+use actiongate_api_types::{Envelope, ErrorBody};
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::{ApiJson, ApiQuery};
+
+const AGENT_KEY_HEADER: &str = "x-agent-api-key";
+
+fn header_key(headers: &HeaderMap) -> Option<&str> {
+    headers.get(AGENT_KEY_HEADER).and_then(|v| v.to_str().ok())
+}
+
+/// Submits an intent: every policy check runs in order and a refusal creates nothing.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent/execute-intent",
+    tag = "intents",
+    request_body = ExecuteIntentRequest,
+    responses(
+        (status = 200, description = "Accepted: status queued", body = Intent),
+        (status = 400, description = "INVALID_PARAMS, UNKNOWN_CHAIN, INVALID_REQUEST", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 402, description = "INSUFFICIENT_CREDITS, DAILY_FREE_LIMIT_EXCEEDED", body = ErrorBody),
+        (status = 403, description = "ACTION_NOT_ALLOWED, POLICY_AMOUNT_LIMIT, POLICY_DAILY_LIMIT, DELEGATION_REQUIRED", body = ErrorBody),
+        (status = 404, description = "UNKNOWN_ACTION", body = ErrorBody),
+        (status = 409, description = "IDEMPOTENCY_KEY_REUSED", body = ErrorBody),
+        (status = 422, description = "ACTION_DISABLED, CHAIN_NOT_CONFIGURED", body = ErrorBody),
+    )
+)]
+pub async fn execute_intent(
+    State(state): State<AppState>,
+    body: Result<ApiJson<ExecuteIntentRequest>, ApiError>,
+) -> Result<Json<Intent>, ApiError> {
+    let ApiJson(req) = body.map_err(ApiError::as_intent_rejection)?;
+    let intent = state.gateway.execute_intent(&req).await.map_err(|e| ApiError::from(e).as_intent_rejection())?;
+    Ok(Json(intent))
+}
+
+/// Query of the status route.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StatusQuery {
+    /// From the submit response.
+    pub intent_id: String,
+    /// The agent key, when not sent in `x-agent-api-key`.
+    pub agent_api_key: Option<String>,
+}
+
+/// The intent, for the agent that submitted it. Poll until status is completed or failed.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/execute-intent/status",
+    tag = "intents",
+    params(StatusQuery, ("x-agent-api-key" = Option<String>, Header, description = "The agent key")),
+    responses(
+        (status = 200, body = Intent),
+        (status = 401, description = "UNAUTHORIZED: no key", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: no such intent for this agent", body = ErrorBody),
+    )
+)]
+pub async fn intent_status(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<StatusQuery>,
+) -> Result<Json<Intent>, ApiError> {
+    let key = header_key(&headers).or(q.agent_api_key.as_deref());
+    Ok(Json(state.gateway.intent_status(key, &q.intent_id).await?))
+}
+
+/// Runs the action from the agent's own execution wallet and answers once it has ended (bounded).
+/// A write needs an explicit idempotencyKey; a retry with the same key sends nothing again.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent/execute",
+    tag = "intents",
+    request_body = ExecuteIntentRequest,
+    responses(
+        (status = 200, body = Envelope<DirectExecution>),
+        (status = 400, description = "WALLET_IDEMPOTENCY_KEY_REQUIRED, INVALID_PARAMS", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 402, description = "INSUFFICIENT_CREDITS, DAILY_FREE_LIMIT_EXCEEDED", body = ErrorBody),
+        (status = 403, description = "ACTION_NOT_ALLOWED, POLICY_AMOUNT_LIMIT, POLICY_DAILY_LIMIT", body = ErrorBody),
+        (status = 422, description = "ACTION_DISABLED, CHAIN_NOT_CONFIGURED, EXECUTION_REVERTED", body = ErrorBody),
+    )
+)]
+pub async fn execute_direct(
+    State(state): State<AppState>,
+    body: Result<ApiJson<ExecuteIntentRequest>, ApiError>,
+) -> Result<Json<Envelope<DirectExecution>>, ApiError> {
+    let ApiJson(req) = body.map_err(ApiError::as_intent_rejection)?;
+    let done = state.gateway.execute_direct(&req).await.map_err(|e| ApiError::from(e).as_intent_rejection())?;
+    Ok(Json(Envelope::new(done)))
+}
+
+/// The credit balance of the agent's account.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/credits/balance",
+    tag = "credits",
+    params(("x-agent-api-key" = String, Header, description = "The agent key")),
+    responses(
+        (status = 200, body = Envelope<CreditBalance>),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+    )
+)]
+pub async fn credit_balance(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Envelope<CreditBalance>>, ApiError> {
+    Ok(Json(Envelope::new(state.gateway.credit_balance(header_key(&headers)).await?)))
+}

@@ -1,0 +1,70 @@
+//! A stand-in venue for the `transfer` action, until the EVM layer lands: it records every
+//! execution by its execution key, the way a venue keeps client order ids, so that the tests can
+//! count effects and the runner can reconcile after a crash. It sends nothing anywhere, and says so:
+//! its "transaction hashes" are a hash of the execution key.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actiongate_api_types::ErrorCode;
+use actiongate_core::catalog::Lane;
+use actiongate_core::execution::{ExecutionContext, ExecutionOutcome, Provider, Reconciled};
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+#[derive(Default)]
+pub struct StandInVenue {
+    /// Every execution key executed, in order (duplicates would show here).
+    pub effects: Mutex<Vec<String>>,
+    /// Wallets whose executions the venue refuses.
+    pub refuse: Mutex<BTreeSet<String>>,
+    /// How long each execution takes.
+    pub delay: Mutex<Duration>,
+}
+
+impl StandInVenue {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn effects(&self) -> Vec<String> {
+        self.effects.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    fn tx_hash(key: &str) -> String {
+        format!("0x{}", hex::encode(Sha256::digest(key.as_bytes())))
+    }
+
+    fn outcome(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
+        let refused = self.refuse.lock().map(|r| r.contains(&ctx.subject.wallet_address)).unwrap_or(false);
+        if refused {
+            return ExecutionOutcome::failed(ErrorCode::ExecutionReverted, "stand-in venue refused this wallet");
+        }
+        ExecutionOutcome { success: true, tx_hash: Some(Self::tx_hash(&ctx.execution_key)), data: None, error: None }
+    }
+}
+
+#[async_trait]
+impl Provider for StandInVenue {
+    fn lanes(&self) -> Vec<(&'static str, Lane)> {
+        vec![("transfer", Lane::ExecuteIntent), ("transfer", Lane::Execute)]
+    }
+
+    async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
+        let delay = self.delay.lock().map(|d| *d).unwrap_or_default();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let outcome = self.outcome(ctx);
+        if outcome.success && let Ok(mut e) = self.effects.lock() {
+            e.push(ctx.execution_key.clone());
+        }
+        outcome
+    }
+
+    async fn reconcile(&self, ctx: &ExecutionContext) -> Reconciled {
+        let seen = self.effects.lock().map(|e| e.contains(&ctx.execution_key)).unwrap_or(false);
+        if seen { Reconciled::Done(self.outcome(ctx)) } else { Reconciled::NotSent }
+    }
+}
