@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod standin;
+
 pub use actiongate_store::testing::fresh_postgres_url;
 
 /// The repository root.

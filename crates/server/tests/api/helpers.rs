@@ -43,8 +43,6 @@ pub struct TestApp {
     pub clock: Arc<ManualClock>,
     pub smtp: SmtpSink,
     pub gateway: Arc<Gateway>,
-    /// Where this app's data lives, for a second process on the same database.
-    pub database_url: String,
     _dir: tempfile::TempDir,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
@@ -55,10 +53,6 @@ pub struct Options {
     /// Stand-ins for venues the build does not have yet.
     pub providers: Vec<Arc<dyn Provider>>,
     pub config_toml: String,
-    /// Reuse a database (another process's), instead of a fresh one.
-    pub database_url: Option<String>,
-    /// Start the clock this long after the default start.
-    pub clock_offset: Option<time::Duration>,
 }
 
 /// The instant every test clock starts at.
@@ -71,10 +65,9 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let smtp = SmtpSink::start(dir.path());
-    let database_url = match (options.database_url, backend) {
-        (Some(url), _) => url,
-        (None, Backend::Sqlite) => format!("sqlite://{}", dir.path().join("gateway.db").display()),
-        (None, Backend::Postgres) => actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}")),
+    let database_url = match backend {
+        Backend::Sqlite => format!("sqlite://{}", dir.path().join("gateway.db").display()),
+        Backend::Postgres => actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}")),
     };
     let file = toml::from_str(&options.config_toml).unwrap_or_else(|e| panic!("test config: {e}"));
     let config = Config::resolve(
@@ -89,8 +82,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
         file,
     )
     .unwrap_or_else(|e| panic!("config: {e}"));
-    let start = START + options.clock_offset.unwrap_or(time::Duration::ZERO);
-    let clock = Arc::new(ManualClock::new(start));
+    let clock = Arc::new(ManualClock::new(START));
     let deps = Deps { clock: Some(clock.clone()), mailer: None, providers: options.providers };
     let app = Application::build(&config, deps).await.unwrap_or_else(|e| panic!("build: {e:#}"));
     let addr = app.local_addr();
@@ -103,7 +95,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap_or_else(|e| panic!("client: {e}"));
-    TestApp { addr, client, clock, smtp, gateway, database_url, _dir: dir, shutdown: Some(tx), server: Some(server) }
+    TestApp { addr, client, clock, smtp, gateway, _dir: dir, shutdown: Some(tx), server: Some(server) }
 }
 
 /// A response, read whole.

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::{Backend, Options, Owner, Reply, START, TestApp, spawn_app, spawn_app_with};
 use crate::on_both_backends;
-use crate::standin::StandInVenue;
+use actiongate_testkit::standin::StandInVenue;
 
 const SUBMIT: &str = "/api/v1/agent/execute-intent";
 const DIRECT: &str = "/api/v1/agent/execute";

@@ -8,5 +8,4 @@ mod errors;
 mod health;
 mod identity;
 mod intents;
-mod standin;
 mod openapi;

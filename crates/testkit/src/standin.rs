@@ -1,9 +1,12 @@
 //! A stand-in venue for the `transfer` action, until the EVM layer lands: it records every
 //! execution by its execution key, the way a venue keeps client order ids, so that the tests can
-//! count effects and the runner can reconcile after a crash. It sends nothing anywhere, and says so:
-//! its "transaction hashes" are a hash of the execution key.
+//! count effects and the runner can reconcile after a crash. With a log file, the record survives
+//! the process (each effect is appended and fsynced before the execution answers). It sends nothing
+//! anywhere, and says so: its "transaction hashes" are a hash of the execution key.
 
 use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,6 +24,8 @@ pub struct StandInVenue {
     pub refuse: Mutex<BTreeSet<String>>,
     /// How long each execution takes.
     pub delay: Mutex<Duration>,
+    /// Where effects are also appended, one execution key a line.
+    log: Option<PathBuf>,
 }
 
 impl StandInVenue {
@@ -28,8 +33,30 @@ impl StandInVenue {
         Arc::new(Self::default())
     }
 
+    /// A venue whose record of effects lives in `log` (and is read back from it).
+    pub fn persistent(log: PathBuf, delay: Duration) -> Arc<Self> {
+        let effects = read_log(&log);
+        Arc::new(Self { effects: Mutex::new(effects), delay: Mutex::new(delay), log: Some(log), ..Self::default() })
+    }
+
     pub fn effects(&self) -> Vec<String> {
         self.effects.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    fn commit(&self, key: &str) {
+        if let Some(path) = &self.log {
+            let appended = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(format!("{key}\n").as_bytes()).and_then(|()| f.sync_all()));
+            if let Err(e) = appended {
+                panic!("stand-in venue log {}: {e}", path.display());
+            }
+        }
+        if let Ok(mut e) = self.effects.lock() {
+            e.push(key.to_owned());
+        }
     }
 
     fn tx_hash(key: &str) -> String {
@@ -57,8 +84,8 @@ impl Provider for StandInVenue {
             tokio::time::sleep(delay).await;
         }
         let outcome = self.outcome(ctx);
-        if outcome.success && let Ok(mut e) = self.effects.lock() {
-            e.push(ctx.execution_key.clone());
+        if outcome.success {
+            self.commit(&ctx.execution_key);
         }
         outcome
     }
@@ -67,4 +94,11 @@ impl Provider for StandInVenue {
         let seen = self.effects.lock().map(|e| e.contains(&ctx.execution_key)).unwrap_or(false);
         if seen { Reconciled::Done(self.outcome(ctx)) } else { Reconciled::NotSent }
     }
+}
+
+/// Every execution key in a venue log, in order.
+pub fn read_log(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect())
+        .unwrap_or_default()
 }
