@@ -28,6 +28,9 @@ enum Command {
     ///
     /// Example: `actiongate migrate --database-url postgres://gateway@db/actiongate`
     Migrate(ServerArgs),
+    /// Operator tasks run against the database.
+    #[command(subcommand)]
+    Admin(AdminCommand),
     /// Write a new random master key to a file (mode 0600); refuses to overwrite.
     ///
     /// Example: `actiongate master-key --out /etc/actiongate/master.key`
@@ -35,6 +38,26 @@ enum Command {
         /// File to create.
         #[arg(long)]
         out: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminCommand {
+    /// Add credits to an account's ledger (support grants, before payments are set up).
+    ///
+    /// Example: `actiongate admin grant-credits --account-id 01a2… --credits 500 --reason "pilot"`
+    GrantCredits {
+        #[command(flatten)]
+        db: ServerArgs,
+        /// The account (owner) id, as in `data.account.accountId`.
+        #[arg(long)]
+        account_id: String,
+        /// How many credits (a positive integer).
+        #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
+        credits: i64,
+        /// Why; kept in the ledger.
+        #[arg(long)]
+        reason: String,
     },
 }
 
@@ -120,6 +143,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             store.close().await;
             println!("migrations applied");
             Ok(())
+        }
+        Command::Admin(AdminCommand::GrantCredits { db, account_id, credits, reason }) => {
+            use actiongate_core::store::Store;
+            let config = Config::load(db.into())?;
+            let store = actiongate_store::SqlStore::connect(&config.database_url).await?;
+            store.migrate().await?;
+            if store.get_account_exists(&account_id).await? {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                    .unwrap_or(0);
+                let account = store.grant_credits(&account_id, credits, "grant", &reason, now).await?;
+                println!("granted {credits} credits to {account_id}; balance {}", account.balance);
+                store.close().await;
+                Ok(())
+            } else {
+                store.close().await;
+                anyhow::bail!("no account {account_id}")
+            }
         }
         Command::MasterKey { out } => {
             let key = actiongate_server::app::new_master_key_hex()?;

@@ -247,6 +247,34 @@ async fn two_processes_share_one_postgres_database() {
         let (status, _) = get(&server.url(&format!("/api/v1/agent/actions?agentApiKey={key}"))).await;
         assert_eq!(status, 200);
     }
+
+    // An operator grant shows in the balance on both processes.
+    let account = body["data"]["account"]["accountId"].as_str().unwrap_or("").to_owned();
+    let out = Command::new(BIN)
+        .args(["admin", "grant-credits", "--database-url", &url, "--account-id", &account, "--credits", "250", "--reason", "pilot"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for server in [&a, &b] {
+        let resp = reqwest::Client::new()
+            .get(server.url("/api/v1/agent/credits/balance"))
+            .header("x-agent-api-key", &key)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let v: Value = resp.json().await.unwrap_or(Value::Null);
+        assert_eq!(v["data"]["balance"], json!(250));
+    }
+    let refused = Command::new(BIN)
+        .args(["admin", "grant-credits", "--database-url", &url, "--account-id", "nobody", "--credits", "5", "--reason", "x"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(refused.status.code(), Some(1));
+    let zero = Command::new(BIN)
+        .args(["admin", "grant-credits", "--database-url", &url, "--account-id", &account, "--credits", "0", "--reason", "x"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(zero.status.code(), Some(2), "clap refuses a non-positive amount");
     let _ = a.terminate();
     let _ = b.terminate();
 }
@@ -294,7 +322,7 @@ async fn secrets_never_reach_the_logs() {
 fn help_lists_the_commands() {
     let out = Command::new(BIN).arg("--help").output().unwrap_or_else(|e| panic!("{e}"));
     let text = String::from_utf8_lossy(&out.stdout);
-    for cmd in ["server", "migrate", "master-key"] {
+    for cmd in ["server", "migrate", "master-key", "admin"] {
         assert!(text.contains(cmd), "{text}");
     }
     let out = Command::new(BIN).args(["server", "--help"]).output().unwrap_or_else(|e| panic!("{e}"));

@@ -271,6 +271,16 @@ impl SqlStore {
         }
     }
 
+    /// Whether an account with this id exists (for operator commands).
+    pub async fn get_account_exists(&self, account_id: &str) -> Result<bool, StoreError> {
+        let n: i64 = on_pool!(self, pool => sqlx::query_scalar("SELECT COUNT(*) FROM accounts WHERE id = $1")
+            .bind(account_id)
+            .fetch_one(pool)
+            .await
+            .map_err(err)?);
+        Ok(n == 1)
+    }
+
     /// Closes the pool, waiting for connections in use to be returned.
     pub async fn close(&self) {
         on_pool!(self, pool => pool.close().await)
