@@ -93,7 +93,8 @@ impl Application {
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
-        Ok(Self { listener, router: router(state), store, addr, gateway, workers: config.runner_workers })
+        let router = router(state, config.mcp_allowed_hosts.clone());
+        Ok(Self { listener, router, store, addr, gateway, workers: config.runner_workers })
     }
 
     /// The address the socket is bound to.

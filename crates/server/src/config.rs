@@ -50,6 +50,17 @@ pub struct FileConfig {
     pub intents: IntentsSection,
     /// Data of the internal provider's reads; default `catalog/internal-data.toml` (built in).
     pub internal_data_file: Option<PathBuf>,
+    #[serde(default)]
+    pub mcp: McpSection,
+}
+
+/// `[mcp]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct McpSection {
+    /// `Host` values the MCP endpoint accepts (DNS-rebinding protection); default: loopback names only.
+    /// `["*"]` accepts any host.
+    pub allowed_hosts: Option<Vec<String>>,
 }
 
 /// `[credits]`.
@@ -137,6 +148,8 @@ pub struct Config {
     pub settings: Settings,
     pub runner_workers: usize,
     pub internal_data_file: Option<PathBuf>,
+    /// Empty: any host.
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 /// A configuration that cannot run.
@@ -266,6 +279,11 @@ impl Config {
             settings,
             runner_workers: f.intents.workers.unwrap_or(4).max(1),
             internal_data_file: f.internal_data_file,
+            mcp_allowed_hosts: match f.mcp.allowed_hosts {
+                Some(hosts) if hosts.iter().any(|h| h == "*") => Vec::new(),
+                Some(hosts) => hosts,
+                None => vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            },
         })
     }
 }

@@ -67,6 +67,11 @@ impl SmtpSink {
         Self { child, port, maildir }
     }
 
+    /// The maildir the sink writes to.
+    pub fn maildir(&self) -> &Path {
+        &self.maildir
+    }
+
     /// `smtp://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("smtp://127.0.0.1:{}", self.port)

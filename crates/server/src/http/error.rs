@@ -39,21 +39,23 @@ impl From<Error> for ApiError {
     }
 }
 
+/// The envelope of an error, logged once here: internal failures with their detail (never sent).
+/// Every surface (REST, MCP) renders a refusal through this.
+pub fn error_body(error: &Error, family: Option<ErrorFamily>) -> ErrorBody {
+    let code = error.code;
+    if code.http_status() >= 500 {
+        tracing::error!(code = %code, detail = error.detail.as_deref().unwrap_or(""), "request failed");
+    } else if let Some(detail) = &error.detail {
+        tracing::warn!(code = %code, detail, "request refused");
+    }
+    ErrorBody { success: false, error: family.unwrap_or(code.family()), code, message: error.message.clone() }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = self.error.code;
         let status = StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        if status.is_server_error() {
-            tracing::error!(code = %code, detail = self.error.detail.as_deref().unwrap_or(""), "request failed");
-        } else if let Some(detail) = &self.error.detail {
-            tracing::warn!(code = %code, detail, "request refused");
-        }
-        let body = ErrorBody {
-            success: false,
-            error: self.family.unwrap_or(code.family()),
-            code,
-            message: self.error.message,
-        };
+        let body = error_body(&self.error, self.family);
         let mut response = (status, Json(body)).into_response();
         if let Some(seconds) = self.error.retry_after
             && let Ok(v) = HeaderValue::from_str(&seconds.to_string())

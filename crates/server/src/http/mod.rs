@@ -7,6 +7,8 @@ pub mod error;
 pub mod extract;
 pub mod identity;
 pub mod intents;
+pub mod mcp;
+pub mod mcp_tools;
 pub mod openapi;
 
 use std::sync::Arc;
@@ -38,7 +40,11 @@ pub struct AppState {
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole router, with its layers.
-pub fn router(state: AppState) -> Router {
+pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
+    let mcp_service = mcp::service(state.gateway.clone(), mcp_allowed_hosts);
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp_service)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), mcp::require_agent_key));
     let api = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -54,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/agents/{agentId}/rotate-key", post(identity::rotate_key))
         .route("/api/v1/agents/{agentId}/policy", get(identity::get_policy).put(identity::put_policy))
         .with_state(state)
+        .merge(mcp)
         .merge(SwaggerUi::new("/docs").url("/api/v1/openapi.json", openapi::ApiDoc::openapi()))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);

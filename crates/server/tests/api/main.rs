@@ -8,4 +8,5 @@ mod errors;
 mod health;
 mod identity;
 mod intents;
+mod mcp;
 mod openapi;
