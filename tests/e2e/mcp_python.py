@@ -120,6 +120,31 @@ async def main():
         check(mismatch.structured_content["code"] == "AGENT_IDENTITY_MISMATCH", f"code: {mismatch.structured_content}")
         summary["mismatch"] = mismatch.structured_content["code"]
 
+        # Parity: the same request gives the same decision, code and data on REST and MCP.
+        base = args.url.rsplit("/mcp", 1)[0]
+        async with httpx2.AsyncClient(base_url=base, timeout=30) as rest:
+            h = {"x-agent-api-key": key}
+            pairs = [
+                ("getAgentActions", {}, await rest.get("/api/v1/agent/actions", params={"agentApiKey": key})),
+                ("getCreditsBalance", {}, await rest.get("/api/v1/agent/credits/balance", headers=h)),
+                ("getIntentStatus", {"intentId": intent_id},
+                 await rest.get("/api/v1/agent/execute-intent/status", params={"intentId": intent_id}, headers=h)),
+                ("executeIntent", {"action": "swap", "params": {}},
+                 await rest.post("/api/v1/agent/execute-intent", json={"agentApiKey": key, "action": "swap", "params": {}})),
+                ("executeIntent", {"action": "launch-rocket", "params": {}},
+                 await rest.post("/api/v1/agent/execute-intent",
+                                 json={"agentApiKey": key, "action": "launch-rocket", "params": {}})),
+                ("executeIntent", {"action": "get-earn-provider", "params": {}},
+                 await rest.post("/api/v1/agent/execute-intent",
+                                 json={"agentApiKey": key, "action": "get-earn-provider", "params": {}})),
+            ]
+            for name, arguments, response in pairs:
+                result = await agent.call_tool(name, arguments)
+                check(result.structured_content == response.json(),
+                      f"parity of {name} {arguments}: MCP {result.structured_content} vs REST {response.json()}")
+                check(bool(result.is_error) == (response.status_code >= 400), f"parity of the refusal flag of {name}")
+            summary["parity"] = len(pairs)
+
         pending = await agent.call_tool("delegationCreate", {})
         check(pending.is_error and pending.structured_content["code"] == "NOT_AVAILABLE", "unlanded tools say so")
 

@@ -109,14 +109,14 @@ impl GatewayMcp {
             .map(str::to_owned)
             .ok_or_else(|| Error::unauthorized("Authentication required: connect with Authorization: Bearer <AGENT_API_KEY>."))?;
         for field in ["agentApiKey", "agentKey"] {
-            if let Some(passed) = args.remove(field) {
-                if passed.as_str() != Some(header.as_str()) {
-                    return Err(Error::new(
-                        ErrorCode::AgentIdentityMismatch,
-                        "A different agent key was passed in the arguments than the connection's. Keys never go in tool \
-                         arguments; report this and do not retry with other keys.",
-                    ));
-                }
+            if let Some(passed) = args.remove(field)
+                && passed.as_str() != Some(header.as_str())
+            {
+                return Err(Error::new(
+                    ErrorCode::AgentIdentityMismatch,
+                    "A different agent key was passed in the arguments than the connection's. Keys never go in tool \
+                     arguments; report this and do not retry with other keys.",
+                ));
             }
         }
         Ok(header)

@@ -34,3 +34,32 @@ async fn official_python_sdk_in_default_and_legacy_modes() {
         assert_eq!(summary["mismatch"], "AGENT_IDENTITY_MISMATCH");
     }
 }
+
+#[tokio::test]
+async fn official_typescript_sdk() {
+    let app = spawn_app(Backend::Postgres).await;
+    let script = actiongate_testkit::repo_root().join("tests/e2e/mcp_ts.mjs");
+    assert!(
+        actiongate_testkit::repo_root().join("tests/e2e/node_modules/@modelcontextprotocol/sdk").exists(),
+        "the TypeScript SDK is not installed: run ./scripts/test (npm ci in tests/e2e)"
+    );
+    let out = tokio::process::Command::new("node")
+        .arg(&script)
+        .args(["--url", &app.url("/mcp"), "--email", "ts@example.com", "--maildir"])
+        .arg(app.smtp.maildir())
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("cannot run node: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "TypeScript client failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(summary["ok"], json!(true), "{summary}");
+    assert_eq!(summary["mismatch"], "AGENT_IDENTITY_MISMATCH");
+}
+
+/// The tools an agent sees are a public contract: a change shows in review.
+#[test]
+fn tools_list_is_snapshotted() {
+    let tools = serde_json::to_value(actiongate_server::http::mcp_tools::tool_list()).unwrap_or(Value::Null);
+    insta::assert_json_snapshot!("mcp_tools_list", tools);
+}
