@@ -111,3 +111,23 @@ pub struct ActionList {
     /// True when the list was filtered by an agent's policy.
     pub filtered_by_policy: bool,
 }
+
+/// One MCP tool as the plain-HTTP mirror lists it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolInfo {
+    pub name: String,
+    pub description: String,
+    #[schema(value_type = Object)]
+    pub input_schema: serde_json::Value,
+    #[schema(value_type = Option<Object>)]
+    pub output_schema: Option<serde_json::Value>,
+    /// Whether the tool needs `Authorization: Bearer <agent key>`.
+    pub requires_auth: bool,
+}
+
+/// `data` of `GET /mcp/tools`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct McpToolList {
+    pub tools: Vec<McpToolInfo>,
+}

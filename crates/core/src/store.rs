@@ -293,4 +293,10 @@ pub trait Store: Send + Sync + 'static {
     // ---------------------------------------------------------------- delegations
 
     async fn put_delegation(&self, delegation: &DelegationRecord) -> Result<(), StoreError>;
+
+    // ---------------------------------------------------------------- MCP sessions
+
+    async fn put_mcp_session(&self, id: &str, state: &str, now: i64) -> Result<(), StoreError>;
+    async fn get_mcp_session(&self, id: &str) -> Result<Option<String>, StoreError>;
+    async fn delete_mcp_session(&self, id: &str) -> Result<(), StoreError>;
 }

@@ -1083,6 +1083,37 @@ impl Store for SqlStore {
         .map(|_| ())
         .map_err(err))
     }
+
+    async fn put_mcp_session(&self, id: &str, state: &str, now: i64) -> Result<(), StoreError> {
+        on_pool!(self, pool => sqlx::query(
+            "INSERT INTO mcp_sessions (id, state, created_at) VALUES ($1, $2, $3)
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state",
+        )
+        .bind(id)
+        .bind(state)
+        .bind(now)
+        .execute(pool)
+        .await
+        .map(|_| ())
+        .map_err(err))
+    }
+
+    async fn get_mcp_session(&self, id: &str) -> Result<Option<String>, StoreError> {
+        on_pool!(self, pool => sqlx::query_scalar("SELECT state FROM mcp_sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(pool)
+            .await
+            .map_err(err))
+    }
+
+    async fn delete_mcp_session(&self, id: &str) -> Result<(), StoreError> {
+        on_pool!(self, pool => sqlx::query("DELETE FROM mcp_sessions WHERE id = $1")
+            .bind(id)
+            .execute(pool)
+            .await
+            .map(|_| ())
+            .map_err(err))
+    }
 }
 
 pub mod testing {

@@ -27,6 +27,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::store::{SessionState, SessionStore, SessionStoreError};
 use rmcp::transport::streamable_http_server::tower::StreamableHttpService;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::Serialize;
@@ -38,15 +39,44 @@ use super::extract::{BODY_LIMIT, bearer};
 use super::mcp_tools::{TOOLS, ToolSpec, tool_list};
 
 /// Tools that work without an agent key.
-const OPEN_TOOLS: &[&str] = &["getActionsCatalog", "getProviderActions", "startEmailOnboarding", "completeEmailOnboarding"];
+pub const OPEN_TOOLS: &[&str] = &["getActionsCatalog", "getProviderActions", "startEmailOnboarding", "completeEmailOnboarding"];
+
+/// MCP sessions kept in the gateway's database, so that any process behind a load balancer can
+/// serve a session another process opened (rmcp replays the stored `initialize`).
+struct DbSessionStore {
+    gateway: Arc<Gateway>,
+}
+
+#[async_trait::async_trait]
+impl SessionStore for DbSessionStore {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        match self.gateway.store().get_mcp_session(session_id).await? {
+            Some(text) => Ok(Some(serde_json::from_str(&text)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let text = serde_json::to_string(state)?;
+        let now = actiongate_core::clock::to_millis(self.gateway.now());
+        Ok(self.gateway.store().put_mcp_session(session_id, &text, now).await?)
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        Ok(self.gateway.store().delete_mcp_session(session_id).await?)
+    }
+}
 
 /// The MCP service for the router.
 pub fn service(gateway: Arc<Gateway>, allowed_hosts: Vec<String>) -> StreamableHttpService<GatewayMcp, LocalSessionManager> {
     let tools = Arc::new(tool_list());
     let mut config = StreamableHttpServerConfig::default();
-    if !allowed_hosts.is_empty() {
+    if allowed_hosts.is_empty() {
+        config = config.disable_allowed_hosts();
+    } else {
         config = config.with_allowed_hosts(allowed_hosts);
     }
+    config.session_store = Some(Arc::new(DbSessionStore { gateway: gateway.clone() }));
     StreamableHttpService::new(
         move || Ok(GatewayMcp { gateway: gateway.clone(), tools: tools.clone() }),
         Arc::new(LocalSessionManager::default()),
@@ -54,7 +84,7 @@ pub fn service(gateway: Arc<Gateway>, allowed_hosts: Vec<String>) -> StreamableH
     )
 }
 
-/// One MCP session's handler.
+/// One MCP session's handler (also behind the plain-HTTP mirror).
 #[derive(Clone)]
 pub struct GatewayMcp {
     gateway: Arc<Gateway>,
@@ -100,13 +130,13 @@ fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Error> {
 }
 
 impl GatewayMcp {
+    pub fn new(gateway: Arc<Gateway>) -> Self {
+        Self { gateway, tools: Arc::new(tool_list()) }
+    }
+
     /// The connection's agent key, checked against one passed in arguments (which it must equal).
-    fn agent_key(ctx: &RequestContext<RoleServer>, args: &mut Map<String, Value>) -> Result<String, Error> {
-        let header = ctx
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|p| bearer(&p.headers))
-            .map(str::to_owned)
+    fn agent_key(header: Option<String>, args: &mut Map<String, Value>) -> Result<String, Error> {
+        let header = header
             .ok_or_else(|| Error::unauthorized("Authentication required: connect with Authorization: Bearer <AGENT_API_KEY>."))?;
         for field in ["agentApiKey", "agentKey"] {
             if let Some(passed) = args.remove(field)
@@ -122,12 +152,13 @@ impl GatewayMcp {
         Ok(header)
     }
 
-    async fn call(&self, spec: &ToolSpec, mut args: Map<String, Value>, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+    /// Runs one tool for the holder of `header_key` (the connection's bearer token).
+    pub async fn call(&self, spec: &ToolSpec, mut args: Map<String, Value>, header_key: Option<String>) -> CallToolResult {
         let g = &self.gateway;
         let key = if spec.open {
             None
         } else {
-            match Self::agent_key(ctx, &mut args) {
+            match Self::agent_key(header_key, &mut args) {
                 Ok(k) => Some(k),
                 Err(e) => return refusal(&e, None),
             }
@@ -239,7 +270,8 @@ impl ServerHandler for GatewayMcp {
             return Err(McpError::invalid_params(format!("no tool named {}", request.name), None));
         };
         let args = request.arguments.unwrap_or_default();
-        Ok(self.call(spec, args, &context).await.into())
+        let key = context.extensions.get::<axum::http::request::Parts>().and_then(|p| bearer(&p.headers)).map(str::to_owned);
+        Ok(self.call(spec, args, key).await.into())
     }
 }
 

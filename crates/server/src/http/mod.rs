@@ -8,6 +8,7 @@ pub mod extract;
 pub mod identity;
 pub mod intents;
 pub mod mcp;
+pub mod mcp_mirror;
 pub mod mcp_tools;
 pub mod openapi;
 
@@ -43,7 +44,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
     let mcp_service = mcp::service(state.gateway.clone(), mcp_allowed_hosts);
     let mcp = Router::new()
-        .nest_service("/mcp", mcp_service)
+        .route_service("/mcp", mcp_service)
         .layer(axum::middleware::from_fn_with_state(state.clone(), mcp::require_agent_key));
     let api = Router::new()
         .route("/healthz", get(healthz))
@@ -56,6 +57,8 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
         .route("/api/v1/agent/execute-intent/status", get(intents::intent_status))
         .route("/api/v1/agent/execute", post(intents::execute_direct))
         .route("/api/v1/agent/credits/balance", get(intents::credit_balance))
+        .route("/mcp/tools", get(mcp_mirror::list_tools))
+        .route("/mcp/tool/{name}", post(mcp_mirror::call_tool))
         .route("/api/v1/agents", get(identity::list_agents).post(identity::create_agent))
         .route("/api/v1/agents/{agentId}/rotate-key", post(identity::rotate_key))
         .route("/api/v1/agents/{agentId}/policy", get(identity::get_policy).put(identity::put_policy))

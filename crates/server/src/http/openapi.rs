@@ -1,6 +1,8 @@
 //! The OpenAPI 3.1 document, generated from the route annotations and wire types.
 
-use actiongate_api_types::catalog::{ActionList, CatalogAction, CatalogDocument, EditorConfig, OptionSource, ProviderFamily};
+use actiongate_api_types::catalog::{
+    ActionList, CatalogAction, CatalogDocument, EditorConfig, McpToolInfo, McpToolList, OptionSource, ProviderFamily,
+};
 use actiongate_api_types::identity::{
     AccountSummary, AgentBootstrap, AgentKeyIssued, AgentListResponse, AgentView, CreateAgentRequest,
     EmailCompleteRequest, EmailCompleteResponse, EmailStartRequest, EmailStartResponse, OwnerSession, PolicyRequest,
@@ -34,6 +36,8 @@ use utoipa::{Modify, OpenApi};
         super::intents::intent_status,
         super::intents::execute_direct,
         super::intents::credit_balance,
+        super::mcp_mirror::list_tools,
+        super::mcp_mirror::call_tool,
     ),
     components(schemas(
         ErrorBody, ErrorCode, ErrorFamily, Health,
@@ -41,7 +45,7 @@ use utoipa::{Modify, OpenApi};
         EmailStartRequest, EmailStartResponse, EmailCompleteRequest, EmailCompleteResponse, AgentBootstrap,
         AgentKeyIssued, OwnerSession, AccountSummary, CreateAgentRequest, AgentView, AgentListResponse,
         PolicyRequest, PolicyView,
-        ExecuteIntentRequest, Intent, IntentResult, DirectExecution, CreditBalance,
+        ExecuteIntentRequest, Intent, IntentResult, DirectExecution, CreditBalance, McpToolInfo, McpToolList,
     )),
     modifiers(&Security),
     tags(
@@ -51,6 +55,7 @@ use utoipa::{Modify, OpenApi};
         (name = "policy", description = "What an agent may do"),
         (name = "intents", description = "Check, execute and track actions"),
         (name = "credits", description = "What actions cost and what is left"),
+        (name = "mcp", description = "A plain-HTTP mirror of the MCP tools (the MCP server itself is at /mcp)"),
         (name = "operations", description = "Health and readiness"),
     )
 )]

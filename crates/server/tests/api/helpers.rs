@@ -43,6 +43,7 @@ pub struct TestApp {
     pub clock: Arc<ManualClock>,
     pub smtp: SmtpSink,
     pub gateway: Arc<Gateway>,
+    pub database_url: String,
     _dir: tempfile::TempDir,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
@@ -53,6 +54,8 @@ pub struct Options {
     /// Stand-ins for venues the build does not have yet.
     pub providers: Vec<Arc<dyn Provider>>,
     pub config_toml: String,
+    /// Share a database with another app (a second gateway process), instead of a fresh one.
+    pub database_url: Option<String>,
 }
 
 /// The instant every test clock starts at.
@@ -65,9 +68,10 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let smtp = SmtpSink::start(dir.path());
-    let database_url = match backend {
-        Backend::Sqlite => format!("sqlite://{}", dir.path().join("gateway.db").display()),
-        Backend::Postgres => actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}")),
+    let database_url = match (options.database_url, backend) {
+        (Some(url), _) => url,
+        (None, Backend::Sqlite) => format!("sqlite://{}", dir.path().join("gateway.db").display()),
+        (None, Backend::Postgres) => actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}")),
     };
     let file = toml::from_str(&options.config_toml).unwrap_or_else(|e| panic!("test config: {e}"));
     let config = Config::resolve(
@@ -95,7 +99,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap_or_else(|e| panic!("client: {e}"));
-    TestApp { addr, client, clock, smtp, gateway, _dir: dir, shutdown: Some(tx), server: Some(server) }
+    TestApp { addr, client, clock, smtp, gateway, database_url, _dir: dir, shutdown: Some(tx), server: Some(server) }
 }
 
 /// A response, read whole.

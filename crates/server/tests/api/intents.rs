@@ -35,6 +35,7 @@ async fn venue_app(backend: Backend, extra: &str) -> (TestApp, Arc<StandInVenue>
     let app = spawn_app_with(backend, Options {
         providers: vec![venue.clone()],
         config_toml: chain_config(extra),
+        ..Options::default()
     })
     .await;
     (app, venue)

@@ -63,3 +63,106 @@ fn tools_list_is_snapshotted() {
     let tools = serde_json::to_value(actiongate_server::http::mcp_tools::tool_list()).unwrap_or(Value::Null);
     insta::assert_json_snapshot!("mcp_tools_list", tools);
 }
+
+async fn mirror(app: &crate::helpers::TestApp, name: &str, bearer: Option<&str>, args: Value) -> crate::helpers::Reply {
+    let mut req = app.client.post(app.url(&format!("/mcp/tool/{name}"))).json(&args);
+    if let Some(b) = bearer {
+        req = req.bearer_auth(b);
+    }
+    app.send(req).await
+}
+
+#[tokio::test]
+async fn the_plain_http_mirror_answers_like_mcp() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let listed = app.get("/mcp/tools").await;
+    let tools = listed.assert_ok()["tools"].as_array().cloned().unwrap_or_default();
+    assert_eq!(tools.len(), 23);
+    let open: Vec<&str> = tools.iter().filter(|t| t["requiresAuth"] == json!(false)).filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(open, ["getActionsCatalog", "getProviderActions", "startEmailOnboarding", "completeEmailOnboarding"]);
+    assert!(tools.iter().all(|t| t["inputSchema"]["type"] == "object"));
+
+    let catalog = mirror(&app, "getActionsCatalog", None, json!({})).await;
+    assert_eq!(catalog.status, 200);
+    assert_eq!(catalog.body["isError"], json!(false));
+    assert_eq!(catalog.body["structuredContent"], app.get("/api/v1/agent/actions/catalog").await.body);
+    assert_eq!(catalog.body["content"][0]["type"], "text");
+
+    mirror(&app, "getCreditsBalance", None, json!({})).await.assert_error(401, "UNAUTHORIZED");
+    mirror(&app, "getCreditsBalance", Some("agent-bogus"), json!({})).await.assert_error(401, "UNAUTHORIZED");
+    mirror(&app, "noSuchTool", None, json!({})).await.assert_error(404, "NOT_FOUND");
+
+    let owner = app.onboard("mirror@example.com").await;
+    let balance = mirror(&app, "getCreditsBalance", Some(&owner.agent_key), json!({})).await;
+    let rest = app.send(app.client.get(app.url("/api/v1/agent/credits/balance")).header("x-agent-api-key", &owner.agent_key)).await;
+    assert_eq!(balance.body["structuredContent"], rest.body);
+    let refused = mirror(&app, "executeIntent", Some(&owner.agent_key), json!({"action": "swap", "params": {}})).await;
+    assert_eq!(refused.status, 403);
+    assert_eq!(refused.body["isError"], json!(true));
+    assert_eq!(refused.body["structuredContent"]["code"], "ACTION_NOT_ALLOWED");
+    assert_eq!(refused.body["structuredContent"]["error"], "INTENT_REJECTED");
+    let mismatch = mirror(&app, "getCreditsBalance", Some(&owner.agent_key), json!({"agentApiKey": "agent-other"})).await;
+    assert_eq!(mismatch.status, 403);
+    assert_eq!(mismatch.body["structuredContent"]["code"], "AGENT_IDENTITY_MISMATCH");
+    assert!(!mismatch.text.contains(&owner.agent_key), "no key is echoed");
+    let pending = mirror(&app, "buildTx", Some(&owner.agent_key), json!({})).await;
+    assert_eq!((pending.status, pending.body["structuredContent"]["code"].clone()), (503, json!("NOT_AVAILABLE")));
+}
+
+/// The first `data:` JSON of an SSE or JSON response.
+fn rpc_body(text: &str) -> Value {
+    serde_json::from_str(text).ok().unwrap_or_else(|| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|v| v.get("jsonrpc").is_some())
+            .unwrap_or(Value::Null)
+    })
+}
+
+/// A handshake-era session opened on one gateway process is served by another (a load balancer
+/// without stickiness): sessions live in the shared database.
+#[tokio::test]
+async fn a_session_moves_between_processes() {
+    let a = spawn_app(Backend::Postgres).await;
+    let b = crate::helpers::spawn_app_with(Backend::Postgres, crate::helpers::Options {
+        database_url: Some(a.database_url.clone()),
+        ..Default::default()
+    })
+    .await;
+    let post = |app: &crate::helpers::TestApp, body: Value, session: Option<&str>| {
+        let mut req = app
+            .client
+            .post(app.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .json(&body);
+        if let Some(s) = session {
+            req = req.header("mcp-session-id", s).header("mcp-protocol-version", "2025-11-25");
+        }
+        req
+    };
+    let init = post(&a, json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "lb-test", "version": "1"}}}), None)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let session = init.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let Some(session) = session else { panic!("no Mcp-Session-Id from the handshake") };
+    let body = rpc_body(&init.text().await.unwrap_or_default());
+    assert_eq!(body["result"]["protocolVersion"], "2025-11-25");
+    let notified = post(&a, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), Some(&session))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(notified.status().is_success());
+
+    // The next request lands on the other process.
+    let listed = post(&b, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}), Some(&session))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(listed.status().as_u16(), 200);
+    let body = rpc_body(&listed.text().await.unwrap_or_default());
+    assert_eq!(body["result"]["tools"].as_array().map(Vec::len), Some(23), "{body}");
+}

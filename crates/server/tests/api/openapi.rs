@@ -25,6 +25,8 @@ async fn openapi_covers_every_route_and_is_snapshotted() {
         ("/api/v1/agent/execute-intent/status", "get"),
         ("/api/v1/agent/execute", "post"),
         ("/api/v1/agent/credits/balance", "get"),
+        ("/mcp/tools", "get"),
+        ("/mcp/tool/{name}", "post"),
     ];
     for (path, method) in expected {
         assert!(paths.get(path).and_then(|p| p.get(method)).is_some(), "{method} {path} missing from openapi.json");

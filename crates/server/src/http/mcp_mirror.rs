@@ -1,0 +1,81 @@
+//! A plain-HTTP mirror of the MCP tools for runtimes without an MCP client: `GET /mcp/tools` and
+//! `POST /mcp/tool/{name}` (the arguments as the body, the same bearer auth, the same result).
+
+use actiongate_api_types::catalog::{McpToolInfo, McpToolList};
+use actiongate_api_types::{Envelope, ErrorBody, ErrorCode};
+use actiongate_core::Error;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::bearer;
+use super::mcp::GatewayMcp;
+use super::mcp_tools::{TOOLS, tool_list};
+
+/// Every MCP tool with its schemas and whether it needs an agent key.
+#[utoipa::path(get, path = "/mcp/tools", tag = "mcp", responses((status = 200, body = Envelope<McpToolList>)))]
+pub async fn list_tools() -> Json<Envelope<McpToolList>> {
+    let tools = tool_list()
+        .into_iter()
+        .map(|t| McpToolInfo {
+            requires_auth: !TOOLS.iter().any(|s| s.name == t.name && s.open),
+            name: t.name.to_string(),
+            description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+            input_schema: Value::Object((*t.input_schema).clone()),
+            output_schema: t.output_schema.map(|o| Value::Object((*o).clone())),
+        })
+        .collect();
+    Json(Envelope::new(McpToolList { tools }))
+}
+
+/// Calls one MCP tool. Answers the MCP tool result (`content`, `structuredContent`, `isError`); a
+/// refusal carries the HTTP status of its code.
+#[utoipa::path(
+    post,
+    path = "/mcp/tool/{name}",
+    tag = "mcp",
+    params(("name" = String, Path, description = "A tool name from GET /mcp/tools")),
+    request_body(content = Object, description = "The tool's arguments; may be empty"),
+    responses(
+        (status = 200, description = "The MCP tool result", body = Object),
+        (status = 401, description = "UNAUTHORIZED: a protected tool without a valid agent key", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: no such tool", body = ErrorBody),
+    )
+)]
+pub async fn call_tool(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let spec = TOOLS
+        .iter()
+        .find(|t| t.name == name)
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("No MCP tool named {name:?}; see GET /mcp/tools.")))?;
+    let key = bearer(&headers).map(str::to_owned);
+    if !spec.open {
+        state.gateway.authenticate_agent(key.as_deref()).await?;
+    }
+    let args: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {
+        Map::new()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| Error::invalid(format!("The body must be a JSON object of tool arguments: {e}")))?
+    };
+    let result = GatewayMcp::new(state.gateway.clone()).call(spec, args, key).await;
+    let status = match (result.is_error, &result.structured_content) {
+        (Some(true), Some(body)) => body
+            .get("code")
+            .cloned()
+            .and_then(|c| serde_json::from_value::<ErrorCode>(c).ok())
+            .and_then(|c| StatusCode::from_u16(c.http_status()).ok())
+            .unwrap_or(StatusCode::BAD_REQUEST),
+        _ => StatusCode::OK,
+    };
+    Ok((status, Json(result)).into_response())
+}
