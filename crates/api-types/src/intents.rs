@@ -99,3 +99,36 @@ pub struct CreditBalance {
     /// Next 00:00 UTC.
     pub free_resets_at: String,
 }
+
+/// One check of a preflight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PreflightCheck {
+    /// keyValid, actionKnown, allowed, enabled, params, chain, amountLimit, dailyLimit, delegation,
+    /// credits, venueReady.
+    pub name: String,
+    /// true passed, false failed, null not checked.
+    pub ok: Option<bool>,
+    /// The code a submission would be refused with.
+    pub code: Option<String>,
+    pub detail: String,
+}
+
+/// `data` of `POST /api/v1/agent/preflight`: every check, each with its verdict; nothing written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PreflightReport {
+    /// No check failed.
+    pub ready: bool,
+    pub checks: Vec<PreflightCheck>,
+}
+
+/// `data` of `GET /api/v1/agent/me`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentIdentity {
+    pub agent_id: String,
+    pub agent_address: String,
+    pub account_id: String,
+    pub name: Option<String>,
+}

@@ -1,24 +1,43 @@
 //! `actiongate`: one binary for the gateway server (`actiongate server`), its operations
-//! (`migrate`, `master-key`), and — as later issues land — the agent CLI.
+//! (`migrate`, `master-key`, `admin`), and the agent CLI (`login`, `actions`, `run`, …).
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod agent;
+mod credentials;
+mod output;
+
 use actiongate_server::{Application, Config, Deps, Overrides};
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "actiongate", version, about = "Gateway through which AI agents act on onchain and off-chain finance under an owner's policy.")]
+#[command(
+    name = "actiongate",
+    version,
+    about = "Gateway through which AI agents act on onchain and off-chain finance under an owner's policy.",
+    after_help = "Agent commands read the key from ACTIONGATE_API_KEY or the stored login (actiongate login), and \
+                  the gateway from --base-url / ACTIONGATE_BASE_URL. Exit status: 0 success, 2 refused by the \
+                  gateway, 1 any other failure."
+)]
 struct Cli {
+    #[command(flatten)]
+    global: agent::Global,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    #[command(flatten)]
+    Agent(agent::AgentCommand),
+    /// Shell completions.
+    ///
+    /// Example: `actiongate completions bash > /etc/bash_completion.d/actiongate`
+    Completions { shell: clap_complete::Shell },
     /// Run the gateway.
     ///
     /// Example: `actiongate server --dev` (SQLite, dev outbox and a generated master key under
@@ -102,7 +121,25 @@ impl From<ServerArgs> for Overrides {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // Help and version are successes; a usage error is a failure (exit 1), not a refusal.
+            return if e.use_stderr() { ExitCode::from(1) } else { ExitCode::SUCCESS };
+        }
+    };
+    if let Command::Agent(command) = cli.command {
+        let json_mode = cli.global.json;
+        return match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(agent::run(cli.global, command)).finish(json_mode),
+            Err(e) => output::Outcome::failed("LOCAL", e.to_string()).finish(json_mode),
+        };
+    }
+    if let Command::Completions { shell } = cli.command {
+        clap_complete::generate(shell, &mut Cli::command(), "actiongate", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -122,6 +159,7 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Agent(_) | Command::Completions { .. } => Ok(()),
         Command::Server(args) => {
             let config = Config::load(args.into())?;
             let app = Application::build(&config, Deps::default()).await?;

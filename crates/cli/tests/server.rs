@@ -274,7 +274,7 @@ async fn two_processes_share_one_postgres_database() {
         .args(["admin", "grant-credits", "--database-url", &url, "--account-id", &account, "--credits", "0", "--reason", "x"])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(zero.status.code(), Some(2), "clap refuses a non-positive amount");
+    assert_eq!(zero.status.code(), Some(1), "a non-positive amount is a usage error");
     let _ = a.terminate();
     let _ = b.terminate();
 }

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use actiongate_api_types::intents::{CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, IntentResult};
+use actiongate_api_types::intents::{
+    AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, IntentResult, PreflightCheck,
+    PreflightReport,
+};
 use actiongate_api_types::{ErrorCode, ErrorFamily};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -14,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::execution::Subject;
 use crate::gateway::{AgentContext, Gateway};
 use crate::money::{micros_to_usd, usd_to_micros};
-use crate::store::{AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord};
+use crate::store::{AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord, PolicyRecord};
 
 /// The default chain (SPEC).
 pub const DEFAULT_CHAIN_ID: u64 = 8453;
@@ -121,61 +124,11 @@ impl Gateway {
         }
 
         let policy = self.policy_of(&agent.agent.id).await?;
-        if !policy.allowed_actions.iter().any(|a| a == spec.name()) {
-            return Err(refusal(
-                ErrorCode::ActionNotAllowed,
-                format!("{} is not on this agent's allowlist; its owner can allow it in the agent's policy.", spec.name()),
-            ));
-        }
-        if !spec.entry.enabled {
-            return Err(refusal(ErrorCode::ActionDisabled, format!("{} is not enabled in this deployment.", spec.name())));
-        }
-        let lane_live = match lane {
-            Lane::ExecuteIntent => spec.entry.supports_execute_intent,
-            Lane::Execute => spec.entry.supports_execute,
-            Lane::BuildTx => spec.entry.supports_build_tx,
-        };
-        if !lane_live {
-            return Err(refusal(
-                ErrorCode::ActionDisabled,
-                format!("{} is not available through {} in this deployment.", spec.name(), lane.as_str()),
-            ));
-        }
-        if let Some(problem) = params_error(spec, &req.params) {
-            return Err(refusal(ErrorCode::InvalidParams, problem));
-        }
+        check_allowed(spec, &policy)?;
+        check_lane(spec, lane)?;
+        check_params(spec, &req.params)?;
         self.check_chain(spec, chain_id)?;
-
-        let own_estimate = self.settings().prices.estimate_micros(&req.params);
-        let stated = req.estimated_amount_usd.map(|v| usd_to_micros("estimatedAmountUsd", v)).transpose()?;
-        let amount = match (own_estimate, stated) {
-            (Some(a), Some(b)) => a.max(b),
-            (Some(a), None) | (None, Some(a)) => a,
-            (None, None) if spec.is_read() => 0,
-            (None, None) => {
-                return Err(refusal(
-                    ErrorCode::InvalidParams,
-                    format!("estimatedAmountUsd is required: the gateway cannot price these params of {}.", spec.name()),
-                ));
-            }
-        };
-        if let Some(max) = spec.entry.max_amount_usd {
-            let max_micros = usd_to_micros("maxAmountUsd", max)?;
-            if amount > max_micros && !spec.is_read() {
-                return Err(refusal(
-                    ErrorCode::PolicyAmountLimit,
-                    format!("{} USD is above {}'s maxAmountUsd of {max}.", micros_to_usd(amount), spec.name()),
-                ));
-            }
-        }
-        if let Some(cap) = policy.max_per_action_micros
-            && amount > cap
-        {
-            return Err(refusal(
-                ErrorCode::PolicyAmountLimit,
-                format!("{} USD is above this agent's per-action cap of {} USD.", micros_to_usd(amount), micros_to_usd(cap)),
-            ));
-        }
+        let amount = self.usd_amount(spec, req, &policy)?;
 
         let intent_id = uuid::Uuid::now_v7().to_string();
         let lease = (lane == Lane::Execute).then(|| {
@@ -371,6 +324,165 @@ impl Gateway {
             free_requests_used_today: used,
             free_requests_per_day: self.settings().credits.free_per_day,
             free_resets_at: rfc3339(from_millis((today + 1) * 86_400_000)),
+        })
+    }
+}
+
+fn check_allowed(spec: &ActionSpec, policy: &PolicyRecord) -> Result<()> {
+    if policy.allowed_actions.iter().any(|a| a == spec.name()) {
+        return Ok(());
+    }
+    Err(refusal(
+        ErrorCode::ActionNotAllowed,
+        format!("{} is not on this agent's allowlist; its owner can allow it in the agent's policy.", spec.name()),
+    ))
+}
+
+fn check_lane(spec: &ActionSpec, lane: Lane) -> Result<()> {
+    if !spec.entry.enabled {
+        return Err(refusal(ErrorCode::ActionDisabled, format!("{} is not enabled in this deployment.", spec.name())));
+    }
+    let live = match lane {
+        Lane::ExecuteIntent => spec.entry.supports_execute_intent,
+        Lane::Execute => spec.entry.supports_execute,
+        Lane::BuildTx => spec.entry.supports_build_tx,
+    };
+    if live {
+        return Ok(());
+    }
+    Err(refusal(
+        ErrorCode::ActionDisabled,
+        format!("{} is not available through {} in this deployment.", spec.name(), lane.as_str()),
+    ))
+}
+
+fn check_params(spec: &ActionSpec, params: &Value) -> Result<()> {
+    match params_error(spec, params) {
+        Some(problem) => Err(refusal(ErrorCode::InvalidParams, problem)),
+        None => Ok(()),
+    }
+}
+
+impl Gateway {
+    /// The USD amount the limits see (the larger of the stated and the gateway's own estimate),
+    /// checked against the action's maxAmountUsd and the policy's per-action cap.
+    fn usd_amount(&self, spec: &ActionSpec, req: &ExecuteIntentRequest, policy: &PolicyRecord) -> Result<i64> {
+        let own_estimate = self.settings().prices.estimate_micros(&req.params);
+        let stated = req.estimated_amount_usd.map(|v| usd_to_micros("estimatedAmountUsd", v)).transpose()?;
+        let amount = match (own_estimate, stated) {
+            (Some(a), Some(b)) => a.max(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) if spec.is_read() => 0,
+            (None, None) => {
+                return Err(refusal(
+                    ErrorCode::InvalidParams,
+                    format!("estimatedAmountUsd is required: the gateway cannot price these params of {}.", spec.name()),
+                ));
+            }
+        };
+        if let Some(max) = spec.entry.max_amount_usd {
+            let max_micros = usd_to_micros("maxAmountUsd", max)?;
+            if amount > max_micros && !spec.is_read() {
+                return Err(refusal(
+                    ErrorCode::PolicyAmountLimit,
+                    format!("{} USD is above {}'s maxAmountUsd of {max}.", micros_to_usd(amount), spec.name()),
+                ));
+            }
+        }
+        if let Some(cap) = policy.max_per_action_micros
+            && amount > cap
+        {
+            return Err(refusal(
+                ErrorCode::PolicyAmountLimit,
+                format!("{} USD is above this agent's per-action cap of {} USD.", micros_to_usd(amount), micros_to_usd(cap)),
+            ));
+        }
+        Ok(amount)
+    }
+
+    /// Every check of a submission, each with its verdict, and nothing written. The daily limit,
+    /// delegation and credits are read as they stand now; the submission itself decides them again
+    /// in its transaction.
+    pub async fn preflight(&self, req: &ExecuteIntentRequest, lane: Lane) -> Result<PreflightReport> {
+        let mut checks: Vec<PreflightCheck> = Vec::new();
+        let verdict = |name: &str, r: Result<String>| match r {
+            Ok(detail) => PreflightCheck { name: name.into(), ok: Some(true), code: None, detail },
+            Err(e) => PreflightCheck { name: name.into(), ok: Some(false), code: Some(e.code.as_str().into()), detail: e.message },
+        };
+        let skipped = |name: &str, why: &str| PreflightCheck { name: name.into(), ok: None, code: None, detail: why.into() };
+        const LATER: [&str; 9] =
+            ["actionKnown", "allowed", "enabled", "params", "chain", "amountLimit", "dailyLimit", "delegation", "credits"];
+        let agent = match self.authenticate_agent(Some(&req.agent_api_key)).await {
+            Ok(a) => {
+                checks.push(verdict("keyValid", Ok(format!("agent {}", a.agent.id))));
+                a
+            }
+            Err(e) => {
+                checks.push(verdict("keyValid", Err(e)));
+                checks.extend(LATER.iter().map(|n| skipped(n, "not checked: the key is not valid")));
+                return Ok(PreflightReport { ready: false, checks });
+            }
+        };
+        let Some(spec) = self.catalog().resolve(&req.action) else {
+            checks.push(verdict(
+                "actionKnown",
+                Err(refusal(ErrorCode::UnknownAction, format!("No action named {:?} is in the catalog.", req.action))),
+            ));
+            checks.extend(LATER[1..].iter().map(|n| skipped(n, "not checked: the action is unknown")));
+            return Ok(PreflightReport { ready: false, checks });
+        };
+        checks.push(verdict("actionKnown", Ok(spec.name().to_owned())));
+        let policy = self.policy_of(&agent.agent.id).await?;
+        let chain_id = req.chain_id.unwrap_or(DEFAULT_CHAIN_ID);
+        checks.push(verdict("allowed", check_allowed(spec, &policy).map(|()| "on the allowlist".into())));
+        checks.push(verdict("enabled", check_lane(spec, lane).map(|()| format!("through {}", lane.as_str()))));
+        checks.push(verdict("params", check_params(spec, &req.params).map(|()| "match paramsSchema".into())));
+        checks.push(verdict("chain", self.check_chain(spec, chain_id).map(|()| format!("chain {chain_id}"))));
+        let amount = self.usd_amount(spec, req, &policy);
+        checks.push(verdict("amountLimit", amount.clone().map(|a| format!("{} USD", micros_to_usd(a)))));
+        let amount = amount.unwrap_or(0);
+        let day = day_of(to_millis(self.now()));
+        let used = self.store().daily_usage(&agent.agent.id, day).await?;
+        let daily = if spec.is_read() || crate::pricing::fits_daily_limit(used, amount, policy.daily_limit_micros) {
+            Ok(format!("{} of {} USD used today", micros_to_usd(used), micros_to_usd(policy.daily_limit_micros)))
+        } else {
+            Err(refusal(ErrorCode::PolicyDailyLimit, format!("{} USD more does not fit today's limit.", micros_to_usd(amount))))
+        };
+        checks.push(verdict("dailyLimit", daily));
+        let fan_out = spec.entry.requires_subscription && lane == Lane::ExecuteIntent;
+        let users = if fan_out { self.store().count_active_delegations(&agent.agent.id, chain_id).await? } else { 1 };
+        let delegation = if !fan_out {
+            Ok("not needed: runs for the agent's own wallet".to_owned())
+        } else if users > 0 {
+            Ok(format!("{users} active delegations on chain {chain_id}"))
+        } else {
+            Err(refusal(ErrorCode::DelegationRequired, format!("No active delegation to this agent on chain {chain_id}.")))
+        };
+        checks.push(verdict("delegation", delegation));
+        let account = self.store().credit_account(&agent.agent.account_id).await?;
+        let (balance, free_used) = account.map_or((0, 0), |a| (a.balance, if a.free_day == day { a.free_used } else { 0 }));
+        let price = self.settings().credits.price(spec.entry.billing_tier.as_deref()).saturating_mul(i64::try_from(users.max(1)).unwrap_or(i64::MAX));
+        let credits = match crate::pricing::coverage(price, balance, free_used, self.settings().credits.free_per_day) {
+            crate::pricing::Coverage::Free => Ok("free".to_owned()),
+            crate::pricing::Coverage::Paid(p) => Ok(format!("{p} of {balance} credits")),
+            crate::pricing::Coverage::FreeRequest => Ok(format!("a free request ({free_used} used today)")),
+            crate::pricing::Coverage::Insufficient => Err(refusal(ErrorCode::InsufficientCredits, format!("{price} credits needed, {balance} available."))),
+            crate::pricing::Coverage::AllowanceUsed => Err(refusal(ErrorCode::DailyFreeLimitExceeded, "The balance is empty and today's free requests are used.")),
+        };
+        checks.push(verdict("credits", credits));
+        checks.push(skipped("venueReady", "not checked: venue readiness is not available in this deployment yet"));
+        let ready = checks.iter().all(|c| c.ok != Some(false));
+        Ok(PreflightReport { ready, checks })
+    }
+
+    /// Who the key belongs to.
+    pub async fn whoami(&self, agent_key: Option<&str>) -> Result<AgentIdentity> {
+        let agent = self.authenticate_agent(agent_key).await?;
+        Ok(AgentIdentity {
+            agent_id: agent.agent.id,
+            agent_address: agent.agent.wallet_address,
+            account_id: agent.agent.account_id,
+            name: agent.agent.name,
         })
     }
 }

@@ -293,6 +293,7 @@ pub trait Store: Send + Sync + 'static {
     // ---------------------------------------------------------------- delegations
 
     async fn put_delegation(&self, delegation: &DelegationRecord) -> Result<(), StoreError>;
+    async fn count_active_delegations(&self, agent_id: &str, chain_id: u64) -> Result<u64, StoreError>;
 
     // ---------------------------------------------------------------- MCP sessions
 

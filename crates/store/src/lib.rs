@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use actiongate_core::crypto::SecretHash;
+use actiongate_core::pricing::{Coverage, coverage, fits_daily_limit};
 use actiongate_core::store::{
     AcceptOutcome, AgentRecord, CreditAccount, DelegationRecord, EmailChallenge, ExecutionFinish, ExecutionRecord,
     IdempotencyRecord, IntentDraft, IntentRecord, LedgerEntry, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord,
@@ -612,7 +613,7 @@ impl Store for SqlStore {
                 .await
                 .map_err(err)?;
                 let used = used.unwrap_or(0);
-                if used.saturating_add(d.amount_micros) > d.daily_limit_micros {
+                if !fits_daily_limit(used, d.amount_micros, d.daily_limit_micros) {
                     tx.rollback().await.map_err(err)?;
                     return Ok(AcceptOutcome::DailyLimit { used_micros: used });
                 }
@@ -650,19 +651,18 @@ impl Store for SqlStore {
             let free_today = if free_day == d.day { u32::try_from(free_used).unwrap_or(u32::MAX) } else { 0 };
             let count = i64::try_from(users.len()).map_err(err)?;
             let price = d.price_per_execution.checked_mul(count).ok_or_else(|| StoreError("price overflow".into()))?;
-            let (reserve, free) = if price == 0 {
-                (0, false)
-            } else if balance >= price {
-                (price, false)
-            } else if free_today < d.free_per_day {
-                (0, true)
-            } else {
-                tx.rollback().await.map_err(err)?;
-                return Ok(if balance == 0 {
-                    AcceptOutcome::DailyFreeLimitExceeded
-                } else {
-                    AcceptOutcome::InsufficientCredits { balance, price }
-                });
+            let (reserve, free) = match coverage(price, balance, free_today, d.free_per_day) {
+                Coverage::Free => (0, false),
+                Coverage::Paid(p) => (p, false),
+                Coverage::FreeRequest => (0, true),
+                Coverage::AllowanceUsed => {
+                    tx.rollback().await.map_err(err)?;
+                    return Ok(AcceptOutcome::DailyFreeLimitExceeded);
+                }
+                Coverage::Insufficient => {
+                    tx.rollback().await.map_err(err)?;
+                    return Ok(AcceptOutcome::InsufficientCredits { balance, price });
+                }
             };
 
             let (lease_owner, lease_until) = match &d.lease {
@@ -1113,6 +1113,19 @@ impl Store for SqlStore {
             .await
             .map(|_| ())
             .map_err(err))
+    }
+
+    async fn count_active_delegations(&self, agent_id: &str, chain_id: u64) -> Result<u64, StoreError> {
+        let chain = i64::try_from(chain_id).map_err(err)?;
+        let n: i64 = on_pool!(self, pool => sqlx::query_scalar(
+            "SELECT COUNT(*) FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'",
+        )
+        .bind(agent_id)
+        .bind(chain)
+        .fetch_one(pool)
+        .await
+        .map_err(err)?);
+        u64::try_from(n).map_err(err)
     }
 }
 

@@ -1,7 +1,10 @@
 //! `POST /api/v1/agent/execute-intent`, `GET /api/v1/agent/execute-intent/status`,
 //! `POST /api/v1/agent/execute` and `GET /api/v1/agent/credits/balance`.
 
-use actiongate_api_types::intents::{CreditBalance, DirectExecution, ExecuteIntentRequest, Intent};
+use actiongate_api_types::intents::{
+    AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, PreflightReport,
+};
+use actiongate_core::catalog::Lane;
 use actiongate_api_types::{Envelope, ErrorBody};
 use axum::Json;
 use axum::extract::State;
@@ -117,4 +120,41 @@ pub async fn credit_balance(
     headers: HeaderMap,
 ) -> Result<Json<Envelope<CreditBalance>>, ApiError> {
     Ok(Json(Envelope::new(state.gateway.credit_balance(header_key(&headers)).await?)))
+}
+
+/// Runs every check a submission would run, each with its verdict, and writes nothing.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent/preflight",
+    tag = "intents",
+    request_body = ExecuteIntentRequest,
+    responses((status = 200, body = Envelope<PreflightReport>), (status = 400, body = ErrorBody))
+)]
+pub async fn preflight(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<LaneQuery>,
+    ApiJson(req): ApiJson<ExecuteIntentRequest>,
+) -> Result<Json<Envelope<PreflightReport>>, ApiError> {
+    let lane = if q.direct.unwrap_or(false) { Lane::Execute } else { Lane::ExecuteIntent };
+    Ok(Json(Envelope::new(state.gateway.preflight(&req, lane).await?)))
+}
+
+/// Query of the preflight route.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct LaneQuery {
+    /// Check the direct-execution lane (`POST /api/v1/agent/execute`) instead of execute-intent.
+    pub direct: Option<bool>,
+}
+
+/// The agent the key belongs to.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/me",
+    tag = "intents",
+    params(("x-agent-api-key" = String, Header, description = "The agent key")),
+    responses((status = 200, body = Envelope<AgentIdentity>), (status = 401, body = ErrorBody))
+)]
+pub async fn whoami(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Envelope<AgentIdentity>>, ApiError> {
+    Ok(Json(Envelope::new(state.gateway.whoami(header_key(&headers)).await?)))
 }

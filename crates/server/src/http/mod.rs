@@ -57,6 +57,8 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
         .route("/api/v1/agent/execute-intent/status", get(intents::intent_status))
         .route("/api/v1/agent/execute", post(intents::execute_direct))
         .route("/api/v1/agent/credits/balance", get(intents::credit_balance))
+        .route("/api/v1/agent/preflight", post(intents::preflight))
+        .route("/api/v1/agent/me", get(intents::whoami))
         .route("/mcp/tools", get(mcp_mirror::list_tools))
         .route("/mcp/tool/{name}", post(mcp_mirror::call_tool))
         .route("/api/v1/agents", get(identity::list_agents).post(identity::create_agent))

@@ -8,7 +8,10 @@ use actiongate_api_types::identity::{
     EmailCompleteRequest, EmailCompleteResponse, EmailStartRequest, EmailStartResponse, OwnerSession, PolicyRequest,
     PolicyView,
 };
-use actiongate_api_types::intents::{CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, IntentResult};
+use actiongate_api_types::intents::{
+    AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, IntentResult, PreflightCheck,
+    PreflightReport,
+};
 use actiongate_api_types::{ErrorBody, ErrorCode, ErrorFamily, Health};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -36,6 +39,8 @@ use utoipa::{Modify, OpenApi};
         super::intents::intent_status,
         super::intents::execute_direct,
         super::intents::credit_balance,
+        super::intents::preflight,
+        super::intents::whoami,
         super::mcp_mirror::list_tools,
         super::mcp_mirror::call_tool,
     ),
@@ -46,6 +51,7 @@ use utoipa::{Modify, OpenApi};
         AgentKeyIssued, OwnerSession, AccountSummary, CreateAgentRequest, AgentView, AgentListResponse,
         PolicyRequest, PolicyView,
         ExecuteIntentRequest, Intent, IntentResult, DirectExecution, CreditBalance, McpToolInfo, McpToolList,
+        PreflightCheck, PreflightReport, AgentIdentity,
     )),
     modifiers(&Security),
     tags(

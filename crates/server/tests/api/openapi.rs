@@ -25,6 +25,8 @@ async fn openapi_covers_every_route_and_is_snapshotted() {
         ("/api/v1/agent/execute-intent/status", "get"),
         ("/api/v1/agent/execute", "post"),
         ("/api/v1/agent/credits/balance", "get"),
+        ("/api/v1/agent/preflight", "post"),
+        ("/api/v1/agent/me", "get"),
         ("/mcp/tools", "get"),
         ("/mcp/tool/{name}", "post"),
     ];

@@ -1,0 +1,566 @@
+//! The agent CLI: every command of SPEC's "MCP and CLI equivalents", a client of the public REST API
+//! through `actiongate-client`. Writes need `--confirm-writes`; without it the command prints what it
+//! would send (secrets masked) and sends nothing.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::Duration;
+
+use actiongate_api_types::catalog::CatalogAction;
+use actiongate_api_types::identity::EmailCompleteRequest;
+use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
+use actiongate_client::Client;
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value, json};
+
+use crate::credentials;
+use crate::output::Outcome;
+
+/// Options every agent command takes.
+#[derive(Debug, Args, Clone)]
+pub struct Global {
+    /// The gateway's base URL.
+    #[arg(long, env = "ACTIONGATE_BASE_URL", hide_env_values = true, default_value = "http://127.0.0.1:8080", global = true)]
+    pub base_url: String,
+    /// Use the test environment: ACTIONGATE_TESTNET_URL as the base URL and chain 84532.
+    #[arg(long, global = true)]
+    pub testnet: bool,
+    /// Print {"success", "code", "data"} and nothing else on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Send writes; without it a write prints what it would send and sends nothing.
+    #[arg(long, global = true)]
+    pub confirm_writes: bool,
+}
+
+impl Global {
+    fn base(&self) -> String {
+        if self.testnet {
+            std::env::var("ACTIONGATE_TESTNET_URL").unwrap_or_else(|_| self.base_url.clone())
+        } else {
+            self.base_url.clone()
+        }
+    }
+
+    fn default_chain(&self) -> u64 {
+        if self.testnet { 84532 } else { 8453 }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Discover actions. `actiongate actions` lists what this agent may call; `actions catalog` the whole catalog.
+    ///
+    /// Example: `actiongate actions catalog --json`
+    Actions {
+        #[command(subcommand)]
+        which: Option<ActionsCommand>,
+    },
+    /// Run an action (execute-intent; `--direct` runs it from the agent's own wallet).
+    ///
+    /// Example: `actiongate run get-earn-provider --param providerId=earn-router --wait`
+    Run(RunArgs),
+    /// The status of an intent; `--wait` polls until it ends.
+    ///
+    /// Example: `actiongate intent-status 01a2… --wait`
+    IntentStatus {
+        intent_id: String,
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Every check a run would make (key, allowlist, enabled, params, chain, limits, delegation,
+    /// credits, venue), each with its verdict. Sends nothing that writes.
+    ///
+    /// Example: `actiongate preflight swap --param tokenIn=USDC --param tokenOut=WETH --param amountIn=10`
+    Preflight(PreflightArgs),
+    /// Build unsigned transactions for local signing (Model B).
+    ///
+    /// Example: `actiongate build-tx swap --param tokenIn=USDC --param tokenOut=WETH --param amountIn=10`
+    BuildTx(ActionArgs),
+    /// ERC-7710 delegation: create (or grant), activate, status, inspect, balance, redeem, revoke.
+    ///
+    /// Example: `actiongate delegation status`
+    Delegation {
+        #[command(subcommand)]
+        command: DelegationCommand,
+    },
+    /// Venue checks before a trade, deposit or order.
+    ///
+    /// Example: `actiongate venue readiness hyperliquid`
+    Venue {
+        #[command(subcommand)]
+        command: VenueCommand,
+    },
+    /// Sign in by e-mail: sends a code, asks for it (or takes --code) and for acceptance of the terms,
+    /// and stores the agent key (mode 0600) for the other commands. The key is never printed.
+    ///
+    /// Example: `actiongate login --email you@example.com`
+    Login {
+        #[arg(long)]
+        email: String,
+        /// The 6-digit code from the e-mail; asked on the terminal when omitted.
+        #[arg(long)]
+        code: Option<String>,
+        /// Accept the terms without being asked.
+        #[arg(long)]
+        accept_terms: bool,
+    },
+    /// Forget the stored login.
+    ///
+    /// Example: `actiongate logout`
+    Logout,
+    /// Which agent the key belongs to (never the key).
+    ///
+    /// Example: `actiongate whoami --json`
+    Whoami,
+    /// Credits: balance, and buying credits.
+    ///
+    /// Example: `actiongate credits balance`
+    Credits {
+        #[command(subcommand)]
+        command: CreditsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ActionsCommand {
+    /// The whole catalog (no key needed).
+    Catalog,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VenueCommand {
+    /// ready and blockingReasons for a venue.
+    Readiness { venue: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CreditsCommand {
+    /// Balance, reserved credits and today's free requests.
+    Balance,
+    /// Buy a credit package (credits_100, credits_1000, credits_10000). A write.
+    Buy { sku: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DelegationCommand {
+    /// Build a delegation for the owner to sign.
+    Create(Passthrough),
+    /// Same as create.
+    Grant(Passthrough),
+    /// Store a signed delegation. A write.
+    Activate(Passthrough),
+    /// Whether delegations to this agent are active.
+    Status(Passthrough),
+    /// A delegation's caveats and usage.
+    Inspect(Passthrough),
+    /// What a delegator holds of the tokens the caveats name.
+    Balance(Passthrough),
+    /// Redeem one execution within a delegation. A write.
+    Redeem(Passthrough),
+    /// Build the revocation for the owner to sign. A write.
+    Revoke(Passthrough),
+}
+
+#[derive(Debug, Args)]
+pub struct Passthrough {
+    /// Arguments, as JSON.
+    #[arg(long)]
+    pub body: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ActionArgs {
+    /// Action name (any alias).
+    pub action: String,
+    /// A param as key=value (repeatable); typed by the action's paramsSchema.
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+    /// All params as a JSON object (merged under --param).
+    #[arg(long = "params", value_name = "JSON")]
+    pub params_json: Option<String>,
+    #[arg(long)]
+    pub chain_id: Option<u64>,
+    /// USD estimate for policy limits.
+    #[arg(long)]
+    pub estimated_amount_usd: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub action: ActionArgs,
+    /// Reuse it to retry without running twice; a new one (UUIDv7) is generated and printed when omitted.
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    /// Run from the agent's own execution wallet (POST /agent/execute).
+    #[arg(long)]
+    pub direct: bool,
+    /// Poll the intent until it ends.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PreflightArgs {
+    #[command(flatten)]
+    pub action: ActionArgs,
+    /// Check the direct-execution lane.
+    #[arg(long)]
+    pub direct: bool,
+}
+
+fn need_key() -> Result<String, Outcome> {
+    credentials::agent_key().map(|(k, _)| k).ok_or_else(|| Outcome::Refused {
+        code: "UNAUTHORIZED".into(),
+        error: "UNAUTHORIZED".into(),
+        message: "No agent key: sign in with actiongate login, or set ACTIONGATE_API_KEY.".into(),
+    })
+}
+
+fn not_available(what: &str, why: &str) -> Outcome {
+    Outcome::failed("NOT_AVAILABLE", format!("{what} is not available on this gateway yet: {why}."))
+}
+
+/// A write without --confirm-writes: what would be sent, secrets masked.
+fn dry_run(method: &str, path: &str, body: Value) -> Outcome {
+    let mut body = body;
+    if let Some(k) = body.get_mut("agentApiKey") {
+        *k = json!("agent-****");
+    }
+    let text = format!(
+        "not sent (a write: add --confirm-writes to send it):\n{method} {path}\n{}",
+        serde_json::to_string_pretty(&body).unwrap_or_default()
+    );
+    Outcome::Done { code: "DRY_RUN", data: json!({"method": method, "path": path, "body": body}), text }
+}
+
+/// Typed params from --param k=v (by the action's paramsSchema) and --params JSON.
+fn params_of(args: &ActionArgs, action: Option<&CatalogAction>) -> Result<Value, Outcome> {
+    let mut params: Map<String, Value> = match &args.params_json {
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(m)) => m,
+            _ => return Err(Outcome::failed("INVALID_REQUEST", "--params must be a JSON object")),
+        },
+        None => Map::new(),
+    };
+    for pair in &args.params {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(Outcome::failed("INVALID_REQUEST", format!("--param {pair:?} is not KEY=VALUE")));
+        };
+        let kind = action
+            .and_then(|a| a.params_schema.as_ref())
+            .and_then(|s| s["properties"][k]["type"].as_str())
+            .unwrap_or("string");
+        let value = match kind {
+            "string" => json!(v),
+            _ => serde_json::from_str(v).unwrap_or_else(|_| json!(v)),
+        };
+        params.insert(k.to_owned(), value);
+    }
+    Ok(Value::Object(params))
+}
+
+async fn catalog_entry(client: &Client, name: &str) -> Option<CatalogAction> {
+    let wanted = name.to_ascii_lowercase().replace('_', "-");
+    let doc = client.catalog().await.ok()?;
+    doc.actions.into_iter().find(|a| {
+        a.action == wanted || a.aliases.iter().any(|al| al.to_ascii_lowercase().replace('_', "-") == wanted)
+    })
+}
+
+fn request(g: &Global, a: &ActionArgs, key: String, params: Value, idem: Option<String>) -> ExecuteIntentRequest {
+    ExecuteIntentRequest {
+        agent_api_key: key,
+        action: a.action.clone(),
+        params,
+        chain_id: Some(a.chain_id.unwrap_or_else(|| g.default_chain())),
+        estimated_amount_usd: a.estimated_amount_usd,
+        idempotency_key: idem,
+    }
+}
+
+fn intent_text(i: &Intent) -> String {
+    let mut out = format!("intent {}: {} ({} of {} executed)", i.intent_id, i.status, i.executed, i.total);
+    for r in &i.results {
+        let what = if r.success {
+            r.tx_hash.clone().map(|h| format!("tx {h}")).unwrap_or_else(|| {
+                r.data.as_ref().map(|d| format!("data {d}")).unwrap_or_else(|| "ok".into())
+            })
+        } else {
+            format!("{}: {}", r.code.clone().unwrap_or_default(), r.message.clone().unwrap_or_default())
+        };
+        out.push_str(&format!("\n  {} {} {what}", if r.success { "ok  " } else { "fail" }, r.wallet_address));
+    }
+    out
+}
+
+/// Polls with backoff until the intent ends; a progress line on a terminal.
+async fn wait_for(client: &Client, key: &str, id: &str, json_mode: bool) -> Result<Intent, Outcome> {
+    let mut delay = Duration::from_millis(100);
+    let tty = !json_mode && std::io::stderr().is_terminal();
+    loop {
+        let intent = client.intent_status(key, id).await.map_err(Outcome::from_error)?;
+        if intent.status != "queued" {
+            if tty {
+                eprintln!();
+            }
+            return Ok(intent);
+        }
+        if tty {
+            eprint!("\r{id}: queued, {} of {} executed", intent.executed, intent.total);
+            let _ = std::io::stderr().flush();
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(2));
+    }
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+pub async fn run(g: Global, command: AgentCommand) -> Outcome {
+    let client = match Client::new(&g.base()) {
+        Ok(c) => c,
+        Err(e) => return Outcome::from_error(e),
+    };
+    match dispatch(&g, &client, command).await {
+        Ok(o) | Err(o) => o,
+    }
+}
+
+async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<Outcome, Outcome> {
+    Ok(match command {
+        AgentCommand::Actions { which: Some(ActionsCommand::Catalog) } => {
+            let doc = client.catalog().await.map_err(Outcome::from_error)?;
+            let mut text = format!("{:<34} {:<8} {:<16} required params", "action", "enabled", "provider");
+            for a in &doc.actions {
+                text.push_str(&format!("\n{:<34} {:<8} {:<16} {}", a.action, a.enabled, a.provider_id, a.required_params.join(", ")));
+            }
+            Outcome::ok(to_value(&doc), text)
+        }
+        AgentCommand::Actions { which: None } => {
+            let key = need_key()?;
+            let list = client.actions(Some(&key)).await.map_err(Outcome::from_error)?;
+            let text = if list.actions.is_empty() {
+                "no action is allowed and enabled for this agent".to_owned()
+            } else {
+                list.actions.iter().map(|a| format!("{:<34} {}", a.action, a.description)).collect::<Vec<_>>().join("\n")
+            };
+            Outcome::ok(to_value(&list), text)
+        }
+        AgentCommand::Run(args) => {
+            let key = need_key()?;
+            let entry = catalog_entry(client, &args.action.action).await;
+            let params = params_of(&args.action, entry.as_ref())?;
+            let idem = args.idempotency_key.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+            let req = request(g, &args.action, key.clone(), params, Some(idem.clone()));
+            let is_write = entry.as_ref().is_some_and(|a| a.max_amount_usd != Some(0.0));
+            let path = if args.direct { "/api/v1/agent/execute" } else { "/api/v1/agent/execute-intent" };
+            if is_write && !g.confirm_writes {
+                return Ok(dry_run("POST", path, to_value(&req)));
+            }
+            if !g.json {
+                eprintln!("idempotency key: {idem} (reuse it with --idempotency-key to retry safely)");
+            }
+            if args.direct {
+                let done = client.execute_direct(&req).await.map_err(Outcome::from_error)?;
+                let text = format!("{}: {} {}", done.status, done.wallet_address, done.tx_hash.clone().unwrap_or_default());
+                let mut data = to_value(&done);
+                data["idempotencyKey"] = json!(idem);
+                return Ok(Outcome::ok(data, text));
+            }
+            let submitted = client.execute_intent(&req).await.map_err(Outcome::from_error)?;
+            let intent = if args.wait {
+                wait_for(client, &key, &submitted.intent_id, g.json).await?
+            } else {
+                submitted
+            };
+            let mut data = to_value(&intent);
+            data["idempotencyKey"] = json!(idem);
+            Outcome::ok(data, intent_text(&intent))
+        }
+        AgentCommand::IntentStatus { intent_id, wait } => {
+            let key = need_key()?;
+            let intent = if wait {
+                wait_for(client, &key, &intent_id, g.json).await?
+            } else {
+                client.intent_status(&key, &intent_id).await.map_err(Outcome::from_error)?
+            };
+            Outcome::ok(to_value(&intent), intent_text(&intent))
+        }
+        AgentCommand::Preflight(args) => {
+            let key = need_key()?;
+            let entry = catalog_entry(client, &args.action.action).await;
+            let params = params_of(&args.action, entry.as_ref())?;
+            let req = request(g, &args.action, key, params, None);
+            let report = client.preflight(&req, args.direct).await.map_err(Outcome::from_error)?;
+            let mut text = String::new();
+            for c in &report.checks {
+                let mark = match c.ok {
+                    Some(true) => "pass",
+                    Some(false) => "FAIL",
+                    None => "skip",
+                };
+                text.push_str(&format!("{mark}  {:<12} {}{}\n", c.name, c.code.as_deref().map(|c| format!("{c}: ")).unwrap_or_default(), c.detail));
+            }
+            text.push_str(if report.ready { "ready: a run would pass these checks" } else { "not ready" });
+            if report.ready {
+                Outcome::ok(to_value(&report), text)
+            } else {
+                let failed = report.checks.iter().find(|c| c.ok == Some(false));
+                if !g.json {
+                    println!("{text}");
+                }
+                Outcome::Refused {
+                    code: failed.and_then(|c| c.code.clone()).unwrap_or_else(|| "INVALID_REQUEST".into()),
+                    error: "PREFLIGHT_FAILED".into(),
+                    message: failed.map(|c| c.detail.clone()).unwrap_or_default(),
+                }
+            }
+        }
+        AgentCommand::BuildTx(_) => {
+            need_key()?;
+            not_available("build-tx", "building unsigned transactions needs the EVM layer")
+        }
+        AgentCommand::Delegation { command } => {
+            let write = matches!(command, DelegationCommand::Activate(_) | DelegationCommand::Redeem(_) | DelegationCommand::Revoke(_));
+            let (name, body) = match &command {
+                DelegationCommand::Create(p) | DelegationCommand::Grant(p) => ("create", &p.body),
+                DelegationCommand::Activate(p) => ("activate", &p.body),
+                DelegationCommand::Status(p) => ("check", &p.body),
+                DelegationCommand::Inspect(p) => ("inspect", &p.body),
+                DelegationCommand::Balance(p) => ("balance", &p.body),
+                DelegationCommand::Redeem(p) => ("redeem", &p.body),
+                DelegationCommand::Revoke(p) => ("revoke", &p.body),
+            };
+            need_key()?;
+            if write && !g.confirm_writes {
+                let body = body.as_deref().and_then(|b| serde_json::from_str(b).ok()).unwrap_or(json!({}));
+                return Ok(dry_run("POST", &format!("/api/v1/agent/delegation/{name}"), body));
+            }
+            not_available(&format!("delegation {name}"), "ERC-7710 delegation has not landed")
+        }
+        AgentCommand::Venue { command: VenueCommand::Readiness { venue } } => {
+            need_key()?;
+            not_available(&format!("venue readiness of {venue}"), "venue readiness comes with the venue integrations")
+        }
+        AgentCommand::Login { email, code, accept_terms } => login(g, client, &email, code, accept_terms).await?,
+        AgentCommand::Logout => {
+            let removed = credentials::remove().map_err(|e| Outcome::failed("LOCAL", e.to_string()))?;
+            Outcome::ok(json!({"removed": removed}), if removed { "signed out" } else { "no stored login" })
+        }
+        AgentCommand::Whoami => {
+            let (key, source) = credentials::agent_key().ok_or_else(|| need_key().err().unwrap_or_else(|| Outcome::failed("LOCAL", "")))?;
+            let me = client.whoami(&key).await.map_err(Outcome::from_error)?;
+            let text = format!("agent {} ({}) of account {}, key from {source}, gateway {}", me.agent_id, me.agent_address, me.account_id, client.base_url());
+            if let Some(addr) = credentials::agent_address()
+                && !addr.eq_ignore_ascii_case(&me.agent_address)
+            {
+                return Err(Outcome::failed(
+                    "AGENT_IDENTITY_MISMATCH",
+                    format!("ACTIONGATE_AGENT_ADDRESS is {addr}, but the key belongs to agent {} ({})", me.agent_id, me.agent_address),
+                ));
+            }
+            let mut data = to_value(&me);
+            data["keySource"] = json!(source);
+            data["baseUrl"] = json!(client.base_url());
+            Outcome::ok(data, text)
+        }
+        AgentCommand::Credits { command: CreditsCommand::Balance } => {
+            let key = need_key()?;
+            let b = client.credits_balance(&key).await.map_err(Outcome::from_error)?;
+            let text = format!(
+                "{} credits ({} reserved); free requests today {}/{} (reset {})",
+                b.balance, b.reserved, b.free_requests_used_today, b.free_requests_per_day, b.free_resets_at
+            );
+            Outcome::ok(to_value(&b), text)
+        }
+        AgentCommand::Credits { command: CreditsCommand::Buy { sku } } => {
+            need_key()?;
+            if !["credits_100", "credits_1000", "credits_10000"].contains(&sku.as_str()) {
+                return Err(Outcome::failed("INVALID_REQUEST", "sku must be credits_100, credits_1000 or credits_10000"));
+            }
+            if !g.confirm_writes {
+                return Ok(dry_run("POST", "/api/v1/agent/credits/buy-with-x402", json!({"sku": sku})));
+            }
+            not_available("credits buy", "buying credits with x402 has not landed")
+        }
+    })
+}
+
+fn prompt(question: &str) -> Result<String, Outcome> {
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).map_err(|e| Outcome::failed("LOCAL", e.to_string()))?;
+    Ok(line.trim().to_owned())
+}
+
+async fn login(g: &Global, client: &Client, email: &str, code: Option<String>, accept_terms: bool) -> Result<Outcome, Outcome> {
+    let code = match code {
+        Some(c) => c,
+        None => {
+            let started = client.email_start(email).await.map_err(Outcome::from_error)?;
+            if g.json && !std::io::stdin().is_terminal() {
+                return Ok(Outcome::Done {
+                    code: "CODE_SENT",
+                    data: json!({"email": started.email, "expiresAt": started.expires_at}),
+                    text: String::new(),
+                });
+            }
+            prompt(&format!("A code was sent to {}. Code: ", started.email))?
+        }
+    };
+    let accepted = accept_terms || {
+        let answer = prompt("Do you accept the actiongate terms of service? [y/N] ")?;
+        matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes")
+    };
+    if !accepted {
+        return Err(Outcome::Refused {
+            code: "TERMS_NOT_ACCEPTED".into(),
+            error: "INVALID_REQUEST".into(),
+            message: "The terms were not accepted; nothing was sent.".into(),
+        });
+    }
+    let done = client
+        .email_complete(&EmailCompleteRequest { email: email.to_owned(), code, accept_terms: Some(json!(true)) })
+        .await
+        .map_err(Outcome::from_error)?;
+    let previous = credentials::load();
+    let (key, agent_id, address) = match &done.bootstrap {
+        Some(b) => (Some(b.agent_api_key.clone()), Some(b.agent_id.clone()), Some(b.agent_address.clone())),
+        // A returning owner: keep the key this machine already has for the same gateway, if any.
+        None => match previous.filter(|p| p.base_url == client.base_url() && p.email == done.account.email) {
+            Some(p) => (p.agent_api_key, p.agent_id, p.agent_address),
+            None => (None, None, None),
+        },
+    };
+    let stored = credentials::Stored {
+        base_url: client.base_url().to_owned(),
+        agent_api_key: key.clone(),
+        agent_id: agent_id.clone(),
+        agent_address: address.clone(),
+        email: done.account.email.clone(),
+        owner_session: done.session.token.clone(),
+        session_expires_at: done.session.expires_at.clone(),
+    };
+    let path = credentials::save(&stored).map_err(|e| Outcome::failed("LOCAL", format!("cannot store the login: {e}")))?;
+    let data = json!({
+        "accountId": done.account.account_id,
+        "email": done.account.email,
+        "created": done.account.created,
+        "agentId": agent_id,
+        "agentAddress": address,
+        "hasAgentKey": key.is_some(),
+        "stored": path.display().to_string(),
+    });
+    let text = match (&agent_id, key.is_some()) {
+        (Some(id), true) => format!("signed in as {}; agent {id} ready (key stored in {})", done.account.email, path.display()),
+        _ => format!(
+            "signed in as {}; no agent key on this machine (keys are shown once): create one with the owner API",
+            done.account.email
+        ),
+    };
+    Ok(Outcome::ok(data, text))
+}

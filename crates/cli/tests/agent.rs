@@ -1,0 +1,269 @@
+//! The agent CLI, the real binary against a real gateway (the same binary) with a real SMTP sink.
+#![allow(clippy::panic)] // Tests fail by panicking.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+
+use actiongate_testkit::SmtpSink;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_actiongate");
+
+struct Gateway {
+    child: Child,
+    url: String,
+    log: Arc<Mutex<String>>,
+    smtp: SmtpSink,
+    home: tempfile::TempDir,
+    _dir: tempfile::TempDir,
+}
+
+impl Gateway {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let smtp = SmtpSink::start(dir.path());
+        let mut child = Command::new(BIN)
+            .args(["server", "--dev", "--listen", "127.0.0.1:0", "--smtp-url", &smtp.url()])
+            .current_dir(dir.path())
+            .env("ACTIONGATE_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut l) = sink.lock() {
+                    l.push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }
+        });
+        let mut line = String::new();
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        BufReader::new(stdout).read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
+        let url = line.trim().strip_prefix("actiongate listening on ").unwrap_or_else(|| panic!("{line:?}")).to_owned();
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        Self { child, url, log, smtp, home, _dir: dir }
+    }
+
+    /// Runs the CLI with this gateway and this user's config dir.
+    fn cli(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env("ACTIONGATE_BASE_URL", &self.url)
+            .env("ACTIONGATE_CONFIG_DIR", self.home.path())
+            .env_remove("ACTIONGATE_API_KEY")
+            .env_remove("ACTIONGATE_AGENT_ADDRESS")
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `--json` run: exit code and the one JSON document on stdout.
+    fn json(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, Value) {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.cli(&all, env);
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(stdout.lines().count(), 1, "--json prints one line and nothing else: {stdout:?} / {}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+        let keys: Vec<&String> = v.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+        assert_eq!(keys, ["code", "data", "success"], "{v}");
+        (out.status.code().unwrap_or(-1), v)
+    }
+
+    fn requests_to(&self, path: &str) -> usize {
+        self.log.lock().map(|l| l.matches(&format!("path={path}")).count()).unwrap_or(0)
+    }
+
+    async fn login(&self, email: &str) -> String {
+        let (code, v) = self.json(&["login", "--email", email], &[]);
+        assert_eq!((code, v["code"].clone()), (0, json!("CODE_SENT")), "{v}");
+        let otp = self.smtp.code_for(email, 1).await;
+        let (code, v) = self.json(&["login", "--email", email, "--code", &otp, "--accept-terms"], &[]);
+        assert_eq!(code, 0, "{v}");
+        assert_eq!(v["data"]["hasAgentKey"], json!(true));
+        let stored: Value = serde_json::from_str(&std::fs::read_to_string(self.home.path().join("credentials.json")).unwrap_or_default())
+            .unwrap_or(Value::Null);
+        stored["agentApiKey"].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(path).map(|m| m.permissions()).unwrap_or_else(|e| panic!("{e}"))) & 0o777
+}
+
+#[tokio::test]
+async fn the_agent_journey_in_json() {
+    let g = Gateway::start();
+    let key = g.login("cli@example.com").await;
+    assert!(key.starts_with("agent-"));
+    assert_eq!(mode(&g.home.path().join("credentials.json")), 0o600);
+
+    let (code, v) = g.json(&["actions", "catalog"], &[]);
+    assert_eq!((code, v["success"].clone(), v["data"]["source"].clone()), (0, json!(true), json!("action_catalog")));
+    let (code, v) = g.json(&["actions"], &[]);
+    assert_eq!(code, 0);
+    assert!(v["data"]["actions"].as_array().is_some_and(|a| a.iter().any(|x| x["action"] == "get-fx-supported-assets")));
+    let (code, v) = g.json(&["whoami"], &[]);
+    assert_eq!((code, v["data"]["keySource"].clone()), (0, json!("stored login")));
+    assert!(v["data"]["agentAddress"].as_str().is_some_and(|a| a.starts_with("0x")));
+
+    // run: an idempotency key is generated and given back; --wait reaches a terminal status.
+    let (code, v) = g.json(&["run", "get-earn-provider", "--param", "providerId=earn-router", "--wait"], &[]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["data"]["status"], "completed");
+    assert_eq!(v["data"]["results"][0]["data"]["providerId"], "earn-router");
+    let idem = v["data"]["idempotencyKey"].as_str().unwrap_or("").to_owned();
+    assert_eq!(idem.len(), 36);
+    // Reusing the key is the same intent.
+    let (_, again) = g.json(&["run", "get-earn-provider", "--param", "providerId=earn-router", "--idempotency-key", &idem], &[]);
+    assert_eq!(again["data"]["intentId"], v["data"]["intentId"]);
+    let id = v["data"]["intentId"].as_str().unwrap_or("").to_owned();
+    let (code, s) = g.json(&["intent-status", &id, "--wait"], &[]);
+    assert_eq!((code, s["data"]["status"].clone()), (0, json!("completed")));
+
+    let (code, b) = g.json(&["credits", "balance"], &[]);
+    assert_eq!((code, b["data"]["freeRequestsUsedToday"].clone()), (0, json!(1)));
+
+    // Refusals: exit 2, the code, and a next step; never another key.
+    let (code, r) = g.json(&["run", "launch-rocket"], &[]);
+    assert_eq!((code, r["success"].clone(), r["code"].clone()), (2, json!(false), json!("UNKNOWN_ACTION")));
+    let (code, r) = g.json(&["run", "swap", "--param", "tokenIn=USDC", "--param", "tokenOut=WETH", "--param", "amountIn=1", "--confirm-writes"], &[]);
+    assert_eq!((code, r["code"].clone()), (2, json!("ACTION_NOT_ALLOWED")));
+    assert!(r["data"]["nextStep"].as_str().is_some_and(|s| s.contains("owner")));
+    let (code, r) = g.json(&["preflight", "get-earn-provider"], &[]);
+    assert_eq!((code, r["code"].clone()), (2, json!("INVALID_PARAMS")));
+    let (code, r) = g.json(&["preflight", "get-earn-provider", "--param", "providerId=earn-router"], &[]);
+    assert_eq!((code, r["data"]["ready"].clone()), (0, json!(true)), "{r}");
+    assert_eq!(r["data"]["checks"].as_array().map(Vec::len), Some(11));
+
+    // Not built yet: a failure (exit 1) that says so.
+    let (code, r) = g.json(&["build-tx", "swap"], &[]);
+    assert_eq!((code, r["code"].clone()), (1, json!("NOT_AVAILABLE")));
+    let (code, r) = g.json(&["venue", "readiness", "hyperliquid"], &[]);
+    assert_eq!((code, r["code"].clone()), (1, json!("NOT_AVAILABLE")));
+
+    // A gateway that does not answer: exit 1.
+    let (code, r) = g.json(&["--base-url", "http://127.0.0.1:9", "credits", "balance"], &[]);
+    assert_eq!((code, r["code"].clone()), (1, json!("TRANSPORT")));
+
+    // The key from the environment (hosted runtimes), and a mismatching address is caught.
+    g.json(&["logout"], &[]);
+    let (code, r) = g.json(&["whoami"], &[]);
+    assert_eq!((code, r["code"].clone()), (2, json!("UNAUTHORIZED")));
+    let (code, r) = g.json(&["whoami"], &[("ACTIONGATE_API_KEY", &key)]);
+    assert_eq!((code, r["data"]["keySource"].clone()), (0, json!("ACTIONGATE_API_KEY")));
+    let (code, r) = g.json(&["whoami"], &[("ACTIONGATE_API_KEY", &key), ("ACTIONGATE_AGENT_ADDRESS", "0x0000000000000000000000000000000000000001")]);
+    assert_eq!((code, r["code"].clone()), (1, json!("AGENT_IDENTITY_MISMATCH")));
+}
+
+#[tokio::test]
+async fn writes_need_confirm_writes_and_the_key_is_never_printed() {
+    let g = Gateway::start();
+    let key = g.login("writer@example.com").await;
+    let before = g.requests_to("/api/v1/agent/execute-intent");
+    let swap = ["run", "swap", "--param", "tokenIn=USDC", "--param", "tokenOut=WETH", "--param", "amountIn=25"];
+    let (code, v) = g.json(&swap, &[]);
+    assert_eq!((code, v["code"].clone()), (0, json!("DRY_RUN")), "{v}");
+    assert_eq!(v["data"]["method"], "POST");
+    assert_eq!(v["data"]["path"], "/api/v1/agent/execute-intent");
+    assert_eq!(v["data"]["body"]["params"], json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "25"}));
+    assert_eq!(v["data"]["body"]["agentApiKey"], "agent-****");
+    for write in [
+        vec!["credits", "buy", "credits_100"],
+        vec!["delegation", "activate"],
+        vec!["delegation", "redeem"],
+        vec!["delegation", "revoke"],
+    ] {
+        let (code, v) = g.json(&write, &[]);
+        assert_eq!((code, v["code"].clone()), (0, json!("DRY_RUN")), "{write:?}: {v}");
+    }
+    // Give the gateway's request log a moment, then check nothing reached it.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(g.requests_to("/api/v1/agent/execute-intent"), before, "a dry run reached the gateway");
+    assert_eq!(g.requests_to("/api/v1/agent/delegation"), 0);
+    // With the flag it is sent (and refused by the policy here).
+    let mut confirmed = swap.to_vec();
+    confirmed.push("--confirm-writes");
+    let (code, _) = g.json(&confirmed, &[]);
+    assert_eq!(code, 2);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(g.requests_to("/api/v1/agent/execute-intent"), before + 1);
+
+    // Human output, errors and dry runs never show the key.
+    for args in [vec!["whoami"], vec!["run", "swap", "--param", "amountIn=1"], vec!["credits", "balance"], vec!["run", "launch-rocket"]] {
+        for json_mode in [false, true] {
+            let mut all = args.clone();
+            if json_mode {
+                all.insert(0, "--json");
+            }
+            let out = g.cli(&all, &[]);
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(!text.contains(&key), "{args:?} printed the key");
+        }
+    }
+}
+
+#[tokio::test]
+async fn login_refuses_without_the_terms_and_asks_for_the_code() {
+    let g = Gateway::start();
+    // Interactive: the CLI sends the code, reads it from the terminal, asks for the terms (declined).
+    let mut child = Command::new(BIN)
+        .args(["login", "--email", "terms@example.com"])
+        .env("ACTIONGATE_BASE_URL", &g.url)
+        .env("ACTIONGATE_CONFIG_DIR", g.home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let otp = g.smtp.code_for("terms@example.com", 1).await;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        let _ = writeln!(stdin, "{otp}");
+        let _ = writeln!(stdin, "n");
+    }
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Code:") && err.contains("terms") && err.contains("TERMS_NOT_ACCEPTED"), "{err}");
+    assert!(!g.home.path().join("credentials.json").exists(), "nothing stored");
+    // The code was not consumed: accepting now works.
+    let (code, v) = g.json(&["login", "--email", "terms@example.com", "--code", &otp, "--accept-terms"], &[]);
+    assert_eq!(code, 0, "{v}");
+}
+
+#[test]
+fn help_and_completions() {
+    let help = Command::new(BIN).arg("--help").output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(help.status.success());
+    insta::assert_snapshot!("help", String::from_utf8_lossy(&help.stdout));
+    for cmd in ["run", "login", "preflight", "intent-status", "delegation", "credits", "actions"] {
+        let out = Command::new(BIN).args([cmd, "--help"]).output().unwrap_or_else(|e| panic!("{e}"));
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(text.contains("Example"), "{cmd} --help has an example");
+        insta::assert_snapshot!(format!("help_{cmd}"), text);
+    }
+    let out = Command::new(BIN).args(["completions", "bash"]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("actiongate"));
+    let bad = Command::new(BIN).args(["run"]).output().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(bad.status.code(), Some(1), "a usage error is a failure, not a refusal");
+}

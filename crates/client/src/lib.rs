@@ -1,0 +1,128 @@
+//! A typed client of the actiongate REST API. Every method is one route; a refusal comes back as
+//! [`ClientError::Refused`] with the gateway's error envelope, untouched.
+
+use actiongate_api_types::catalog::{ActionList, CatalogDocument};
+use actiongate_api_types::identity::{EmailCompleteRequest, EmailCompleteResponse, EmailStartRequest, EmailStartResponse};
+use actiongate_api_types::intents::{
+    AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, PreflightReport,
+};
+use actiongate_api_types::{Envelope, ErrorBody};
+use serde::de::DeserializeOwned;
+
+/// Header that carries the agent key on the routes that take it as a header.
+pub const AGENT_KEY_HEADER: &str = "x-agent-api-key";
+
+/// What can go wrong with a call.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The gateway answered with its error envelope.
+    #[error("{}: {}", .body.code, .body.message)]
+    Refused { status: u16, body: ErrorBody },
+    /// The gateway could not be reached, or answered something that is not our envelope.
+    #[error("{0}")]
+    Transport(String),
+}
+
+impl ClientError {
+    /// A refusal by the gateway (4xx with a code), as opposed to a failure to get an answer.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, ClientError::Refused { status, .. } if *status < 500)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, ClientError>;
+
+/// The client.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    pub fn new(base_url: &str) -> Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(60))
+            .user_agent(concat!("actiongate-cli/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError::Transport(e.to_string()))?;
+        Ok(Self { http, base: base_url.trim_end_matches('/').to_owned() })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T> {
+        let resp = req.send().await.map_err(|e| ClientError::Transport(format!("cannot reach the gateway: {e}")))?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(|e| ClientError::Transport(e.to_string()))?;
+        if (200..300).contains(&status) {
+            return serde_json::from_slice(&bytes)
+                .map_err(|e| ClientError::Transport(format!("unexpected answer from the gateway: {e}")));
+        }
+        match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(body) => Err(ClientError::Refused { status, body }),
+            Err(_) => Err(ClientError::Transport(format!("the gateway answered HTTP {status}"))),
+        }
+    }
+
+    async fn data<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T> {
+        self.send::<Envelope<T>>(req).await.map(|e| e.data)
+    }
+
+    pub async fn catalog(&self) -> Result<CatalogDocument> {
+        self.send(self.http.get(self.url("/api/v1/agent/actions/catalog"))).await
+    }
+
+    pub async fn actions(&self, agent_key: Option<&str>) -> Result<ActionList> {
+        let mut req = self.http.get(self.url("/api/v1/agent/actions"));
+        if let Some(k) = agent_key {
+            req = req.query(&[("agentApiKey", k)]);
+        }
+        self.data(req).await
+    }
+
+    pub async fn execute_intent(&self, req: &ExecuteIntentRequest) -> Result<Intent> {
+        self.send(self.http.post(self.url("/api/v1/agent/execute-intent")).json(req)).await
+    }
+
+    pub async fn execute_direct(&self, req: &ExecuteIntentRequest) -> Result<DirectExecution> {
+        self.data(self.http.post(self.url("/api/v1/agent/execute")).json(req)).await
+    }
+
+    pub async fn preflight(&self, req: &ExecuteIntentRequest, direct: bool) -> Result<PreflightReport> {
+        let q = [("direct", if direct { "true" } else { "false" })];
+        self.data(self.http.post(self.url("/api/v1/agent/preflight")).query(&q).json(req)).await
+    }
+
+    pub async fn intent_status(&self, agent_key: &str, intent_id: &str) -> Result<Intent> {
+        let req = self
+            .http
+            .get(self.url("/api/v1/agent/execute-intent/status"))
+            .query(&[("intentId", intent_id)])
+            .header(AGENT_KEY_HEADER, agent_key);
+        self.send(req).await
+    }
+
+    pub async fn credits_balance(&self, agent_key: &str) -> Result<CreditBalance> {
+        self.data(self.http.get(self.url("/api/v1/agent/credits/balance")).header(AGENT_KEY_HEADER, agent_key)).await
+    }
+
+    pub async fn whoami(&self, agent_key: &str) -> Result<AgentIdentity> {
+        self.data(self.http.get(self.url("/api/v1/agent/me")).header(AGENT_KEY_HEADER, agent_key)).await
+    }
+
+    pub async fn email_start(&self, email: &str) -> Result<EmailStartResponse> {
+        let body = EmailStartRequest { email: email.to_owned() };
+        self.data(self.http.post(self.url("/api/v1/onboarding/email/start")).json(&body)).await
+    }
+
+    pub async fn email_complete(&self, req: &EmailCompleteRequest) -> Result<EmailCompleteResponse> {
+        self.data(self.http.post(self.url("/api/v1/onboarding/email/complete")).json(req)).await
+    }
+}
