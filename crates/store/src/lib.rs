@@ -21,6 +21,7 @@ use sqlx::{Postgres, Row, Sqlite};
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
+#[derive(Clone)]
 enum Backend {
     Sqlite(SqlitePool),
     Postgres(PgPool),
@@ -194,9 +195,268 @@ macro_rules! insert_agent_with_policy {
     }};
 }
 
+/// Decides and writes one intent draft inside the open transaction `$tx` (idempotency, daily limit,
+/// delegation, credits, then the rows). Evaluates to the outcome; a refusal has written nothing only
+/// once the caller rolls back to its savepoint.
+macro_rules! accept_draft {
+    ($tx:ident, $d:expr) => {{
+        let d: &IntentDraft = $d;
+        let chain = i64::try_from(d.chain_id).map_err(err)?;
+        let outcome: Result<AcceptOutcome, StoreError> = 'draft: {
+                // Lock the account's credit row: every accept and settle of one account is serialised here.
+                let locked = sqlx::query("UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1")
+                    .bind(&d.account_id)
+                    .bind(d.now)
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err(err)?
+                    .rows_affected();
+                if locked == 0 {
+                    sqlx::query("INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2)")
+                        .bind(&d.account_id)
+                        .bind(d.now)
+                        .execute(&mut *$tx)
+                        .await
+                        .map_err(err)?;
+                }
+
+                let existing: Option<(Vec<u8>, String, i64)> = sqlx::query_as(
+                    "SELECT request_hash, intent_id, created_at FROM idempotency_keys WHERE agent_id = $1 AND key = $2",
+                )
+                .bind(&d.agent_id)
+                .bind(&d.idempotency_key)
+                .fetch_optional(&mut *$tx)
+                .await
+                .map_err(err)?;
+                if let Some((hash, intent_id, created_at)) = existing {
+                    if d.replace_idempotency_before.is_some_and(|t| created_at < t) {
+                        sqlx::query("DELETE FROM idempotency_keys WHERE agent_id = $1 AND key = $2")
+                            .bind(&d.agent_id)
+                            .bind(&d.idempotency_key)
+                            .execute(&mut *$tx)
+                            .await
+                            .map_err(err)?;
+                    } else {
+                        break 'draft Ok(if hash.as_slice() == d.request_hash.as_slice() {
+                            AcceptOutcome::Replay { intent_id }
+                        } else {
+                            AcceptOutcome::KeyReused
+                        });
+                    }
+                }
+
+                if d.is_write {
+                    let used: Option<i64> = sqlx::query_scalar(
+                        "SELECT used_micros FROM agent_daily_usage WHERE agent_id = $1 AND day = $2",
+                    )
+                    .bind(&d.agent_id)
+                    .bind(d.day)
+                    .fetch_optional(&mut *$tx)
+                    .await
+                    .map_err(err)?;
+                    let used = used.unwrap_or(0);
+                    if !fits_daily_limit(used, d.amount_micros, d.daily_limit_micros) {
+                        break 'draft Ok(AcceptOutcome::DailyLimit { used_micros: used });
+                    }
+                }
+
+                let users: Vec<(String, String)> = if d.fan_out {
+                    let delegators: Vec<String> = sqlx::query_scalar(
+                        "SELECT delegator FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
+                         ORDER BY created_at, hash",
+                    )
+                    .bind(&d.agent_id)
+                    .bind(chain)
+                    .fetch_all(&mut *$tx)
+                    .await
+                    .map_err(err)?;
+                    delegators
+                        .into_iter()
+                        .map(|a| (format!("did:pkh:eip155:{}:{a}", d.chain_id), a))
+                        .collect()
+                } else {
+                    vec![(d.own.user_did.clone(), d.own.wallet_address.clone())]
+                };
+                if users.is_empty() {
+                    break 'draft Ok(AcceptOutcome::DelegationRequired);
+                }
+
+                let (balance, reserved, free_day, free_used): (i64, i64, i64, i32) = sqlx::query_as(
+                    "SELECT balance, reserved, free_day, free_used FROM credit_accounts WHERE account_id = $1",
+                )
+                .bind(&d.account_id)
+                .fetch_one(&mut *$tx)
+                .await
+                .map_err(err)?;
+                let free_today = if free_day == d.day { u32::try_from(free_used).unwrap_or(u32::MAX) } else { 0 };
+                let count = i64::try_from(users.len()).map_err(err)?;
+                let price = d.price_per_execution.checked_mul(count).ok_or_else(|| StoreError("price overflow".into()))?;
+                let (reserve, free) = match coverage(price, balance, free_today, d.free_per_day) {
+                    Coverage::Free => (0, false),
+                    Coverage::Paid(p) => (p, false),
+                    Coverage::FreeRequest => (0, true),
+                    Coverage::AllowanceUsed => break 'draft Ok(AcceptOutcome::DailyFreeLimitExceeded),
+                    Coverage::Insufficient => break 'draft Ok(AcceptOutcome::InsufficientCredits { balance, price }),
+                };
+
+                let (lease_owner, lease_until) = match &d.lease {
+                    Some((o, u)) => (Some(o.as_str()), Some(*u)),
+                    None => (None, None),
+                };
+                sqlx::query(
+                    "INSERT INTO intents (id, agent_id, account_id, action, lane, params, chain_id, amount_micros,
+                         price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, $13, $14, $15)",
+                )
+                .bind(&d.id)
+                .bind(&d.agent_id)
+                .bind(&d.account_id)
+                .bind(&d.action)
+                .bind(&d.lane)
+                .bind(&d.params)
+                .bind(chain)
+                .bind(d.amount_micros)
+                .bind(d.price_per_execution)
+                .bind(reserve)
+                .bind(free)
+                .bind(i32::try_from(users.len()).map_err(err)?)
+                .bind(lease_owner)
+                .bind(lease_until)
+                .bind(d.now)
+                .execute(&mut *$tx)
+                .await
+                .map_err(err)?;
+                for (seq, (did, wallet)) in users.iter().enumerate() {
+                    sqlx::query(
+                        "INSERT INTO intent_executions (intent_id, seq, execution_key, user_did, wallet_address, chain_id, state)
+                         VALUES ($1, $2, $3, $4, $5, $6, 'pending')",
+                    )
+                    .bind(&d.id)
+                    .bind(i32::try_from(seq).map_err(err)?)
+                    .bind(format!("{}:{seq}", d.id))
+                    .bind(did)
+                    .bind(wallet)
+                    .bind(chain)
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err(err)?;
+                }
+                sqlx::query(
+                    "INSERT INTO idempotency_keys (agent_id, key, request_hash, intent_id, created_at) VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(&d.agent_id)
+                .bind(&d.idempotency_key)
+                .bind(d.request_hash.to_vec())
+                .bind(&d.id)
+                .bind(d.now)
+                .execute(&mut *$tx)
+                .await
+                .map_err(err)?;
+                if d.is_write && d.amount_micros > 0 {
+                    sqlx::query(
+                        "INSERT INTO agent_daily_usage (agent_id, day, used_micros) VALUES ($1, $2, $3)
+                         ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = agent_daily_usage.used_micros + excluded.used_micros",
+                    )
+                    .bind(&d.agent_id)
+                    .bind(d.day)
+                    .bind(d.amount_micros)
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err(err)?;
+                }
+                if reserve > 0 || free {
+                    let new_free = if free { free_today + 1 } else { free_today };
+                    sqlx::query(
+                        "UPDATE credit_accounts SET balance = $2, reserved = $3, free_day = $4, free_used = $5 WHERE account_id = $1",
+                    )
+                    .bind(&d.account_id)
+                    .bind(balance - reserve)
+                    .bind(reserved + reserve)
+                    .bind(d.day)
+                    .bind(i32::try_from(new_free).map_err(err)?)
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err(err)?;
+                    let reason = format!("{} x{}", d.action, users.len());
+                    write_ledger!($tx, &LedgerWrite {
+                        account_id: &d.account_id,
+                        agent_id: Some(&d.agent_id),
+                        kind: if free { "free" } else { "reserve" },
+                        reason: &reason,
+                        intent_id: Some(&d.id),
+                        before: (balance, reserved),
+                        after: (balance - reserve, reserved + reserve),
+                        now: d.now,
+                    });
+                }
+            break 'draft Ok(AcceptOutcome::Accepted);
+        };
+        outcome
+    }};
+}
+
+/// A draft waiting for the batcher, with where its answer goes.
+type AcceptJob = (IntentDraft, tokio::sync::oneshot::Sender<Result<AcceptOutcome, StoreError>>);
+
+/// Accepts drafts in one transaction and one commit (group commit): each draft runs inside its own
+/// savepoint, so a refused draft leaves nothing while the others commit.
+async fn accept_batch(backend: &Backend, drafts: &[IntentDraft]) -> Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError> {
+    macro_rules! run {
+        ($pool:ident) => {{
+            let mut tx = $pool.begin_write().await?;
+            let mut outcomes = Vec::with_capacity(drafts.len());
+            for d in drafts {
+                sqlx::query("SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
+                let outcome = async { accept_draft!(tx, d) }.await;
+                if !matches!(outcome, Ok(AcceptOutcome::Accepted)) {
+                    sqlx::query("ROLLBACK TO SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
+                }
+                sqlx::query("RELEASE SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
+                outcomes.push(outcome);
+            }
+            tx.commit().await.map_err(err)?;
+            Ok(outcomes)
+        }};
+    }
+    match backend {
+        Backend::Sqlite(pool) => run!(pool),
+        Backend::Postgres(pool) => run!(pool),
+    }
+}
+
+/// The one task that accepts intents: it takes every draft that is waiting (up to 256) and
+/// accepts them together.
+async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<AcceptJob>) {
+    while let Some(first) = jobs.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < 256 {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let drafts: Vec<IntentDraft> = batch.iter().map(|(d, _)| d.clone()).collect();
+        match accept_batch(&backend, &drafts).await {
+            Ok(outcomes) => {
+                for ((_, reply), outcome) in batch.into_iter().zip(outcomes) {
+                    let _ = reply.send(outcome);
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e.0, size = drafts.len(), "accept batch failed");
+                for (_, reply) in batch {
+                    let _ = reply.send(Err(StoreError(e.0.clone())));
+                }
+            }
+        }
+    }
+}
+
 /// A SQL store.
 pub struct SqlStore {
     backend: Backend,
+    /// Where intent drafts go to be accepted in batches (one commit for all that wait).
+    batcher: Option<tokio::sync::mpsc::Sender<AcceptJob>>,
 }
 
 fn err(e: impl std::fmt::Display) -> StoreError {
@@ -253,7 +513,9 @@ impl SqlStore {
                 Backend::Postgres(pool)
             }
         };
-        Ok(Self { backend })
+        let (tx, rx) = tokio::sync::mpsc::channel(4096);
+        tokio::spawn(run_batcher(backend.clone(), rx));
+        Ok(Self { backend, batcher: Some(tx) })
     }
 
     pub fn kind(&self) -> BackendKind {
@@ -557,207 +819,18 @@ impl Store for SqlStore {
     }
 
     async fn accept_intent(&self, d: &IntentDraft) -> Result<AcceptOutcome, StoreError> {
-        let chain = i64::try_from(d.chain_id).map_err(err)?;
-        on_pool!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            // Lock the account's credit row: every accept and settle of one account is serialised here.
-            let locked = sqlx::query("UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1")
-                .bind(&d.account_id)
-                .bind(d.now)
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?
-                .rows_affected();
-            if locked == 0 {
-                sqlx::query("INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2)")
-                    .bind(&d.account_id)
-                    .bind(d.now)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(err)?;
-            }
-
-            let existing: Option<(Vec<u8>, String, i64)> = sqlx::query_as(
-                "SELECT request_hash, intent_id, created_at FROM idempotency_keys WHERE agent_id = $1 AND key = $2",
-            )
-            .bind(&d.agent_id)
-            .bind(&d.idempotency_key)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(err)?;
-            if let Some((hash, intent_id, created_at)) = existing {
-                if d.replace_idempotency_before.is_some_and(|t| created_at < t) {
-                    sqlx::query("DELETE FROM idempotency_keys WHERE agent_id = $1 AND key = $2")
-                        .bind(&d.agent_id)
-                        .bind(&d.idempotency_key)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(err)?;
-                } else {
-                    tx.rollback().await.map_err(err)?;
-                    return Ok(if hash.as_slice() == d.request_hash.as_slice() {
-                        AcceptOutcome::Replay { intent_id }
-                    } else {
-                        AcceptOutcome::KeyReused
-                    });
+        match &self.batcher {
+            Some(batcher) => {
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                if batcher.send((d.clone(), reply)).await.is_ok()
+                    && let Ok(outcome) = answer.await
+                {
+                    return outcome;
                 }
+                Err(StoreError("the accept batcher stopped".into()))
             }
-
-            if d.is_write {
-                let used: Option<i64> = sqlx::query_scalar(
-                    "SELECT used_micros FROM agent_daily_usage WHERE agent_id = $1 AND day = $2",
-                )
-                .bind(&d.agent_id)
-                .bind(d.day)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(err)?;
-                let used = used.unwrap_or(0);
-                if !fits_daily_limit(used, d.amount_micros, d.daily_limit_micros) {
-                    tx.rollback().await.map_err(err)?;
-                    return Ok(AcceptOutcome::DailyLimit { used_micros: used });
-                }
-            }
-
-            let users: Vec<(String, String)> = if d.fan_out {
-                let delegators: Vec<String> = sqlx::query_scalar(
-                    "SELECT delegator FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
-                     ORDER BY created_at, hash",
-                )
-                .bind(&d.agent_id)
-                .bind(chain)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(err)?;
-                delegators
-                    .into_iter()
-                    .map(|a| (format!("did:pkh:eip155:{}:{a}", d.chain_id), a))
-                    .collect()
-            } else {
-                vec![(d.own.user_did.clone(), d.own.wallet_address.clone())]
-            };
-            if users.is_empty() {
-                tx.rollback().await.map_err(err)?;
-                return Ok(AcceptOutcome::DelegationRequired);
-            }
-
-            let (balance, reserved, free_day, free_used): (i64, i64, i64, i32) = sqlx::query_as(
-                "SELECT balance, reserved, free_day, free_used FROM credit_accounts WHERE account_id = $1",
-            )
-            .bind(&d.account_id)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(err)?;
-            let free_today = if free_day == d.day { u32::try_from(free_used).unwrap_or(u32::MAX) } else { 0 };
-            let count = i64::try_from(users.len()).map_err(err)?;
-            let price = d.price_per_execution.checked_mul(count).ok_or_else(|| StoreError("price overflow".into()))?;
-            let (reserve, free) = match coverage(price, balance, free_today, d.free_per_day) {
-                Coverage::Free => (0, false),
-                Coverage::Paid(p) => (p, false),
-                Coverage::FreeRequest => (0, true),
-                Coverage::AllowanceUsed => {
-                    tx.rollback().await.map_err(err)?;
-                    return Ok(AcceptOutcome::DailyFreeLimitExceeded);
-                }
-                Coverage::Insufficient => {
-                    tx.rollback().await.map_err(err)?;
-                    return Ok(AcceptOutcome::InsufficientCredits { balance, price });
-                }
-            };
-
-            let (lease_owner, lease_until) = match &d.lease {
-                Some((o, u)) => (Some(o.as_str()), Some(*u)),
-                None => (None, None),
-            };
-            sqlx::query(
-                "INSERT INTO intents (id, agent_id, account_id, action, lane, params, chain_id, amount_micros,
-                     price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, $13, $14, $15)",
-            )
-            .bind(&d.id)
-            .bind(&d.agent_id)
-            .bind(&d.account_id)
-            .bind(&d.action)
-            .bind(&d.lane)
-            .bind(&d.params)
-            .bind(chain)
-            .bind(d.amount_micros)
-            .bind(d.price_per_execution)
-            .bind(reserve)
-            .bind(free)
-            .bind(i32::try_from(users.len()).map_err(err)?)
-            .bind(lease_owner)
-            .bind(lease_until)
-            .bind(d.now)
-            .execute(&mut *tx)
-            .await
-            .map_err(err)?;
-            for (seq, (did, wallet)) in users.iter().enumerate() {
-                sqlx::query(
-                    "INSERT INTO intent_executions (intent_id, seq, execution_key, user_did, wallet_address, chain_id, state)
-                     VALUES ($1, $2, $3, $4, $5, $6, 'pending')",
-                )
-                .bind(&d.id)
-                .bind(i32::try_from(seq).map_err(err)?)
-                .bind(format!("{}:{seq}", d.id))
-                .bind(did)
-                .bind(wallet)
-                .bind(chain)
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?;
-            }
-            sqlx::query(
-                "INSERT INTO idempotency_keys (agent_id, key, request_hash, intent_id, created_at) VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(&d.agent_id)
-            .bind(&d.idempotency_key)
-            .bind(d.request_hash.to_vec())
-            .bind(&d.id)
-            .bind(d.now)
-            .execute(&mut *tx)
-            .await
-            .map_err(err)?;
-            if d.is_write && d.amount_micros > 0 {
-                sqlx::query(
-                    "INSERT INTO agent_daily_usage (agent_id, day, used_micros) VALUES ($1, $2, $3)
-                     ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = agent_daily_usage.used_micros + excluded.used_micros",
-                )
-                .bind(&d.agent_id)
-                .bind(d.day)
-                .bind(d.amount_micros)
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?;
-            }
-            if reserve > 0 || free {
-                let new_free = if free { free_today + 1 } else { free_today };
-                sqlx::query(
-                    "UPDATE credit_accounts SET balance = $2, reserved = $3, free_day = $4, free_used = $5 WHERE account_id = $1",
-                )
-                .bind(&d.account_id)
-                .bind(balance - reserve)
-                .bind(reserved + reserve)
-                .bind(d.day)
-                .bind(i32::try_from(new_free).map_err(err)?)
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?;
-                let reason = format!("{} x{}", d.action, users.len());
-                write_ledger!(tx, &LedgerWrite {
-                    account_id: &d.account_id,
-                    agent_id: Some(&d.agent_id),
-                    kind: if free { "free" } else { "reserve" },
-                    reason: &reason,
-                    intent_id: Some(&d.id),
-                    before: (balance, reserved),
-                    after: (balance - reserve, reserved + reserve),
-                    now: d.now,
-                });
-            }
-            tx.commit().await.map_err(err)?;
-            Ok(AcceptOutcome::Accepted)
-        })
+            None => accept_batch(&self.backend, std::slice::from_ref(d)).await?.pop().unwrap_or(Err(StoreError("empty batch".into()))),
+        }
     }
 
     async fn get_intent(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError> {
