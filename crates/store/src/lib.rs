@@ -23,7 +23,9 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 
 #[derive(Clone)]
 enum Backend {
-    Sqlite(SqlitePool),
+    /// SQLite has one writer: writes go through a pool of one connection, so that writers queue in
+    /// the process (in order) instead of sleeping in SQLite's busy handler; reads use the other pool.
+    Sqlite { read: SqlitePool, write: SqlitePool },
     Postgres(PgPool),
 }
 
@@ -32,7 +34,17 @@ enum Backend {
 macro_rules! on_pool {
     ($self:expr, $pool:ident => $body:expr) => {
         match &$self.backend {
-            Backend::Sqlite($pool) => $body,
+            Backend::Sqlite { read: $pool, .. } => $body,
+            Backend::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// As [`on_pool`], for statements that write.
+macro_rules! on_writer {
+    ($self:expr, $pool:ident => $body:expr) => {
+        match &$self.backend {
+            Backend::Sqlite { write: $pool, .. } => $body,
             Backend::Postgres($pool) => $body,
         }
     };
@@ -419,7 +431,7 @@ async fn accept_batch(backend: &Backend, drafts: &[IntentDraft]) -> Result<Vec<R
         }};
     }
     match backend {
-        Backend::Sqlite(pool) => run!(pool),
+        Backend::Sqlite { write, .. } => run!(write),
         Backend::Postgres(pool) => run!(pool),
     }
 }
@@ -495,12 +507,18 @@ impl SqlStore {
                     .synchronous(SqliteSynchronous::Full)
                     .foreign_keys(true)
                     .busy_timeout(Duration::from_secs(10));
-                let pool = SqlitePoolOptions::new()
+                let write = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .acquire_timeout(Duration::from_secs(60))
+                    .connect_with(options.clone())
+                    .await
+                    .map_err(err)?;
+                let read = SqlitePoolOptions::new()
                     .max_connections(8)
                     .connect_with(options)
                     .await
                     .map_err(err)?;
-                Backend::Sqlite(pool)
+                Backend::Sqlite { read, write }
             }
             BackendKind::Postgres => {
                 let options = PgConnectOptions::from_str(url).map_err(err)?;
@@ -520,7 +538,7 @@ impl SqlStore {
 
     pub fn kind(&self) -> BackendKind {
         match self.backend {
-            Backend::Sqlite(_) => BackendKind::Sqlite,
+            Backend::Sqlite { .. } => BackendKind::Sqlite,
             Backend::Postgres(_) => BackendKind::Postgres,
         }
     }
@@ -529,7 +547,7 @@ impl SqlStore {
     /// takes an advisory lock; SQLite has one writer).
     pub async fn migrate(&self) -> Result<(), StoreError> {
         match &self.backend {
-            Backend::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await.map_err(err),
+            Backend::Sqlite { write, .. } => SQLITE_MIGRATIONS.run(write).await.map_err(err),
             Backend::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await.map_err(err),
         }
     }
@@ -546,6 +564,9 @@ impl SqlStore {
 
     /// Closes the pool, waiting for connections in use to be returned.
     pub async fn close(&self) {
+        if let Backend::Sqlite { write, .. } = &self.backend {
+            write.close().await;
+        }
         on_pool!(self, pool => pool.close().await)
     }
 }
@@ -587,7 +608,7 @@ impl Store for SqlStore {
 
     async fn put_email_challenge(&self, c: &EmailChallenge) -> Result<(), StoreError> {
         let attempts = i32::try_from(c.attempts).map_err(err)?;
-        on_pool!(self, pool => sqlx::query(
+        on_writer!(self, pool => sqlx::query(
             "INSERT INTO email_challenges (email, code_hash, expires_at, attempts) VALUES ($1, $2, $3, $4)
              ON CONFLICT (email) DO UPDATE SET code_hash = excluded.code_hash,
                  expires_at = excluded.expires_at, attempts = excluded.attempts",
@@ -622,7 +643,7 @@ impl Store for SqlStore {
     }
 
     async fn count_failed_attempt(&self, email: &str) -> Result<u32, StoreError> {
-        let attempts: Option<i32> = on_pool!(self, pool => sqlx::query_scalar(
+        let attempts: Option<i32> = on_writer!(self, pool => sqlx::query_scalar(
             "UPDATE email_challenges SET attempts = attempts + 1 WHERE email = $1 RETURNING attempts",
         )
         .bind(email)
@@ -635,7 +656,7 @@ impl Store for SqlStore {
 
     async fn complete_onboarding(&self, o: &Onboarding) -> Result<OnboardingOutcome, StoreError> {
         let allowed = serde_json::to_string(&o.first_policy.allowed_actions).map_err(err)?;
-        on_pool!(self, pool => {
+        on_writer!(self, pool => {
             let mut tx = pool.begin().await.map_err(err)?;
             // The write comes first, so that SQLite takes its write lock before any read.
             let consumed = sqlx::query(
@@ -736,7 +757,7 @@ impl Store for SqlStore {
 
     async fn create_agent(&self, a: &NewAgent, p: &PolicyRecord) -> Result<(), StoreError> {
         let allowed = serde_json::to_string(&p.allowed_actions).map_err(err)?;
-        on_pool!(self, pool => {
+        on_writer!(self, pool => {
             let mut tx = pool.begin().await.map_err(err)?;
             insert_agent_with_policy!(tx, a, p, &allowed);
             tx.commit().await.map_err(err)
@@ -744,7 +765,7 @@ impl Store for SqlStore {
     }
 
     async fn rotate_agent_key(&self, agent_id: &str, key_hash: &SecretHash, now: i64) -> Result<bool, StoreError> {
-        on_pool!(self, pool => sqlx::query("UPDATE agents SET key_hash = $1, key_rotated_at = $2 WHERE id = $3")
+        on_writer!(self, pool => sqlx::query("UPDATE agents SET key_hash = $1, key_rotated_at = $2 WHERE id = $3")
             .bind(key_hash.0.to_vec())
             .bind(now)
             .bind(agent_id)
@@ -785,7 +806,7 @@ impl Store for SqlStore {
 
     async fn put_policy(&self, p: &PolicyRecord) -> Result<(), StoreError> {
         let allowed = serde_json::to_string(&p.allowed_actions).map_err(err)?;
-        on_pool!(self, pool => sqlx::query(
+        on_writer!(self, pool => sqlx::query(
             "INSERT INTO agent_policies (agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, updated_at)
              VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (agent_id) DO UPDATE SET allowed_actions = excluded.allowed_actions,
@@ -882,7 +903,7 @@ impl Store for SqlStore {
     }
 
     async fn claim_intent(&self, owner: &str, now: i64, lease_until: i64) -> Result<Option<IntentRecord>, StoreError> {
-        on_pool!(self, pool => {
+        on_writer!(self, pool => {
             let row = sqlx::query(pool.claim_sql())
                 .bind(owner)
                 .bind(lease_until)
@@ -895,7 +916,7 @@ impl Store for SqlStore {
     }
 
     async fn renew_lease(&self, intent_id: &str, owner: &str, lease_until: i64) -> Result<bool, StoreError> {
-        on_pool!(self, pool => sqlx::query(
+        on_writer!(self, pool => sqlx::query(
             "UPDATE intents SET lease_until = $3 WHERE id = $1 AND lease_owner = $2 AND status = 'queued'",
         )
         .bind(intent_id)
@@ -909,7 +930,7 @@ impl Store for SqlStore {
 
     async fn start_execution(&self, intent_id: &str, seq: u32, owner: &str, now: i64) -> Result<bool, StoreError> {
         let seq = i32::try_from(seq).map_err(err)?;
-        on_pool!(self, pool => sqlx::query(
+        on_writer!(self, pool => sqlx::query(
             "UPDATE intent_executions SET state = 'started', started_at = $4
              WHERE intent_id = $1 AND seq = $2 AND state = 'pending'
                AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $3 AND status = 'queued' AND lease_until > $4)",
@@ -927,7 +948,7 @@ impl Store for SqlStore {
     async fn finish_execution(&self, intent_id: &str, seq: u32, f: &ExecutionFinish, now: i64) -> Result<bool, StoreError> {
         let seq = i32::try_from(seq).map_err(err)?;
         let state = if f.success { "succeeded" } else { "failed" };
-        on_pool!(self, pool => sqlx::query(
+        on_writer!(self, pool => sqlx::query(
             "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
                  finished_at = $8
              WHERE intent_id = $1 AND seq = $2 AND state = 'started'",
@@ -947,7 +968,7 @@ impl Store for SqlStore {
     }
 
     async fn finish_intent(&self, intent_id: &str, now: i64) -> Result<Option<IntentRecord>, StoreError> {
-        on_pool!(self, pool => {
+        on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let row = sqlx::query(concat!("SELECT ", intent_columns!(), " FROM intents WHERE id = $1"))
                 .bind(intent_id)
@@ -1064,7 +1085,7 @@ impl Store for SqlStore {
         if amount <= 0 {
             return Err(StoreError("a grant must be positive".into()));
         }
-        on_pool!(self, pool => {
+        on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             sqlx::query(
                 "INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2) ON CONFLICT (account_id) DO NOTHING",
@@ -1141,7 +1162,7 @@ impl Store for SqlStore {
 
     async fn put_delegation(&self, d: &DelegationRecord) -> Result<(), StoreError> {
         let chain = i64::try_from(d.chain_id).map_err(err)?;
-        on_pool!(self, pool => sqlx::query(
+        on_writer!(self, pool => sqlx::query(
             "INSERT INTO delegations (hash, agent_id, delegator, chain_id, status, created_at) VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (hash) DO UPDATE SET status = excluded.status",
         )
@@ -1158,7 +1179,7 @@ impl Store for SqlStore {
     }
 
     async fn put_mcp_session(&self, id: &str, state: &str, now: i64) -> Result<(), StoreError> {
-        on_pool!(self, pool => sqlx::query(
+        on_writer!(self, pool => sqlx::query(
             "INSERT INTO mcp_sessions (id, state, created_at) VALUES ($1, $2, $3)
              ON CONFLICT (id) DO UPDATE SET state = excluded.state",
         )
@@ -1180,7 +1201,7 @@ impl Store for SqlStore {
     }
 
     async fn delete_mcp_session(&self, id: &str) -> Result<(), StoreError> {
-        on_pool!(self, pool => sqlx::query("DELETE FROM mcp_sessions WHERE id = $1")
+        on_writer!(self, pool => sqlx::query("DELETE FROM mcp_sessions WHERE id = $1")
             .bind(id)
             .execute(pool)
             .await
