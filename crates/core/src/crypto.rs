@@ -68,6 +68,12 @@ impl MasterKey {
         Zeroizing::new(mac.finalize().into_bytes().into())
     }
 
+    /// The secp256k1 secret the gateway signs personhood proof requests with (the World ID relying
+    /// party key), derived so that every process sharing the master key signs alike.
+    pub fn rp_signing_secret(&self) -> Zeroizing<[u8; 32]> {
+        self.derive("personhood-rp-key")
+    }
+
     /// The keys the gateway works with, derived once at start.
     pub fn keyring(&self) -> Keyring {
         Keyring { pepper: self.derive("secret-hash-pepper"), wallet: self.derive("wallet-seal") }

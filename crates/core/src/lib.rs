@@ -15,6 +15,7 @@ pub mod gateway;
 pub mod intents;
 pub mod mail;
 pub mod money;
+pub mod personhood;
 pub mod pricing;
 pub mod providers;
 pub mod runner;

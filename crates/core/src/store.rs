@@ -233,6 +233,60 @@ pub struct DelegationRecord {
     pub created_at: i64,
 }
 
+/// An issued personhood proof request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PersonhoodChallenge {
+    /// 0x-hex field element; the primary key.
+    pub nonce: String,
+    /// org, agent or deposit.
+    pub kind: String,
+    pub account_id: String,
+    /// The organization id or agent id the proof is for (account-scoped).
+    pub subject: String,
+    pub action: String,
+    pub signal: String,
+    pub chain_id: u64,
+    pub challenge_id: Option<String>,
+    pub idempotency_key: Option<String>,
+    /// JSON of the deposit's runtimeId, amountUsd, destinationAddress.
+    pub details: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub used_at: Option<i64>,
+}
+
+/// What a verified proof does once its nonce is taken.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PersonhoodEffect {
+    /// Lock `(kind, subject)` to the nullifier, or confirm the same lock.
+    Lock { kind: String, subject: String, nullifier: String },
+    /// Issue a receipt, only if `(lock_kind, subject)` is locked to this nullifier.
+    Receipt { receipt_id: String, lock_kind: String, subject: String, challenge_id: String, nullifier: String },
+}
+
+/// How [`Store::complete_personhood`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PersonhoodOutcome {
+    /// Locked now, or already locked to the same nullifier (idempotent): the lock's time.
+    Locked { locked_at: i64 },
+    /// Locked to another nullifier: nothing changed (the nonce is not used either).
+    Mismatch,
+    /// A receipt was issued.
+    Receipt { receipt_id: String },
+    /// The subject has no lock to match a deposit proof against.
+    NotLocked,
+    /// The nonce was used (or expired) meanwhile.
+    NonceUsed,
+}
+
+/// How [`Store::consume_receipt`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConsumeOutcome {
+    Consumed { consumed_at: i64 },
+    AlreadyUsed,
+    NotFound,
+}
+
 /// The storage port.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -294,6 +348,22 @@ pub trait Store: Send + Sync + 'static {
 
     async fn put_delegation(&self, delegation: &DelegationRecord) -> Result<(), StoreError>;
     async fn count_active_delegations(&self, agent_id: &str, chain_id: u64) -> Result<u64, StoreError>;
+
+    // ---------------------------------------------------------------- personhood
+
+    async fn insert_personhood_challenge(&self, challenge: &PersonhoodChallenge) -> Result<(), StoreError>;
+    async fn get_personhood_challenge(&self, nonce: &str) -> Result<Option<PersonhoodChallenge>, StoreError>;
+    /// A deposit challenge begun earlier with the same idempotency key by the same account.
+    async fn find_personhood_challenge_by_key(&self, account_id: &str, key: &str) -> Result<Option<PersonhoodChallenge>, StoreError>;
+    /// The newest unused, unexpired challenge of this kind for the subject.
+    async fn open_personhood_challenge(&self, account_id: &str, kind: &str, subject: &str, now: i64) -> Result<Option<PersonhoodChallenge>, StoreError>;
+    /// Takes the nonce (once, before it expires) and applies the effect, in one transaction; a
+    /// mismatch changes nothing.
+    async fn complete_personhood(&self, nonce: &str, now: i64, effect: &PersonhoodEffect) -> Result<PersonhoodOutcome, StoreError>;
+    /// The lock of `(kind, subject)`: its time.
+    async fn personhood_lock(&self, kind: &str, subject: &str) -> Result<Option<i64>, StoreError>;
+    /// Consumes a receipt of `subject` once.
+    async fn consume_receipt(&self, receipt_id: &str, subject: &str, details: &str, now: i64) -> Result<ConsumeOutcome, StoreError>;
 
     // ---------------------------------------------------------------- MCP sessions
 

@@ -13,6 +13,7 @@ use actiongate_core::providers::internal::{BUILTIN_DATA, InternalData, InternalR
 use actiongate_core::clock::{Clock, SystemClock, rfc3339};
 use actiongate_core::crypto::MasterKey;
 use actiongate_core::mail::Mailer;
+use actiongate_core::personhood::{Personhood, ProofVerifier, RpSigner};
 use actiongate_core::{Gateway, Ports};
 use actiongate_store::SqlStore;
 use anyhow::{Context, bail};
@@ -22,6 +23,7 @@ use crate::config::{Config, parse_smtp_url};
 use crate::http::catalog::CatalogBytes;
 use crate::http::{AppState, router};
 use crate::mail::{OutboxMailer, SmtpMailer};
+use crate::worldid::WorldIdVerifier;
 
 /// Replaceable parts, for tests (a manual clock, say).
 #[derive(Default, Clone)]
@@ -30,6 +32,8 @@ pub struct Deps {
     pub mailer: Option<Arc<dyn Mailer>>,
     /// Providers beside the built-in ones (tests use stand-ins for venues that are not built yet).
     pub providers: Vec<Arc<dyn Provider>>,
+    /// The personhood proof verifier; the World ID verify API when absent.
+    pub verifier: Option<Arc<dyn ProofVerifier>>,
 }
 
 /// A built, bound server.
@@ -80,6 +84,7 @@ impl Application {
         let registry = Arc::new(Registry::new(providers));
         let catalog = Arc::new(Catalog::from_manifest(BUILTIN_MANIFEST, rfc3339(clock.now()), registry.as_ref())?);
         let catalog_bytes = Arc::new(CatalogBytes::new(catalog.document())?);
+        let deps_clock = clock.clone();
         let gateway = Arc::new(Gateway::new(
             Ports { store: store.clone(), mailer, clock },
             catalog,
@@ -87,7 +92,20 @@ impl Application {
             master.keyring(),
             config.settings.clone(),
         )?);
-        let state = AppState { gateway: gateway.clone(), catalog_bytes };
+        let verifier: Arc<dyn ProofVerifier> = match deps.verifier {
+            Some(v) => v,
+            None => Arc::new(WorldIdVerifier::new(&config.personhood_verify_url)?),
+        };
+        let signer = RpSigner::new(&master.rp_signing_secret())?;
+        tracing::info!(rp_id = config.personhood.rp_id, signer = signer.address(), "personhood relying party");
+        let personhood = Arc::new(Personhood::new(
+            gateway.store().clone(),
+            deps_clock,
+            signer,
+            verifier,
+            config.personhood.clone(),
+        ));
+        let state = AppState { gateway: gateway.clone(), catalog_bytes, personhood };
 
         let listener = TcpListener::bind(config.listen)
             .await

@@ -52,6 +52,21 @@ pub struct FileConfig {
     pub internal_data_file: Option<PathBuf>,
     #[serde(default)]
     pub mcp: McpSection,
+    #[serde(default)]
+    pub personhood: PersonhoodSection,
+}
+
+/// `[personhood]`: the World ID relying party.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PersonhoodSection {
+    pub rp_id: Option<String>,
+    pub app_id: Option<String>,
+    /// production or staging.
+    pub environment: Option<String>,
+    /// The verify API; the rp_id is appended as the last path segment.
+    pub verify_url: Option<String>,
+    pub ttl_seconds: Option<u64>,
 }
 
 /// `[mcp]`.
@@ -150,6 +165,8 @@ pub struct Config {
     pub internal_data_file: Option<PathBuf>,
     /// Empty: any host.
     pub mcp_allowed_hosts: Vec<String>,
+    pub personhood: actiongate_core::personhood::PersonhoodSettings,
+    pub personhood_verify_url: String,
 }
 
 /// A configuration that cannot run.
@@ -279,6 +296,26 @@ impl Config {
             settings,
             runner_workers: f.intents.workers.unwrap_or(4).max(1),
             internal_data_file: f.internal_data_file,
+            personhood: {
+                let d = actiongate_core::personhood::PersonhoodSettings::default();
+                let environment = f.personhood.environment.unwrap_or(d.environment);
+                if environment != "production" && environment != "staging" {
+                    return Err(ConfigError::Invalid("personhood.environment must be production or staging".into()));
+                }
+                actiongate_core::personhood::PersonhoodSettings {
+                    rp_id: f.personhood.rp_id.unwrap_or(d.rp_id),
+                    app_id: f.personhood.app_id.unwrap_or(d.app_id),
+                    environment,
+                    ttl: match f.personhood.ttl_seconds {
+                        Some(s) => seconds(s)?,
+                        None => d.ttl,
+                    },
+                }
+            },
+            personhood_verify_url: f
+                .personhood
+                .verify_url
+                .unwrap_or_else(|| "https://developer.world.org/api/v4/verify".to_owned()),
             mcp_allowed_hosts: match f.mcp.allowed_hosts {
                 Some(hosts) if hosts.iter().any(|h| h == "*") => Vec::new(),
                 Some(hosts) => hosts,

@@ -5,6 +5,7 @@ pub mod app;
 pub mod config;
 pub mod http;
 pub mod mail;
+pub mod worldid;
 
 pub use app::{Application, Deps};
 pub use config::{Config, Overrides};

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod standin;
+pub mod worldid;
 
 pub use actiongate_store::testing::fresh_postgres_url;
 

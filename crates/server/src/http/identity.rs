@@ -21,6 +21,7 @@ type Answer<T> = Result<Json<Envelope<T>>, ApiError>;
 /// request without a session is refused as 401 whatever its body.
 pub struct Owner(pub OwnerContext);
 
+
 impl FromRequestParts<AppState> for Owner {
     type Rejection = ApiError;
 

@@ -11,6 +11,7 @@ pub mod mcp;
 pub mod mcp_mirror;
 pub mod mcp_tools;
 pub mod openapi;
+pub mod personhood;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +37,7 @@ use self::error::ApiError;
 pub struct AppState {
     pub gateway: Arc<Gateway>,
     pub catalog_bytes: Arc<CatalogBytes>,
+    pub personhood: Arc<actiongate_core::personhood::Personhood>,
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -59,6 +61,14 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
         .route("/api/v1/agent/credits/balance", get(intents::credit_balance))
         .route("/api/v1/agent/preflight", post(intents::preflight))
         .route("/api/v1/agent/me", get(intents::whoami))
+        .route("/api/v1/agent/delegation/personhood/org/begin", post(personhood::org_begin))
+        .route("/api/v1/agent/delegation/personhood/org/complete", post(personhood::org_complete))
+        .route("/api/v1/agent/delegation/personhood/org/check", get(personhood::org_check))
+        .route("/api/v1/agent/delegation/personhood/begin", post(personhood::agent_begin))
+        .route("/api/v1/agent/delegation/personhood/complete", post(personhood::agent_complete))
+        .route("/api/v1/agent/delegation/personhood/deposit/begin", post(personhood::deposit_begin))
+        .route("/api/v1/agent/delegation/personhood/deposit/complete", post(personhood::deposit_complete))
+        .route("/api/v1/agent/delegation/personhood/deposit/consume", post(personhood::deposit_consume))
         .route("/mcp/tools", get(mcp_mirror::list_tools))
         .route("/mcp/tool/{name}", post(mcp_mirror::call_tool))
         .route("/api/v1/agents", get(identity::list_agents).post(identity::create_agent))

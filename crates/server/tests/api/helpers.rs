@@ -42,6 +42,7 @@ pub struct TestApp {
     pub client: reqwest::Client,
     pub clock: Arc<ManualClock>,
     pub smtp: SmtpSink,
+    pub verify_api: actiongate_testkit::worldid::VerifyApi,
     pub gateway: Arc<Gateway>,
     pub database_url: String,
     _dir: tempfile::TempDir,
@@ -68,12 +69,14 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let smtp = SmtpSink::start(dir.path());
+    let verify_api = actiongate_testkit::worldid::VerifyApi::start().await;
     let database_url = match (options.database_url, backend) {
         (Some(url), _) => url,
         (None, Backend::Sqlite) => format!("sqlite://{}", dir.path().join("gateway.db").display()),
         (None, Backend::Postgres) => actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}")),
     };
-    let file = toml::from_str(&options.config_toml).unwrap_or_else(|e| panic!("test config: {e}"));
+    let config_toml = format!("{}\n[personhood]\nverify-url = \"{}\"\nrp-id = \"rp_test\"\n", options.config_toml, verify_api.url);
+    let file = toml::from_str(&config_toml).unwrap_or_else(|e| panic!("test config: {e}"));
     let config = Config::resolve(
         Overrides {
             dev: true,
@@ -87,7 +90,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
     )
     .unwrap_or_else(|e| panic!("config: {e}"));
     let clock = Arc::new(ManualClock::new(START));
-    let deps = Deps { clock: Some(clock.clone()), mailer: None, providers: options.providers };
+    let deps = Deps { clock: Some(clock.clone()), mailer: None, providers: options.providers, verifier: None };
     let app = Application::build(&config, deps).await.unwrap_or_else(|e| panic!("build: {e:#}"));
     let addr = app.local_addr();
     let gateway = app.gateway().clone();
@@ -99,7 +102,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap_or_else(|e| panic!("client: {e}"));
-    TestApp { addr, client, clock, smtp, gateway, database_url, _dir: dir, shutdown: Some(tx), server: Some(server) }
+    TestApp { addr, client, clock, smtp, verify_api, gateway, database_url, _dir: dir, shutdown: Some(tx), server: Some(server) }
 }
 
 /// A response, read whole.

@@ -10,3 +10,4 @@ mod identity;
 mod intents;
 mod mcp;
 mod openapi;
+mod personhood;

@@ -1,0 +1,183 @@
+//! Personhood routes (SPEC "Personhood"): org enrollment, agent-scoped enrollment, deposit receipts.
+//! Every route takes an owner session.
+
+use actiongate_api_types::{Envelope, ErrorBody};
+use actiongate_core::personhood::{DepositBegin, Principal};
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::{ApiJson, ApiQuery};
+use super::identity::Owner;
+use crate::http::intents::DEFAULT_CHAIN;
+
+type Answer = Result<Json<Envelope<Value>>, ApiError>;
+
+fn principal(owner: &Owner) -> Principal {
+    Principal { account_id: owner.0.account_id.clone() }
+}
+
+/// Body of org begin.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OrgBegin {
+    pub org_id: String,
+    pub chain_id: Option<u64>,
+}
+
+/// Body of org complete and deposit complete.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OrgComplete {
+    pub org_id: String,
+    /// The proof client's result object.
+    #[schema(value_type = Object)]
+    pub proof: Value,
+    pub chain_id: Option<u64>,
+}
+
+/// Body of the agent-scoped begin.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentBegin {
+    /// The agent's API key (an agent of the owner's account).
+    pub agent_key: String,
+    pub chain_id: Option<u64>,
+}
+
+/// Body of the agent-scoped complete.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentComplete {
+    pub agent_key: String,
+    #[schema(value_type = Object)]
+    pub proof: Value,
+    pub chain_id: Option<u64>,
+}
+
+/// Body of deposit begin.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DepositBeginBody {
+    pub org_id: String,
+    /// Must start with `deposit:`; `deposit:{challengeId}` when omitted.
+    pub deposit_signal: Option<String>,
+    pub runtime_id: Option<String>,
+    pub amount_usd: Option<f64>,
+    pub destination_address: Option<String>,
+    pub chain_id: Option<u64>,
+    /// The same key answers the same challenge.
+    pub idempotency_key: Option<String>,
+}
+
+/// Body of deposit consume.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DepositConsume {
+    pub org_id: String,
+    pub receipt_id: String,
+    pub runtime_id: Option<String>,
+    pub amount_usd: Option<f64>,
+}
+
+/// Query of org check.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OrgCheck {
+    pub org_id: String,
+    pub chain_id: Option<u64>,
+}
+
+/// Begins the organization's enrollment: the proof request (action `delegate-org:{orgId}`, signal the org id).
+#[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/org/begin", tag = "personhood",
+    security(("ownerSession" = [])), request_body = OrgBegin,
+    responses((status = 200, body = Envelope<Object>), (status = 401, body = ErrorBody)))]
+pub async fn org_begin(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<OrgBegin>) -> Answer {
+    let data = s.personhood.begin_org(&principal(&owner), &b.org_id, b.chain_id.unwrap_or(DEFAULT_CHAIN)).await?;
+    Ok(Json(Envelope::new(data)))
+}
+
+/// Completes the organization's enrollment: the first verified nullifier locks it.
+#[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/org/complete", tag = "personhood",
+    security(("ownerSession" = [])), request_body = OrgComplete,
+    responses((status = 200, body = Envelope<Object>), (status = 403, description = "PERSONHOOD_ORG_NULLIFIER_MISMATCH, PERSONHOOD_PROOF_INVALID", body = ErrorBody),
+        (status = 409, description = "PERSONHOOD_CHALLENGE_INVALID", body = ErrorBody)))]
+pub async fn org_complete(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<OrgComplete>) -> Answer {
+    Ok(Json(Envelope::new(s.personhood.complete_org(&principal(&owner), &b.org_id, &b.proof).await?)))
+}
+
+/// The organization's status in `data.personhood`: `unverified`, or `locked` with `lockedAt`.
+#[utoipa::path(get, path = "/api/v1/agent/delegation/personhood/org/check", tag = "personhood",
+    security(("ownerSession" = [])), params(OrgCheck),
+    responses((status = 200, body = Envelope<Object>), (status = 401, body = ErrorBody)))]
+pub async fn org_check(State(s): State<AppState>, owner: Owner, ApiQuery(q): ApiQuery<OrgCheck>) -> Answer {
+    Ok(Json(Envelope::new(s.personhood.check_org(&principal(&owner), &q.org_id).await?)))
+}
+
+async fn owned_agent(s: &AppState, owner: &Owner, key: &str) -> Result<String, ApiError> {
+    let agent = s.gateway.authenticate_agent(Some(key)).await?;
+    if agent.agent.account_id != owner.0.account_id {
+        return Err(actiongate_core::Error::not_found("No such agent in this account.").into());
+    }
+    Ok(agent.agent.id)
+}
+
+/// Begins an agent's enrollment (action `delegate-agent:{agentId}`).
+#[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/begin", tag = "personhood",
+    security(("ownerSession" = [])), request_body = AgentBegin,
+    responses((status = 200, body = Envelope<Object>), (status = 401, body = ErrorBody)))]
+pub async fn agent_begin(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<AgentBegin>) -> Answer {
+    let agent_id = owned_agent(&s, &owner, &b.agent_key).await?;
+    let data = s.personhood.begin_agent(&principal(&owner), &agent_id, b.chain_id.unwrap_or(DEFAULT_CHAIN)).await?;
+    Ok(Json(Envelope::new(data)))
+}
+
+/// Completes an agent's enrollment: the first verified nullifier locks the agent.
+#[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/complete", tag = "personhood",
+    security(("ownerSession" = [])), request_body = AgentComplete,
+    responses((status = 200, body = Envelope<Object>), (status = 403, body = ErrorBody)))]
+pub async fn agent_complete(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<AgentComplete>) -> Answer {
+    let agent_id = owned_agent(&s, &owner, &b.agent_key).await?;
+    Ok(Json(Envelope::new(s.personhood.complete_agent(&principal(&owner), &agent_id, &b.proof).await?)))
+}
+
+/// Begins a deposit receipt: the proof request and `challengeId`.
+#[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/deposit/begin", tag = "personhood",
+    security(("ownerSession" = [])), request_body = DepositBeginBody,
+    responses((status = 200, body = Envelope<Object>), (status = 400, body = ErrorBody)))]
+pub async fn deposit_begin(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<DepositBeginBody>) -> Answer {
+    let d = DepositBegin {
+        deposit_signal: b.deposit_signal,
+        runtime_id: b.runtime_id,
+        amount_usd: b.amount_usd,
+        destination_address: b.destination_address,
+        idempotency_key: b.idempotency_key,
+    };
+    let data = s.personhood.begin_deposit(&principal(&owner), &b.org_id, b.chain_id.unwrap_or(DEFAULT_CHAIN), &d).await?;
+    Ok(Json(Envelope::new(data)))
+}
+
+/// Completes a deposit: a proof whose nullifier matches the org lock issues a receipt.
+#[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/deposit/complete", tag = "personhood",
+    security(("ownerSession" = [])), request_body = OrgComplete,
+    responses((status = 200, body = Envelope<Object>), (status = 403, description = "PERSONHOOD_DEPOSIT_NULLIFIER_MISMATCH", body = ErrorBody),
+        (status = 409, description = "PERSONHOOD_ORG_NOT_LOCKED, PERSONHOOD_CHALLENGE_INVALID", body = ErrorBody)))]
+pub async fn deposit_complete(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<OrgComplete>) -> Answer {
+    Ok(Json(Envelope::new(s.personhood.complete_deposit(&principal(&owner), &b.org_id, &b.proof).await?)))
+}
+
+/// Consumes a deposit receipt, once.
+#[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/deposit/consume", tag = "personhood",
+    security(("ownerSession" = [])), request_body = DepositConsume,
+    responses((status = 200, body = Envelope<Object>), (status = 409, description = "PERSONHOOD_DEPOSIT_RECEIPT_ALREADY_USED", body = ErrorBody)))]
+pub async fn deposit_consume(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<DepositConsume>) -> Answer {
+    let data = s
+        .personhood
+        .consume_deposit(&principal(&owner), &b.org_id, &b.receipt_id, b.runtime_id.as_deref(), b.amount_usd)
+        .await?;
+    Ok(Json(Envelope::new(data)))
+}
