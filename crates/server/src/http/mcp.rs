@@ -14,6 +14,7 @@ use actiongate_api_types::catalog::ActionList;
 use actiongate_api_types::identity::{EmailCompleteRequest, EmailStartRequest};
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
 use actiongate_api_types::{Envelope, ErrorCode, ErrorFamily};
+use actiongate_core::personhood::{DepositBegin, Personhood, Principal};
 use actiongate_core::{Error, Gateway};
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -68,7 +69,11 @@ impl SessionStore for DbSessionStore {
 }
 
 /// The MCP service for the router.
-pub fn service(gateway: Arc<Gateway>, allowed_hosts: Vec<String>) -> StreamableHttpService<GatewayMcp, LocalSessionManager> {
+pub fn service(
+    gateway: Arc<Gateway>,
+    personhood: Arc<Personhood>,
+    allowed_hosts: Vec<String>,
+) -> StreamableHttpService<GatewayMcp, LocalSessionManager> {
     let tools = Arc::new(tool_list());
     let mut config = StreamableHttpServerConfig::default();
     if allowed_hosts.is_empty() {
@@ -78,7 +83,7 @@ pub fn service(gateway: Arc<Gateway>, allowed_hosts: Vec<String>) -> StreamableH
     }
     config.session_store = Some(Arc::new(DbSessionStore { gateway: gateway.clone() }));
     StreamableHttpService::new(
-        move || Ok(GatewayMcp { gateway: gateway.clone(), tools: tools.clone() }),
+        move || Ok(GatewayMcp { gateway: gateway.clone(), personhood: personhood.clone(), tools: tools.clone() }),
         Arc::new(LocalSessionManager::default()),
         config,
     )
@@ -88,6 +93,7 @@ pub fn service(gateway: Arc<Gateway>, allowed_hosts: Vec<String>) -> StreamableH
 #[derive(Clone)]
 pub struct GatewayMcp {
     gateway: Arc<Gateway>,
+    personhood: Arc<Personhood>,
     tools: Arc<Vec<Tool>>,
 }
 
@@ -130,8 +136,34 @@ fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Error> {
 }
 
 impl GatewayMcp {
-    pub fn new(gateway: Arc<Gateway>) -> Self {
-        Self { gateway, tools: Arc::new(tool_list()) }
+    pub fn new(gateway: Arc<Gateway>, personhood: Arc<Personhood>) -> Self {
+        Self { gateway, personhood, tools: Arc::new(tool_list()) }
+    }
+
+    /// The personhood tools act for the agent's account; the agent-scoped pair for the agent itself.
+    async fn personhood_tool(&self, name: &str, key: &str, args: &Map<String, Value>) -> Result<Value, Error> {
+        let agent = self.gateway.authenticate_agent(Some(key)).await?;
+        let who = Principal { account_id: agent.agent.account_id.clone() };
+        let chain = args.get("chainId").and_then(Value::as_u64).unwrap_or(actiongate_core::intents::DEFAULT_CHAIN_ID);
+        let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
+        let org = || text("orgId").ok_or_else(|| Error::invalid("orgId is required"));
+        let proof = || args.get("proof").cloned().ok_or_else(|| Error::invalid("proof is required"));
+        let p = &self.personhood;
+        match name {
+            "delegationPersonhoodBegin" => p.begin_agent(&who, &agent.agent.id, chain).await,
+            "delegationPersonhoodComplete" => p.complete_agent(&who, &agent.agent.id, &proof()?).await,
+            "delegationPersonhoodDepositBegin" => {
+                let d = DepositBegin {
+                    deposit_signal: text("depositSignal"),
+                    runtime_id: text("runtimeId"),
+                    amount_usd: args.get("amountUsd").and_then(Value::as_f64),
+                    destination_address: text("destinationAddress"),
+                    idempotency_key: text("idempotencyKey"),
+                };
+                p.begin_deposit(&who, &org()?, chain, &d).await
+            }
+            _ => p.complete_deposit(&who, &org()?, &proof()?).await,
+        }
     }
 
     /// The connection's agent key, checked against one passed in arguments (which it must equal).
@@ -201,6 +233,10 @@ impl GatewayMcp {
                 Ok(req) => enveloped(g.start_email_onboarding(&req.email).await),
                 Err(e) => refusal(&e, None),
             },
+            "delegationPersonhoodBegin"
+            | "delegationPersonhoodComplete"
+            | "delegationPersonhoodDepositBegin"
+            | "delegationPersonhoodDepositComplete" => enveloped(self.personhood_tool(spec.name, &key, &args).await),
             "completeEmailOnboarding" => match parse::<EmailCompleteRequest>(Value::Object(args)) {
                 Ok(req) => enveloped(g.complete_email_onboarding(&req).await),
                 Err(e) => refusal(&e, None),

@@ -67,7 +67,7 @@ pub async fn call_tool(
         serde_json::from_slice(&body)
             .map_err(|e| Error::invalid(format!("The body must be a JSON object of tool arguments: {e}")))?
     };
-    let result = GatewayMcp::new(state.gateway.clone()).call(spec, args, key).await;
+    let result = GatewayMcp::new(state.gateway.clone(), state.personhood.clone()).call(spec, args, key).await;
     let status = match (result.is_error, &result.structured_content) {
         (Some(true), Some(body)) => body
             .get("code")

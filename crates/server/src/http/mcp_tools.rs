@@ -206,40 +206,45 @@ pub static TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         name: "delegationPersonhoodBegin",
-        description: "Begin the personhood check attached to an agent's delegation: answers the proof request the \
-            owner's proof client needs (user presence required).",
+        description: "Begin the personhood check of this agent (agent-scoped): answers the proof request \
+            (action delegate-agent:{agentId}, signal, rpContext signed by the gateway) that the owner's proof client \
+            needs, with user presence. The proof request expires after a few minutes.",
         open: false,
         read_only: false,
-        input: Schema::Inline(object),
+        input: Schema::Inline(chain_input),
         output: None,
-        pending: Some("the personhood check has not landed"),
+        pending: None,
     },
     ToolSpec {
         name: "delegationPersonhoodComplete",
-        description: "Complete the agent-scoped personhood check with the proof object from the proof client.",
+        description: "Complete this agent's personhood check with the proof object from the proof client: the first \
+            verified person locks the agent; a different person is refused with PERSONHOOD_ORG_NULLIFIER_MISMATCH.",
         open: false,
         read_only: false,
-        input: Schema::Inline(object),
+        input: Schema::Inline(proof_input),
         output: None,
-        pending: Some("the personhood check has not landed"),
+        pending: None,
     },
     ToolSpec {
         name: "delegationPersonhoodDepositBegin",
-        description: "Begin a single-use deposit receipt for an organization: answers the proof request.",
+        description: "Begin a single-use deposit receipt for an organization of this account: answers the proof \
+            request and challengeId (signal deposit:{challengeId} unless depositSignal is given). The same \
+            idempotencyKey answers the same challenge.",
         open: false,
         read_only: false,
-        input: Schema::Inline(object),
+        input: Schema::Component("DepositBeginBody"),
         output: None,
-        pending: Some("the personhood check has not landed"),
+        pending: None,
     },
     ToolSpec {
         name: "delegationPersonhoodDepositComplete",
-        description: "Complete a deposit receipt with the proof object; answers the receipt id.",
+        description: "Complete a deposit with the proof object: when the person is the one the organization is locked \
+            to, answers the receiptId (single-use). The organization's lock is not changed.",
         open: false,
         read_only: false,
-        input: Schema::Inline(object),
+        input: Schema::Component("OrgComplete"),
         output: None,
-        pending: Some("the personhood check has not landed"),
+        pending: None,
     },
     ToolSpec {
         name: "getVenueReadiness",
@@ -288,6 +293,14 @@ fn provider_input() -> Value {
 
 fn intent_id_input() -> Value {
     json!({"type": "object", "properties": {"intentId": {"type": "string", "description": "From executeIntent."}}, "required": ["intentId"]})
+}
+
+fn chain_input() -> Value {
+    json!({"type": "object", "properties": {"chainId": {"type": "integer", "description": "Default 8453."}}})
+}
+
+fn proof_input() -> Value {
+    json!({"type": "object", "properties": {"proof": {"type": "object", "description": "The proof client's result."}, "chainId": {"type": "integer"}}, "required": ["proof"]})
 }
 
 fn venue_input() -> Value {

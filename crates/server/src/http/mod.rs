@@ -44,7 +44,7 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole router, with its layers.
 pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
-    let mcp_service = mcp::service(state.gateway.clone(), mcp_allowed_hosts);
+    let mcp_service = mcp::service(state.gateway.clone(), state.personhood.clone(), mcp_allowed_hosts);
     let mcp = Router::new()
         .route_service("/mcp", mcp_service)
         .layer(axum::middleware::from_fn_with_state(state.clone(), mcp::require_agent_key));

@@ -166,3 +166,23 @@ async fn a_session_moves_between_processes() {
     let body = rpc_body(&listed.text().await.unwrap_or_default());
     assert_eq!(body["result"]["tools"].as_array().map(Vec::len), Some(23), "{body}");
 }
+
+/// The personhood tools act for the connection's agent and its account.
+#[tokio::test]
+async fn personhood_through_mcp_tools() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let owner = app.onboard("mcp-person@example.com").await;
+    let begun = mirror(&app, "delegationPersonhoodBegin", Some(&owner.agent_key), json!({})).await;
+    assert_eq!(begun.status, 200, "{}", begun.text);
+    let request = begun.body["structuredContent"]["data"]["proofRequest"].clone();
+    assert_eq!(request["action"], json!(format!("delegate-agent:{}", owner.agent_id)));
+    let proof = actiongate_testkit::worldid::proof_for(&request, "0x00cc000000000000000000000000000000000000000000000000000000000003");
+    let done = mirror(&app, "delegationPersonhoodComplete", Some(&owner.agent_key), json!({"proof": proof})).await;
+    assert_eq!(done.body["structuredContent"]["data"]["personhood"]["status"], "locked", "{}", done.text);
+    let deposit = mirror(&app, "delegationPersonhoodDepositBegin", Some(&owner.agent_key), json!({"orgId": "acme"})).await;
+    assert!(deposit.body["structuredContent"]["data"]["challengeId"].is_string(), "{}", deposit.text);
+    let refused = mirror(&app, "delegationPersonhoodDepositComplete", Some(&owner.agent_key),
+        json!({"orgId": "acme", "proof": actiongate_testkit::worldid::proof_for(&deposit.body["structuredContent"]["data"]["proofRequest"], "0x01")})).await;
+    assert_eq!(refused.body["structuredContent"]["code"], "PERSONHOOD_ORG_NOT_LOCKED", "{}", refused.text);
+    mirror(&app, "delegationPersonhoodBegin", None, json!({})).await.assert_error(401, "UNAUTHORIZED");
+}
