@@ -22,10 +22,18 @@ struct Gateway {
 
 impl Gateway {
     fn start() -> Self {
+        Self::start_with_verifier(None)
+    }
+
+    fn start_with_verifier(verify_url: Option<&str>) -> Self {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let smtp = SmtpSink::start(dir.path());
+        let config = dir.path().join("gateway.toml");
+        let personhood = verify_url.map(|u| format!("[personhood]\nverify-url = \"{u}\"\nrp-id = \"rp_cli\"\n")).unwrap_or_default();
+        std::fs::write(&config, personhood).unwrap_or_else(|e| panic!("{e}"));
+        let config = config.display().to_string();
         let mut child = Command::new(BIN)
-            .args(["server", "--dev", "--listen", "127.0.0.1:0", "--smtp-url", &smtp.url()])
+            .args(["server", "--dev", "--listen", "127.0.0.1:0", "--smtp-url", &smtp.url(), "--config", &config])
             .current_dir(dir.path())
             .env("ACTIONGATE_LOG", "info")
             .stdout(Stdio::piped())
@@ -251,12 +259,44 @@ async fn login_refuses_without_the_terms_and_asks_for_the_code() {
     assert_eq!(code, 0, "{v}");
 }
 
+// Multi-threaded: the stand-in verify API serves while a CLI process blocks this test's thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn personhood_commands_use_the_owner_session() {
+    let verify = actiongate_testkit::worldid::VerifyApi::start().await;
+    let g = Gateway::start_with_verifier(Some(&verify.url));
+    // Without a login there is no owner session.
+    let (code, r) = g.json(&["personhood", "org", "check", "--org-id", "acme"], &[]);
+    assert_eq!((code, r["code"].clone()), (2, json!("UNAUTHORIZED")));
+    g.login("person@example.com").await;
+    let (code, r) = g.json(&["personhood", "org", "check", "--org-id", "acme"], &[]);
+    assert_eq!((code, r["data"]["personhood"]["status"].clone()), (0, json!("unverified")));
+    let (code, r) = g.json(&["personhood", "org", "begin", "--org-id", "acme"], &[]);
+    assert_eq!(code, 0, "{r}");
+    let proof = actiongate_testkit::worldid::proof_for(&r["data"]["proofRequest"], "0x00dd000000000000000000000000000000000000000000000000000000000004").to_string();
+    let (code, r) = g.json(&["personhood", "org", "complete", "--org-id", "acme", "--proof", &proof], &[]);
+    assert_eq!((code, r["code"].clone()), (0, json!("DRY_RUN")), "{r}");
+    assert_eq!(verify.calls(), 0, "a dry run sends nothing");
+    let (code, r) = g.json(&["personhood", "org", "complete", "--org-id", "acme", "--proof", &proof, "--confirm-writes"], &[]);
+    assert_eq!((code, r["data"]["personhood"]["status"].clone()), (0, json!("locked")), "{r}");
+    let (code, r) = g.json(&["personhood", "deposit", "begin", "--org-id", "acme", "--idempotency-key", "d1"], &[]);
+    assert_eq!(code, 0, "{r}");
+    let proof = actiongate_testkit::worldid::proof_for(&r["data"]["proofRequest"], "0x00dd000000000000000000000000000000000000000000000000000000000004").to_string();
+    let (code, r) = g.json(&["personhood", "deposit", "complete", "--org-id", "acme", "--proof", &proof, "--confirm-writes"], &[]);
+    assert_eq!(code, 0, "{r}");
+    let receipt = r["data"]["receiptId"].as_str().unwrap_or("").to_owned();
+    let consume = ["personhood", "deposit", "consume", "--org-id", "acme", "--receipt-id", &receipt, "--confirm-writes"];
+    let (code, _) = g.json(&consume, &[]);
+    assert_eq!(code, 0);
+    let (code, r) = g.json(&consume, &[]);
+    assert_eq!((code, r["code"].clone()), (2, json!("PERSONHOOD_DEPOSIT_RECEIPT_ALREADY_USED")));
+}
+
 #[test]
 fn help_and_completions() {
     let help = Command::new(BIN).arg("--help").output().unwrap_or_else(|e| panic!("{e}"));
     assert!(help.status.success());
     insta::assert_snapshot!("help", String::from_utf8_lossy(&help.stdout));
-    for cmd in ["run", "login", "preflight", "intent-status", "delegation", "credits", "actions"] {
+    for cmd in ["run", "login", "preflight", "intent-status", "delegation", "credits", "actions", "personhood"] {
         let out = Command::new(BIN).args([cmd, "--help"]).output().unwrap_or_else(|e| panic!("{e}"));
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(text.contains("Example"), "{cmd} --help has an example");

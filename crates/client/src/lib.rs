@@ -117,6 +117,21 @@ impl Client {
         self.data(self.http.get(self.url("/api/v1/agent/me")).header(AGENT_KEY_HEADER, agent_key)).await
     }
 
+    /// A personhood route with the owner session: `POST` with a body, or `GET` with a query.
+    pub async fn owner_call(&self, session: &str, method: &str, path: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+        let url = self.url(path);
+        let req = if method == "GET" {
+            let query: Vec<(String, String)> = body
+                .as_object()
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect())
+                .unwrap_or_default();
+            self.http.get(url).query(&query)
+        } else {
+            self.http.post(url).json(body)
+        };
+        self.data(req.bearer_auth(session)).await
+    }
+
     pub async fn email_start(&self, email: &str) -> Result<EmailStartResponse> {
         let body = EmailStartRequest { email: email.to_owned() };
         self.data(self.http.post(self.url("/api/v1/onboarding/email/start")).json(&body)).await
