@@ -61,6 +61,7 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
         .route("/api/v1/agent/credits/balance", get(intents::credit_balance))
         .route("/api/v1/agent/preflight", post(intents::preflight))
         .route("/api/v1/agent/me", get(intents::whoami))
+        .route("/api/v1/agent/delegation/personhood/rp", get(personhood::relying_party))
         .route("/api/v1/agent/delegation/personhood/org/begin", post(personhood::org_begin))
         .route("/api/v1/agent/delegation/personhood/org/complete", post(personhood::org_complete))
         .route("/api/v1/agent/delegation/personhood/org/check", get(personhood::org_check))

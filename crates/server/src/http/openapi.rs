@@ -41,6 +41,7 @@ use utoipa::{Modify, OpenApi};
         super::intents::credit_balance,
         super::intents::preflight,
         super::intents::whoami,
+        super::personhood::relying_party,
         super::personhood::org_begin,
         super::personhood::org_complete,
         super::personhood::org_check,

@@ -181,3 +181,18 @@ pub async fn deposit_consume(State(s): State<AppState>, owner: Owner, ApiJson(b)
         .await?;
     Ok(Json(Envelope::new(data)))
 }
+
+/// The relying party: its ids and the address its proof requests are signed by (register it with
+/// the World ID developer portal). Open.
+#[utoipa::path(get, path = "/api/v1/agent/delegation/personhood/rp", tag = "personhood",
+    responses((status = 200, body = Envelope<Object>)))]
+pub async fn relying_party(State(s): State<AppState>) -> Json<Envelope<Value>> {
+    let settings = s.personhood.settings();
+    Json(Envelope::new(serde_json::json!({
+        "rpId": settings.rp_id,
+        "appId": settings.app_id,
+        "environment": settings.environment,
+        "signerAddress": s.personhood.signer_address(),
+        "ttlSeconds": settings.ttl.whole_seconds(),
+    })))
+}

@@ -27,6 +27,7 @@ async fn openapi_covers_every_route_and_is_snapshotted() {
         ("/api/v1/agent/credits/balance", "get"),
         ("/api/v1/agent/preflight", "post"),
         ("/api/v1/agent/me", "get"),
+        ("/api/v1/agent/delegation/personhood/rp", "get"),
         ("/api/v1/agent/delegation/personhood/org/begin", "post"),
         ("/api/v1/agent/delegation/personhood/org/complete", "post"),
         ("/api/v1/agent/delegation/personhood/org/check", "get"),

@@ -206,3 +206,34 @@ async fn an_agent_is_locked_like_an_org(backend: Backend) {
 }
 
 on_both_backends!(org_lock_follows_the_state_table, deposit_receipts_are_single_use, an_agent_is_locked_like_an_org);
+
+/// The RP signature checked by World ID's own package (message bytes) and @noble (recovery): the
+/// signer is the address the gateway publishes for its relying party.
+#[tokio::test]
+async fn idkit_server_accepts_our_rp_signature() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let owner = app.onboard("idkit@example.com").await;
+    let rp = app.get(&format!("{P}/rp")).await;
+    let signer = rp.assert_ok()["signerAddress"].as_str().unwrap_or("").to_owned();
+    assert_eq!(rp.body["data"]["rpId"], "rp_test");
+    let script = actiongate_testkit::repo_root().join("tests/e2e/rp_signature.mjs");
+    for org in ["acme", "ünïcode-org"] {
+        let req = begin(&app, &owner, "org/begin", json!({"orgId": org})).await["proofRequest"].clone();
+        let out = tokio::process::Command::new("node")
+            .arg(&script)
+            .arg(req.to_string())
+            .arg(&signer)
+            .output()
+            .await
+            .unwrap_or_else(|e| panic!("node: {e}"));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "idkit-server/noble do not accept our signature: {stdout} {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(recover_rp_signer(&req), signer);
+    }
+    // A tampered request does not verify.
+    let mut req = begin(&app, &owner, "org/begin", json!({"orgId": "acme"})).await["proofRequest"].clone();
+    req["action"] = json!("delegate-org:evil");
+    let out = tokio::process::Command::new("node").arg(&script).arg(req.to_string()).arg(&signer).output().await
+        .unwrap_or_else(|e| panic!("node: {e}"));
+    assert!(!out.status.success(), "a tampered action must not verify");
+}
