@@ -16,6 +16,19 @@ use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, ExecutionOutcome, Reconciled, Registry, Subject};
 use crate::store::{ExecutionFinish, ExecutionRecord, IntentRecord, Store};
 
+/// How many intents a worker leases at once.
+const BATCH: u32 = 32;
+
+fn finish_of(outcome: ExecutionOutcome) -> ExecutionFinish {
+    ExecutionFinish {
+        success: outcome.success,
+        tx_hash: outcome.tx_hash,
+        error_code: outcome.error.as_ref().map(|(c, _)| c.as_str().to_owned()),
+        error_message: outcome.error.map(|(_, m)| m),
+        data: outcome.data.map(|d| d.to_string()),
+    }
+}
+
 /// Runs intents.
 pub struct IntentRunner {
     store: Arc<dyn Store>,
@@ -87,15 +100,48 @@ impl IntentRunner {
         to_millis(self.clock.now() + self.lease)
     }
 
-    /// Leases and runs one intent; false when there was none.
+    /// Leases a batch of intents and runs them; false when there was none. Reads (side-effect free)
+    /// are run together and recorded and settled in one transaction; anything else one by one, each
+    /// execution marked started before it is attempted.
     pub async fn run_once(&self) -> Result<bool> {
         let now = to_millis(self.clock.now());
-        let Some(intent) = self.store.claim_intent(&self.owner, now, self.lease_until()).await? else {
+        let claimed = self.store.claim_intents(&self.owner, now, self.lease_until(), BATCH).await?;
+        if claimed.is_empty() {
             return Ok(false);
-        };
-        tracing::debug!(intent_id = intent.id, "intent leased");
-        self.process(intent).await?;
+        }
+        let (reads, others): (Vec<IntentRecord>, Vec<IntentRecord>) = claimed
+            .into_iter()
+            .partition(|i| i.lane == Lane::ExecuteIntent.as_str() && self.catalog.resolve(&i.action).is_some_and(|a| a.is_read()));
+        let mut done = Vec::new();
+        for intent in &reads {
+            let params: serde_json::Value = serde_json::from_str(&intent.params).unwrap_or_default();
+            for execution in self.store.list_executions(&intent.id).await? {
+                if execution.state == "pending" || execution.state == "started" {
+                    let ctx = self.context(intent, &execution, &params, String::new());
+                    let outcome = self.execute(&ctx).await;
+                    done.push((intent.id.clone(), execution.seq, finish_of(outcome)));
+                }
+            }
+        }
+        self.store.finish_reads(&self.owner, &done, to_millis(self.clock.now())).await?;
+        for intent in others {
+            self.process(intent).await?;
+        }
         Ok(true)
+    }
+
+    fn context(&self, intent: &IntentRecord, execution: &ExecutionRecord, params: &serde_json::Value, agent_address: String) -> ExecutionContext {
+        ExecutionContext {
+            intent_id: intent.id.clone(),
+            execution_key: execution.execution_key.clone(),
+            action: intent.action.clone(),
+            params: params.clone(),
+            chain_id: execution.chain_id,
+            lane: Lane::parse(&intent.lane).unwrap_or(Lane::ExecuteIntent),
+            subject: Subject::of(execution),
+            agent_id: intent.agent_id.clone(),
+            agent_address,
+        }
     }
 
     /// Runs every execution of a leased intent that has not ended, then ends the intent.
@@ -129,21 +175,10 @@ impl IntentRunner {
     async fn run_executions(&self, intent: &IntentRecord) -> Result<()> {
         let params: serde_json::Value =
             serde_json::from_str(&intent.params).map_err(|e| Error::internal(format!("stored params: {e}")))?;
-        let lane = Lane::parse(&intent.lane).unwrap_or(Lane::ExecuteIntent);
         let agent = self.store.get_agent(&intent.agent_id).await?;
         let agent_address = agent.map(|a| a.wallet_address).unwrap_or_default();
         for execution in self.store.list_executions(&intent.id).await? {
-            let ctx = ExecutionContext {
-                intent_id: intent.id.clone(),
-                execution_key: execution.execution_key.clone(),
-                action: intent.action.clone(),
-                params: params.clone(),
-                chain_id: execution.chain_id,
-                lane,
-                subject: Subject::of(&execution),
-                agent_id: intent.agent_id.clone(),
-                agent_address: agent_address.clone(),
-            };
+            let ctx = self.context(intent, &execution, &params, agent_address.clone());
             match execution.state.as_str() {
                 "pending" => {
                     let now = to_millis(self.clock.now());
@@ -184,13 +219,7 @@ impl IntentRunner {
     }
 
     async fn record(&self, execution: &ExecutionRecord, outcome: ExecutionOutcome) -> Result<()> {
-        let finish = ExecutionFinish {
-            success: outcome.success,
-            tx_hash: outcome.tx_hash,
-            error_code: outcome.error.as_ref().map(|(c, _)| c.as_str().to_owned()),
-            error_message: outcome.error.map(|(_, m)| m),
-            data: outcome.data.map(|d| d.to_string()),
-        };
+        let finish = finish_of(outcome);
         let now = to_millis(self.clock.now());
         if !self.store.finish_execution(&execution.intent_id, execution.seq, &finish, now).await? {
             tracing::warn!(intent_id = execution.intent_id, seq = execution.seq, "execution already recorded");

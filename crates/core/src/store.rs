@@ -326,6 +326,11 @@ pub trait Store: Send + Sync + 'static {
     async fn count_intents(&self, agent_id: &str) -> Result<u64, StoreError>;
     /// Leases the oldest queued intent whose lease is free or expired.
     async fn claim_intent(&self, owner: &str, now: i64, lease_until: i64) -> Result<Option<IntentRecord>, StoreError>;
+    /// Leases up to `limit` of the oldest queued intents whose lease is free or expired.
+    async fn claim_intents(&self, owner: &str, now: i64, lease_until: i64, limit: u32) -> Result<Vec<IntentRecord>, StoreError>;
+    /// Records the outcomes of reads (side-effect free, so never marked started first) and settles
+    /// their intents, in one transaction; only while `owner` holds each intent's lease.
+    async fn finish_reads(&self, owner: &str, done: &[(String, u32, ExecutionFinish)], now: i64) -> Result<(), StoreError>;
     /// Extends a lease this owner holds; false when it was lost.
     async fn renew_lease(&self, intent_id: &str, owner: &str, lease_until: i64) -> Result<bool, StoreError>;
     /// Marks a pending execution started, only while `owner` holds the intent's lease.

@@ -59,6 +59,18 @@ trait Dialect {
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Self::Db>, StoreError>;
     /// Leases the oldest runnable intent.
     fn claim_sql(&self) -> &'static str;
+    /// Leases up to `$4` of the oldest runnable intents.
+    fn claim_many_sql(&self) -> &'static str;
+}
+
+macro_rules! claim_many_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE intents SET lease_owner = $1, lease_until = $2 WHERE id IN (",
+            "SELECT id FROM intents WHERE status = 'queued' AND (lease_until IS NULL OR lease_until < $3) ",
+            "ORDER BY created_at, id LIMIT $4", $lock, ") RETURNING ", intent_columns!()
+        )
+    };
 }
 
 macro_rules! claim_sql {
@@ -86,6 +98,9 @@ impl Dialect for SqlitePool {
     fn claim_sql(&self) -> &'static str {
         claim_sql!("")
     }
+    fn claim_many_sql(&self) -> &'static str {
+        claim_many_sql!("")
+    }
 }
 
 impl Dialect for PgPool {
@@ -95,6 +110,9 @@ impl Dialect for PgPool {
     }
     fn claim_sql(&self) -> &'static str {
         claim_sql!(" FOR UPDATE SKIP LOCKED")
+    }
+    fn claim_many_sql(&self) -> &'static str {
+        claim_many_sql!(" FOR UPDATE SKIP LOCKED")
     }
 }
 
@@ -437,6 +455,106 @@ fn challenge_from(row: ChallengeRow) -> Result<PersonhoodChallenge, StoreError> 
         expires_at,
         used_at,
     })
+}
+
+/// Ends a queued intent whose executions have all ended, inside the open transaction `$tx`: sets
+/// its status, captures the successful executions' credits and releases the rest. Writes nothing
+/// but a lock touch when the intent is not ready.
+macro_rules! settle_intent {
+    ($tx:ident, $intent_id:expr, $now:expr) => {{
+        let (intent_id, now): (&str, i64) = ($intent_id, $now);
+        let settled: Result<Option<IntentRecord>, StoreError> = 'settle: {
+                let row = sqlx::query(concat!("SELECT ", intent_columns!(), " FROM intents WHERE id = $1"))
+                    .bind(intent_id)
+                    .fetch_optional(&mut *$tx)
+                    .await
+                    .map_err(err)?;
+                let Some(intent) = row.as_ref().map(intent_from_row).transpose()? else {
+                    break 'settle Ok(None);
+                };
+                if intent.status != "queued" {
+                    break 'settle Ok(Some(intent));
+                }
+                sqlx::query("UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1")
+                    .bind(&intent.account_id)
+                    .bind(now)
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err(err)?;
+                let states: Vec<String> = sqlx::query_scalar("SELECT state FROM intent_executions WHERE intent_id = $1")
+                    .bind(intent_id)
+                    .fetch_all(&mut *$tx)
+                    .await
+                    .map_err(err)?;
+                if states.iter().any(|s| s == "pending" || s == "started") {
+                    break 'settle Ok(Some(intent));
+                }
+                let successes = i64::try_from(states.iter().filter(|s| *s == "succeeded").count()).map_err(err)?;
+                let status = if states.is_empty() || successes > 0 { "completed" } else { "failed" };
+                let capture = intent.price_per_execution.saturating_mul(successes).min(intent.reserved_credits);
+                let release = intent.reserved_credits - capture;
+
+                let (balance, reserved, free_day, free_used): (i64, i64, i64, i32) = sqlx::query_as(
+                    "SELECT balance, reserved, free_day, free_used FROM credit_accounts WHERE account_id = $1",
+                )
+                .bind(&intent.account_id)
+                .fetch_one(&mut *$tx)
+                .await
+                .map_err(err)?;
+                let refund_free = intent.free_request && successes == 0 && free_day == day_of(intent.created_at) && free_used > 0;
+                let after = (balance + release, reserved - intent.reserved_credits);
+                sqlx::query(
+                    "UPDATE credit_accounts SET balance = $2, reserved = $3, free_used = $4 WHERE account_id = $1",
+                )
+                .bind(&intent.account_id)
+                .bind(after.0)
+                .bind(after.1)
+                .bind(if refund_free { free_used - 1 } else { free_used })
+                .execute(&mut *$tx)
+                .await
+                .map_err(err)?;
+                let base = LedgerWrite {
+                    account_id: &intent.account_id,
+                    agent_id: Some(&intent.agent_id),
+                    kind: "capture",
+                    reason: "",
+                    intent_id: Some(&intent.id),
+                    before: (balance, reserved),
+                    after: (balance, reserved - capture),
+                    now,
+                };
+                if capture > 0 {
+                    let reason = format!("{} x{successes} succeeded", intent.action);
+                    write_ledger!($tx, &LedgerWrite { reason: &reason, ..base });
+                }
+                if release > 0 {
+                    let reason = format!("{} unused reservation", intent.action);
+                    write_ledger!($tx, &LedgerWrite {
+                        kind: "release",
+                        reason: &reason,
+                        before: (balance, reserved - capture),
+                        after,
+                        ..base
+                    });
+                }
+                if refund_free {
+                    let reason = format!("{} did not succeed", intent.action);
+                    write_ledger!($tx, &LedgerWrite { kind: "free_refund", reason: &reason, before: after, after, ..base });
+                }
+                sqlx::query(
+                    "UPDATE intents SET status = $2, finished_at = $3, lease_owner = NULL, lease_until = NULL
+                     WHERE id = $1 AND status = 'queued'",
+                )
+                .bind(intent_id)
+                .bind(status)
+                .bind(now)
+                .execute(&mut *$tx)
+                .await
+                .map_err(err)?;
+            break 'settle Ok(Some(IntentRecord { status: status.to_owned(), finished_at: Some(now), ..intent }));
+        };
+        settled
+    }};
 }
 
 /// A draft waiting for the batcher, with where its answer goes.
@@ -1002,98 +1120,61 @@ impl Store for SqlStore {
     async fn finish_intent(&self, intent_id: &str, now: i64) -> Result<Option<IntentRecord>, StoreError> {
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let row = sqlx::query(concat!("SELECT ", intent_columns!(), " FROM intents WHERE id = $1"))
-                .bind(intent_id)
-                .fetch_optional(&mut *tx)
+            let settled = settle_intent!(tx, intent_id, now)?;
+            tx.commit().await.map_err(err)?;
+            Ok(settled)
+        })
+    }
+
+    async fn claim_intents(&self, owner: &str, now: i64, lease_until: i64, limit: u32) -> Result<Vec<IntentRecord>, StoreError> {
+        on_writer!(self, pool => {
+            let rows = sqlx::query(pool.claim_many_sql())
+                .bind(owner)
+                .bind(lease_until)
+                .bind(now)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
                 .await
                 .map_err(err)?;
-            let Some(intent) = row.as_ref().map(intent_from_row).transpose()? else {
-                tx.rollback().await.map_err(err)?;
-                return Ok(None);
-            };
-            if intent.status != "queued" {
-                tx.rollback().await.map_err(err)?;
-                return Ok(Some(intent));
-            }
-            sqlx::query("UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1")
-                .bind(&intent.account_id)
+            rows.iter().map(intent_from_row).collect()
+        })
+    }
+
+    async fn finish_reads(&self, owner: &str, done: &[(String, u32, ExecutionFinish)], now: i64) -> Result<(), StoreError> {
+        if done.is_empty() {
+            return Ok(());
+        }
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let mut intents: Vec<&str> = Vec::new();
+            for (intent_id, seq, f) in done {
+                let state = if f.success { "succeeded" } else { "failed" };
+                sqlx::query(
+                    "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
+                         started_at = COALESCE(started_at, $8), finished_at = $8
+                     WHERE intent_id = $1 AND seq = $2 AND state IN ('pending', 'started')
+                       AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $9 AND status = 'queued')",
+                )
+                .bind(intent_id)
+                .bind(i32::try_from(*seq).map_err(err)?)
+                .bind(state)
+                .bind(&f.tx_hash)
+                .bind(&f.error_code)
+                .bind(&f.error_message)
+                .bind(&f.data)
                 .bind(now)
+                .bind(owner)
                 .execute(&mut *tx)
                 .await
                 .map_err(err)?;
-            let states: Vec<String> = sqlx::query_scalar("SELECT state FROM intent_executions WHERE intent_id = $1")
-                .bind(intent_id)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(err)?;
-            if states.iter().any(|s| s == "pending" || s == "started") {
-                tx.rollback().await.map_err(err)?;
-                return Ok(Some(intent));
+                if !intents.contains(&intent_id.as_str()) {
+                    intents.push(intent_id);
+                }
             }
-            let successes = i64::try_from(states.iter().filter(|s| *s == "succeeded").count()).map_err(err)?;
-            let status = if states.is_empty() || successes > 0 { "completed" } else { "failed" };
-            let capture = intent.price_per_execution.saturating_mul(successes).min(intent.reserved_credits);
-            let release = intent.reserved_credits - capture;
-
-            let (balance, reserved, free_day, free_used): (i64, i64, i64, i32) = sqlx::query_as(
-                "SELECT balance, reserved, free_day, free_used FROM credit_accounts WHERE account_id = $1",
-            )
-            .bind(&intent.account_id)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(err)?;
-            let refund_free = intent.free_request && successes == 0 && free_day == day_of(intent.created_at) && free_used > 0;
-            let after = (balance + release, reserved - intent.reserved_credits);
-            sqlx::query(
-                "UPDATE credit_accounts SET balance = $2, reserved = $3, free_used = $4 WHERE account_id = $1",
-            )
-            .bind(&intent.account_id)
-            .bind(after.0)
-            .bind(after.1)
-            .bind(if refund_free { free_used - 1 } else { free_used })
-            .execute(&mut *tx)
-            .await
-            .map_err(err)?;
-            let base = LedgerWrite {
-                account_id: &intent.account_id,
-                agent_id: Some(&intent.agent_id),
-                kind: "capture",
-                reason: "",
-                intent_id: Some(&intent.id),
-                before: (balance, reserved),
-                after: (balance, reserved - capture),
-                now,
-            };
-            if capture > 0 {
-                let reason = format!("{} x{successes} succeeded", intent.action);
-                write_ledger!(tx, &LedgerWrite { reason: &reason, ..base });
+            for intent_id in intents {
+                settle_intent!(tx, intent_id, now)?;
             }
-            if release > 0 {
-                let reason = format!("{} unused reservation", intent.action);
-                write_ledger!(tx, &LedgerWrite {
-                    kind: "release",
-                    reason: &reason,
-                    before: (balance, reserved - capture),
-                    after,
-                    ..base
-                });
-            }
-            if refund_free {
-                let reason = format!("{} did not succeed", intent.action);
-                write_ledger!(tx, &LedgerWrite { kind: "free_refund", reason: &reason, before: after, after, ..base });
-            }
-            sqlx::query(
-                "UPDATE intents SET status = $2, finished_at = $3, lease_owner = NULL, lease_until = NULL
-                 WHERE id = $1 AND status = 'queued'",
-            )
-            .bind(intent_id)
-            .bind(status)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(err)?;
-            tx.commit().await.map_err(err)?;
-            Ok(Some(IntentRecord { status: status.to_owned(), finished_at: Some(now), ..intent }))
+            tx.commit().await.map_err(err)
         })
     }
 
