@@ -23,6 +23,17 @@ pub fn hash_to_field(bytes: &[u8]) -> [u8; 32] {
     out
 }
 
+/// IDKit's `hashSignal`: a signal written as 0x-hex (even length) is hashed as the bytes it spells,
+/// any other signal as its UTF-8 bytes.
+pub fn signal_hash(signal: &str) -> String {
+    let bytes = signal
+        .strip_prefix("0x")
+        .filter(|h| h.len() % 2 == 0)
+        .and_then(|h| hex::decode(h).ok())
+        .unwrap_or_else(|| signal.as_bytes().to_vec());
+    hex0x(&hash_to_field(&bytes))
+}
+
 fn hex0x(bytes: &[u8]) -> String {
     format!("0x{}", hex::encode(bytes))
 }
@@ -331,7 +342,7 @@ impl Personhood {
         let check = ProofCheck {
             rp_id: self.settings.rp_id.clone(),
             action: challenge.action.clone(),
-            signal_hash: hex0x(&hash_to_field(challenge.signal.as_bytes())),
+            signal_hash: signal_hash(&challenge.signal),
             nonce: challenge.nonce.clone(),
             proof: proof.clone(),
         };
@@ -447,6 +458,27 @@ fn scoped(who: &Principal, subject: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signal_hashes_match_idkit_vectors() {
+        // From World ID's developer docs (signatures.mdx).
+        assert_eq!(signal_hash(""), "0x00c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a4");
+        assert_eq!(signal_hash("0x"), signal_hash(""), "0x-hex is decoded");
+        assert_ne!(signal_hash("0xabc"), signal_hash("0x0abc"), "odd-length hex is text");
+    }
+
+    #[test]
+    fn the_rp_signature_matches_the_documented_vector() {
+        // developer-docs world-id/idkit/signatures.mdx: key 0xabab…ab, random bytes 0x00..0x1f,
+        // created_at 1700000000, ttl 300, action "test-action".
+        let signer = RpSigner::new(&[0xab; 32]).unwrap_or_else(|e| panic!("{e}"));
+        let random: Vec<u8> = (0u8..32).collect();
+        let nonce = hash_to_field(&random);
+        let message = RpSigner::message(&nonce, 1_700_000_000, 1_700_000_300, "test-action");
+        assert_eq!(message.len(), 81);
+        let sig = signer.sign(&nonce, 1_700_000_000, 1_700_000_300, "test-action").unwrap_or_default();
+        assert!(sig.starts_with("0x05594adb") && sig.ends_with("056f1b"), "{sig}");
+    }
 
     #[test]
     fn hash_to_field_zeroes_the_top_byte() {

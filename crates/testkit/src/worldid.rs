@@ -1,7 +1,10 @@
-//! A local stand-in of the World ID verify API (`POST {base}/{rp_id}`), small and honest about what
-//! it checks: a proof binds a nullifier to the rp_id, action, signal hash and nonce it was made for
-//! (here a keccak commitment stands in for the zero-knowledge proof), and the stand-in recomputes it
-//! from what the relying party sends. A proof made for another action, signal or nonce is rejected.
+//! A local stand-in of the World ID v4 verify API (`POST {base}/{rp_id}` with the IDKit result:
+//! `protocol_version`, `nonce`, `action`, `responses[]` of `{identifier, signal_hash, issuer_schema_id,
+//! nullifier, expires_at_min, proof: [5 hex]}`), small and honest about what it checks: a proof binds
+//! a nullifier to the rp_id, action, signal hash and nonce it was made for (a keccak commitment in
+//! `proof[0]` stands in for the Groth16 proof), and the stand-in recomputes it from the request.
+//! It answers like the real API: `{success, action, nullifier, created_at, environment, results}` or
+//! `{success: false, code, detail}`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,20 +23,28 @@ pub fn commitment(rp_id: &str, nullifier: &str, action: &str, signal_hash: &str,
     format!("0x{}", hex::encode(Keccak256::digest(text.as_bytes())))
 }
 
-/// What the stand-in proof client returns for a proof request: the person's nullifier and a proof
-/// bound to the request's action, signal and nonce.
+/// What the stand-in proof client returns for a proof request (IDKit v4 result shape): the person's
+/// nullifier and a proof bound to the request's action, signal and nonce.
 pub fn proof_for(request: &Value, nullifier: &str) -> Value {
     let action = request["action"].as_str().unwrap_or_default();
     let signal = request["signal"].as_str().unwrap_or_default();
     let nonce = request["rpContext"]["nonce"].as_str().unwrap_or_default();
     let rp_id = request["rpContext"]["rp_id"].as_str().unwrap_or_default();
-    let signal_hash = format!("0x{}", hex::encode(actiongate_core::personhood::hash_to_field(signal.as_bytes())));
+    let signal_hash = actiongate_core::personhood::signal_hash(signal);
+    let zero = "0x0000000000000000000000000000000000000000000000000000000000000000";
     json!({
-        "nullifier": nullifier,
+        "protocol_version": "4.0",
         "nonce": nonce,
-        "merkle_root": "0x0000000000000000000000000000000000000000000000000000000000000001",
-        "verification_level": "orb",
-        "proof": commitment(rp_id, nullifier, action, &signal_hash, nonce),
+        "action": action,
+        "environment": "production",
+        "responses": [{
+            "identifier": "proof_of_human",
+            "signal_hash": signal_hash,
+            "issuer_schema_id": 1,
+            "nullifier": nullifier,
+            "expires_at_min": 0,
+            "proof": [commitment(rp_id, nullifier, action, &signal_hash, nonce), zero, zero, zero, zero],
+        }],
     })
 }
 
@@ -77,15 +88,35 @@ impl Drop for VerifyApi {
 
 async fn verify(State(c): State<Arc<Counters>>, Path(rp_id): Path<String>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
     c.calls.fetch_add(1, Ordering::SeqCst);
-    let field = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let (action, signal_hash, nonce, nullifier, proof) =
-        (field("action"), field("signal_hash"), field("nonce"), field("nullifier"), field("proof"));
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let (action, nonce) = (text(&body, "action"), text(&body, "nonce"));
     let is_field = |v: &str| v.len() == 66 && v.starts_with("0x") && v[2..].chars().all(|c| c.is_ascii_hexdigit());
-    if action.is_empty() || !is_field(&signal_hash) || !is_field(&nonce) || nullifier.is_empty() {
-        return (StatusCode::BAD_REQUEST, Json(json!({"success": false, "code": "invalid_request", "detail": "action, signal_hash, nonce and nullifier are required"})));
+    let bad = |code: &str, detail: &str| (StatusCode::BAD_REQUEST, Json(json!({"success": false, "code": code, "detail": detail})));
+    let Some(responses) = body.get("responses").and_then(Value::as_array).filter(|r| !r.is_empty()) else {
+        return bad("validation_error", "responses is required");
+    };
+    if text(&body, "protocol_version") != "4.0" || action.is_empty() || !is_field(&nonce) {
+        return bad("validation_error", "protocol_version 4.0, action and nonce are required");
     }
-    if proof != commitment(&rp_id, &nullifier, &action, &signal_hash, &nonce) {
-        return (StatusCode::BAD_REQUEST, Json(json!({"success": false, "code": "invalid_proof", "detail": "the proof does not verify for this action, signal and nonce"})));
+    let mut nullifier = String::new();
+    for r in responses {
+        let (signal_hash, n) = (text(r, "signal_hash"), text(r, "nullifier"));
+        let proof = r.get("proof").and_then(Value::as_array).cloned().unwrap_or_default();
+        if !is_field(&signal_hash) || n.is_empty() || proof.len() != 5 {
+            return bad("validation_error", "each response needs signal_hash, nullifier and a 5-element proof");
+        }
+        if proof[0].as_str() != Some(commitment(&rp_id, &n, &action, &signal_hash, &nonce).as_str()) {
+            return bad("all_verifications_failed", "the proof does not verify for this action, signal and nonce");
+        }
+        nullifier = n;
     }
-    (StatusCode::OK, Json(json!({"success": true, "nullifier": nullifier, "action": action, "signal_hash": signal_hash, "nonce": nonce})))
+    (StatusCode::OK, Json(json!({
+        "success": true,
+        "action": action,
+        "nullifier": nullifier,
+        "created_at": "2026-11-22T12:00:00.000Z",
+        "environment": "production",
+        "results": [{"identifier": "proof_of_human", "success": true, "nullifier": nullifier}],
+        "message": "Proof verified",
+    })))
 }
