@@ -324,8 +324,6 @@ pub trait Store: Send + Sync + 'static {
     async fn get_intent(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError>;
     async fn list_executions(&self, intent_id: &str) -> Result<Vec<ExecutionRecord>, StoreError>;
     async fn count_intents(&self, agent_id: &str) -> Result<u64, StoreError>;
-    /// Leases the oldest queued intent whose lease is free or expired.
-    async fn claim_intent(&self, owner: &str, now: i64, lease_until: i64) -> Result<Option<IntentRecord>, StoreError>;
     /// Leases up to `limit` of the oldest queued intents whose lease is free or expired.
     async fn claim_intents(&self, owner: &str, now: i64, lease_until: i64, limit: u32) -> Result<Vec<IntentRecord>, StoreError>;
     /// Records the outcomes of reads (side-effect free, so never marked started first) and settles

@@ -57,8 +57,6 @@ trait Dialect {
     /// SQLite takes the write lock at once (`BEGIN IMMEDIATE`), so that a transaction that reads
     /// first never fails to upgrade; PostgreSQL locks rows as it goes.
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Self::Db>, StoreError>;
-    /// Leases the oldest runnable intent.
-    fn claim_sql(&self) -> &'static str;
     /// Leases up to `$4` of the oldest runnable intents.
     fn claim_many_sql(&self) -> &'static str;
 }
@@ -69,16 +67,6 @@ macro_rules! claim_many_sql {
             "UPDATE intents SET lease_owner = $1, lease_until = $2 WHERE id IN (",
             "SELECT id FROM intents WHERE status = 'queued' AND (lease_until IS NULL OR lease_until < $3) ",
             "ORDER BY created_at, id LIMIT $4", $lock, ") RETURNING ", intent_columns!()
-        )
-    };
-}
-
-macro_rules! claim_sql {
-    ($lock:literal) => {
-        concat!(
-            "UPDATE intents SET lease_owner = $1, lease_until = $2 WHERE id = (",
-            "SELECT id FROM intents WHERE status = 'queued' AND (lease_until IS NULL OR lease_until < $3) ",
-            "ORDER BY created_at, id LIMIT 1", $lock, ") RETURNING ", intent_columns!()
         )
     };
 }
@@ -95,9 +83,6 @@ impl Dialect for SqlitePool {
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
         self.begin_with("BEGIN IMMEDIATE").await.map_err(err)
     }
-    fn claim_sql(&self) -> &'static str {
-        claim_sql!("")
-    }
     fn claim_many_sql(&self) -> &'static str {
         claim_many_sql!("")
     }
@@ -107,9 +92,6 @@ impl Dialect for PgPool {
     type Db = Postgres;
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {
         self.begin().await.map_err(err)
-    }
-    fn claim_sql(&self) -> &'static str {
-        claim_sql!(" FOR UPDATE SKIP LOCKED")
     }
     fn claim_many_sql(&self) -> &'static str {
         claim_many_sql!(" FOR UPDATE SKIP LOCKED")
@@ -1050,19 +1032,6 @@ impl Store for SqlStore {
             .await
             .map_err(err)?);
         u64::try_from(n).map_err(err)
-    }
-
-    async fn claim_intent(&self, owner: &str, now: i64, lease_until: i64) -> Result<Option<IntentRecord>, StoreError> {
-        on_writer!(self, pool => {
-            let row = sqlx::query(pool.claim_sql())
-                .bind(owner)
-                .bind(lease_until)
-                .bind(now)
-                .fetch_optional(pool)
-                .await
-                .map_err(err)?;
-            row.as_ref().map(intent_from_row).transpose()
-        })
     }
 
     async fn renew_lease(&self, intent_id: &str, owner: &str, lease_until: i64) -> Result<bool, StoreError> {
