@@ -518,8 +518,19 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
         }
         AgentCommand::Login { email, code, accept_terms } => login(g, client, &email, code, accept_terms).await?,
         AgentCommand::Logout => {
+            // Revoke the owner session on the gateway it came from (best effort), then forget it here.
+            let revoked = match credentials::load() {
+                Some(s) if !s.owner_session.is_empty() => match Client::new(&s.base_url) {
+                    Ok(c) => c.sign_out(&s.owner_session).await.is_ok(),
+                    Err(_) => false,
+                },
+                _ => false,
+            };
             let removed = credentials::remove().map_err(|e| Outcome::failed("LOCAL", e.to_string()))?;
-            Outcome::ok(json!({"removed": removed}), if removed { "signed out" } else { "no stored login" })
+            Outcome::ok(
+                json!({"removed": removed, "sessionRevoked": revoked}),
+                if removed { "signed out" } else { "no stored login" },
+            )
         }
         AgentCommand::Whoami => {
             let (key, source) = credentials::agent_key().ok_or_else(|| need_key().err().unwrap_or_else(|| Outcome::failed("LOCAL", "")))?;

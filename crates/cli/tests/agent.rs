@@ -174,7 +174,8 @@ async fn the_agent_journey_in_json() {
     assert_eq!((code, r["code"].clone()), (1, json!("TRANSPORT")));
 
     // The key from the environment (hosted runtimes), and a mismatching address is caught.
-    g.json(&["logout"], &[]);
+    let (code, out) = g.json(&["logout"], &[]);
+    assert_eq!((code, out["data"]["removed"].clone(), out["data"]["sessionRevoked"].clone()), (0, json!(true), json!(true)));
     let (code, r) = g.json(&["whoami"], &[]);
     assert_eq!((code, r["code"].clone()), (2, json!("UNAUTHORIZED")));
     let (code, r) = g.json(&["whoami"], &[("ACTIONGATE_API_KEY", &key)]);

@@ -132,6 +132,11 @@ impl Client {
         self.data(req.bearer_auth(session)).await
     }
 
+    /// Revokes an owner session.
+    pub async fn sign_out(&self, session: &str) -> Result<()> {
+        self.send::<serde_json::Value>(self.http.delete(self.url("/api/v1/session")).bearer_auth(session)).await.map(|_| ())
+    }
+
     pub async fn email_start(&self, email: &str) -> Result<EmailStartResponse> {
         let body = EmailStartRequest { email: email.to_owned() };
         self.data(self.http.post(self.url("/api/v1/onboarding/email/start")).json(&body)).await

@@ -334,6 +334,14 @@ impl Gateway {
         }
     }
 
+    /// Revokes the owner session carried by `token` (after authenticating it).
+    pub async fn sign_out(&self, token: Option<&str>) -> Result<()> {
+        self.authenticate_owner(token).await?;
+        let token = token.map(str::trim).unwrap_or_default();
+        self.store.delete_session(&self.keys.hash_secret(HASH_SESSION, token)).await?;
+        Ok(())
+    }
+
     // ------------------------------------------------------------------ agents
 
     fn new_agent(

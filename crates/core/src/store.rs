@@ -302,6 +302,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// The session with this token hash, if it has not expired at `now`.
     async fn find_session(&self, token_hash: &SecretHash, now: i64) -> Result<Option<SessionRecord>, StoreError>;
+    /// Revokes a session; false when there was none.
+    async fn delete_session(&self, token_hash: &SecretHash) -> Result<bool, StoreError>;
 
     async fn find_agent_by_key(&self, key_hash: &SecretHash) -> Result<Option<AgentRecord>, StoreError>;
     async fn get_agent(&self, agent_id: &str) -> Result<Option<AgentRecord>, StoreError>;

@@ -863,6 +863,15 @@ impl Store for SqlStore {
         Ok(row.map(|(account_id, expires_at)| SessionRecord { account_id, expires_at }))
     }
 
+    async fn delete_session(&self, token_hash: &SecretHash) -> Result<bool, StoreError> {
+        on_writer!(self, pool => sqlx::query("DELETE FROM owner_sessions WHERE token_hash = $1")
+            .bind(token_hash.0.to_vec())
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected() == 1)
+            .map_err(err))
+    }
+
     async fn find_agent_by_key(&self, key_hash: &SecretHash) -> Result<Option<AgentRecord>, StoreError> {
         let sql = select_agents!("WHERE key_hash = $1");
         on_pool!(self, pool => {

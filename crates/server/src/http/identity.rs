@@ -5,7 +5,7 @@ use actiongate_api_types::identity::{
     AgentKeyIssued, AgentListResponse, CreateAgentRequest, EmailCompleteRequest, EmailCompleteResponse,
     EmailStartRequest, EmailStartResponse, PolicyRequest, PolicyView,
 };
-use actiongate_api_types::{Envelope, ErrorBody};
+use actiongate_api_types::{Envelope, ErrorBody, Health};
 use actiongate_core::OwnerContext;
 use axum::Json;
 use axum::extract::{FromRequestParts, Path, State};
@@ -169,4 +169,17 @@ pub async fn put_policy(
     ApiJson(req): ApiJson<PolicyRequest>,
 ) -> Answer<PolicyView> {
     Ok(Json(Envelope::new(state.gateway.put_policy(&owner, &agent_id, &req).await?)))
+}
+
+/// Revokes the owner session that carries this request; it is refused from now on.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/session",
+    tag = "onboarding",
+    security(("ownerSession" = [])),
+    responses((status = 200, body = Envelope<Health>), (status = 401, description = "UNAUTHORIZED", body = ErrorBody))
+)]
+pub async fn sign_out(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Answer<Health> {
+    state.gateway.sign_out(bearer(&headers)).await?;
+    Ok(Json(Envelope::new(Health { status: "signed out".into() })))
 }

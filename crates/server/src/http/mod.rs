@@ -55,6 +55,7 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
         .route("/api/v1/agent/actions", get(catalog::list_actions))
         .route("/api/v1/onboarding/email/start", post(identity::email_start))
         .route("/api/v1/onboarding/email/complete", post(identity::email_complete))
+        .route("/api/v1/session", axum::routing::delete(identity::sign_out))
         .route("/api/v1/agent/execute-intent", post(intents::execute_intent))
         .route("/api/v1/agent/execute-intent/status", get(intents::intent_status))
         .route("/api/v1/agent/execute", post(intents::execute_direct))

@@ -30,6 +30,7 @@ use utoipa::{Modify, OpenApi};
         super::catalog::list_actions,
         super::identity::email_start,
         super::identity::email_complete,
+        super::identity::sign_out,
         super::identity::list_agents,
         super::identity::create_agent,
         super::identity::rotate_key,

@@ -141,6 +141,14 @@ async fn sessions_expire_and_owner_routes_refuse_agent_keys(backend: Backend) {
 
     app.clock.advance(time::Duration::days(7));
     app.get_as("/api/v1/agents", &owner.session).await.assert_error(401, "UNAUTHORIZED");
+
+    // Signing out revokes the session at once; an agent key cannot sign anyone out.
+    let again = app.onboard("frank2@example.com").await;
+    app.send(app.client.delete(app.url("/api/v1/session")).bearer_auth(&again.agent_key)).await.assert_error(401, "UNAUTHORIZED");
+    let out = app.send(app.client.delete(app.url("/api/v1/session")).bearer_auth(&again.session)).await;
+    out.assert_ok();
+    app.get_as("/api/v1/agents", &again.session).await.assert_error(401, "UNAUTHORIZED");
+    app.send(app.client.delete(app.url("/api/v1/session")).bearer_auth(&again.session)).await.assert_error(401, "UNAUTHORIZED");
 }
 
 async fn further_agents_and_key_rotation(backend: Backend) {

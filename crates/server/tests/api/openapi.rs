@@ -16,6 +16,7 @@ async fn openapi_covers_every_route_and_is_snapshotted() {
         ("/api/v1/agent/actions", "get"),
         ("/api/v1/onboarding/email/start", "post"),
         ("/api/v1/onboarding/email/complete", "post"),
+        ("/api/v1/session", "delete"),
         ("/api/v1/agents", "get"),
         ("/api/v1/agents", "post"),
         ("/api/v1/agents/{agentId}/rotate-key", "post"),
