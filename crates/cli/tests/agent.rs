@@ -217,8 +217,14 @@ async fn writes_need_confirm_writes_and_the_key_is_never_printed() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(g.requests_to("/api/v1/agent/execute-intent"), before + 1);
 
-    // Human output, errors and dry runs never show the key.
-    for args in [vec!["whoami"], vec!["run", "swap", "--param", "amountIn=1"], vec!["credits", "balance"], vec!["run", "launch-rocket"]] {
+    // Human output, errors (also a gateway that does not answer) and dry runs never show the key.
+    for args in [
+        vec!["whoami"],
+        vec!["run", "swap", "--param", "amountIn=1"],
+        vec!["credits", "balance"],
+        vec!["run", "launch-rocket"],
+        vec!["--base-url", "http://127.0.0.1:9", "actions"],
+    ] {
         for json_mode in [false, true] {
             let mut all = args.clone();
             if json_mode {

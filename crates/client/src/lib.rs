@@ -58,9 +58,13 @@ impl Client {
     }
 
     async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T> {
-        let resp = req.send().await.map_err(|e| ClientError::Transport(format!("cannot reach the gateway: {e}")))?;
+        // Without the URL: a query string can carry the agent key.
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| ClientError::Transport(format!("cannot reach the gateway: {}", e.without_url())))?;
         let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(|e| ClientError::Transport(e.to_string()))?;
+        let bytes = resp.bytes().await.map_err(|e| ClientError::Transport(e.without_url().to_string()))?;
         if (200..300).contains(&status) {
             return serde_json::from_slice(&bytes)
                 .map_err(|e| ClientError::Transport(format!("unexpected answer from the gateway: {e}")));

@@ -29,6 +29,8 @@ use crate::store::{
 const HASH_AGENT_KEY: &str = "agent-key";
 const HASH_SESSION: &str = "owner-session";
 const HASH_EMAIL_CODE: &str = "email-code";
+/// How soon a new code may replace a live one.
+const RESEND_COOLDOWN_MS: i64 = 30_000;
 
 /// The policy a new agent starts with (`[policy.default]`).
 #[derive(Debug, Clone)]
@@ -190,8 +192,25 @@ impl Gateway {
     /// Sends a 6-digit code to the address; replaces any earlier code for it.
     pub async fn start_email_onboarding(&self, email: &str) -> Result<EmailStartResponse> {
         let email = normalise_email(email)?;
-        let code = crypto::new_email_code()?;
         let now = self.clock.now();
+        // One code a half-minute per address: a live code is not replaced sooner (no mail flooding,
+        // no resetting the tries of a code being guessed).
+        if let Some(live) = self.store.get_email_challenge(&email).await?
+            && live.attempts < self.settings.email_code_max_attempts
+            && to_millis(now) < live.expires_at
+        {
+            let created = live.expires_at - self.settings.email_code_ttl.whole_milliseconds() as i64;
+            let wait_ms = created + RESEND_COOLDOWN_MS - to_millis(now);
+            if wait_ms > 0 {
+                let seconds = u64::try_from(wait_ms.div_euclid(1000) + 1).unwrap_or(1);
+                return Err(Error::new(
+                    ErrorCode::RateLimited,
+                    format!("A code was just sent to this address; ask again in {seconds} s."),
+                )
+                .with_retry_after(seconds));
+            }
+        }
+        let code = crypto::new_email_code()?;
         let expires_at = now + self.settings.email_code_ttl;
         self.store
             .put_email_challenge(&EmailChallenge {
@@ -242,13 +261,17 @@ impl Gateway {
         if to_millis(now) >= challenge.expires_at {
             return Err(code_expired());
         }
+        // Count the try before comparing, atomically: parallel guesses cannot exceed the limit.
+        let attempt = self.store.count_failed_attempt(&email).await?;
+        if attempt > max {
+            return Err(too_many_attempts());
+        }
         let offered = self.code_hash(&email, req.code.trim());
         if !offered.matches(&challenge.code_hash) {
-            let attempts = self.store.count_failed_attempt(&email).await?;
-            if attempts >= max {
+            if attempt >= max {
                 return Err(too_many_attempts());
             }
-            let left = max - attempts;
+            let left = max - attempt;
             return Err(Error::new(
                 ErrorCode::InvalidCode,
                 format!("The code is wrong; {left} {} left.", if left == 1 { "try" } else { "tries" }),
@@ -265,6 +288,7 @@ impl Gateway {
             .complete_onboarding(&Onboarding {
                 email: email.clone(),
                 code_hash: offered,
+                max_attempts: max,
                 now: to_millis(now),
                 new_account_id: account_id,
                 first_agent: first_agent.clone(),

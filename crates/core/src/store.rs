@@ -64,6 +64,8 @@ pub struct SessionRecord {
 pub struct Onboarding {
     pub email: String,
     pub code_hash: SecretHash,
+    /// The code is consumed only while its tries are within this limit.
+    pub max_attempts: u32,
     pub now: i64,
     /// Used only when the account is new.
     pub new_account_id: String,
@@ -296,7 +298,7 @@ pub trait Store: Send + Sync + 'static {
     /// Stores a new code for an e-mail, replacing any earlier one (its tries reset).
     async fn put_email_challenge(&self, challenge: &EmailChallenge) -> Result<(), StoreError>;
     async fn get_email_challenge(&self, email: &str) -> Result<Option<EmailChallenge>, StoreError>;
-    /// Counts a wrong code atomically and answers the number of wrong codes so far.
+    /// Counts a try atomically (before the code is compared) and answers the tries so far.
     async fn count_failed_attempt(&self, email: &str) -> Result<u32, StoreError>;
     async fn complete_onboarding(&self, onboarding: &Onboarding) -> Result<OnboardingOutcome, StoreError>;
 

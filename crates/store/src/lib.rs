@@ -792,11 +792,12 @@ impl Store for SqlStore {
             let mut tx = pool.begin().await.map_err(err)?;
             // The write comes first, so that SQLite takes its write lock before any read.
             let consumed = sqlx::query(
-                "DELETE FROM email_challenges WHERE email = $1 AND code_hash = $2 AND expires_at > $3",
+                "DELETE FROM email_challenges WHERE email = $1 AND code_hash = $2 AND expires_at > $3 AND attempts <= $4",
             )
             .bind(&o.email)
             .bind(o.code_hash.0.to_vec())
             .bind(o.now)
+            .bind(i32::try_from(o.max_attempts).unwrap_or(i32::MAX))
             .execute(&mut *tx)
             .await
             .map_err(err)?

@@ -59,6 +59,7 @@ fn onboarding(email: &str, code: u8, account: &str, agent_id: &str, key: u8, ses
     Onboarding {
         email: email.into(),
         code_hash: h(code),
+        max_attempts: 5,
         now: 2_000,
         new_account_id: account.into(),
         first_agent: agent(agent_id, account, key),

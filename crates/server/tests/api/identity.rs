@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use serde_json::json;
 
 use crate::helpers::{Backend, spawn_app};
@@ -243,7 +245,38 @@ async fn policy_is_read_and_replaced_by_the_owner(backend: Backend) {
     app.get_as("/api/v1/agents/no-such-agent/policy", &owner.session).await.assert_error(404, "NOT_FOUND");
 }
 
+async fn parallel_guesses_cannot_pass_the_limit_and_codes_are_not_resent_at_once(backend: Backend) {
+    let app = Arc::new(spawn_app(backend).await);
+    let email = "guess@example.com";
+    let code = app.request_code(email).await;
+    // A live code is not replaced (nor its tries reset) within 30 s.
+    let again = app.post(START, json!({ "email": email })).await;
+    again.assert_error(429, "RATE_LIMITED");
+    assert!(again.headers.get("retry-after").is_some());
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let app = app.clone();
+        let guess = format!("{:06}", (code.parse::<u32>().unwrap_or(0) + 1 + i) % 1_000_000);
+        tasks.spawn(async move { app.post(COMPLETE, json!({"email": email, "code": guess, "acceptTerms": true})).await });
+    }
+    let mut wrong = 0;
+    while let Some(r) = tasks.join_next().await {
+        let r = r.unwrap_or_else(|e| panic!("{e}"));
+        match r.body["code"].as_str() {
+            Some("INVALID_CODE") => wrong += 1,
+            Some("TOO_MANY_ATTEMPTS") => {}
+            other => panic!("unexpected {other:?}: {}", r.text),
+        }
+    }
+    assert!(wrong <= 4, "{wrong} guesses were compared; the limit is 5 tries");
+    app.post(COMPLETE, json!({"email": email, "code": code, "acceptTerms": true})).await.assert_error(429, "TOO_MANY_ATTEMPTS");
+    // A burned code can be replaced at once.
+    let fresh = app.request_code(email).await;
+    app.post(COMPLETE, json!({"email": email, "code": fresh, "acceptTerms": true})).await.assert_ok();
+}
+
 on_both_backends!(
+    parallel_guesses_cannot_pass_the_limit_and_codes_are_not_resent_at_once,
     onboarding_end_to_end_through_real_smtp,
     wrong_expired_and_exhausted_codes,
     terms_must_be_accepted_and_refusal_creates_nothing,
