@@ -72,7 +72,9 @@ pub trait Provider: Send + Sync + 'static {
     /// Runs one execution. Never panics; a failure is an outcome with a code.
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome;
 
-    /// Finds an execution that was started but not recorded as ended.
+    /// Finds an execution that was started but not recorded as ended. Answer `NotSent` only when
+    /// certain that nothing was, or will still be, sent for this execution key (a nonce reserved in the
+    /// database and unused, a venue that dedupes on the key, or a read); the runner then runs it.
     async fn reconcile(&self, ctx: &ExecutionContext) -> Reconciled;
 }
 

@@ -266,10 +266,15 @@ impl Gateway {
         let submitted = self.submit(req, Lane::Execute).await?;
         let intent = submitted.intent().clone();
         if let Submitted::New(record) = &submitted {
+            // The execution runs in its own task: a client that goes away or an answer deadline does
+            // not cut it short; it ends, records and settles on its own.
             let runner = self.runner().clone();
-            let work = runner.process(record.clone());
-            if tokio::time::timeout(self.settings().direct_timeout.unsigned_abs(), work).await.is_err() {
-                tracing::warn!(intent_id = intent.id, "direct execution still running at the answer deadline");
+            let record = record.clone();
+            let work = tokio::spawn(async move { runner.process(record).await });
+            match tokio::time::timeout(self.settings().direct_timeout.unsigned_abs(), work).await {
+                Ok(Ok(result)) => result?,
+                Ok(Err(e)) => return Err(Error::internal(format!("direct execution task: {e}"))),
+                Err(_) => tracing::warn!(intent_id = intent.id, "direct execution still running at the answer deadline"),
             }
         }
         let executions = self.store().list_executions(&intent.id).await?;

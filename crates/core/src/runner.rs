@@ -16,6 +16,15 @@ use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, ExecutionOutcome, Reconciled, Registry, Subject};
 use crate::store::{ExecutionFinish, ExecutionRecord, IntentRecord, Store};
 
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// How many intents a worker leases at once.
 const BATCH: u32 = 32;
 
@@ -152,18 +161,22 @@ impl IntentRunner {
             let every = (self.lease / 3_i32).unsigned_abs().max(Duration::from_millis(50));
             let clock = self.clock.clone();
             let lease = self.lease;
-            tokio::spawn(async move {
+            AbortOnDrop(tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
                     match store.renew_lease(&id, &owner, to_millis(clock.now() + lease)).await {
                         Ok(true) => {}
-                        Ok(false) | Err(_) => break,
+                        // Lost: another worker owns the intent; our sends stop at the next lease check.
+                        Ok(false) => break,
+                        // A storage hiccup: keep trying while the lease may still be ours.
+                        Err(e) => tracing::warn!(intent_id = id, error = %e, "lease renewal failed; retrying"),
                     }
                 }
-            })
+            }))
         };
+        // The heartbeat stops when this future ends or is dropped (a timed-out direct execution).
         let result = self.run_executions(&intent).await;
-        heartbeat.abort();
+        drop(heartbeat);
         result?;
         let finished = self.store.finish_intent(&intent.id, to_millis(self.clock.now())).await?;
         if let Some(f) = finished {
@@ -191,6 +204,11 @@ impl IntentRunner {
                     self.record(&execution, outcome).await?;
                 }
                 "started" => {
+                    // Taking over: only while the lease is ours, checked right before anything is sent.
+                    if !self.store.renew_lease(&intent.id, &self.owner, self.lease_until()).await? {
+                        tracing::warn!(intent_id = intent.id, "lease lost before a takeover; leaving the intent");
+                        return Ok(());
+                    }
                     let outcome = match self.reconcile(&ctx).await {
                         Reconciled::Done(outcome) => outcome,
                         Reconciled::NotSent => self.execute(&ctx).await,

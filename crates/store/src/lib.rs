@@ -446,6 +446,13 @@ macro_rules! settle_intent {
     ($tx:ident, $intent_id:expr, $now:expr) => {{
         let (intent_id, now): (&str, i64) = ($intent_id, $now);
         let settled: Result<Option<IntentRecord>, StoreError> = 'settle: {
+                // Lock the intent row first (PostgreSQL): a second settle of the same intent waits here,
+                // then finds it no longer queued and changes nothing.
+                sqlx::query("UPDATE intents SET lease_until = lease_until WHERE id = $1 AND status = 'queued'")
+                    .bind(intent_id)
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err(err)?;
                 let row = sqlx::query(concat!("SELECT ", intent_columns!(), " FROM intents WHERE id = $1"))
                     .bind(intent_id)
                     .fetch_optional(&mut *$tx)

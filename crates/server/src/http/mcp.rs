@@ -42,6 +42,22 @@ use super::mcp_tools::{TOOLS, ToolSpec, tool_list};
 /// Tools that work without an agent key.
 pub const OPEN_TOOLS: &[&str] = &["getActionsCatalog", "getProviderActions", "startEmailOnboarding", "completeEmailOnboarding"];
 
+/// Tools that need the owner's session as the connection's bearer (CONTRACT: personhood is owner-only).
+pub const OWNER_TOOLS: &[&str] = &[
+    "delegationPersonhoodBegin",
+    "delegationPersonhoodComplete",
+    "delegationPersonhoodDepositBegin",
+    "delegationPersonhoodDepositComplete",
+];
+
+/// What a message needs to be let through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Needs {
+    Nothing,
+    AgentKey,
+    OwnerSession,
+}
+
 /// MCP sessions kept in the gateway's database, so that any process behind a load balancer can
 /// serve a session another process opened (rmcp replays the stored `initialize`).
 struct DbSessionStore {
@@ -140,18 +156,27 @@ impl GatewayMcp {
         Self { gateway, personhood, tools: Arc::new(tool_list()) }
     }
 
-    /// The personhood tools act for the agent's account; the agent-scoped pair for the agent itself.
-    async fn personhood_tool(&self, name: &str, key: &str, args: &Map<String, Value>) -> Result<Value, Error> {
-        let agent = self.gateway.authenticate_agent(Some(key)).await?;
-        let who = Principal { account_id: agent.agent.account_id.clone() };
+    /// The personhood tools act for the owner whose session is the connection's bearer; the
+    /// agent-scoped pair names the agent by its key (`agentKey`, an agent of the owner's account).
+    async fn personhood_tool(&self, name: &str, session: Option<&str>, args: &Map<String, Value>) -> Result<Value, Error> {
+        let owner = self.gateway.authenticate_owner(session).await?;
+        let who = Principal { account_id: owner.account_id.clone() };
         let chain = args.get("chainId").and_then(Value::as_u64).unwrap_or(actiongate_core::intents::DEFAULT_CHAIN_ID);
         let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
         let org = || text("orgId").ok_or_else(|| Error::invalid("orgId is required"));
         let proof = || args.get("proof").cloned().ok_or_else(|| Error::invalid("proof is required"));
+        let agent = || async {
+            let key = text("agentKey").ok_or_else(|| Error::invalid("agentKey is required"))?;
+            let agent = self.gateway.authenticate_agent(Some(&key)).await?;
+            if agent.agent.account_id != owner.account_id {
+                return Err(Error::not_found("No such agent in this account."));
+            }
+            Ok::<String, Error>(agent.agent.id)
+        };
         let p = &self.personhood;
         match name {
-            "delegationPersonhoodBegin" => p.begin_agent(&who, &agent.agent.id, chain).await,
-            "delegationPersonhoodComplete" => p.complete_agent(&who, &agent.agent.id, &proof()?).await,
+            "delegationPersonhoodBegin" => p.begin_agent(&who, &agent().await?, chain).await,
+            "delegationPersonhoodComplete" => p.complete_agent(&who, &agent().await?, &proof()?).await,
             "delegationPersonhoodDepositBegin" => {
                 let d = DepositBegin {
                     deposit_signal: text("depositSignal"),
@@ -187,6 +212,9 @@ impl GatewayMcp {
     /// Runs one tool for the holder of `header_key` (the connection's bearer token).
     pub async fn call(&self, spec: &ToolSpec, mut args: Map<String, Value>, header_key: Option<String>) -> CallToolResult {
         let g = &self.gateway;
+        if OWNER_TOOLS.contains(&spec.name) {
+            return enveloped(self.personhood_tool(spec.name, header_key.as_deref(), &args).await);
+        }
         let key = if spec.open {
             None
         } else {
@@ -233,10 +261,6 @@ impl GatewayMcp {
                 Ok(req) => enveloped(g.start_email_onboarding(&req.email).await),
                 Err(e) => refusal(&e, None),
             },
-            "delegationPersonhoodBegin"
-            | "delegationPersonhoodComplete"
-            | "delegationPersonhoodDepositBegin"
-            | "delegationPersonhoodDepositComplete" => enveloped(self.personhood_tool(spec.name, &key, &args).await),
             "completeEmailOnboarding" => match parse::<EmailCompleteRequest>(Value::Object(args)) {
                 Ok(req) => enveloped(g.complete_email_onboarding(&req).await),
                 Err(e) => refusal(&e, None),
@@ -326,9 +350,14 @@ pub async fn require_agent_key(State(state): State<AppState>, request: Request, 
         }
     };
     let message = serde_json::from_slice::<Value>(&bytes).ok();
-    if message.as_ref().is_some_and(calls_protected_tool) {
+    let needs = message.as_ref().map_or(Needs::Nothing, needs);
+    if needs != Needs::Nothing {
         let key = bearer(&parts.headers);
-        if let Err(e) = state.gateway.authenticate_agent(key).await {
+        let checked = match needs {
+            Needs::OwnerSession => state.gateway.authenticate_owner(key).await.map(|_| ()),
+            _ => state.gateway.authenticate_agent(key).await.map(|_| ()),
+        };
+        if let Err(e) = checked {
             let message_text = if key.is_none() {
                 "Authentication required: connect with Authorization: Bearer <AGENT_API_KEY>.".to_owned()
             } else {
@@ -353,18 +382,17 @@ pub async fn require_agent_key(State(state): State<AppState>, request: Request, 
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
-fn calls_protected_tool(message: &Value) -> bool {
+fn needs(message: &Value) -> Needs {
     match message {
-        Value::Array(batch) => batch.iter().any(calls_protected_tool),
-        Value::Object(m) => {
-            m.get("method").and_then(Value::as_str) == Some("tools/call")
-                && !m
-                    .get("params")
-                    .and_then(|p| p.get("name"))
-                    .and_then(Value::as_str)
-                    .is_some_and(|name| OPEN_TOOLS.contains(&name))
+        Value::Array(batch) => batch.iter().map(needs).max().unwrap_or(Needs::Nothing),
+        Value::Object(m) if m.get("method").and_then(Value::as_str) == Some("tools/call") => {
+            match m.get("params").and_then(|p| p.get("name")).and_then(Value::as_str) {
+                Some(name) if OPEN_TOOLS.contains(&name) => Needs::Nothing,
+                Some(name) if OWNER_TOOLS.contains(&name) => Needs::OwnerSession,
+                _ => Needs::AgentKey,
+            }
         }
-        _ => false,
+        _ => Needs::Nothing,
     }
 }
 
@@ -380,12 +408,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_protected_tool_calls_need_a_key() {
+    fn only_protected_tool_calls_need_a_credential() {
         let call = |name: &str| json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name}});
-        assert!(calls_protected_tool(&call("executeIntent")));
-        assert!(!calls_protected_tool(&call("getActionsCatalog")));
-        assert!(!calls_protected_tool(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})));
-        assert!(calls_protected_tool(&json!([call("getActionsCatalog"), call("getCreditsBalance")])));
-        assert!(calls_protected_tool(&json!({"method": "tools/call", "params": {}})));
+        assert_eq!(needs(&call("executeIntent")), Needs::AgentKey);
+        assert_eq!(needs(&call("getActionsCatalog")), Needs::Nothing);
+        assert_eq!(needs(&call("delegationPersonhoodComplete")), Needs::OwnerSession);
+        assert_eq!(needs(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})), Needs::Nothing);
+        assert_eq!(needs(&json!([call("getActionsCatalog"), call("getCreditsBalance")])), Needs::AgentKey);
+        assert_eq!(needs(&json!({"method": "tools/call", "params": {}})), Needs::AgentKey);
     }
 }

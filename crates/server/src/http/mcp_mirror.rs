@@ -58,7 +58,9 @@ pub async fn call_tool(
         .find(|t| t.name == name)
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("No MCP tool named {name:?}; see GET /mcp/tools.")))?;
     let key = bearer(&headers).map(str::to_owned);
-    if !spec.open {
+    if super::mcp::OWNER_TOOLS.contains(&spec.name) {
+        state.gateway.authenticate_owner(key.as_deref()).await?;
+    } else if !spec.open {
         state.gateway.authenticate_agent(key.as_deref()).await?;
     }
     let args: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {

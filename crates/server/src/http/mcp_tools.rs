@@ -206,9 +206,10 @@ pub static TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         name: "delegationPersonhoodBegin",
-        description: "Begin the personhood check of this agent (agent-scoped): answers the proof request \
-            (action delegate-agent:{agentId}, signal, rpContext signed by the gateway) that the owner's proof client \
-            needs, with user presence. The proof request expires after a few minutes.",
+        description: "Begin the personhood check of an agent (agentKey: an agent of the owner's account): answers \
+            the proof request (action delegate-agent:{agentId}, signal, rpContext signed by the gateway) that the \
+            owner's proof client needs, with user presence. Needs the owner's session as the connection's bearer \
+            (Authorization: Bearer owner-…), not an agent key. The proof request expires after a few minutes.",
         open: false,
         read_only: false,
         input: Schema::Inline(chain_input),
@@ -217,8 +218,9 @@ pub static TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         name: "delegationPersonhoodComplete",
-        description: "Complete this agent's personhood check with the proof object from the proof client: the first \
-            verified person locks the agent; a different person is refused with PERSONHOOD_ORG_NULLIFIER_MISMATCH.",
+        description: "Complete an agent's personhood check (agentKey) with the proof object from the proof client: the \
+            first verified person locks the agent; a different person is refused with PERSONHOOD_ORG_NULLIFIER_MISMATCH. \
+            Needs the owner's session as the connection's bearer.",
         open: false,
         read_only: false,
         input: Schema::Inline(proof_input),
@@ -229,7 +231,7 @@ pub static TOOLS: &[ToolSpec] = &[
         name: "delegationPersonhoodDepositBegin",
         description: "Begin a single-use deposit receipt for an organization of this account: answers the proof \
             request and challengeId (signal deposit:{challengeId} unless depositSignal is given). The same \
-            idempotencyKey answers the same challenge.",
+            idempotencyKey answers the same challenge. Needs the owner's session as the connection's bearer.",
         open: false,
         read_only: false,
         input: Schema::Component("DepositBeginBody"),
@@ -239,7 +241,8 @@ pub static TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "delegationPersonhoodDepositComplete",
         description: "Complete a deposit with the proof object: when the person is the one the organization is locked \
-            to, answers the receiptId (single-use). The organization's lock is not changed.",
+            to, answers the receiptId (single-use). The organization's lock is not changed. Needs the owner's \
+            session as the connection's bearer.",
         open: false,
         read_only: false,
         input: Schema::Component("OrgComplete"),
@@ -296,11 +299,18 @@ fn intent_id_input() -> Value {
 }
 
 fn chain_input() -> Value {
-    json!({"type": "object", "properties": {"chainId": {"type": "integer", "description": "Default 8453."}}})
+    json!({"type": "object", "properties": {
+        "agentKey": {"type": "string", "description": "The key of an agent of the owner's account."},
+        "chainId": {"type": "integer", "description": "Default 8453."}
+    }, "required": ["agentKey"]})
 }
 
 fn proof_input() -> Value {
-    json!({"type": "object", "properties": {"proof": {"type": "object", "description": "The proof client's result."}, "chainId": {"type": "integer"}}, "required": ["proof"]})
+    json!({"type": "object", "properties": {
+        "agentKey": {"type": "string", "description": "The key of an agent of the owner's account."},
+        "proof": {"type": "object", "description": "The proof client's result."},
+        "chainId": {"type": "integer"}
+    }, "required": ["agentKey", "proof"]})
 }
 
 fn venue_input() -> Value {

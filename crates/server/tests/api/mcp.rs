@@ -167,22 +167,36 @@ async fn a_session_moves_between_processes() {
     assert_eq!(body["result"]["tools"].as_array().map(Vec::len), Some(23), "{body}");
 }
 
-/// The personhood tools act for the connection's agent and its account.
+/// The personhood tools are owner-only (CONTRACT): they take the owner's session as the bearer;
+/// an agent key is refused.
 #[tokio::test]
 async fn personhood_through_mcp_tools() {
     let app = spawn_app(Backend::Sqlite).await;
     let owner = app.onboard("mcp-person@example.com").await;
-    let begun = mirror(&app, "delegationPersonhoodBegin", Some(&owner.agent_key), json!({})).await;
+    let key = owner.agent_key.clone();
+    mirror(&app, "delegationPersonhoodBegin", Some(&key), json!({"agentKey": key})).await.assert_error(401, "UNAUTHORIZED");
+    mirror(&app, "delegationPersonhoodBegin", None, json!({})).await.assert_error(401, "UNAUTHORIZED");
+    let begun = mirror(&app, "delegationPersonhoodBegin", Some(&owner.session), json!({"agentKey": key})).await;
     assert_eq!(begun.status, 200, "{}", begun.text);
     let request = begun.body["structuredContent"]["data"]["proofRequest"].clone();
     assert_eq!(request["action"], json!(format!("delegate-agent:{}", owner.agent_id)));
     let proof = actiongate_testkit::worldid::proof_for(&request, "0x00cc000000000000000000000000000000000000000000000000000000000003");
-    let done = mirror(&app, "delegationPersonhoodComplete", Some(&owner.agent_key), json!({"proof": proof})).await;
+    let done = mirror(&app, "delegationPersonhoodComplete", Some(&owner.session), json!({"agentKey": key, "proof": proof})).await;
     assert_eq!(done.body["structuredContent"]["data"]["personhood"]["status"], "locked", "{}", done.text);
-    let deposit = mirror(&app, "delegationPersonhoodDepositBegin", Some(&owner.agent_key), json!({"orgId": "acme"})).await;
+    let deposit = mirror(&app, "delegationPersonhoodDepositBegin", Some(&owner.session), json!({"orgId": "acme"})).await;
     assert!(deposit.body["structuredContent"]["data"]["challengeId"].is_string(), "{}", deposit.text);
-    let refused = mirror(&app, "delegationPersonhoodDepositComplete", Some(&owner.agent_key),
+    let refused = mirror(&app, "delegationPersonhoodDepositComplete", Some(&owner.session),
         json!({"orgId": "acme", "proof": actiongate_testkit::worldid::proof_for(&deposit.body["structuredContent"]["data"]["proofRequest"], "0x01")})).await;
     assert_eq!(refused.body["structuredContent"]["code"], "PERSONHOOD_ORG_NOT_LOCKED", "{}", refused.text);
-    mirror(&app, "delegationPersonhoodBegin", None, json!({})).await.assert_error(401, "UNAUTHORIZED");
+    // At the MCP endpoint itself, an agent key is refused at the HTTP level for these tools.
+    let raw = app
+        .client
+        .post(app.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .bearer_auth(&key)
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "delegationPersonhoodComplete", "arguments": {}}}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(raw.status().as_u16(), 401);
 }
