@@ -52,20 +52,27 @@ impl SmtpSink {
     /// A sink that holds each message `delay` seconds before accepting it.
     pub fn start_with_delay(dir: &Path, delay: f64) -> Self {
         let maildir = dir.join("maildir");
-        let port = free_port();
-        let mut child = Command::new(python())
-            .arg(repo_root().join("tests/smtp_sink.py"))
-            .args(["--port", &port.to_string(), "--delay", &delay.to_string(), "--maildir"])
-            .arg(&maildir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start the SMTP sink: {e}"));
-        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        assert_eq!(line.trim(), "ready", "the SMTP sink did not start");
-        Self { child, port, maildir }
+        // The free port can be taken by another test between our probe and the sink's bind: retry.
+        for _ in 0..5 {
+            let port = free_port();
+            let mut child = Command::new(python())
+                .arg(repo_root().join("tests/smtp_sink.py"))
+                .args(["--port", &port.to_string(), "--delay", &delay.to_string(), "--maildir"])
+                .arg(&maildir)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start the SMTP sink: {e}"));
+            let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            if line.trim() == "ready" {
+                return Self { child, port, maildir };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("the SMTP sink did not start (5 tries)");
     }
 
     /// The maildir the sink writes to.
