@@ -1,0 +1,186 @@
+// The actiongate devnet: anvil (chain 84532) with fixture contracts deployed from published artifacts
+// (WETH9 and Uniswap V2 from @uniswap/v2-core and v2-periphery) and two contracts compiled here with
+// solc against @openzeppelin/contracts (an EIP-3009 USDC with Base Sepolia's EIP-712 domain, and an
+// ERC-4626 vault over it). Funds the test accounts, seeds a USDC/WETH pool, checks a swap, writes
+// OUT/devnet.json and OUT/devnet.toml, prints "devnet ready", and runs until SIGINT/SIGTERM.
+//
+//   node devnet/devnet.mjs [--port 8545] [--out DIR]
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+import solc from "solc";
+import { createPublicClient, createWalletClient, getAddress, http, parseEther, parseUnits } from "viem";
+import { mnemonicToAccount } from "viem/accounts";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const require = createRequire(import.meta.url);
+const argv = process.argv.slice(2);
+const arg = (name, fallback) => {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? argv[i + 1] : fallback;
+};
+const port = Number(arg("port", "8545"));
+const out = path.resolve(arg("out", path.join(here, "..", ".devnet")));
+const CHAIN_ID = 84532;
+const MNEMONIC = "test test test test test test test test test test test junk";
+const ACCOUNTS = 10;
+const rpcUrl = `http://127.0.0.1:${port}`;
+
+function fail(message) {
+  console.error(`devnet: ${message}`);
+  process.exit(1);
+}
+process.on("unhandledRejection", (e) => fail(e?.shortMessage || e?.message || String(e)));
+
+// --- anvil -------------------------------------------------------------------------------------
+const anvilBin = path.join(here, "node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
+if (!fs.existsSync(anvilBin)) fail("anvil is not installed: run npm ci in devnet/ (scripts/devnet does)");
+const anvil = spawn(anvilBin, ["--chain-id", String(CHAIN_ID), "--port", String(port), "--host", "127.0.0.1",
+  "--accounts", String(ACCOUNTS), "--mnemonic", MNEMONIC, "--balance", "10000", "--silent"], { stdio: ["ignore", "ignore", "inherit"] });
+let stopping = false;
+const stop = () => {
+  if (stopping) return;
+  stopping = true;
+  anvil.kill("SIGTERM");
+  process.exit(0);
+};
+process.on("SIGINT", stop);
+process.on("SIGTERM", stop);
+process.on("SIGHUP", stop);
+// Whatever ends this process ends anvil too.
+process.on("exit", () => anvil.kill("SIGKILL"));
+anvil.on("exit", (code) => {
+  if (!stopping) fail(`anvil exited (${code})`);
+});
+
+const chain = { id: CHAIN_ID, name: "devnet", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } };
+const pub = createPublicClient({ chain, transport: http(rpcUrl) });
+for (let i = 0; ; i++) {
+  try {
+    await pub.getChainId();
+    break;
+  } catch {
+    if (i > 100) fail("anvil does not answer");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+// --- contracts ---------------------------------------------------------------------------------
+const artifact = (pkg, name) => {
+  const a = require(`${pkg}/build/${name}.json`);
+  return { abi: a.abi, bytecode: a.bytecode.startsWith("0x") ? a.bytecode : `0x${a.bytecode}` };
+};
+function compile() {
+  const sources = {};
+  for (const f of ["DevnetUSDC.sol", "DevnetVault.sol"]) sources[f] = { content: fs.readFileSync(path.join(here, "contracts", f), "utf8") };
+  const input = {
+    language: "Solidity",
+    sources,
+    settings: { optimizer: { enabled: true, runs: 200 }, evmVersion: "cancun", outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } } },
+  };
+  const findImports = (p) => {
+    try {
+      return { contents: fs.readFileSync(require.resolve(p), "utf8") };
+    } catch (e) {
+      return { error: `not found: ${p}` };
+    }
+  };
+  const output = JSON.parse(solc.compile(JSON.stringify(input), { import: findImports }));
+  const errors = (output.errors || []).filter((e) => e.severity === "error");
+  if (errors.length) fail(errors.map((e) => e.formattedMessage).join("\n"));
+  const get = (file, name) => ({ abi: output.contracts[file][name].abi, bytecode: `0x${output.contracts[file][name].evm.bytecode.object}` });
+  return { usdc: get("DevnetUSDC.sol", "DevnetUSDC"), vault: get("DevnetVault.sol", "DevnetVault") };
+}
+
+const accounts = Array.from({ length: ACCOUNTS }, (_, i) => mnemonicToAccount(MNEMONIC, { addressIndex: i }));
+const deployer = accounts[0];
+const wallet = (account) => createWalletClient({ account, chain, transport: http(rpcUrl) });
+const w = wallet(deployer);
+
+async function deploy(art, args = []) {
+  const hash = await w.deployContract({ abi: art.abi, bytecode: art.bytecode, args });
+  const receipt = await pub.waitForTransactionReceipt({ hash });
+  if (receipt.status !== "success" || !receipt.contractAddress) fail("a deployment reverted");
+  return getAddress(receipt.contractAddress);
+}
+async function send(client, contract, fn, args, value) {
+  const hash = await client.writeContract({ address: contract.address, abi: contract.abi, functionName: fn, args, value });
+  const receipt = await pub.waitForTransactionReceipt({ hash });
+  if (receipt.status !== "success") fail(`${fn} reverted`);
+}
+
+const compiled = compile();
+const weth9 = artifact("@uniswap/v2-periphery", "WETH9");
+const factoryArt = artifact("@uniswap/v2-core", "UniswapV2Factory");
+const pairArt = artifact("@uniswap/v2-core", "UniswapV2Pair");
+const routerArt = artifact("@uniswap/v2-periphery", "UniswapV2Router02");
+
+const addr = {};
+addr.WETH9 = await deploy(weth9);
+addr.UniswapV2Factory = await deploy(factoryArt, [deployer.address]);
+addr.UniswapV2Router02 = await deploy(routerArt, [addr.UniswapV2Factory, addr.WETH9]);
+addr.USDC = await deploy(compiled.usdc);
+addr.USDCVault = await deploy(compiled.vault, [addr.USDC]);
+
+const usdc = { address: addr.USDC, abi: compiled.usdc.abi };
+const weth = { address: addr.WETH9, abi: weth9.abi };
+const router = { address: addr.UniswapV2Router02, abi: routerArt.abi };
+const ONE_MILLION = parseUnits("1000000", 6);
+for (const a of accounts) await send(w, usdc, "mint", [a.address, ONE_MILLION]);
+
+// Seed USDC/WETH at 3000 USDC per WETH.
+const poolUsdc = parseUnits("300000", 6);
+const poolWeth = parseEther("100");
+await send(w, usdc, "mint", [deployer.address, poolUsdc]);
+await send(w, weth, "deposit", [], poolWeth);
+await send(w, usdc, "approve", [addr.UniswapV2Router02, poolUsdc]);
+await send(w, weth, "approve", [addr.UniswapV2Router02, poolWeth]);
+const deadline = BigInt(Math.floor(Date.now() / 1000) + 3600);
+await send(w, router, "addLiquidity", [addr.USDC, addr.WETH9, poolUsdc, poolWeth, 0n, 0n, deployer.address, deadline]);
+addr.UniswapV2Pair_USDC_WETH = await pub.readContract({ address: addr.UniswapV2Factory, abi: factoryArt.abi, functionName: "getPair", args: [addr.USDC, addr.WETH9] });
+
+// Check that a swap really works with the published router (its pair init-code hash must match).
+const checker = accounts[ACCOUNTS - 1];
+const wc = wallet(checker);
+await send(wc, usdc, "approve", [addr.UniswapV2Router02, parseUnits("100", 6)]);
+const before = await pub.readContract({ ...weth, functionName: "balanceOf", args: [checker.address] });
+await send(wc, router, "swapExactTokensForTokens", [parseUnits("100", 6), 1n, [addr.USDC, addr.WETH9], checker.address, deadline]);
+const after = await pub.readContract({ ...weth, functionName: "balanceOf", args: [checker.address] });
+if (after <= before) fail("the check swap received no WETH");
+
+// --- outputs -----------------------------------------------------------------------------------
+const keyOf = (i) => `0x${Buffer.from(mnemonicToAccount(MNEMONIC, { addressIndex: i }).getHdKey().privateKey).toString("hex")}`;
+const devnet = {
+  rpcUrl,
+  chainId: CHAIN_ID,
+  contracts: addr,
+  tokens: { USDC: { address: addr.USDC, decimals: 6 }, WETH: { address: addr.WETH9, decimals: 18 } },
+  accounts: accounts.map((a, i) => ({ address: a.address, privateKey: keyOf(i) })),
+};
+fs.mkdirSync(out, { recursive: true });
+fs.writeFileSync(path.join(out, "devnet.json"), JSON.stringify(devnet, null, 2));
+const toml = [
+  "# Written by scripts/devnet: actiongate server --dev --config <this file> runs against the devnet.",
+  "dev = true",
+  "",
+  `[chains.${CHAIN_ID}]`,
+  'name = "devnet"',
+  `rpc-url = "${rpcUrl}"`,
+  `[chains.${CHAIN_ID}.tokens.USDC]`,
+  `address = "${addr.USDC}"`,
+  "decimals = 6",
+  `[chains.${CHAIN_ID}.tokens.WETH]`,
+  `address = "${addr.WETH9}"`,
+  "decimals = 18",
+  `[chains.${CHAIN_ID}.contracts]`,
+  ...Object.entries(addr).map(([k, v]) => `${k} = "${v}"`),
+  "",
+  "[prices]",
+  "USDC = 1.0",
+  "WETH = 3000.0",
+  "",
+].join("\n");
+fs.writeFileSync(path.join(out, "devnet.toml"), toml);
+console.log("devnet ready");
