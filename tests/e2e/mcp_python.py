@@ -69,6 +69,7 @@ async def main():
         check(EXPECTED_TOOLS <= names, f"missing tools: {sorted(EXPECTED_TOOLS - names)}")
         check(all(t.input_schema.get("type") == "object" for t in tools), "every tool has an object input schema")
         check(all(t.description for t in tools), "every tool has a description")
+        check(all(t.output_schema and t.output_schema.get("type") == "object" for t in tools), "every tool has an output schema")
         summary["tools"] = len(tools)
 
         catalog = await anonymous.call_tool("getActionsCatalog", {})

@@ -386,17 +386,21 @@ pub fn tool_list() -> Vec<Tool> {
             );
             let mut tool = Tool::new(spec.name, description, as_object(input))
                 .with_annotations(annotations(spec.read_only, spec.read_only));
-            if let Some(output) = &spec.output {
-                let schema = match output {
-                    Output::Bare(name) => component(name),
-                    Output::Envelope(name) => json!({
-                        "type": "object",
-                        "properties": {"success": {"type": "boolean"}, "data": component(name)},
-                        "required": ["success", "data"]
-                    }),
-                };
-                tool = tool.with_raw_output_schema(as_object(schema));
-            }
+            let schema = match &spec.output {
+                Some(Output::Bare(name)) => component(name),
+                Some(Output::Envelope(name)) => json!({
+                    "type": "object",
+                    "properties": {"success": {"type": "boolean"}, "data": component(name)},
+                    "required": ["success", "data"]
+                }),
+                // The REST envelope, for tools whose data has no component of its own.
+                None => json!({
+                    "type": "object",
+                    "properties": {"success": {"type": "boolean"}, "data": {"type": "object"}},
+                    "required": ["success", "data"]
+                }),
+            };
+            tool = tool.with_raw_output_schema(as_object(schema));
             tool
         })
         .collect()
