@@ -193,10 +193,9 @@ impl Gateway {
     pub async fn start_email_onboarding(&self, email: &str) -> Result<EmailStartResponse> {
         let email = normalise_email(email)?;
         let now = self.clock.now();
-        // One code a half-minute per address: a live code is not replaced sooner (no mail flooding,
-        // no resetting the tries of a code being guessed).
+        // One code a half-minute per address, whatever its tries: no mail flooding, and guessing is
+        // held to 5 tries per 30 s.
         if let Some(live) = self.store.get_email_challenge(&email).await?
-            && live.attempts < self.settings.email_code_max_attempts
             && to_millis(now) < live.expires_at
         {
             let created = live.expires_at - self.settings.email_code_ttl.whole_milliseconds() as i64;

@@ -118,9 +118,17 @@ impl IntentRunner {
         if claimed.is_empty() {
             return Ok(false);
         }
-        let (reads, others): (Vec<IntentRecord>, Vec<IntentRecord>) = claimed
+        let (mut reads, others): (Vec<IntentRecord>, Vec<IntentRecord>) = claimed
             .into_iter()
             .partition(|i| i.lane == Lane::ExecuteIntent.as_str() && self.catalog.resolve(&i.action).is_some_and(|a| a.is_read()));
+        reads.sort_by(|a, b| a.account_id.cmp(&b.account_id));
+        // Writes run one at a time under a heartbeat: keep one, give the other leases back at once so
+        // that no lease of an intent waiting in this batch runs out (and is taken over) meanwhile.
+        let mut others = others.into_iter();
+        let write = others.next();
+        for rest in others {
+            self.store.release_lease(&rest.id, &self.owner).await?;
+        }
         let mut done = Vec::new();
         for intent in &reads {
             let params: serde_json::Value = serde_json::from_str(&intent.params).unwrap_or_default();
@@ -132,8 +140,9 @@ impl IntentRunner {
                 }
             }
         }
-        self.store.finish_reads(&self.owner, &done, to_millis(self.clock.now())).await?;
-        for intent in others {
+        let ids: Vec<String> = reads.iter().map(|i| i.id.clone()).collect();
+        self.store.finish_reads(&self.owner, &ids, &done, to_millis(self.clock.now())).await?;
+        if let Some(intent) = write {
             self.process(intent).await?;
         }
         Ok(true)

@@ -332,7 +332,11 @@ pub trait Store: Send + Sync + 'static {
     async fn claim_intents(&self, owner: &str, now: i64, lease_until: i64, limit: u32) -> Result<Vec<IntentRecord>, StoreError>;
     /// Records the outcomes of reads (side-effect free, so never marked started first) and settles
     /// their intents, in one transaction; only while `owner` holds each intent's lease.
-    async fn finish_reads(&self, owner: &str, done: &[(String, u32, ExecutionFinish)], now: i64) -> Result<(), StoreError>;
+    /// `intents` are settled in the order given (callers sort them by account, so that transactions
+    /// lock accounts in one order).
+    async fn finish_reads(&self, owner: &str, intents: &[String], done: &[(String, u32, ExecutionFinish)], now: i64) -> Result<(), StoreError>;
+    /// Gives a lease back (an intent claimed in a batch but left for another worker).
+    async fn release_lease(&self, intent_id: &str, owner: &str) -> Result<(), StoreError>;
     /// Extends a lease this owner holds; false when it was lost.
     async fn renew_lease(&self, intent_id: &str, owner: &str, lease_until: i64) -> Result<bool, StoreError>;
     /// Marks a pending execution started, only while `owner` holds the intent's lease.

@@ -555,18 +555,22 @@ async fn accept_batch(backend: &Backend, drafts: &[IntentDraft]) -> Result<Vec<R
     macro_rules! run {
         ($pool:ident) => {{
             let mut tx = $pool.begin_write().await?;
-            let mut outcomes = Vec::with_capacity(drafts.len());
-            for d in drafts {
+            // Lock accounts in one order (by id) in every transaction that takes several: no deadlock.
+            let mut order: Vec<usize> = (0..drafts.len()).collect();
+            order.sort_by(|a, b| drafts[*a].account_id.cmp(&drafts[*b].account_id));
+            let mut outcomes: Vec<Option<Result<AcceptOutcome, StoreError>>> = (0..drafts.len()).map(|_| None).collect();
+            for i in order {
+                let d = &drafts[i];
                 sqlx::query("SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
                 let outcome = async { accept_draft!(tx, d) }.await;
                 if !matches!(outcome, Ok(AcceptOutcome::Accepted)) {
                     sqlx::query("ROLLBACK TO SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
                 }
                 sqlx::query("RELEASE SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
-                outcomes.push(outcome);
+                outcomes[i] = Some(outcome);
             }
             tx.commit().await.map_err(err)?;
-            Ok(outcomes)
+            Ok(outcomes.into_iter().map(|o| o.unwrap_or_else(|| Err(StoreError("draft skipped".into())))).collect())
         }};
     }
     match backend {
@@ -1051,6 +1055,18 @@ impl Store for SqlStore {
         u64::try_from(n).map_err(err)
     }
 
+    async fn release_lease(&self, intent_id: &str, owner: &str) -> Result<(), StoreError> {
+        on_writer!(self, pool => sqlx::query(
+            "UPDATE intents SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2 AND status = 'queued'",
+        )
+        .bind(intent_id)
+        .bind(owner)
+        .execute(pool)
+        .await
+        .map(|_| ())
+        .map_err(err))
+    }
+
     async fn renew_lease(&self, intent_id: &str, owner: &str, lease_until: i64) -> Result<bool, StoreError> {
         on_writer!(self, pool => sqlx::query(
             "UPDATE intents SET lease_until = $3 WHERE id = $1 AND lease_owner = $2 AND status = 'queued'",
@@ -1126,13 +1142,12 @@ impl Store for SqlStore {
         })
     }
 
-    async fn finish_reads(&self, owner: &str, done: &[(String, u32, ExecutionFinish)], now: i64) -> Result<(), StoreError> {
-        if done.is_empty() {
+    async fn finish_reads(&self, owner: &str, intents: &[String], done: &[(String, u32, ExecutionFinish)], now: i64) -> Result<(), StoreError> {
+        if intents.is_empty() {
             return Ok(());
         }
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let mut intents: Vec<&str> = Vec::new();
             for (intent_id, seq, f) in done {
                 let state = if f.success { "succeeded" } else { "failed" };
                 sqlx::query(
@@ -1153,9 +1168,6 @@ impl Store for SqlStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(err)?;
-                if !intents.contains(&intent_id.as_str()) {
-                    intents.push(intent_id);
-                }
             }
             for intent_id in intents {
                 settle_intent!(tx, intent_id, now)?;

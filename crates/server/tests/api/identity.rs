@@ -92,7 +92,9 @@ async fn wrong_expired_and_exhausted_codes(backend: Backend) {
     }
     app.post(COMPLETE, json!({"email": email, "code": wrong, "acceptTerms": true})).await.assert_error(429, "TOO_MANY_ATTEMPTS");
     app.post(COMPLETE, json!({"email": email, "code": code, "acceptTerms": true})).await.assert_error(429, "TOO_MANY_ATTEMPTS");
-    // A new code starts over.
+    // A new code starts over (not sooner than 30 s after the last one).
+    app.post(START, json!({ "email": email })).await.assert_error(429, "RATE_LIMITED");
+    app.clock.advance(time::Duration::seconds(30));
     let fresh = app.request_code(email).await;
     app.post(COMPLETE, json!({"email": email, "code": fresh, "acceptTerms": true})).await.assert_ok();
 }
@@ -270,7 +272,9 @@ async fn parallel_guesses_cannot_pass_the_limit_and_codes_are_not_resent_at_once
     }
     assert!(wrong <= 4, "{wrong} guesses were compared; the limit is 5 tries");
     app.post(COMPLETE, json!({"email": email, "code": code, "acceptTerms": true})).await.assert_error(429, "TOO_MANY_ATTEMPTS");
-    // A burned code can be replaced at once.
+    // A burned code is replaced 30 s after it was sent, not sooner.
+    app.post(START, json!({ "email": email })).await.assert_error(429, "RATE_LIMITED");
+    app.clock.advance(time::Duration::seconds(30));
     let fresh = app.request_code(email).await;
     app.post(COMPLETE, json!({"email": email, "code": fresh, "acceptTerms": true})).await.assert_ok();
 }
