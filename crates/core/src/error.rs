@@ -2,7 +2,7 @@
 //! person, and (for internal failures only) a private detail that is logged once at the boundary and
 //! never sent.
 
-use actiongate_api_types::ErrorCode;
+use actiongate_api_types::{ErrorCode, ErrorFamily};
 
 /// A refusal or a failure, as every surface reports it.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -14,11 +14,13 @@ pub struct Error {
     pub detail: Option<String>,
     /// Seconds the caller should wait, for rate limits.
     pub retry_after: Option<u64>,
+    /// The family when it is not the code's own (a refused submission is `INTENT_REJECTED`).
+    pub family: Option<ErrorFamily>,
 }
 
 impl Error {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), detail: None, retry_after: None }
+        Self { code, message: message.into(), detail: None, retry_after: None, family: None }
     }
 
     /// An unexpected failure: the caller sees a generic sentence, the log gets `detail`.
@@ -28,6 +30,7 @@ impl Error {
             message: "An internal error occurred; the request id identifies it in the gateway's logs.".into(),
             detail: Some(detail.to_string()),
             retry_after: None,
+            family: None,
         }
     }
 
@@ -41,6 +44,20 @@ impl Error {
 
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::NotFound, message)
+    }
+
+    /// A refused submission (SPEC): the family `INTENT_REJECTED` whatever the code; internal
+    /// failures keep theirs.
+    pub fn intent_rejection(mut self) -> Self {
+        if self.code.http_status() < 500 {
+            self.family = Some(ErrorFamily::IntentRejected);
+        }
+        self
+    }
+
+    /// The family the envelope carries.
+    pub fn family(&self) -> ErrorFamily {
+        self.family.unwrap_or(self.code.family())
     }
 
     pub fn with_retry_after(mut self, seconds: u64) -> Self {

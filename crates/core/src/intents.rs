@@ -250,7 +250,7 @@ impl Gateway {
 
     /// Submits an intent (Model A) and answers SPEC's submit shape.
     pub async fn execute_intent(&self, req: &ExecuteIntentRequest) -> Result<Intent> {
-        let submitted = self.submit(req, Lane::ExecuteIntent).await?;
+        let submitted = self.submit(req, Lane::ExecuteIntent).await.map_err(Error::intent_rejection)?;
         Ok(Intent {
             success: true,
             intent_id: submitted.intent().id.clone(),
@@ -263,6 +263,10 @@ impl Gateway {
 
     /// Runs an action from the agent's own wallet and answers when it has ended (bounded).
     pub async fn execute_direct(&self, req: &ExecuteIntentRequest) -> Result<DirectExecution> {
+        self.run_direct(req).await.map_err(Error::intent_rejection)
+    }
+
+    async fn run_direct(&self, req: &ExecuteIntentRequest) -> Result<DirectExecution> {
         let submitted = self.submit(req, Lane::Execute).await?;
         let intent = submitted.intent().clone();
         if let Submitted::New(record) = &submitted {

@@ -253,8 +253,4 @@ impl IntentRunner {
         }
         Ok(())
     }
-
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
-    }
 }

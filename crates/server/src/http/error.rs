@@ -2,7 +2,7 @@
 //! CONTRACT, a `Retry-After` where one applies. Internal failures are logged here, once, with their
 //! detail; the caller only sees a generic sentence.
 
-use actiongate_api_types::{ErrorBody, ErrorCode, ErrorFamily};
+use actiongate_api_types::{ErrorBody, ErrorCode};
 use actiongate_core::Error;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -12,7 +12,6 @@ use axum::response::{IntoResponse, Response};
 #[derive(Debug)]
 pub struct ApiError {
     error: Error,
-    family: Option<ErrorFamily>,
 }
 
 impl ApiError {
@@ -20,12 +19,9 @@ impl ApiError {
         Error::new(code, message).into()
     }
 
-    /// Reports a refused submission with the family `INTENT_REJECTED` (SPEC) whatever its code.
-    pub fn as_intent_rejection(mut self) -> Self {
-        if self.error.code.http_status() < 500 {
-            self.family = Some(ErrorFamily::IntentRejected);
-        }
-        self
+    /// A malformed submission body is a refused submission too (`INTENT_REJECTED`).
+    pub fn as_intent_rejection(self) -> Self {
+        Self { error: self.error.intent_rejection() }
     }
 
     pub fn code(&self) -> ErrorCode {
@@ -35,27 +31,27 @@ impl ApiError {
 
 impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
-        Self { error, family: None }
+        Self { error }
     }
 }
 
 /// The envelope of an error, logged once here: internal failures with their detail (never sent).
 /// Every surface (REST, MCP) renders a refusal through this.
-pub fn error_body(error: &Error, family: Option<ErrorFamily>) -> ErrorBody {
+pub fn error_body(error: &Error) -> ErrorBody {
     let code = error.code;
     if code.http_status() >= 500 {
         tracing::error!(code = %code, detail = error.detail.as_deref().unwrap_or(""), "request failed");
     } else if let Some(detail) = &error.detail {
         tracing::warn!(code = %code, detail, "request refused");
     }
-    ErrorBody { success: false, error: family.unwrap_or(code.family()), code, message: error.message.clone() }
+    ErrorBody { success: false, error: error.family(), code, message: error.message.clone() }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = self.error.code;
         let status = StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = error_body(&self.error, self.family);
+        let body = error_body(&self.error);
         let mut response = (status, Json(body)).into_response();
         if let Some(seconds) = self.error.retry_after
             && let Ok(v) = HeaderValue::from_str(&seconds.to_string())

@@ -47,7 +47,7 @@ pub async fn execute_intent(
     body: Result<ApiJson<ExecuteIntentRequest>, ApiError>,
 ) -> Result<Json<Intent>, ApiError> {
     let ApiJson(req) = body.map_err(ApiError::as_intent_rejection)?;
-    let intent = state.gateway.execute_intent(&req).await.map_err(|e| ApiError::from(e).as_intent_rejection())?;
+    let intent = state.gateway.execute_intent(&req).await?;
     Ok(Json(intent))
 }
 
@@ -103,7 +103,7 @@ pub async fn execute_direct(
     body: Result<ApiJson<ExecuteIntentRequest>, ApiError>,
 ) -> Result<Json<Envelope<DirectExecution>>, ApiError> {
     let ApiJson(req) = body.map_err(ApiError::as_intent_rejection)?;
-    let done = state.gateway.execute_direct(&req).await.map_err(|e| ApiError::from(e).as_intent_rejection())?;
+    let done = state.gateway.execute_direct(&req).await?;
     Ok(Json(Envelope::new(done)))
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use actiongate_api_types::catalog::ActionList;
 use actiongate_api_types::identity::{EmailCompleteRequest, EmailStartRequest};
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
-use actiongate_api_types::{Envelope, ErrorCode, ErrorFamily};
+use actiongate_api_types::{Envelope, ErrorCode};
 use actiongate_core::personhood::{DepositBegin, Personhood, Principal};
 use actiongate_core::{Error, Gateway};
 use axum::body::Body;
@@ -116,35 +116,24 @@ pub struct GatewayMcp {
 fn structured<T: Serialize>(value: &T) -> CallToolResult {
     match serde_json::to_value(value) {
         Ok(v) => CallToolResult::structured(v),
-        Err(e) => refusal(&Error::internal(format!("serialize tool result: {e}")), None),
+        Err(e) => refusal(&Error::internal(format!("serialize tool result: {e}"))),
     }
 }
 
-fn refusal(error: &Error, family: Option<ErrorFamily>) -> CallToolResult {
-    let body = error_body(error, family);
+fn refusal(error: &Error) -> CallToolResult {
+    let body = error_body(error);
     CallToolResult::structured_error(serde_json::to_value(body).unwrap_or(Value::Null))
 }
 
 fn answer<T: Serialize>(result: Result<T, Error>) -> CallToolResult {
     match result {
         Ok(v) => structured(&v),
-        Err(e) => refusal(&e, None),
+        Err(e) => refusal(&e),
     }
 }
 
 fn enveloped<T: Serialize>(result: Result<T, Error>) -> CallToolResult {
     answer(result.map(Envelope::new))
-}
-
-/// A refusal of an intent submission: family INTENT_REJECTED, as on REST.
-fn intent_answer<T: Serialize>(result: Result<T, Error>) -> CallToolResult {
-    match result {
-        Ok(v) => structured(&v),
-        Err(e) => {
-            let family = (e.code.http_status() < 500).then_some(ErrorFamily::IntentRejected);
-            refusal(&e, family)
-        }
-    }
 }
 
 fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Error> {
@@ -220,7 +209,7 @@ impl GatewayMcp {
         } else {
             match Self::agent_key(header_key, &mut args) {
                 Ok(k) => Some(k),
-                Err(e) => return refusal(&e, None),
+                Err(e) => return refusal(&e),
             }
         };
         let key = key.unwrap_or_default();
@@ -234,43 +223,42 @@ impl GatewayMcp {
             "executeIntent" => {
                 args.insert("agentApiKey".into(), Value::String(key));
                 match parse::<ExecuteIntentRequest>(Value::Object(args)) {
-                    Ok(req) => intent_answer(g.execute_intent(&req).await),
-                    Err(e) => intent_answer::<Intent>(Err(e)),
+                    Ok(req) => answer(g.execute_intent(&req).await),
+                    Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }
             "agentRun" => {
                 args.insert("agentApiKey".into(), Value::String(key.clone()));
                 match parse::<ExecuteIntentRequest>(Value::Object(args)) {
-                    Ok(req) => intent_answer(run_and_wait(g, &req, &key).await),
-                    Err(e) => intent_answer::<Intent>(Err(e)),
+                    Ok(req) => answer(run_and_wait(g, &req, &key).await),
+                    Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }
             "walletExecute" => {
                 args.insert("agentApiKey".into(), Value::String(key));
                 match parse::<ExecuteIntentRequest>(Value::Object(args)) {
-                    Ok(req) => intent_answer(g.execute_direct(&req).await.map(Envelope::new)),
-                    Err(e) => intent_answer::<Intent>(Err(e)),
+                    Ok(req) => answer(g.execute_direct(&req).await.map(Envelope::new)),
+                    Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }
             "getIntentStatus" => match args.get("intentId").and_then(Value::as_str) {
                 Some(id) => answer(g.intent_status(Some(&key), id).await),
-                None => refusal(&Error::invalid("intentId is required"), None),
+                None => refusal(&Error::invalid("intentId is required")),
             },
             "getCreditsBalance" => enveloped(g.credit_balance(Some(&key)).await),
             "startEmailOnboarding" => match parse::<EmailStartRequest>(Value::Object(args)) {
                 Ok(req) => enveloped(g.start_email_onboarding(&req.email).await),
-                Err(e) => refusal(&e, None),
+                Err(e) => refusal(&e),
             },
             "completeEmailOnboarding" => match parse::<EmailCompleteRequest>(Value::Object(args)) {
                 Ok(req) => enveloped(g.complete_email_onboarding(&req).await),
-                Err(e) => refusal(&e, None),
+                Err(e) => refusal(&e),
             },
             other => refusal(
                 &Error::new(
                     ErrorCode::NotAvailable,
                     format!("{other} is not available in this deployment yet: {}.", spec.pending.unwrap_or("not built")),
                 ),
-                None,
             ),
         }
     }
@@ -346,7 +334,7 @@ pub async fn require_agent_key(State(state): State<AppState>, request: Request, 
         Ok(b) => b,
         Err(_) => {
             let e = Error::new(ErrorCode::PayloadTooLarge, "The request body is over the 1 MiB limit.");
-            return (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(error_body(&e, None))).into_response();
+            return (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(error_body(&e))).into_response();
         }
     };
     let message = serde_json::from_slice::<Value>(&bytes).ok();
@@ -370,7 +358,7 @@ pub async fn require_agent_key(State(state): State<AppState>, request: Request, 
             let body = serde_json::json!({
                 "jsonrpc": "2.0",
                 "id": id,
-                "error": {"code": -32001, "message": e.message, "data": error_body(&e, None)},
+                "error": {"code": -32001, "message": e.message, "data": error_body(&e)},
             });
             let mut response = (status, axum::Json(body)).into_response();
             response
