@@ -3,6 +3,7 @@
 //! an HTTP status is only a number here.
 
 pub mod catalog;
+pub mod chain;
 pub mod error;
 pub mod identity;
 pub mod intents;

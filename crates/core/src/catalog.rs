@@ -38,6 +38,12 @@ pub enum Lane {
 /// whose lanes is implemented is listed with `enabled: false`.
 pub trait Implemented {
     fn implements(&self, action: &str, lane: Lane) -> bool;
+
+    /// The chains the action really runs on in this deployment, when its providers know (an EVM
+    /// action runs only where its contracts are configured); `None` keeps the family's list.
+    fn chains(&self, _action: &str) -> Option<Vec<u64>> {
+        None
+    }
 }
 
 /// Nothing implemented: every action is listed disabled.
@@ -339,7 +345,11 @@ fn build_action(
     }
 
     let lanes: BTreeSet<Lane> = a.lanes.iter().copied().collect();
-    let lane_live = |lane: Lane| lanes.contains(&lane) && implemented.implements(&name, lane);
+    // Where a provider names the chains it runs on, those are the action's chains, and an action
+    // that runs on none is not live.
+    let live_chains = implemented.chains(&name);
+    let on_some_chain = live_chains.as_ref().is_none_or(|c| !c.is_empty());
+    let lane_live = |lane: Lane| lanes.contains(&lane) && on_some_chain && implemented.implements(&name, lane);
     let supports_execute_intent = lane_live(Lane::ExecuteIntent);
     let supports_execute = lane_live(Lane::Execute);
     let supports_build_tx = lane_live(Lane::BuildTx);
@@ -380,7 +390,7 @@ fn build_action(
         provider_kind: family.provider_kind.clone(),
         domain: family.domain.clone(),
         category: family.category.clone(),
-        supported_chains: family.supported_chains.clone(),
+        supported_chains: live_chains.unwrap_or_else(|| family.supported_chains.clone()),
         custody_mode: family.custody_mode.clone(),
         metadata_source: a.metadata_source,
         risk_level: a.risk_level,

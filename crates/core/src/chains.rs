@@ -18,6 +18,8 @@ pub struct ChainSettings {
     /// By symbol, upper-case.
     pub tokens: BTreeMap<String, Token>,
     pub contracts: BTreeMap<String, String>,
+    /// ERC-4626 vaults by opportunity id (`deposit-earn-position` and its twins).
+    pub vaults: BTreeMap<String, String>,
 }
 
 /// Every configured chain by id.

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
+use actiongate_api_types::chain::BuildTxData;
 use async_trait::async_trait;
 
 use crate::catalog::{Implemented, Lane};
@@ -69,6 +70,19 @@ pub trait Provider: Send + Sync + 'static {
     /// The (action, lane) pairs this provider runs.
     fn lanes(&self) -> Vec<(&'static str, Lane)>;
 
+    /// The chains on which this provider really runs `action` (its contracts are configured and the
+    /// chain has an RPC URL); `None` when the action is not tied to chains by this provider (the
+    /// catalog then keeps the family's list).
+    fn chains(&self, _action: &str) -> Option<Vec<u64>> {
+        None
+    }
+
+    /// Builds the unsigned transactions of one action for a wallet to sign (Model B). `wallet` is
+    /// the signer when given.
+    async fn build_tx(&self, ctx: &ExecutionContext, _wallet: Option<&str>) -> Result<BuildTxData, crate::error::Error> {
+        Err(crate::error::Error::new(ErrorCode::NotAvailable, format!("{} cannot be built as a transaction here.", ctx.action)))
+    }
+
     /// Runs one execution. Never panics; a failure is an outcome with a code.
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome;
 
@@ -78,32 +92,51 @@ pub trait Provider: Send + Sync + 'static {
     async fn reconcile(&self, ctx: &ExecutionContext) -> Reconciled;
 }
 
-/// Every provider of this build, by action.
+/// Every provider of this build, by action and lane. A provider given later takes an (action, lane)
+/// over from one given earlier.
 #[derive(Default)]
 pub struct Registry {
-    by_action: HashMap<String, (Arc<dyn Provider>, Vec<Lane>)>,
+    by_lane: HashMap<(String, Lane), Arc<dyn Provider>>,
 }
 
 impl Registry {
     pub fn new(providers: Vec<Arc<dyn Provider>>) -> Self {
-        let mut by_action: HashMap<String, (Arc<dyn Provider>, Vec<Lane>)> = HashMap::new();
+        let mut by_lane = HashMap::new();
         for provider in providers {
             for (action, lane) in provider.lanes() {
-                let entry = by_action.entry(action.to_owned()).or_insert_with(|| (provider.clone(), Vec::new()));
-                entry.1.push(lane);
+                by_lane.insert((action.to_owned(), lane), provider.clone());
             }
         }
-        Self { by_action }
+        Self { by_lane }
     }
 
-    pub fn provider(&self, action: &str) -> Option<&Arc<dyn Provider>> {
-        self.by_action.get(action).map(|(p, _)| p)
+    pub fn provider(&self, action: &str, lane: Lane) -> Option<&Arc<dyn Provider>> {
+        self.by_lane.get(&(action.to_owned(), lane))
     }
 }
 
 impl Implemented for Registry {
     fn implements(&self, action: &str, lane: Lane) -> bool {
-        self.by_action.get(action).is_some_and(|(_, lanes)| lanes.contains(&lane))
+        self.provider(action, lane).is_some()
+    }
+
+    /// The union of the chains its providers run the action on; `None` when no provider runs it or
+    /// one of them is not tied to chains (the family's list stands).
+    fn chains(&self, action: &str) -> Option<Vec<u64>> {
+        let mut all = Vec::new();
+        let mut any = false;
+        for ((a, _), provider) in &self.by_lane {
+            if a == action {
+                all.extend(provider.chains(action)?);
+                any = true;
+            }
+        }
+        if !any {
+            return None;
+        }
+        all.sort_unstable();
+        all.dedup();
+        Some(all)
     }
 }
 

@@ -110,6 +110,7 @@ pub struct Gateway {
     keys: Keyring,
     settings: Settings,
     runner: Arc<IntentRunner>,
+    registry: Arc<Registry>,
     /// The default policy resolved against the catalog once.
     default_allowed: Vec<String>,
     default_daily_micros: i64,
@@ -128,7 +129,7 @@ impl Gateway {
         let Ports { store, mailer, clock } = ports;
         let runner = Arc::new(IntentRunner::new(
             store.clone(),
-            registry,
+            registry.clone(),
             catalog.clone(),
             clock.clone(),
             settings.lease,
@@ -155,6 +156,7 @@ impl Gateway {
             keys,
             settings,
             runner,
+            registry,
             default_allowed,
             default_daily_micros,
             default_per_action_micros,
@@ -171,6 +173,11 @@ impl Gateway {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The providers of this build, by action and lane.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
     }
 
     /// The intent runner; the server spawns its workers.

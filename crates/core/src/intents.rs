@@ -7,6 +7,7 @@ use actiongate_api_types::intents::{
     AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, IntentResult, PreflightCheck,
     PreflightReport,
 };
+use actiongate_api_types::chain::{BuildTxData, BuildTxRequest};
 use actiongate_api_types::{ErrorCode, ErrorFamily};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -14,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::catalog::{ActionSpec, Lane};
 use crate::clock::{from_millis, rfc3339, to_millis};
 use crate::error::{Error, Result};
-use crate::execution::Subject;
+use crate::execution::{ExecutionContext, Subject};
 use crate::gateway::{AgentContext, Gateway};
 use crate::money::{micros_to_usd, usd_to_micros};
 use crate::store::{AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord, PolicyRecord};
@@ -128,7 +129,7 @@ impl Gateway {
         check_lane(spec, lane)?;
         check_params(spec, &req.params)?;
         self.check_chain(spec, chain_id)?;
-        let amount = self.usd_amount(spec, req, &policy)?;
+        let amount = self.usd_amount(spec, &req.params, req.estimated_amount_usd, &policy)?;
 
         let intent_id = uuid::Uuid::now_v7().to_string();
         let lease = (lane == Lane::Execute).then(|| {
@@ -305,6 +306,48 @@ impl Gateway {
         })
     }
 
+    /// Builds the unsigned transactions of an action for a wallet to sign locally (Model B). The
+    /// checks of a submission up to the amount limit run first, in CONTRACT order; then the action's
+    /// provider plans and simulates the transactions. Nothing is written and nothing is charged: the
+    /// gateway moves nothing, the wallet's owner signs and pays the gas.
+    pub async fn build_tx(&self, req: &BuildTxRequest) -> Result<BuildTxData> {
+        self.build_unsigned(req).await.map_err(Error::intent_rejection)
+    }
+
+    async fn build_unsigned(&self, req: &BuildTxRequest) -> Result<BuildTxData> {
+        let agent = self.authenticate_agent(Some(&req.agent_api_key)).await?;
+        let spec = self.catalog().resolve(&req.action).ok_or_else(|| {
+            refusal(ErrorCode::UnknownAction, format!("No action named {:?} is in the catalog.", req.action))
+        })?;
+        if !req.params.is_object() {
+            return Err(refusal(ErrorCode::InvalidParams, "params must be a JSON object."));
+        }
+        let policy = self.policy_of(&agent.agent.id).await?;
+        check_allowed(spec, &policy)?;
+        check_lane(spec, Lane::BuildTx)?;
+        check_params(spec, &req.params)?;
+        self.check_chain(spec, req.chain_id)?;
+        self.usd_amount(spec, &req.params, req.estimated_amount_usd, &policy)?;
+        let provider = self.registry().provider(spec.name(), Lane::BuildTx).ok_or_else(|| {
+            refusal(ErrorCode::ActionDisabled, format!("{} is not available through buildTx in this deployment.", spec.name()))
+        })?;
+        let wallet = req.wallet_address.clone().unwrap_or_default();
+        let ctx = ExecutionContext {
+            intent_id: String::new(),
+            execution_key: String::new(),
+            action: spec.name().to_owned(),
+            params: req.params.clone(),
+            chain_id: req.chain_id,
+            lane: Lane::BuildTx,
+            subject: Subject { user_did: format!("did:pkh:eip155:{}:{wallet}", req.chain_id), wallet_address: wallet },
+            agent_id: agent.agent.id.clone(),
+            agent_address: agent.agent.wallet_address.clone(),
+        };
+        let built = provider.build_tx(&ctx, req.wallet_address.as_deref()).await?;
+        tracing::info!(agent_id = agent.agent.id, action = spec.name(), chain_id = req.chain_id, transactions = built.transactions.len(), "transactions built");
+        Ok(built)
+    }
+
     /// The intent, for the agent that submitted it; 404 for anyone else.
     pub async fn intent_status(&self, agent_key: Option<&str>, intent_id: &str) -> Result<Intent> {
         let agent = self.authenticate_agent(agent_key).await?;
@@ -375,9 +418,9 @@ fn check_params(spec: &ActionSpec, params: &Value) -> Result<()> {
 impl Gateway {
     /// The USD amount the limits see (the larger of the stated and the gateway's own estimate),
     /// checked against the action's maxAmountUsd and the policy's per-action cap.
-    fn usd_amount(&self, spec: &ActionSpec, req: &ExecuteIntentRequest, policy: &PolicyRecord) -> Result<i64> {
-        let own_estimate = self.settings().prices.estimate_micros(&req.params);
-        let stated = req.estimated_amount_usd.map(|v| usd_to_micros("estimatedAmountUsd", v)).transpose()?;
+    fn usd_amount(&self, spec: &ActionSpec, params: &Value, estimated_amount_usd: Option<f64>, policy: &PolicyRecord) -> Result<i64> {
+        let own_estimate = self.settings().prices.estimate_micros(params);
+        let stated = estimated_amount_usd.map(|v| usd_to_micros("estimatedAmountUsd", v)).transpose()?;
         let amount = match (own_estimate, stated) {
             (Some(a), Some(b)) => a.max(b),
             (Some(a), None) | (None, Some(a)) => a,
@@ -447,7 +490,7 @@ impl Gateway {
         checks.push(verdict("enabled", check_lane(spec, lane).map(|()| format!("through {}", lane.as_str()))));
         checks.push(verdict("params", check_params(spec, &req.params).map(|()| "match paramsSchema".into())));
         checks.push(verdict("chain", self.check_chain(spec, chain_id).map(|()| format!("chain {chain_id}"))));
-        let amount = self.usd_amount(spec, req, &policy);
+        let amount = self.usd_amount(spec, &req.params, req.estimated_amount_usd, &policy);
         checks.push(verdict("amountLimit", amount.clone().map(|a| format!("{} USD", micros_to_usd(a)))));
         let amount = amount.unwrap_or(0);
         let day = day_of(to_millis(self.now()));

@@ -232,14 +232,14 @@ impl IntentRunner {
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
-        match self.registry.provider(&ctx.action) {
+        match self.registry.provider(&ctx.action, ctx.lane) {
             Some(p) => p.execute(ctx).await,
             None => ExecutionOutcome::failed(ErrorCode::NotAvailable, format!("{} has no provider in this build.", ctx.action)),
         }
     }
 
     async fn reconcile(&self, ctx: &ExecutionContext) -> Reconciled {
-        match self.registry.provider(&ctx.action) {
+        match self.registry.provider(&ctx.action, ctx.lane) {
             Some(p) => p.reconcile(ctx).await,
             None => Reconciled::NotSent,
         }

@@ -223,6 +223,37 @@ pub struct LedgerEntry {
     pub created_at: i64,
 }
 
+/// One transaction of a wallet, by its nonce: reserved before it is signed, its signed bytes kept
+/// before it is sent, so that after a crash it is found again (and re-sent, never re-signed with
+/// another nonce).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChainTxRecord {
+    pub chain_id: u64,
+    pub wallet: String,
+    pub nonce: u64,
+    /// The execution this transaction belongs to, and its place in the execution's plan.
+    pub execution_key: String,
+    pub idx: u32,
+    /// reserved, signed, mined, voided.
+    pub state: String,
+    pub tx_hash: Option<String>,
+    /// The signed transaction (EIP-2718 bytes).
+    pub raw_tx: Option<Vec<u8>>,
+    /// Hashes of earlier signings at this nonce (fee bumps of a stuck transaction).
+    pub prior_hashes: Vec<String>,
+    /// 1 success, 0 reverted, once mined.
+    pub receipt_status: Option<i64>,
+    pub updated_at: i64,
+}
+
+/// A transaction signed at a reserved nonce, for [`Store::record_signed_txs`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignedTx {
+    pub nonce: u64,
+    pub tx_hash: String,
+    pub raw_tx: Vec<u8>,
+}
+
 /// A delegation row, as far as the fan-out gate reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DelegationRecord {
@@ -358,6 +389,25 @@ pub trait Store: Send + Sync + 'static {
     // ---------------------------------------------------------------- delegations
 
     async fn put_delegation(&self, delegation: &DelegationRecord) -> Result<(), StoreError>;
+
+    // --- wallet transactions (the per-wallet nonce manager)
+    /// Reserves `count` nonces of a wallet for an execution, in one transaction: the execution's rows
+    /// when it has them already (idempotent), else voided nonces of the wallet first (no gap is left
+    /// behind), then new ones from `max(next stored, chain_nonce)`.
+    async fn reserve_nonces(&self, chain_id: u64, wallet: &str, execution_key: &str, count: u32, chain_nonce: u64, now: i64) -> Result<Vec<ChainTxRecord>, StoreError>;
+    /// The transactions of an execution, in plan order.
+    async fn execution_txs(&self, execution_key: &str) -> Result<Vec<ChainTxRecord>, StoreError>;
+    /// Keeps the signed bytes of reserved (or re-signed) transactions before any is sent, all or
+    /// none, so that an execution's transactions are either all signed or none; an earlier hash at
+    /// the same nonce moves to `prior_hashes`.
+    async fn record_signed_txs(&self, chain_id: u64, wallet: &str, signed: &[SignedTx], now: i64) -> Result<(), StoreError>;
+    /// Records the receipt of a transaction (whichever of its signings was mined).
+    async fn record_mined_tx(&self, chain_id: u64, wallet: &str, nonce: u64, tx_hash: &str, status: i64, now: i64) -> Result<(), StoreError>;
+    /// Gives the nonces of an execution none of whose transactions can be mined back (never sent, or
+    /// refused by the node); they are reused before new ones.
+    async fn void_txs(&self, execution_key: &str, now: i64) -> Result<(), StoreError>;
+    /// Signed transactions of a wallet not yet mined, oldest nonce first (for rebroadcast and fee bumps).
+    async fn pending_txs(&self, chain_id: u64, wallet: &str) -> Result<Vec<ChainTxRecord>, StoreError>;
     async fn count_active_delegations(&self, agent_id: &str, chain_id: u64) -> Result<u64, StoreError>;
 
     // ---------------------------------------------------------------- personhood

@@ -7,6 +7,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
+use actiongate_chain::sender::AfterSend;
+use actiongate_chain::{ChainClients, ChainOptions, EvmProvider};
 use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog};
 use actiongate_core::execution::{Provider, Registry};
 use actiongate_core::providers::internal::{BUILTIN_DATA, InternalData, InternalReads};
@@ -34,6 +36,9 @@ pub struct Deps {
     pub providers: Vec<Arc<dyn Provider>>,
     /// The personhood proof verifier; the World ID verify API when absent.
     pub verifier: Option<Arc<dyn ProofVerifier>>,
+    /// Called by the EVM sender right after a transaction is handed to the node, before anything
+    /// is recorded (tests kill the process there).
+    pub after_send: Option<AfterSend>,
 }
 
 /// A built, bound server.
@@ -79,7 +84,9 @@ impl Application {
             None => BUILTIN_DATA.to_owned(),
         };
         let internal = InternalData::parse(&internal_data).context("internal data file is invalid")?;
-        let mut providers: Vec<Arc<dyn Provider>> = vec![Arc::new(InternalReads::new(internal))];
+        let chain_clients = ChainClients::connect(&config.settings.chains, ChainOptions::default())?;
+        let evm = EvmProvider::new(chain_clients, store.clone(), clock.clone(), master.keyring(), deps.after_send);
+        let mut providers: Vec<Arc<dyn Provider>> = vec![Arc::new(InternalReads::new(internal)), Arc::new(evm)];
         providers.extend(deps.providers);
         let registry = Arc::new(Registry::new(providers));
         let catalog = Arc::new(Catalog::from_manifest(BUILTIN_MANIFEST, rfc3339(clock.now()), registry.as_ref())?);

@@ -140,6 +140,9 @@ pub struct ChainConfig {
     pub tokens: BTreeMap<String, TokenConfig>,
     #[serde(default)]
     pub contracts: BTreeMap<String, String>,
+    /// ERC-4626 vaults by opportunity id.
+    #[serde(default)]
+    pub vaults: BTreeMap<String, String>,
 }
 
 /// A token of a chain's token list.
@@ -253,7 +256,7 @@ impl Config {
                         .into_iter()
                         .map(|(sym, t)| (sym.to_ascii_uppercase(), Token { address: t.address, decimals: t.decimals }))
                         .collect();
-                    (id, ChainSettings { name: c.name, rpc_url: c.rpc_url, tokens, contracts: c.contracts })
+                    (id, ChainSettings { name: c.name, rpc_url: c.rpc_url, tokens, contracts: c.contracts, vaults: c.vaults })
                 })
                 .collect(),
         );
@@ -365,6 +368,7 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                     ("WETH".into(), token(weth, 18)),
                 ]),
                 contracts: BTreeMap::new(),
+                vaults: BTreeMap::new(),
             },
         ),
         (
@@ -377,6 +381,7 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                     ("WETH".into(), token(weth, 18)),
                 ]),
                 contracts: BTreeMap::new(),
+                vaults: BTreeMap::new(),
             },
         ),
     ])

@@ -175,3 +175,56 @@ async fn agents_keys_and_policies() {
         assert_eq!(s.list_agents("acc1").await.unwrap_or_default().len(), 2, "{name}");
     }
 }
+
+fn signed(nonce: u64, hash: &str) -> actiongate_core::store::SignedTx {
+    actiongate_core::store::SignedTx { nonce, tx_hash: hash.into(), raw_tx: vec![1, 2, 3] }
+}
+
+#[tokio::test]
+async fn wallet_nonces_are_reserved_once_contiguously_and_voided_ones_are_reused() {
+    for (name, f) in backends().await {
+        let store = f.store.clone();
+        let wallet = "0x00000000000000000000000000000000000000aa";
+        // The chain says the wallet has sent 7 transactions: numbering starts there.
+        let first = store.reserve_nonces(84532, wallet, "i1:0", 2, 7, 1).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(first.iter().map(|t| t.nonce).collect::<Vec<_>>(), vec![7, 8], "{name}");
+        // Reserving again for the same execution answers the same rows (idempotent).
+        let again = store.reserve_nonces(84532, wallet, "i1:0", 2, 7, 2).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(again, first, "{name}");
+        // Many executions at once: contiguous, no duplicate.
+        let tasks: Vec<_> = (0..20)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move { store.reserve_nonces(84532, wallet, &format!("i2:{i}"), 1, 7, 3).await })
+            })
+            .collect();
+        let mut nonces = Vec::new();
+        for t in tasks {
+            let rows = t.await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|e| panic!("{name}: {e}"));
+            nonces.extend(rows.iter().map(|r| r.nonce));
+        }
+        nonces.sort_unstable();
+        assert_eq!(nonces, (9..29).collect::<Vec<_>>(), "{name}");
+        // Signed, then mined; a re-signing keeps the earlier hash.
+        store.record_signed_txs(84532, wallet, &[signed(7, "0xaa")], 4).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        store.record_signed_txs(84532, wallet, &[signed(7, "0xbb")], 5).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let pending = store.pending_txs(84532, wallet).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(pending.len(), 1, "{name}");
+        assert_eq!((pending[0].tx_hash.as_deref(), pending[0].prior_hashes.clone()), (Some("0xbb"), vec!["0xaa".to_owned()]), "{name}");
+        store.record_mined_tx(84532, wallet, 7, "0xaa", 1, 6).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let txs = store.execution_txs("i1:0").await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!((txs[0].state.as_str(), txs[0].tx_hash.as_deref(), txs[0].receipt_status), ("mined", Some("0xaa"), Some(1)), "{name}");
+        // A mined transaction cannot be re-signed.
+        assert!(store.record_signed_txs(84532, wallet, &[signed(8, "0xdd"), signed(7, "0xcc")], 7).await.is_err(), "{name}");
+        // ... and the batch it was in changed nothing.
+        let second = store.execution_txs("i1:0").await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!((second[1].state.as_str(), second[1].tx_hash.as_deref()), ("reserved", None), "{name}");
+        // Voided (never sent) nonces are filled before new ones.
+        let gap_nonce = store.execution_txs("i2:3").await.unwrap_or_else(|e| panic!("{name}: {e}"))[0].nonce;
+        store.void_txs("i2:3", 8).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let gap = store.execution_txs("i2:3").await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(gap.is_empty(), "{name}: a voided execution has no transactions");
+        let refill = store.reserve_nonces(84532, wallet, "i3:0", 2, 7, 9).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(refill.iter().map(|t| t.nonce).collect::<Vec<_>>(), vec![gap_nonce, 29], "{name}");
+    }
+}

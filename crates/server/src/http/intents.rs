@@ -1,9 +1,10 @@
 //! `POST /api/v1/agent/execute-intent`, `GET /api/v1/agent/execute-intent/status`,
-//! `POST /api/v1/agent/execute` and `GET /api/v1/agent/credits/balance`.
+//! `POST /api/v1/agent/execute`, `POST /api/v1/agent/build-tx` and `GET /api/v1/agent/credits/balance`.
 
 use actiongate_api_types::intents::{
     AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, PreflightReport,
 };
+use actiongate_api_types::chain::{BuildTxData, BuildTxRequest};
 use actiongate_core::catalog::Lane;
 use actiongate_api_types::{Envelope, ErrorBody};
 use axum::Json;
@@ -105,6 +106,32 @@ pub async fn execute_direct(
     let ApiJson(req) = body.map_err(ApiError::as_intent_rejection)?;
     let done = state.gateway.execute_direct(&req).await?;
     Ok(Json(Envelope::new(done)))
+}
+
+/// Builds the unsigned transactions of an action for a wallet to sign locally (Model B): an ordered
+/// list (an approval the action needs comes first), nonce and fees filled for `walletAddress`, each
+/// simulated before it is answered. Nothing is written or charged.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent/build-tx",
+    tag = "intents",
+    request_body = BuildTxRequest,
+    responses(
+        (status = 200, body = Envelope<BuildTxData>),
+        (status = 400, description = "INVALID_PARAMS, INVALID_REQUEST (walletAddress missing), UNKNOWN_CHAIN", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "ACTION_NOT_ALLOWED, POLICY_AMOUNT_LIMIT", body = ErrorBody),
+        (status = 404, description = "UNKNOWN_ACTION", body = ErrorBody),
+        (status = 422, description = "ACTION_DISABLED, CHAIN_NOT_CONFIGURED, EXECUTION_REVERTED (the decoded revert reason)", body = ErrorBody),
+        (status = 503, description = "NOT_AVAILABLE: the chain's node did not answer", body = ErrorBody),
+    )
+)]
+pub async fn build_tx(
+    State(state): State<AppState>,
+    body: Result<ApiJson<BuildTxRequest>, ApiError>,
+) -> Result<Json<Envelope<BuildTxData>>, ApiError> {
+    let ApiJson(req) = body.map_err(ApiError::as_intent_rejection)?;
+    Ok(Json(Envelope::new(state.gateway.build_tx(&req).await?)))
 }
 
 /// The credit balance of the agent's account.

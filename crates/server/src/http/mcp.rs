@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use actiongate_api_types::catalog::ActionList;
 use actiongate_api_types::identity::{EmailCompleteRequest, EmailStartRequest};
+use actiongate_api_types::chain::BuildTxRequest;
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
 use actiongate_api_types::{Envelope, ErrorCode};
 use actiongate_core::personhood::{DepositBegin, Personhood, Principal};
@@ -238,6 +239,13 @@ impl GatewayMcp {
                 args.insert("agentApiKey".into(), Value::String(key));
                 match parse::<ExecuteIntentRequest>(Value::Object(args)) {
                     Ok(req) => answer(g.execute_direct(&req).await.map(Envelope::new)),
+                    Err(e) => answer::<Intent>(Err(e.intent_rejection())),
+                }
+            }
+            "buildTx" => {
+                args.insert("agentApiKey".into(), Value::String(key));
+                match parse::<BuildTxRequest>(Value::Object(args)) {
+                    Ok(req) => answer(g.build_tx(&req).await.map(Envelope::new)),
                     Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }

@@ -28,8 +28,8 @@ pub struct ToolSpec {
 
 pub enum Schema {
     Component(&'static str),
-    /// The execute request, without the key (it comes from the connection).
-    ExecuteRequest,
+    /// A request component whose agent key comes from the connection, not from the arguments.
+    Keyed(&'static str),
     Inline(fn() -> Value),
 }
 
@@ -84,7 +84,7 @@ pub static TOOLS: &[ToolSpec] = &[
             status queued and an intentId; poll getIntentStatus until completed or failed, or use agentRun to wait.",
         open: false,
         read_only: false,
-        input: Schema::ExecuteRequest,
+        input: Schema::Keyed("ExecuteIntentRequest"),
         output: Some(Output::Bare("Intent")),
         pending: None,
     },
@@ -94,7 +94,7 @@ pub static TOOLS: &[ToolSpec] = &[
             answers it with its per-user results; if it is still queued then, poll getIntentStatus.",
         open: false,
         read_only: false,
-        input: Schema::ExecuteRequest,
+        input: Schema::Keyed("ExecuteIntentRequest"),
         output: Some(Output::Bare("Intent")),
         pending: None,
     },
@@ -116,7 +116,7 @@ pub static TOOLS: &[ToolSpec] = &[
             idempotencyKey (else WALLET_IDEMPOTENCY_KEY_REQUIRED); a retry with the same key sends nothing again.",
         open: false,
         read_only: false,
-        input: Schema::ExecuteRequest,
+        input: Schema::Keyed("ExecuteIntentRequest"),
         output: Some(Output::Envelope("DirectExecution")),
         pending: None,
     },
@@ -133,12 +133,14 @@ pub static TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "buildTx",
         description: "Model B: build the unsigned transactions for an action, in order (an approval first when needed), \
-            for the user to sign locally. Nothing is signed or sent by the gateway.",
+            for the user to sign locally. Pass walletAddress (the signer): nonce and fees are filled for it and each \
+            transaction is simulated from it; one that would revert is refused with EXECUTION_REVERTED and the decoded \
+            reason. Nothing is signed, sent or charged by the gateway.",
         open: false,
         read_only: true,
-        input: Schema::Inline(build_tx_input),
-        output: None,
-        pending: Some("building unsigned transactions needs the EVM layer"),
+        input: Schema::Keyed("BuildTxRequest"),
+        output: Some(Output::Envelope("BuildTxData")),
+        pending: None,
     },
     ToolSpec {
         name: "delegationCreate",
@@ -317,18 +319,6 @@ fn venue_input() -> Value {
     json!({"type": "object", "properties": {"venue": {"type": "string"}}, "required": ["venue"]})
 }
 
-fn build_tx_input() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "action": {"type": "string"},
-            "params": {"type": "object"},
-            "chainId": {"type": "integer"},
-            "walletAddress": {"type": "string", "description": "The signer, when the transactions need it."}
-        },
-        "required": ["action", "params", "chainId"]
-    })
-}
 
 /// Replaces every `$ref` to a component with the component itself.
 fn inline(value: &Value, components: &Map<String, Value>, depth: usize) -> Value {
@@ -364,8 +354,8 @@ pub fn tool_list() -> Vec<Tool> {
             let input = match &spec.input {
                 Schema::Component(name) => component(name),
                 Schema::Inline(f) => f(),
-                Schema::ExecuteRequest => {
-                    let mut s = component("ExecuteIntentRequest");
+                Schema::Keyed(name) => {
+                    let mut s = component(name);
                     if let Some(req) = s.get_mut("required").and_then(Value::as_array_mut) {
                         req.retain(|f| f != "agentApiKey");
                     }
@@ -381,7 +371,7 @@ pub fn tool_list() -> Vec<Tool> {
             let description = format!(
                 "{}{}{}",
                 spec.description,
-                if matches!(spec.input, Schema::ExecuteRequest) { format!(" {EXECUTE_NOTE}") } else { String::new() },
+                if matches!(spec.input, Schema::Keyed("ExecuteIntentRequest")) { format!(" {EXECUTE_NOTE}") } else { String::new() },
                 REFUSALS
             );
             let mut tool = Tool::new(spec.name, description, as_object(input))

@@ -59,6 +59,7 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
         .route("/api/v1/agent/execute-intent", post(intents::execute_intent))
         .route("/api/v1/agent/execute-intent/status", get(intents::intent_status))
         .route("/api/v1/agent/execute", post(intents::execute_direct))
+        .route("/api/v1/agent/build-tx", post(intents::build_tx))
         .route("/api/v1/agent/credits/balance", get(intents::credit_balance))
         .route("/api/v1/agent/preflight", post(intents::preflight))
         .route("/api/v1/agent/me", get(intents::whoami))

@@ -90,7 +90,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
     )
     .unwrap_or_else(|e| panic!("config: {e}"));
     let clock = Arc::new(ManualClock::new(START));
-    let deps = Deps { clock: Some(clock.clone()), mailer: None, providers: options.providers, verifier: None };
+    let deps = Deps { clock: Some(clock.clone()), mailer: None, providers: options.providers, verifier: None, after_send: None };
     let app = Application::build(&config, deps).await.unwrap_or_else(|e| panic!("build: {e:#}"));
     let addr = app.local_addr();
     let gateway = app.gateway().clone();

@@ -25,6 +25,7 @@ async fn openapi_covers_every_route_and_is_snapshotted() {
         ("/api/v1/agent/execute-intent", "post"),
         ("/api/v1/agent/execute-intent/status", "get"),
         ("/api/v1/agent/execute", "post"),
+        ("/api/v1/agent/build-tx", "post"),
         ("/api/v1/agent/credits/balance", "get"),
         ("/api/v1/agent/preflight", "post"),
         ("/api/v1/agent/me", "get"),

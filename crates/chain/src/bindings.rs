@@ -1,0 +1,53 @@
+//! Contract bindings (`sol!`): the interfaces the EVM actions call, and the custom errors their
+//! reverts are decoded with.
+
+use alloy::sol;
+
+sol! {
+    /// ERC-20 (and the EIP-20 events).
+    interface IERC20 {
+        function balanceOf(address owner) external view returns (uint256);
+        function allowance(address owner, address spender) external view returns (uint256);
+        function approve(address spender, uint256 amount) external returns (bool);
+        function transfer(address to, uint256 amount) external returns (bool);
+        function decimals() external view returns (uint8);
+        event Transfer(address indexed from, address indexed to, uint256 value);
+    }
+
+    /// WETH9.
+    interface IWETH9 {
+        function deposit() external payable;
+        function withdraw(uint256 wad) external;
+    }
+
+    /// Uniswap V2 Router02.
+    interface IUniswapV2Router02 {
+        function getAmountsOut(uint256 amountIn, address[] calldata path) external view returns (uint256[] memory amounts);
+        function swapExactTokensForTokens(uint256 amountIn, uint256 amountOutMin, address[] calldata path, address to, uint256 deadline) external returns (uint256[] memory amounts);
+        function swapExactETHForTokens(uint256 amountOutMin, address[] calldata path, address to, uint256 deadline) external payable returns (uint256[] memory amounts);
+        function swapExactTokensForETH(uint256 amountIn, uint256 amountOutMin, address[] calldata path, address to, uint256 deadline) external returns (uint256[] memory amounts);
+    }
+
+    /// ERC-4626 tokenized vault.
+    interface IERC4626 {
+        function asset() external view returns (address);
+        function balanceOf(address owner) external view returns (uint256);
+        function convertToAssets(uint256 shares) external view returns (uint256);
+        function maxWithdraw(address owner) external view returns (uint256);
+        function deposit(uint256 assets, address receiver) external returns (uint256 shares);
+        function withdraw(uint256 assets, address receiver, address owner) external returns (uint256 shares);
+        function redeem(uint256 shares, address receiver, address owner) external returns (uint256 assets);
+    }
+
+    /// Custom errors of OpenZeppelin 5 (ERC-20, ERC-4626, SafeERC20) that reverts are decoded with.
+    interface KnownErrors {
+        error ERC20InsufficientBalance(address sender, uint256 balance, uint256 needed);
+        error ERC20InsufficientAllowance(address spender, uint256 allowance, uint256 needed);
+        error ERC20InvalidReceiver(address receiver);
+        error ERC20InvalidSender(address sender);
+        error ERC4626ExceededMaxDeposit(address receiver, uint256 assets, uint256 max);
+        error ERC4626ExceededMaxWithdraw(address owner, uint256 assets, uint256 max);
+        error ERC4626ExceededMaxRedeem(address owner, uint256 shares, uint256 max);
+        error SafeERC20FailedOperation(address token);
+    }
+}

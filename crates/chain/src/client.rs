@@ -1,0 +1,101 @@
+//! One provider builder owns timeouts, retries and the rate limit for every chain; the gateway holds
+//! one client per configured chain that has an RPC URL.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actiongate_core::chains::{ChainSettings, Chains};
+use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+use alloy::rpc::client::ClientBuilder;
+use alloy::transports::http::reqwest;
+use alloy::transports::layers::RetryBackoffLayer;
+
+/// How the gateway talks to chains.
+#[derive(Debug, Clone)]
+pub struct ChainOptions {
+    /// Bound on one JSON-RPC request.
+    pub request_timeout: Duration,
+    /// Retries of a request refused for rate limiting or a transient failure.
+    pub max_retries: u32,
+    /// Base backoff between retries.
+    pub retry_backoff: Duration,
+    /// Compute units per second the RPC endpoint allows (alloy's rate limit budget).
+    pub compute_units_per_second: u64,
+    /// How long a sent transaction is waited for before it is reported not mined.
+    pub receipt_timeout: Duration,
+    /// After this long unmined, a transaction is re-signed at the same nonce with higher fees.
+    pub bump_after: Duration,
+}
+
+impl Default for ChainOptions {
+    fn default() -> Self {
+        Self {
+            request_timeout: Duration::from_secs(10),
+            max_retries: 5,
+            retry_backoff: Duration::from_millis(250),
+            compute_units_per_second: 330,
+            receipt_timeout: Duration::from_secs(600),
+            bump_after: Duration::from_secs(45),
+        }
+    }
+}
+
+/// A configured chain and its RPC client.
+pub struct ChainClient {
+    pub chain_id: u64,
+    pub settings: ChainSettings,
+    pub provider: DynProvider,
+    /// How often a receipt is polled (short on a local node).
+    pub poll: Duration,
+}
+
+/// Every configured chain that has an RPC URL.
+#[derive(Clone, Default)]
+pub struct ChainClients {
+    clients: BTreeMap<u64, Arc<ChainClient>>,
+    pub options: ChainOptions,
+}
+
+/// A chain's RPC URL is not usable.
+#[derive(Debug, thiserror::Error)]
+#[error("chain {chain_id}: {reason}")]
+pub struct ClientError {
+    pub chain_id: u64,
+    pub reason: String,
+}
+
+impl ChainClients {
+    /// Builds one client per chain with an RPC URL. Nothing is called yet.
+    pub fn connect(chains: &Chains, options: ChainOptions) -> Result<Self, ClientError> {
+        let mut clients = BTreeMap::new();
+        for (&chain_id, settings) in &chains.0 {
+            let Some(url) = &settings.rpc_url else { continue };
+            let fail = |reason: String| ClientError { chain_id, reason };
+            let url: reqwest::Url = url.parse().map_err(|e| fail(format!("rpc-url is not a URL: {e}")))?;
+            let http = reqwest::Client::builder()
+                .timeout(options.request_timeout)
+                .build()
+                .map_err(|e| fail(format!("HTTP client: {e}")))?;
+            let is_local = matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "::1"));
+            let retry = RetryBackoffLayer::new(
+                options.max_retries,
+                options.retry_backoff.as_millis() as u64,
+                options.compute_units_per_second,
+            );
+            let client = ClientBuilder::default().layer(retry).http_with_client(http, url);
+            let provider = ProviderBuilder::new().disable_recommended_fillers().connect_client(client).erased();
+            let poll = if is_local { Duration::from_millis(50) } else { Duration::from_secs(1) };
+            clients.insert(chain_id, Arc::new(ChainClient { chain_id, settings: settings.clone(), provider, poll }));
+        }
+        Ok(Self { clients, options })
+    }
+
+    pub fn get(&self, chain_id: u64) -> Option<&Arc<ChainClient>> {
+        self.clients.get(&chain_id)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<ChainClient>> {
+        self.clients.values()
+    }
+}

@@ -1,0 +1,15 @@
+//! The EVM chain layer on alloy: one provider builder for every configured chain (timeouts, retries,
+//! rate limit), contract bindings with `sol!`, token amounts as exact integers, transaction plans for
+//! each EVM action, the per-wallet nonce manager that sends from agent wallets, and the EVM provider
+//! the runner and build-tx call through `actiongate_core::execution::Provider`.
+
+pub mod amount;
+pub mod bindings;
+pub mod client;
+pub mod plan;
+pub mod provider;
+pub mod revert;
+pub mod sender;
+
+pub use client::{ChainClients, ChainOptions};
+pub use provider::EvmProvider;

@@ -1,0 +1,412 @@
+//! What each EVM action sends or reads. A write becomes a [`Plan`]: an ordered list of calls (an
+//! approval the action needs comes first), built from onchain state read at the `pending` block, so
+//! that a second plan of the same wallet sees the first one's transactions. Reads answer JSON.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use actiongate_api_types::ErrorCode;
+use actiongate_core::error::Error;
+use alloy::primitives::{Address, Bytes, U256};
+use alloy::providers::Provider;
+use alloy::rpc::types::TransactionRequest;
+use alloy::network::TransactionBuilder;
+use alloy::sol_types::SolCall;
+use serde_json::{Value, json};
+
+use crate::amount::{format_units, parse_units};
+use crate::bindings::{IERC20, IERC4626, IUniswapV2Router02, IWETH9};
+use crate::client::ChainClient;
+
+/// The Uniswap V2 router's name in `[chains.<id>.contracts]`.
+pub const V2_ROUTER: &str = "UniswapV2Router02";
+/// The provider id `deposit-earn-position` and its twins take for the configured ERC-4626 vaults.
+pub const VAULT_PROVIDER: &str = "erc4626-vaults";
+
+/// One call of a plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub to: Address,
+    pub data: Bytes,
+    pub value: U256,
+    pub description: String,
+}
+
+/// The calls of one write, in order, and what they were planned from (quotes, resolved amounts).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub calls: Vec<Call>,
+    pub summary: Value,
+}
+
+/// A token of the chain: the native coin or an ERC-20.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Token {
+    Native,
+    Erc20 { address: Address, decimals: u8, symbol: String },
+}
+
+impl Token {
+    fn decimals(&self) -> u8 {
+        match self {
+            Token::Native => 18,
+            Token::Erc20 { decimals, .. } => *decimals,
+        }
+    }
+
+    fn symbol(&self) -> String {
+        match self {
+            Token::Native => "ETH".into(),
+            Token::Erc20 { symbol, .. } => symbol.clone(),
+        }
+    }
+}
+
+fn invalid(field: &str, message: impl std::fmt::Display) -> Error {
+    Error::new(ErrorCode::InvalidParams, format!("params.{field}: {message}"))
+}
+
+/// A failure to talk to the chain's node. The message never carries the RPC URL (it may hold a key).
+pub fn rpc_error(client: &ChainClient, e: impl std::fmt::Display) -> Error {
+    let mut detail = e.to_string();
+    if let Some(url) = &client.settings.rpc_url {
+        detail = detail.replace(url.as_str(), "<rpc-url>").replace(url.trim_end_matches('/'), "<rpc-url>");
+    }
+    let mut err = Error::new(
+        ErrorCode::NotAvailable,
+        format!("The node of chain {} ({}) did not answer; try again shortly.", client.chain_id, client.settings.name),
+    );
+    err.detail = Some(detail);
+    err
+}
+
+fn param_str<'a>(params: &'a Value, field: &str) -> Result<&'a str, Error> {
+    params.get(field).and_then(Value::as_str).ok_or_else(|| invalid(field, "is required"))
+}
+
+fn opt_str<'a>(params: &'a Value, field: &str) -> Option<&'a str> {
+    params.get(field).and_then(Value::as_str)
+}
+
+fn opt_u64(params: &Value, field: &str) -> Result<Option<u64>, Error> {
+    match params.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| invalid(field, "must be a whole number")),
+    }
+}
+
+fn address(field: &str, text: &str) -> Result<Address, Error> {
+    text.parse::<Address>().map_err(|_| invalid(field, format!("{text:?} is not a 0x address")))
+}
+
+fn contract(client: &ChainClient, name: &str) -> Result<Address, Error> {
+    let text = client.settings.contracts.get(name).ok_or_else(|| {
+        Error::new(ErrorCode::ChainNotConfigured, format!("Chain {} has no {name} configured.", client.chain_id))
+    })?;
+    text.parse().map_err(|_| Error::internal(format!("chain {}: contract {name} address {text:?} is invalid", client.chain_id)))
+}
+
+fn units(field: &str, text: &str, decimals: u8) -> Result<U256, Error> {
+    parse_units(text, decimals).map_err(|e| invalid(field, e))
+}
+
+/// Reads a view call at the pending block.
+async fn view<C: SolCall>(client: &ChainClient, to: Address, call: C) -> Result<C::Return, Error> {
+    let tx = TransactionRequest::default().with_to(to).with_input(call.abi_encode());
+    let out = client
+        .provider
+        .call(tx)
+        .block(alloy::eips::BlockId::pending())
+        .await
+        .map_err(|e| rpc_error(client, e))?;
+    C::abi_decode_returns(&out).map_err(|e| {
+        Error::new(ErrorCode::ExecutionReverted, format!("{to} answered {} with data that does not decode: {e}", C::SIGNATURE))
+    })
+}
+
+/// Resolves a token parameter: a symbol of the chain's token list, `ETH` (the native coin), or a 0x
+/// address (decimals from the list, else read onchain).
+pub async fn resolve_token(client: &ChainClient, field: &str, text: &str) -> Result<Token, Error> {
+    let tokens = &client.settings.tokens;
+    if text.starts_with("0x") {
+        let addr = address(field, text)?;
+        if let Some((symbol, t)) = tokens.iter().find(|(_, t)| t.address.parse::<Address>().ok() == Some(addr)) {
+            return Ok(Token::Erc20 { address: addr, decimals: t.decimals, symbol: symbol.clone() });
+        }
+        let decimals = view(client, addr, IERC20::decimalsCall {}).await?;
+        return Ok(Token::Erc20 { address: addr, decimals, symbol: addr.to_string() });
+    }
+    let symbol = text.to_ascii_uppercase();
+    if let Some(t) = tokens.get(&symbol) {
+        let address = t.address.parse().map_err(|_| Error::internal(format!("token {symbol} address is invalid")))?;
+        return Ok(Token::Erc20 { address, decimals: t.decimals, symbol });
+    }
+    if symbol == "ETH" {
+        return Ok(Token::Native);
+    }
+    let known: Vec<&String> = tokens.keys().collect();
+    Err(invalid(field, format!("{text:?} is not in chain {}'s token list {known:?} and is not a 0x address", client.chain_id)))
+}
+
+fn weth(client: &ChainClient) -> Result<Address, Error> {
+    match client.settings.tokens.get("WETH") {
+        Some(t) => t.address.parse().map_err(|_| Error::internal("WETH address is invalid")),
+        None => contract(client, "WETH9"),
+    }
+}
+
+fn vault(client: &ChainClient, params: &Value) -> Result<(String, Address), Error> {
+    let provider = param_str(params, "providerId")?;
+    if provider != VAULT_PROVIDER {
+        return Err(invalid("providerId", format!("{provider:?} is not an onchain vault provider here; use {VAULT_PROVIDER:?}")));
+    }
+    let id = param_str(params, "opportunityId")?;
+    let text = client.settings.vaults.get(id).ok_or_else(|| {
+        let known: Vec<&String> = client.settings.vaults.keys().collect();
+        invalid("opportunityId", format!("{id:?} is not a vault of chain {} (known: {known:?})", client.chain_id))
+    })?;
+    Ok((id.to_owned(), text.parse().map_err(|_| Error::internal(format!("vault {id} address is invalid")))?))
+}
+
+async fn vault_asset(client: &ChainClient, vault: Address) -> Result<Token, Error> {
+    let asset = view(client, vault, IERC4626::assetCall {}).await?;
+    resolve_token(client, "opportunityId", &asset.to_string()).await
+}
+
+fn call<C: SolCall>(to: Address, c: C, value: U256, description: String) -> Call {
+    Call { to, data: c.abi_encode().into(), value, description }
+}
+
+/// An approval of `amount` for `spender` when `owner`'s allowance is short.
+async fn approval(client: &ChainClient, token: Address, symbol: &str, decimals: u8, owner: Address, spender: Address, amount: U256) -> Result<Option<Call>, Error> {
+    let allowance = view(client, token, IERC20::allowanceCall { owner, spender }).await?;
+    Ok((allowance < amount).then(|| {
+        call(
+            token,
+            IERC20::approveCall { spender, amount },
+            U256::ZERO,
+            format!("Approve {spender} to spend {} {symbol}", format_units(amount, decimals)),
+        )
+    }))
+}
+
+fn now_seconds() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
+}
+
+/// The calls of a write action sent by `signer`.
+pub async fn plan(client: &ChainClient, action: &str, params: &Value, signer: Address) -> Result<Plan, Error> {
+    match action {
+        "transfer" => {
+            let token = resolve_token(client, "token", param_str(params, "token")?).await?;
+            let to = address("to", param_str(params, "to")?)?;
+            let amount = units("amount", param_str(params, "amount")?, token.decimals())?;
+            let description = format!("Send {} {} to {to}", format_units(amount, token.decimals()), token.symbol());
+            let c = match &token {
+                Token::Native => Call { to, data: Bytes::new(), value: amount, description },
+                Token::Erc20 { address, .. } => call(*address, IERC20::transferCall { to, amount }, U256::ZERO, description),
+            };
+            Ok(Plan { calls: vec![c], summary: json!({"token": token.symbol(), "to": to, "amount": format_units(amount, token.decimals())}) })
+        }
+        "wrap-native" | "unwrap-native" => {
+            let weth = weth(client)?;
+            let amount = units("amount", param_str(params, "amount")?, 18)?;
+            let human = format_units(amount, 18);
+            let c = if action == "wrap-native" {
+                call(weth, IWETH9::depositCall {}, amount, format!("Wrap {human} ETH into WETH"))
+            } else {
+                call(weth, IWETH9::withdrawCall { wad: amount }, U256::ZERO, format!("Unwrap {human} WETH into ETH"))
+            };
+            Ok(Plan { calls: vec![c], summary: json!({"amount": human}) })
+        }
+        "swap" => plan_swap(client, params, signer).await,
+        "deposit-earn-position" => {
+            let (id, vault) = vault(client, params)?;
+            let asset = vault_asset(client, vault).await?;
+            let Token::Erc20 { address: asset_addr, decimals, symbol } = &asset else {
+                return Err(Error::internal("a vault's asset resolved to the native coin"));
+            };
+            let assets = units("amount", param_str(params, "amount")?, *decimals)?;
+            let receiver = match opt_str(params, "receiver") {
+                Some(r) => address("receiver", r)?,
+                None => signer,
+            };
+            let mut calls = Vec::new();
+            calls.extend(approval(client, *asset_addr, symbol, *decimals, signer, vault, assets).await?);
+            calls.push(call(
+                vault,
+                IERC4626::depositCall { assets, receiver },
+                U256::ZERO,
+                format!("Deposit {} {symbol} into vault {id} for {receiver}", format_units(assets, *decimals)),
+            ));
+            Ok(Plan { calls, summary: json!({"vault": id, "asset": symbol, "amount": format_units(assets, *decimals), "receiver": receiver}) })
+        }
+        "withdraw-earn-position" => {
+            let (id, vault) = vault(client, params)?;
+            let asset = vault_asset(client, vault).await?;
+            let receiver = match opt_str(params, "receiver") {
+                Some(r) => address("receiver", r)?,
+                None => signer,
+            };
+            let amount = param_str(params, "amount")?;
+            let c = if amount == "max" {
+                let shares = view(client, vault, IERC4626::balanceOfCall { owner: signer }).await?;
+                if shares.is_zero() {
+                    return Err(invalid("amount", format!("{signer} holds no shares of vault {id}")));
+                }
+                call(vault, IERC4626::redeemCall { shares, receiver, owner: signer }, U256::ZERO, format!("Redeem every share of vault {id} for {receiver}"))
+            } else {
+                let assets = units("amount", amount, asset.decimals())?;
+                call(
+                    vault,
+                    IERC4626::withdrawCall { assets, receiver, owner: signer },
+                    U256::ZERO,
+                    format!("Withdraw {} {} from vault {id} to {receiver}", format_units(assets, asset.decimals()), asset.symbol()),
+                )
+            };
+            Ok(Plan { calls: vec![c], summary: json!({"vault": id, "asset": asset.symbol(), "amount": amount, "receiver": receiver}) })
+        }
+        other => Err(Error::new(ErrorCode::NotAvailable, format!("{other} is not an EVM write of this build."))),
+    }
+}
+
+async fn plan_swap(client: &ChainClient, params: &Value, signer: Address) -> Result<Plan, Error> {
+    let router = contract(client, V2_ROUTER)?;
+    let token_in = resolve_token(client, "tokenIn", param_str(params, "tokenIn")?).await?;
+    let token_out = resolve_token(client, "tokenOut", param_str(params, "tokenOut")?).await?;
+    let weth = weth(client)?;
+    let leg = |t: &Token| match t {
+        Token::Native => weth,
+        Token::Erc20 { address, .. } => *address,
+    };
+    let path = vec![leg(&token_in), leg(&token_out)];
+    if path[0] == path[1] {
+        return Err(invalid("tokenOut", "must differ from tokenIn"));
+    }
+    let amount_in = units("amountIn", param_str(params, "amountIn")?, token_in.decimals())?;
+    let amounts = view(client, router, IUniswapV2Router02::getAmountsOutCall { amountIn: amount_in, path: path.clone() }).await?;
+    let quoted = amounts.last().copied().unwrap_or_default();
+    let slippage = opt_u64(params, "slippageBps")?.unwrap_or(50);
+    if slippage > 5000 {
+        return Err(invalid("slippageBps", "must be at most 5000"));
+    }
+    let min_out = match opt_str(params, "amountOutMin") {
+        Some(text) => units("amountOutMin", text, token_out.decimals())?,
+        None => quoted * U256::from(10_000 - slippage) / U256::from(10_000u64),
+    };
+    let recipient = match opt_str(params, "recipient") {
+        Some(r) => address("recipient", r)?,
+        None => signer,
+    };
+    let deadline = U256::from(now_seconds() + opt_u64(params, "deadlineSeconds")?.unwrap_or(600));
+    let (din, dout) = (token_in.decimals(), token_out.decimals());
+    let description = format!(
+        "Swap {} {} for at least {} {} (quoted {}) to {recipient}",
+        format_units(amount_in, din),
+        token_in.symbol(),
+        format_units(min_out, dout),
+        token_out.symbol(),
+        format_units(quoted, dout)
+    );
+    let mut calls = Vec::new();
+    let swap = match (&token_in, &token_out) {
+        (Token::Native, _) => call(
+            router,
+            IUniswapV2Router02::swapExactETHForTokensCall { amountOutMin: min_out, path, to: recipient, deadline },
+            amount_in,
+            description,
+        ),
+        (Token::Erc20 { address, symbol, decimals }, out) => {
+            calls.extend(approval(client, *address, symbol, *decimals, signer, router, amount_in).await?);
+            if *out == Token::Native {
+                call(router, IUniswapV2Router02::swapExactTokensForETHCall { amountIn: amount_in, amountOutMin: min_out, path, to: recipient, deadline }, U256::ZERO, description)
+            } else {
+                call(router, IUniswapV2Router02::swapExactTokensForTokensCall { amountIn: amount_in, amountOutMin: min_out, path, to: recipient, deadline }, U256::ZERO, description)
+            }
+        }
+    };
+    calls.push(swap);
+    Ok(Plan {
+        calls,
+        summary: json!({
+            "tokenIn": token_in.symbol(),
+            "tokenOut": token_out.symbol(),
+            "amountIn": format_units(amount_in, din),
+            "quotedAmountOut": format_units(quoted, dout),
+            "amountOutMin": format_units(min_out, dout),
+            "recipient": recipient,
+        }),
+    })
+}
+
+/// A read action, for `wallet` unless the params name another.
+pub async fn read(client: &ChainClient, action: &str, params: &Value, wallet: Address) -> Result<Value, Error> {
+    let who = match opt_str(params, "walletAddress") {
+        Some(w) => address("walletAddress", w)?,
+        None => wallet,
+    };
+    match action {
+        "get-token-balance" => {
+            let token = resolve_token(client, "token", param_str(params, "token")?).await?;
+            let raw = match &token {
+                Token::Native => client.provider.get_balance(who).await.map_err(|e| rpc_error(client, e))?,
+                Token::Erc20 { address, .. } => view(client, *address, IERC20::balanceOfCall { owner: who }).await?,
+            };
+            Ok(json!({
+                "chainId": client.chain_id,
+                "walletAddress": who,
+                "token": token.symbol(),
+                "decimals": token.decimals(),
+                "balance": format_units(raw, token.decimals()),
+                "raw": raw.to_string(),
+            }))
+        }
+        "get-earn-position" => {
+            let provider = param_str(params, "providerId")?;
+            if provider != VAULT_PROVIDER {
+                return Err(invalid("providerId", format!("{provider:?} has no onchain positions here; use {VAULT_PROVIDER:?}")));
+            }
+            let only = opt_str(params, "opportunityId");
+            if let Some(id) = only
+                && !client.settings.vaults.contains_key(id)
+            {
+                return Err(invalid("opportunityId", format!("{id:?} is not a vault of chain {}", client.chain_id)));
+            }
+            let mut positions = Vec::new();
+            for (id, text) in &client.settings.vaults {
+                if only.is_some_and(|o| o != id) {
+                    continue;
+                }
+                let vault: Address = text.parse().map_err(|_| Error::internal(format!("vault {id} address is invalid")))?;
+                let asset = vault_asset(client, vault).await?;
+                let shares = view(client, vault, IERC4626::balanceOfCall { owner: who }).await?;
+                let assets = if shares.is_zero() { U256::ZERO } else { view(client, vault, IERC4626::convertToAssetsCall { shares }).await? };
+                positions.push(json!({
+                    "opportunityId": id,
+                    "vault": vault,
+                    "asset": asset.symbol(),
+                    "shares": shares.to_string(),
+                    "assets": format_units(assets, asset.decimals()),
+                    "assetsRaw": assets.to_string(),
+                }));
+            }
+            Ok(json!({"chainId": client.chain_id, "walletAddress": who, "providerId": VAULT_PROVIDER, "positions": positions}))
+        }
+        other => Err(Error::new(ErrorCode::NotAvailable, format!("{other} is not an EVM read of this build."))),
+    }
+}
+
+/// The actions this module plans or reads, and what a chain must have configured for each.
+pub fn runs_on(action: &str, client: &ChainClient) -> bool {
+    let s = &client.settings;
+    match action {
+        "transfer" | "get-token-balance" => true,
+        "wrap-native" | "unwrap-native" => s.tokens.contains_key("WETH") || s.contracts.contains_key("WETH9"),
+        "swap" => s.contracts.contains_key(V2_ROUTER) && (s.tokens.contains_key("WETH") || s.contracts.contains_key("WETH9")),
+        "deposit-earn-position" | "withdraw-earn-position" | "get-earn-position" => !s.vaults.is_empty(),
+        _ => false,
+    }
+}
+
+/// The EVM writes (lanes execute and buildTx) and reads (lane executeIntent, for the agent itself).
+pub const WRITES: &[&str] = &["transfer", "wrap-native", "unwrap-native", "swap", "deposit-earn-position", "withdraw-earn-position"];
+pub const READS: &[&str] = &["get-token-balance", "get-earn-position"];

@@ -1,0 +1,40 @@
+//! Revert data decoded for a person: `Error(string)`, `Panic(uint256)`, the custom errors of
+//! [`crate::bindings::KnownErrors`], else the raw selector.
+
+use alloy::primitives::Bytes;
+use alloy::sol_types::{SolInterface, decode_revert_reason};
+
+use crate::bindings::KnownErrors::KnownErrorsErrors;
+
+/// A sentence for the revert data of a failed call.
+pub fn reason(data: Option<&Bytes>, fallback: &str) -> String {
+    let Some(data) = data.filter(|d| !d.is_empty()) else {
+        return if fallback.is_empty() { "reverted without a reason".to_owned() } else { fallback.to_owned() };
+    };
+    if let Some(text) = decode_revert_reason(data) {
+        return text;
+    }
+    if let Ok(known) = KnownErrorsErrors::abi_decode(data) {
+        return match known {
+            KnownErrorsErrors::ERC20InsufficientBalance(e) => {
+                format!("ERC20InsufficientBalance: {} holds {} and needs {}", e.sender, e.balance, e.needed)
+            }
+            KnownErrorsErrors::ERC20InsufficientAllowance(e) => {
+                format!("ERC20InsufficientAllowance: {} may spend {} and needs {}", e.spender, e.allowance, e.needed)
+            }
+            KnownErrorsErrors::ERC20InvalidReceiver(e) => format!("ERC20InvalidReceiver: {}", e.receiver),
+            KnownErrorsErrors::ERC20InvalidSender(e) => format!("ERC20InvalidSender: {}", e.sender),
+            KnownErrorsErrors::ERC4626ExceededMaxDeposit(e) => {
+                format!("ERC4626ExceededMaxDeposit: {} assets for {}, at most {}", e.assets, e.receiver, e.max)
+            }
+            KnownErrorsErrors::ERC4626ExceededMaxWithdraw(e) => {
+                format!("ERC4626ExceededMaxWithdraw: {} assets for {}, at most {}", e.assets, e.owner, e.max)
+            }
+            KnownErrorsErrors::ERC4626ExceededMaxRedeem(e) => {
+                format!("ERC4626ExceededMaxRedeem: {} shares for {}, at most {}", e.shares, e.owner, e.max)
+            }
+            KnownErrorsErrors::SafeERC20FailedOperation(e) => format!("SafeERC20FailedOperation: token {}", e.token),
+        };
+    }
+    format!("reverted with data {data}")
+}

@@ -1,0 +1,351 @@
+//! Sending from a wallet the gateway holds, with a nonce manager persisted in the database.
+//!
+//! For one execution: the plan is simulated as a whole (`eth_simulateV1`, state carried from call to
+//! call) before anything is reserved, so a call that would revert is refused and the wallet's nonce
+//! does not move. Then, under the wallet's lock, its nonces are reserved in the database, every
+//! transaction is signed and the signed bytes are recorded (all or none) before the first is sent.
+//! After a crash an execution is therefore in one of three states, each with one safe next step:
+//! nothing reserved (run it), reserved but unsigned (nothing was sent: give the nonces back, run it),
+//! or signed (it may have been sent: re-send the same bytes, which cannot pay twice, and wait for the
+//! receipt). A transaction that stays unmined is re-signed at the same nonce with higher fees.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use actiongate_api_types::ErrorCode;
+use actiongate_core::clock::{Clock, to_millis};
+use actiongate_core::error::Error;
+use actiongate_core::execution::ExecutionOutcome;
+use actiongate_core::store::{ChainTxRecord, SignedTx, Store};
+use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
+use alloy::eips::eip2718::{Decodable2718, Encodable2718};
+use alloy::eips::BlockId;
+use alloy::network::{TransactionBuilder, TxSignerSync};
+use alloy::primitives::{Address, B256, TxKind};
+use alloy::providers::Provider;
+use alloy::rpc::types::TransactionRequest;
+use alloy::rpc::types::simulate::{SimBlock, SimulatePayload};
+use alloy::signers::local::PrivateKeySigner;
+use serde_json::json;
+
+use crate::client::{ChainClient, ChainOptions};
+use crate::plan::{Call, Plan, rpc_error};
+use crate::revert;
+
+/// Gas limit headroom over the simulated gas use, in percent.
+const GAS_HEADROOM_PERCENT: u64 = 30;
+
+/// Runs right after a transaction is handed to the node and before anything is recorded (tests use
+/// it to kill the process in that window).
+pub type AfterSend = Arc<dyn Fn() + Send + Sync>;
+
+/// Simulates `calls` from `from`, in order, with state carried between them; answers each call's gas
+/// limit (its gas use plus headroom), or `EXECUTION_REVERTED` with the decoded reason.
+pub async fn simulate(client: &ChainClient, from: Address, calls: &[Call]) -> Result<Vec<u64>, Error> {
+    let requests: Vec<TransactionRequest> = calls
+        .iter()
+        .map(|c| TransactionRequest::default().with_from(from).with_to(c.to).with_input(c.data.clone()).with_value(c.value))
+        .collect();
+    let payload = SimulatePayload {
+        block_state_calls: vec![SimBlock { block_overrides: None, state_overrides: None, calls: requests }],
+        trace_transfers: false,
+        validation: false,
+        return_full_transactions: false,
+    };
+    let blocks = client.provider.simulate(&payload).block_id(BlockId::pending()).await.map_err(|e| rpc_error(client, e))?;
+    let results = blocks.into_iter().next().map(|b| b.calls).unwrap_or_default();
+    if results.len() != calls.len() {
+        return Err(Error::internal(format!("eth_simulateV1 answered {} results for {} calls", results.len(), calls.len())));
+    }
+    let mut gas = Vec::with_capacity(calls.len());
+    for (call, result) in calls.iter().zip(results) {
+        if !result.status {
+            let (data, message) = match &result.error {
+                Some(e) => (e.data.as_ref().or(Some(&result.return_data)), e.message.as_str()),
+                None => (Some(&result.return_data), ""),
+            };
+            return Err(Error::new(
+                ErrorCode::ExecutionReverted,
+                format!("{} would revert: {}", call.description, revert::reason(data, message)),
+            ));
+        }
+        gas.push(result.gas_used.max(21_000) * (100 + GAS_HEADROOM_PERCENT) / 100);
+    }
+    Ok(gas)
+}
+
+/// Current EIP-1559 fees of the chain.
+pub async fn fees(client: &ChainClient) -> Result<(u128, u128), Error> {
+    let est = client.provider.estimate_eip1559_fees().await.map_err(|e| rpc_error(client, e))?;
+    Ok((est.max_fee_per_gas, est.max_priority_fee_per_gas))
+}
+
+/// The wallet's next nonce as the node sees it (pending transactions included).
+pub async fn pending_nonce(client: &ChainClient, wallet: Address) -> Result<u64, Error> {
+    client.provider.get_transaction_count(wallet).pending().await.map_err(|e| rpc_error(client, e))
+}
+
+fn sign(signer: &PrivateKeySigner, mut tx: TxEip1559) -> Result<(B256, Vec<u8>), Error> {
+    let signature = signer.sign_transaction_sync(&mut tx).map_err(|e| Error::internal(format!("signing: {e}")))?;
+    let envelope = TxEnvelope::Eip1559(tx.into_signed(signature));
+    Ok((*envelope.tx_hash(), envelope.encoded_2718()))
+}
+
+fn hex_hash(h: &B256) -> String {
+    format!("{h:#x}")
+}
+
+/// Was this refusal the node's final word on the transaction (it is not in its pool)?
+fn rejected(e: &alloy::transports::TransportError) -> bool {
+    e.as_error_resp().is_some_and(|r| {
+        let m = r.message.to_ascii_lowercase();
+        !(m.contains("already known") || m.contains("already imported") || m.contains("known transaction"))
+    })
+}
+
+type WalletLocks = HashMap<(u64, Address), Arc<tokio::sync::Mutex<()>>>;
+
+/// Sends from wallets the gateway holds; one lock per wallet in this process.
+pub struct WalletSender {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    options: ChainOptions,
+    locks: Mutex<WalletLocks>,
+    after_send: Option<AfterSend>,
+}
+
+impl WalletSender {
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, options: ChainOptions, after_send: Option<AfterSend>) -> Self {
+        Self { store, clock, options, locks: Mutex::new(HashMap::new()), after_send }
+    }
+
+    fn lock_of(&self, chain_id: u64, wallet: Address) -> Arc<tokio::sync::Mutex<()>> {
+        match self.locks.lock() {
+            Ok(mut locks) => locks.entry((chain_id, wallet)).or_default().clone(),
+            Err(poisoned) => poisoned.into_inner().entry((chain_id, wallet)).or_default().clone(),
+        }
+    }
+
+    fn now(&self) -> i64 {
+        to_millis(self.clock.now())
+    }
+
+    /// Plans (with `make_plan`, under the wallet's lock, so it sees this wallet's earlier
+    /// transactions), simulates, reserves, signs, records and sends one execution, then waits for its
+    /// receipts. A refused simulation sends nothing and reserves nothing.
+    pub async fn execute<F, Fut>(&self, client: &ChainClient, signer: &PrivateKeySigner, execution_key: &str, make_plan: F) -> ExecutionOutcome
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<Plan, Error>>,
+    {
+        match self.send(client, signer, execution_key, &make_plan).await {
+            Ok((rows, summary)) => self.wait(client, signer, rows, Some(summary)).await,
+            Err(e) => outcome_of(e),
+        }
+    }
+
+    async fn send<F, Fut>(&self, client: &ChainClient, signer: &PrivateKeySigner, execution_key: &str, make_plan: &F) -> Result<(Vec<ChainTxRecord>, serde_json::Value), Error>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<Plan, Error>>,
+    {
+        let wallet = signer.address();
+        let wallet_text = wallet.to_string();
+        let lock = self.lock_of(client.chain_id, wallet);
+        // One retry: a nonce the node says is taken (the wallet was used elsewhere) is given back and
+        // the plan is sent again at fresh nonces.
+        for attempt in 0..2 {
+            let _guard = lock.lock().await;
+            let plan = make_plan().await?;
+            let gas = simulate(client, wallet, &plan.calls).await?;
+            let (max_fee, priority) = fees(client).await?;
+            let chain_nonce = pending_nonce(client, wallet).await?;
+            let count = u32::try_from(plan.calls.len()).map_err(Error::internal)?;
+            let rows = self.store.reserve_nonces(client.chain_id, &wallet_text, execution_key, count, chain_nonce, self.now()).await?;
+            let mut signed = Vec::with_capacity(rows.len());
+            for ((row, call), gas_limit) in rows.iter().zip(&plan.calls).zip(gas) {
+                let tx = TxEip1559 {
+                    chain_id: client.chain_id,
+                    nonce: row.nonce,
+                    gas_limit,
+                    max_fee_per_gas: max_fee,
+                    max_priority_fee_per_gas: priority,
+                    to: TxKind::Call(call.to),
+                    value: call.value,
+                    access_list: Default::default(),
+                    input: call.data.clone(),
+                };
+                let (hash, raw) = sign(signer, tx)?;
+                signed.push(SignedTx { nonce: row.nonce, tx_hash: hex_hash(&hash), raw_tx: raw });
+            }
+            self.store.record_signed_txs(client.chain_id, &wallet_text, &signed, self.now()).await?;
+            let mut refused = None;
+            for s in &signed {
+                match client.provider.send_raw_transaction(&s.raw_tx).await {
+                    Ok(_) => {}
+                    Err(e) if rejected(&e) => {
+                        refused = Some(e.to_string());
+                        break;
+                    }
+                    // A transport failure: the node may have it; waiting re-sends the same bytes.
+                    Err(e) => tracing::warn!(chain_id = client.chain_id, tx_hash = s.tx_hash, error = %rpc_error(client, &e).detail.unwrap_or_default(), "sending a transaction failed; it will be re-sent"),
+                }
+                if let Some(hook) = &self.after_send {
+                    hook();
+                }
+            }
+            let rows = self.store.execution_txs(execution_key).await?;
+            let Some(reason) = refused else { return Ok((rows, plan.summary)) };
+            // The node refused a transaction: it and the ones after it are not in its pool. Nothing
+            // of this execution was mined if the first was refused; give the nonces back and retry.
+            if rows.first().and_then(|r| r.tx_hash.as_ref()) == signed.first().map(|s| &s.tx_hash)
+                && !self.any_known(client, &rows).await
+            {
+                self.store.void_txs(execution_key, self.now()).await?;
+                tracing::warn!(chain_id = client.chain_id, attempt, reason, "the node refused a transaction; nonces given back");
+                if attempt == 0 {
+                    continue;
+                }
+                return Err(Error::new(ErrorCode::NotAvailable, format!("The node refused the transaction: {reason}")));
+            }
+            return Ok((rows, plan.summary));
+        }
+        Err(Error::new(ErrorCode::NotAvailable, "The node refused the transaction twice."))
+    }
+
+    async fn any_known(&self, client: &ChainClient, rows: &[ChainTxRecord]) -> bool {
+        for row in rows {
+            if let Some(h) = row.tx_hash.as_deref().and_then(|h| h.parse::<B256>().ok())
+                && matches!(client.provider.get_transaction_by_hash(h).await, Ok(Some(_)) | Err(_))
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Finds an execution that was started and not recorded as ended. `None`: nothing was sent
+    /// (its reserved nonces, if any, are given back), so it may run now.
+    pub async fn reconcile(&self, client: &ChainClient, signer: &PrivateKeySigner, execution_key: &str) -> Result<Option<ExecutionOutcome>, Error> {
+        let rows = self.store.execution_txs(execution_key).await?;
+        if rows.iter().all(|r| r.state == "reserved") {
+            if !rows.is_empty() {
+                self.store.void_txs(execution_key, self.now()).await?;
+            }
+            return Ok(None);
+        }
+        tracing::info!(execution_key, transactions = rows.len(), "resuming an execution's signed transactions");
+        Ok(Some(self.wait(client, signer, rows, None).await))
+    }
+
+    /// Waits for every transaction of an execution, re-sending the signed bytes and bumping fees
+    /// while one stays unmined; ends when all are mined or the receipt timeout passes.
+    async fn wait(&self, client: &ChainClient, signer: &PrivateKeySigner, mut rows: Vec<ChainTxRecord>, summary: Option<serde_json::Value>) -> ExecutionOutcome {
+        let started = tokio::time::Instant::now();
+        let mut hashes = Vec::new();
+        for row in &mut rows {
+            let mut last_push = tokio::time::Instant::now();
+            let mut resent = false;
+            loop {
+                match self.mined(client, row).await {
+                    Ok(Some((hash, status))) => {
+                        hashes.push(hash.clone());
+                        if let Err(e) = self.store.record_mined_tx(client.chain_id, &row.wallet, row.nonce, &hash, i64::from(status), self.now()).await {
+                            tracing::error!(error = %e, "recording a receipt failed");
+                        }
+                        if !status {
+                            let mut o = ExecutionOutcome::failed(ErrorCode::ExecutionReverted, format!("Transaction {hash} was mined and reverted."));
+                            o.tx_hash = Some(hash);
+                            o.data = Some(json!({"transactions": hashes, "plan": summary}));
+                            return o;
+                        }
+                        break;
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(error = %e.detail.clone().unwrap_or_default(), "receipt lookup failed; retrying"),
+                }
+                if started.elapsed() > self.options.receipt_timeout {
+                    let mut o = ExecutionOutcome::failed(
+                        ErrorCode::NotAvailable,
+                        format!("Transaction {} was not mined within {} s; its nonce stays reserved for it.", row.tx_hash.clone().unwrap_or_default(), self.options.receipt_timeout.as_secs()),
+                    );
+                    o.tx_hash = row.tx_hash.clone();
+                    return o;
+                }
+                if !resent || last_push.elapsed() > self.options.bump_after {
+                    if let Err(e) = self.push(client, signer, row, resent).await {
+                        tracing::warn!(error = %e.detail.clone().unwrap_or(e.message.clone()), nonce = row.nonce, "re-sending a transaction failed");
+                    }
+                    resent = true;
+                    last_push = tokio::time::Instant::now();
+                }
+                tokio::time::sleep(client.poll).await;
+            }
+        }
+        ExecutionOutcome {
+            success: true,
+            tx_hash: hashes.last().cloned(),
+            data: Some(json!({"transactions": hashes, "plan": summary})),
+            error: None,
+        }
+    }
+
+    /// The receipt of any signing of a row: (hash, success).
+    async fn mined(&self, client: &ChainClient, row: &ChainTxRecord) -> Result<Option<(String, bool)>, Error> {
+        if let (Some(status), Some(hash)) = (row.receipt_status, &row.tx_hash) {
+            return Ok(Some((hash.clone(), status == 1)));
+        }
+        for hash in row.tx_hash.iter().chain(row.prior_hashes.iter()) {
+            let Ok(h) = hash.parse::<B256>() else { continue };
+            if let Some(receipt) = client.provider.get_transaction_receipt(h).await.map_err(|e| rpc_error(client, e))? {
+                return Ok(Some((hash.clone(), receipt.status())));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Hands a row's transaction to the node again: the same bytes the first time; later, when it
+    /// has stayed unmined, re-signed at the same nonce with fees raised by at least 12.5 %.
+    async fn push(&self, client: &ChainClient, signer: &PrivateKeySigner, row: &mut ChainTxRecord, bump: bool) -> Result<(), Error> {
+        let Some(raw) = row.raw_tx.clone() else { return Ok(()) };
+        if bump {
+            let envelope = TxEnvelope::decode_2718(&mut raw.as_slice()).map_err(|e| Error::internal(format!("stored transaction: {e}")))?;
+            let Some(signed) = envelope.as_eip1559() else { return Ok(()) };
+            let mut tx = signed.tx().clone();
+            let (max_fee, priority) = fees(client).await?;
+            tx.max_priority_fee_per_gas = priority.max(tx.max_priority_fee_per_gas * 9 / 8 + 1);
+            tx.max_fee_per_gas = max_fee.max(tx.max_fee_per_gas * 9 / 8 + 1).max(tx.max_priority_fee_per_gas);
+            let (hash, bytes) = sign(signer, tx)?;
+            let signed = SignedTx { nonce: row.nonce, tx_hash: hex_hash(&hash), raw_tx: bytes.clone() };
+            self.store.record_signed_txs(client.chain_id, &row.wallet, &[signed], self.now()).await?;
+            if let Some(old) = row.tx_hash.replace(hex_hash(&hash)) {
+                row.prior_hashes.push(old);
+            }
+            row.raw_tx = Some(bytes);
+            tracing::info!(chain_id = client.chain_id, nonce = row.nonce, tx_hash = row.tx_hash.as_deref().unwrap_or(""), "re-signed a stuck transaction with higher fees");
+        }
+        let bytes = row.raw_tx.clone().unwrap_or_default();
+        match client.provider.send_raw_transaction(&bytes).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_error_resp().is_some() => {
+                // "already known" or "nonce too low" (mined meanwhile): the receipt lookup decides.
+                tracing::debug!(error = %e, "the node did not take a re-sent transaction");
+                Ok(())
+            }
+            Err(e) => Err(rpc_error(client, e)),
+        }
+    }
+}
+
+/// A refusal before anything was sent, as an execution outcome.
+pub fn outcome_of(e: Error) -> ExecutionOutcome {
+    if e.code == ErrorCode::Internal {
+        tracing::error!(detail = e.detail.as_deref().unwrap_or(""), "execution failed");
+    }
+    ExecutionOutcome::failed(e.code, e.message)
+}
+
+/// Renders a quantity as JSON-RPC hex.
+pub fn quantity(v: impl std::fmt::LowerHex) -> String {
+    format!("{v:#x}")
+}
