@@ -157,6 +157,7 @@ const devnet = {
   chainId: CHAIN_ID,
   contracts: addr,
   tokens: { USDC: { address: addr.USDC, decimals: 6 }, WETH: { address: addr.WETH9, decimals: 18 } },
+  vaults: { "usdc-vault": addr.USDCVault },
   accounts: accounts.map((a, i) => ({ address: a.address, privateKey: keyOf(i) })),
 };
 fs.mkdirSync(out, { recursive: true });
@@ -176,6 +177,8 @@ const toml = [
   "decimals = 18",
   `[chains.${CHAIN_ID}.contracts]`,
   ...Object.entries(addr).map(([k, v]) => `${k} = "${v}"`),
+  `[chains.${CHAIN_ID}.vaults]`,
+  `usdc-vault = "${addr.USDCVault}"`,
   "",
   "[prices]",
   "USDC = 1.0",

@@ -69,7 +69,9 @@ pub async fn simulate(client: &ChainClient, from: Address, calls: &[Call]) -> Re
                 format!("{} would revert: {}", call.description, revert::reason(data, message)),
             ));
         }
-        gas.push(result.gas_used.max(21_000) * (100 + GAS_HEADROOM_PERCENT) / 100);
+        // The gas a call needs before refunds, not what it costs after them.
+        let needed = result.max_used_gas.unwrap_or_default().max(result.gas_used).max(21_000);
+        gas.push(needed * (100 + GAS_HEADROOM_PERCENT) / 100);
     }
     Ok(gas)
 }

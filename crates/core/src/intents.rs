@@ -289,7 +289,9 @@ impl Gateway {
         let data = e.data.as_deref().and_then(|d| serde_json::from_str(d).ok());
         let status = match e.state.as_str() {
             "succeeded" => "confirmed",
-            "failed" if e.error_code.as_deref() == Some(ErrorCode::ExecutionReverted.as_str()) => "reverted",
+            // Mined and reverted: the transaction exists. A refused simulation sent nothing and is
+            // answered as the refusal it is (below).
+            "failed" if e.tx_hash.is_some() && e.error_code.as_deref() == Some(ErrorCode::ExecutionReverted.as_str()) => "reverted",
             "failed" => {
                 let code = parse_code(e.error_code.as_deref()).unwrap_or(ErrorCode::Internal);
                 return Err(Error::new(code, e.error_message.clone().unwrap_or_default()));

@@ -1,16 +1,19 @@
-//! `actiongate-venue-gateway`: the real gateway with the stand-in venue of the test kit registered
-//! for `transfer`, for tests that kill and restart a gateway process. Not shipped.
+//! `actiongate-venue-gateway`: the real gateway with switches for tests that kill and restart a
+//! gateway process. Not shipped.
 //!
-//! Usage: `actiongate-venue-gateway --config FILE` with `STANDIN_LOG` (the venue's durable record)
-//! and `STANDIN_DELAY_MS` (how long each execution takes) in the environment.
+//! Usage: `actiongate-venue-gateway --config FILE`, with in the environment:
+//! - `STANDIN_LOG` (and `STANDIN_DELAY_MS`): register the test kit's stand-in venue for `transfer`
+//!   fan-out, with its durable record of effects in that file;
+//! - `CRASH_AFTER_SEND=1`: abort the process right after the EVM sender hands a transaction to the
+//!   node and before anything is recorded (the window a crash-safe sender must survive).
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actiongate_server::{Application, Config, Deps, Overrides};
 use actiongate_testkit::standin::StandInVenue;
-use anyhow::Context;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -19,11 +22,16 @@ async fn main() -> anyhow::Result<()> {
         anyhow::bail!("usage: actiongate-venue-gateway --config FILE");
     };
     anyhow::ensure!(flag == "--config", "usage: actiongate-venue-gateway --config FILE");
-    let log = PathBuf::from(std::env::var("STANDIN_LOG").context("STANDIN_LOG is required")?);
-    let delay: u64 = std::env::var("STANDIN_DELAY_MS").ok().and_then(|d| d.parse().ok()).unwrap_or(0);
     let config = Config::load(Overrides { config: Some(config.into()), ..Overrides::default() })?;
-    let venue = StandInVenue::persistent(log, Duration::from_millis(delay));
-    let app = Application::build(&config, Deps { providers: vec![venue], ..Deps::default() }).await?;
+    let mut deps = Deps::default();
+    if let Ok(log) = std::env::var("STANDIN_LOG") {
+        let delay: u64 = std::env::var("STANDIN_DELAY_MS").ok().and_then(|d| d.parse().ok()).unwrap_or(0);
+        deps.providers.push(StandInVenue::persistent(PathBuf::from(log), Duration::from_millis(delay)));
+    }
+    if std::env::var("CRASH_AFTER_SEND").is_ok() {
+        deps.after_send = Some(Arc::new(|| std::process::abort()));
+    }
+    let app = Application::build(&config, deps).await?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "actiongate listening on http://{}", app.local_addr())?;
     out.flush()?;

@@ -484,10 +484,10 @@ async fn direct_execution_needs_a_key_and_never_runs_twice(backend: Backend) {
     assert_eq!(venue.effects().len(), 1, "a retry sends nothing");
     assert_eq!(footprint(&app, &owner).await.credits, Some((90, 0, 0)));
 
-    // A refusal by the venue is answered as such.
+    // A refusal by the venue before anything was sent is answered as the refusal it is.
     venue.refuse.lock().map(|mut r| r.insert(owner.agent_address.clone())).unwrap_or(false);
-    let reverted = app.post(DIRECT, transfer(&owner.agent_key, "5", Some("pay-2"))).await;
-    assert_eq!(reverted.assert_ok()["status"], "reverted");
+    let refused = app.post(DIRECT, transfer(&owner.agent_key, "5", Some("pay-2"))).await;
+    assert_refused(&refused, 422, "EXECUTION_REVERTED");
     assert_eq!(footprint(&app, &owner).await.credits, Some((90, 0, 0)), "a failed execution is not charged");
 }
 

@@ -1,0 +1,411 @@
+//! The EVM lanes on a real chain: anvil from `scripts/devnet` with WETH9 and Uniswap V2 deployed from
+//! their published artifacts, the EIP-3009 USDC and the ERC-4626 vault. build-tx answers are signed
+//! and sent by viem (not our code); direct executions of a transfer, a swap and a vault deposit are
+//! checked by balances read onchain; simulation refusals move no nonce; 20 concurrent executions from
+//! one wallet use contiguous nonces; a gateway killed between sending and recording sends nothing
+//! twice (SQLite and PostgreSQL).
+#![allow(clippy::panic)] // Tests fail by panicking.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use actiongate_core::store::Store;
+use actiongate_store::SqlStore;
+use alloy::network::{EthereumWallet, TransactionBuilder};
+use alloy::primitives::{Address, B256, U256};
+use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+use alloy::rpc::types::TransactionRequest;
+use alloy::signers::local::PrivateKeySigner;
+use alloy::sol;
+use serde_json::{Value, json};
+
+const GATEWAY: &str = env!("CARGO_BIN_EXE_actiongate-venue-gateway");
+
+sol! {
+    #[sol(rpc)]
+    interface IERC20 {
+        function balanceOf(address owner) external view returns (uint256);
+        function transfer(address to, uint256 amount) external returns (bool);
+    }
+    #[sol(rpc)]
+    interface IRouter {
+        function getAmountsOut(uint256 amountIn, address[] calldata path) external view returns (uint256[] memory amounts);
+    }
+}
+
+/// Stops a child process (SIGTERM, then waits) even when an assertion fails.
+struct Stop(Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+        let _ = self.0.wait();
+    }
+}
+
+fn first_line(child: &mut Child) -> String {
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
+    line.trim().to_owned()
+}
+
+struct Devnet {
+    _process: Stop,
+    dir: tempfile::TempDir,
+    url: String,
+    spec: Value,
+    provider: DynProvider,
+}
+
+impl Devnet {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let port = actiongate_testkit::free_port();
+        let mut child = Command::new(actiongate_testkit::repo_root().join("scripts/devnet"))
+            .args(["--port", &port.to_string(), "--out"])
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start scripts/devnet: {e}"));
+        let line = first_line(&mut child);
+        let process = Stop(child);
+        assert_eq!(line, "devnet ready");
+        let spec: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("devnet.json")).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("devnet.json: {e}"));
+        let url = spec["rpcUrl"].as_str().unwrap_or_default().to_owned();
+        let provider = ProviderBuilder::new().connect_http(url.parse().unwrap_or_else(|e| panic!("{e}"))).erased();
+        Self { _process: process, dir, url, spec, provider }
+    }
+
+    fn address(&self, path: &[&str]) -> Address {
+        let mut v = &self.spec;
+        for p in path {
+            v = &v[*p];
+        }
+        v.as_str().and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("no address at {path:?}"))
+    }
+
+    fn account(&self, i: usize) -> (Address, String) {
+        let a = &self.spec["accounts"][i];
+        (a["address"].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("account {i}")), a["privateKey"].as_str().unwrap_or_default().to_owned())
+    }
+
+    fn usdc(&self) -> Address {
+        self.address(&["tokens", "USDC", "address"])
+    }
+
+    fn weth(&self) -> Address {
+        self.address(&["tokens", "WETH", "address"])
+    }
+
+    async fn balance(&self, token: Address, who: Address) -> U256 {
+        IERC20::new(token, &self.provider).balanceOf(who).call().await.unwrap_or_else(|e| panic!("balanceOf: {e}"))
+    }
+
+    async fn nonce(&self, who: Address) -> u64 {
+        self.provider.get_transaction_count(who).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Sends ETH and USDC from the devnet's first account (signed here with alloy; these are fixtures).
+    async fn fund(&self, to: Address, eth: U256, usdc: U256) {
+        let (_, key) = self.account(0);
+        let signer: PrivateKeySigner = key.parse().unwrap_or_else(|e| panic!("{e}"));
+        let wallet = ProviderBuilder::new().wallet(EthereumWallet::from(signer)).connect_http(self.url.parse().unwrap_or_else(|e| panic!("{e}")));
+        let tx = TransactionRequest::default().with_to(to).with_value(eth);
+        wallet.send_transaction(tx).await.unwrap_or_else(|e| panic!("{e}")).get_receipt().await.unwrap_or_else(|e| panic!("{e}"));
+        IERC20::new(self.usdc(), &wallet).transfer(to, usdc).send().await.unwrap_or_else(|e| panic!("{e}")).get_receipt().await.unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// A gateway config: the devnet's devnet.toml with a data dir, a database and short leases.
+    fn gateway_config(&self, name: &str, database_url: &str) -> PathBuf {
+        let data = self.dir.path().join(format!("data-{name}"));
+        let text = format!(
+            "listen = \"127.0.0.1:0\"\ndata-dir = \"{}\"\ndatabase-url = \"{database_url}\"\n{}\n[intents]\nlease-seconds = 2\ndirect-timeout-seconds = 5\n",
+            data.display(),
+            std::fs::read_to_string(self.dir.path().join("devnet.toml")).unwrap_or_default()
+        );
+        let path = self.dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        path
+    }
+}
+
+struct Gateway {
+    process: Stop,
+    url: String,
+    outbox: PathBuf,
+}
+
+fn start_gateway(config: &Path, crash_after_send: bool) -> Gateway {
+    let mut cmd = Command::new(GATEWAY);
+    cmd.arg("--config").arg(config).env("ACTIONGATE_LOG", "warn").stdout(Stdio::piped()).stderr(Stdio::inherit());
+    if crash_after_send {
+        cmd.env("CRASH_AFTER_SEND", "1");
+    }
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let line = first_line(&mut child);
+    let url = line.strip_prefix("actiongate listening on ").unwrap_or_else(|| panic!("{line:?}")).to_owned();
+    let text = std::fs::read_to_string(config).unwrap_or_default();
+    let data = text.lines().find_map(|l| l.strip_prefix("data-dir = ")).unwrap_or_default().trim_matches('"').to_owned();
+    Gateway { process: Stop(child), url, outbox: Path::new(&data).join("outbox") }
+}
+
+struct Agent {
+    key: String,
+    address: Address,
+    account_id: String,
+}
+
+async fn post(url: String, body: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new().post(url).json(&body).send().await.unwrap_or_else(|e| panic!("{e}"));
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// Onboards an owner by e-mail, allows `actions`, and grants credits beside the gateway.
+async fn onboard(gw: &Gateway, database_url: &str, email: &str, actions: &[&str]) -> Agent {
+    post(format!("{}/api/v1/onboarding/email/start", gw.url), json!({"email": email})).await;
+    let outbox = [gw.outbox.clone()];
+    let code = actiongate_testkit::wait_for_code(|| actiongate_testkit::messages_in(&outbox, email), email, 1).await;
+    let (_, done) = post(format!("{}/api/v1/onboarding/email/complete", gw.url), json!({"email": email, "code": code, "acceptTerms": true})).await;
+    let s = |v: &Value| v.as_str().unwrap_or_else(|| panic!("{done}")).to_owned();
+    let (key, agent_id, session) = (s(&done["data"]["bootstrap"]["agentApiKey"]), s(&done["data"]["bootstrap"]["agentId"]), s(&done["data"]["session"]["token"]));
+    let address: Address = s(&done["data"]["bootstrap"]["agentAddress"]).parse().unwrap_or_else(|e| panic!("{e}"));
+    let account_id = s(&done["data"]["account"]["accountId"]);
+    let policy = reqwest::Client::new()
+        .put(format!("{}/api/v1/agents/{agent_id}/policy", gw.url))
+        .bearer_auth(&session)
+        .json(&json!({"allowedActions": actions, "dailyLimitUsd": 100000}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(policy.status().as_u16(), 200);
+    let store = SqlStore::connect(database_url).await.unwrap_or_else(|e| panic!("{e}"));
+    store.grant_credits(&account_id, 10_000, "grant", "test grant", 0).await.unwrap_or_else(|e| panic!("{e}"));
+    store.close().await;
+    Agent { key, address, account_id }
+}
+
+async fn execute(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &str) -> (u16, Value) {
+    post(
+        format!("{}/api/v1/agent/execute", gw.url),
+        // The gateway prices token amounts itself; a vault deposit's USD value is stated.
+        json!({"agentApiKey": agent.key, "action": action, "params": params, "chainId": 84532, "idempotencyKey": key, "estimatedAmountUsd": 100}),
+    )
+    .await
+}
+
+fn usdc(units: u64) -> U256 {
+    U256::from(units) * U256::from(1_000_000u64)
+}
+
+async fn credits(gw: &Gateway, agent: &Agent) -> i64 {
+    let r = reqwest::Client::new()
+        .get(format!("{}/api/v1/agent/credits/balance", gw.url))
+        .header("x-agent-api-key", &agent.key)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let body: Value = r.json().await.unwrap_or(Value::Null);
+    body["data"]["balance"].as_i64().unwrap_or_else(|| panic!("{body}"))
+}
+
+#[tokio::test]
+async fn build_tx_and_direct_execution_move_real_tokens() {
+    let devnet = Devnet::start();
+    let db = devnet.dir.path().join("gw.db");
+    let database_url = format!("sqlite://{}", db.display());
+    let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
+    let agent = onboard(&gw, &database_url, "evm@example.com", &["swap", "transfer", "deposit-earn-position", "get-earn-position", "get-token-balance"]).await;
+    let (usdc_addr, weth_addr) = (devnet.usdc(), devnet.weth());
+
+    // The catalog tells the truth about where the EVM actions run.
+    let catalog: Value = reqwest::get(format!("{}/api/v1/agent/actions/catalog", gw.url)).await.unwrap_or_else(|e| panic!("{e}")).json().await.unwrap_or(Value::Null);
+    let entry = |name: &str| catalog["actions"].as_array().and_then(|a| a.iter().find(|x| x["action"] == name).cloned()).unwrap_or(Value::Null);
+    let swap = entry("swap");
+    assert_eq!((swap["enabled"].clone(), swap["supportsBuildTx"].clone(), swap["supportsExecute"].clone(), swap["supportedChains"].clone()), (json!(true), json!(true), json!(true), json!([84532])), "{swap}");
+    assert_eq!(entry("swap-v3")["enabled"], json!(false), "no V3 fixture is deployed");
+
+    // --- build-tx, signed and sent by viem with a devnet key.
+    let (user, user_key) = devnet.account(1);
+    let router = devnet.address(&["contracts", "UniswapV2Router02"]);
+    let quoted = IRouter::new(router, &devnet.provider).getAmountsOut(usdc(100), vec![usdc_addr, weth_addr]).call().await.unwrap_or_else(|e| panic!("{e}"));
+    let quoted = quoted.last().copied().unwrap_or_default();
+    let (status, built) = post(
+        format!("{}/api/v1/agent/build-tx", gw.url),
+        json!({"agentApiKey": agent.key, "action": "swap", "chainId": 84532, "walletAddress": user,
+               "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "100", "slippageBps": 50}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{built}");
+    let txs = built["data"]["transactions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(txs.len(), 2, "an approval first, then the swap: {built}");
+    assert!(txs[0]["description"].as_str().is_some_and(|d| d.starts_with("Approve")), "{built}");
+    assert!(txs.iter().all(|t| t["nonce"].is_string() && t["gas"].is_string() && t["maxFeePerGas"].is_string()), "{built}");
+    let (usdc_before, weth_before) = (devnet.balance(usdc_addr, user).await, devnet.balance(weth_addr, user).await);
+    let mut signer = Command::new("node")
+        .arg(actiongate_testkit::repo_root().join("devnet/sign-and-send.mjs"))
+        .args([devnet.url.as_str(), user_key.as_str()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    signer.stdin.take().unwrap_or_else(|| panic!("stdin")).write_all(built["data"].to_string().as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    let out = signer.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let sent: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("viem said {:?}: {e}", String::from_utf8_lossy(&out.stdout)));
+    assert!(sent["results"].as_array().is_some_and(|r| r.len() == 2 && r.iter().all(|x| x["status"] == "success")), "{sent}");
+    assert_eq!(usdc_before - devnet.balance(usdc_addr, user).await, usdc(100));
+    let got = devnet.balance(weth_addr, user).await - weth_before;
+    assert!(got >= quoted * U256::from(9950u64) / U256::from(10_000u64) && got <= quoted, "received {got}, quoted {quoted}");
+    // build-tx needs the signer for these actions.
+    let (status, body) = post(
+        format!("{}/api/v1/agent/build-tx", gw.url),
+        json!({"agentApiKey": agent.key, "action": "transfer", "chainId": 84532, "params": {"token": "USDC", "to": user, "amount": "1"}}),
+    )
+    .await;
+    assert_eq!((status, body["code"].clone()), (400, json!("INVALID_REQUEST")), "{body}");
+
+    // --- direct execution from the agent's own wallet.
+    devnet.fund(agent.address, U256::from(10u64).pow(U256::from(18u64)), usdc(1000)).await;
+    let recipient = devnet.account(2).0;
+    let before = devnet.balance(usdc_addr, recipient).await;
+    let (status, sent) = execute(&gw, &agent, "transfer", json!({"token": "USDC", "to": recipient, "amount": "10"}), "transfer-1").await;
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(sent["data"]["status"], "confirmed", "{sent}");
+    let hash = sent["data"]["txHash"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(devnet.balance(usdc_addr, recipient).await - before, usdc(10));
+    // A retry with the same key answers the same hash and sends nothing.
+    let nonce = devnet.nonce(agent.address).await;
+    let (_, again) = execute(&gw, &agent, "transfer", json!({"token": "USDC", "to": recipient, "amount": "10"}), "transfer-1").await;
+    assert_eq!(again["data"]["txHash"], json!(hash));
+    assert_eq!(devnet.nonce(agent.address).await, nonce);
+    assert_eq!(devnet.balance(usdc_addr, recipient).await - before, usdc(10));
+
+    let (status, swapped) = execute(&gw, &agent, "swap", json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "50"}), "swap-1").await;
+    assert_eq!((status, swapped["data"]["status"].clone()), (200, json!("confirmed")), "{swapped}");
+    assert!(devnet.balance(weth_addr, agent.address).await > U256::ZERO);
+    assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(940));
+
+    let vault = devnet.address(&["vaults", "usdc-vault"]);
+    let (status, deposited) = execute(&gw, &agent, "deposit-earn-position", json!({"providerId": "erc4626-vaults", "opportunityId": "usdc-vault", "amount": "100"}), "deposit-1").await;
+    assert_eq!((status, deposited["data"]["status"].clone()), (200, json!("confirmed")), "{deposited}");
+    assert!(devnet.balance(vault, agent.address).await > U256::ZERO, "the agent holds vault shares");
+    assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(840));
+    // The position read through an intent (a read runs for the agent itself).
+    let (_, intent) = post(
+        format!("{}/api/v1/agent/execute-intent", gw.url),
+        json!({"agentApiKey": agent.key, "action": "get-earn-position", "chainId": 84532, "params": {"providerId": "erc4626-vaults"}}),
+    )
+    .await;
+    let id = intent["intentId"].as_str().unwrap_or_else(|| panic!("{intent}")).to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        let r = reqwest::Client::new()
+            .get(format!("{}/api/v1/agent/execute-intent/status?intentId={id}", gw.url))
+            .header("x-agent-api-key", &agent.key)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let body: Value = r.json().await.unwrap_or(Value::Null);
+        if body["status"] != "queued" {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "the read did not end: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status["results"][0]["data"]["positions"][0]["assets"], json!("100"), "{status}");
+
+    // --- simulation refusals: EXECUTION_REVERTED with the decoded reason, nothing sent, nothing charged.
+    let nonce = devnet.nonce(agent.address).await;
+    let paid = credits(&gw, &agent).await;
+    let (status, refused) = execute(&gw, &agent, "transfer", json!({"token": "USDC", "to": recipient, "amount": "5000"}), "too-much").await;
+    assert_eq!((status, refused["code"].clone()), (422, json!("EXECUTION_REVERTED")), "{refused}");
+    assert!(refused["message"].as_str().is_some_and(|m| m.contains("ERC20InsufficientBalance")), "{refused}");
+    let (status, refused) = execute(&gw, &agent, "swap", json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "1", "amountOutMin": "1000"}), "impossible").await;
+    assert_eq!((status, refused["code"].clone()), (422, json!("EXECUTION_REVERTED")), "{refused}");
+    assert!(refused["message"].as_str().is_some_and(|m| m.contains("INSUFFICIENT_OUTPUT_AMOUNT")), "{refused}");
+    assert_eq!(devnet.nonce(agent.address).await, nonce, "a refused simulation moves no nonce");
+    assert_eq!(credits(&gw, &agent).await, paid, "a refused simulation is not charged");
+
+    // --- 20 concurrent executions from one wallet: 20 mined, contiguous nonces, no duplicate.
+    let third = devnet.account(3).0;
+    let before = devnet.balance(usdc_addr, third).await;
+    let start_nonce = devnet.nonce(agent.address).await;
+    let runs = (0..20).map(|i| {
+        let (url, key) = (gw.url.clone(), agent.key.clone());
+        tokio::spawn(async move {
+            post(
+                format!("{url}/api/v1/agent/execute"),
+                json!({"agentApiKey": key, "action": "transfer", "chainId": 84532, "idempotencyKey": format!("many-{i}"),
+                       "params": {"token": "USDC", "to": third, "amount": "1"}}),
+            )
+            .await
+        })
+    });
+    let mut nonces = Vec::new();
+    for run in runs.collect::<Vec<_>>() {
+        let (status, body) = run.await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((status, body["data"]["status"].clone()), (200, json!("confirmed")), "{body}");
+        let hash: B256 = body["data"]["txHash"].as_str().and_then(|h| h.parse().ok()).unwrap_or_else(|| panic!("{body}"));
+        let tx = devnet.provider.get_transaction_by_hash(hash).await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("{hash} unknown"));
+        nonces.push(alloy::consensus::Transaction::nonce(&tx));
+    }
+    let unique: BTreeSet<u64> = nonces.iter().copied().collect();
+    assert_eq!(unique.into_iter().collect::<Vec<_>>(), (start_nonce..start_nonce + 20).collect::<Vec<_>>(), "{nonces:?}");
+    assert_eq!(devnet.balance(usdc_addr, third).await - before, usdc(20));
+    drop(gw.process);
+}
+
+/// Kill the gateway right after it hands a transfer to the node and before it records anything;
+/// a new process finds the execution by its reserved nonce and signed hash and sends nothing again.
+async fn crash_between_send_and_record(devnet: &Devnet, name: &str, database_url: &str, recipient: Address) {
+    let config = devnet.gateway_config(name, database_url);
+    let mut a = start_gateway(&config, true);
+    let agent = onboard(&a, database_url, &format!("{name}@example.com"), &["transfer"]).await;
+    devnet.fund(agent.address, U256::from(10u64).pow(U256::from(17u64)), usdc(100)).await;
+    let usdc_addr = devnet.usdc();
+    let (before, nonce) = (devnet.balance(usdc_addr, recipient).await, devnet.nonce(agent.address).await);
+    let body = json!({"agentApiKey": agent.key, "action": "transfer", "chainId": 84532, "idempotencyKey": "crash-1",
+                      "params": {"token": "USDC", "to": recipient, "amount": "7"}});
+    let answered = reqwest::Client::new().post(format!("{}/api/v1/agent/execute", a.url)).json(&body).send().await;
+    assert!(answered.is_err(), "the gateway was to die before answering: {answered:?}");
+    let exited = a.process.0.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!exited.success());
+    // The transaction reached the chain before the process died.
+    assert_eq!(devnet.nonce(agent.address).await, nonce + 1);
+    assert_eq!(devnet.balance(usdc_addr, recipient).await - before, usdc(7));
+
+    let b = start_gateway(&config, false);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let done = loop {
+        let (status, answer) = post(format!("{}/api/v1/agent/execute", b.url), body.clone()).await;
+        assert_eq!(status, 200, "{answer}");
+        if answer["data"]["status"] == "confirmed" {
+            break answer;
+        }
+        assert!(Instant::now() < deadline, "the execution was not recovered: {answer}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let hash: B256 = done["data"]["txHash"].as_str().and_then(|h| h.parse().ok()).unwrap_or_else(|| panic!("{done}"));
+    let tx = devnet.provider.get_transaction_by_hash(hash).await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("{hash}"));
+    assert_eq!(alloy::consensus::Transaction::nonce(&tx), nonce, "the recorded hash is the transaction that was sent");
+    assert_eq!(devnet.nonce(agent.address).await, nonce + 1, "nothing was sent again");
+    assert_eq!(devnet.balance(usdc_addr, recipient).await - before, usdc(7), "paid once");
+    let _ = agent.account_id;
+    drop(b);
+}
+
+#[tokio::test]
+async fn a_crash_between_send_and_record_sends_nothing_twice() {
+    let devnet = Devnet::start();
+    let sqlite = format!("sqlite://{}", devnet.dir.path().join("crash.db").display());
+    crash_between_send_and_record(&devnet, "crash-sqlite", &sqlite, devnet.account(4).0).await;
+    let postgres = actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}"));
+    crash_between_send_and_record(&devnet, "crash-postgres", &postgres, devnet.account(5).0).await;
+}
