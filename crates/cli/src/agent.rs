@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use actiongate_api_types::catalog::CatalogAction;
 use actiongate_api_types::identity::EmailCompleteRequest;
+use actiongate_api_types::chain::BuildTxRequest;
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
 use actiongate_client::Client;
 use clap::{Args, Subcommand};
@@ -72,10 +73,11 @@ pub enum AgentCommand {
     ///
     /// Example: `actiongate preflight swap --param tokenIn=USDC --param tokenOut=WETH --param amountIn=10`
     Preflight(PreflightArgs),
-    /// Build unsigned transactions for local signing (Model B).
+    /// Build unsigned transactions for local signing (Model B): in order, an approval first when
+    /// needed, nonce and fees filled for --wallet-address, each simulated. Signs and sends nothing.
     ///
-    /// Example: `actiongate build-tx swap --param tokenIn=USDC --param tokenOut=WETH --param amountIn=10`
-    BuildTx(ActionArgs),
+    /// Example: `actiongate build-tx swap --param tokenIn=USDC --param tokenOut=WETH --param amountIn=10 --wallet-address 0x…`
+    BuildTx(BuildTxArgs),
     /// ERC-7710 delegation: create (or grant), activate, status, inspect, balance, redeem, revoke.
     ///
     /// Example: `actiongate delegation status`
@@ -254,6 +256,15 @@ pub struct ActionArgs {
     /// USD estimate for policy limits.
     #[arg(long)]
     pub estimated_amount_usd: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildTxArgs {
+    #[command(flatten)]
+    pub action: ActionArgs,
+    /// The wallet that will sign (needed by every EVM write: balances, allowances, nonce).
+    #[arg(long)]
+    pub wallet_address: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -490,9 +501,24 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
                 }
             }
         }
-        AgentCommand::BuildTx(_) => {
-            need_key()?;
-            not_available("build-tx", "building unsigned transactions needs the EVM layer")
+        AgentCommand::BuildTx(args) => {
+            let key = need_key()?;
+            let entry = catalog_entry(client, &args.action.action).await;
+            let params = params_of(&args.action, entry.as_ref())?;
+            let req = BuildTxRequest {
+                agent_api_key: key,
+                action: args.action.action.clone(),
+                params,
+                chain_id: args.action.chain_id.unwrap_or_else(|| g.default_chain()),
+                wallet_address: args.wallet_address.clone(),
+                estimated_amount_usd: args.action.estimated_amount_usd,
+            };
+            let built = client.build_tx(&req).await.map_err(Outcome::from_error)?;
+            let mut text = format!("{} transaction(s) for chain {} to sign locally:", built.transactions.len(), built.chain_id);
+            for (i, t) in built.transactions.iter().enumerate() {
+                text.push_str(&format!("\n{}. {} (to {}, nonce {})", i + 1, t.description, t.to, t.nonce.as_deref().unwrap_or("-")));
+            }
+            Outcome::ok(to_value(&built), text)
         }
         AgentCommand::Delegation { command } => {
             let write = matches!(command, DelegationCommand::Activate(_) | DelegationCommand::Redeem(_) | DelegationCommand::Revoke(_));

@@ -163,9 +163,10 @@ async fn the_agent_journey_in_json() {
     assert_eq!((code, r["data"]["ready"].clone()), (0, json!(true)), "{r}");
     assert_eq!(r["data"]["checks"].as_array().map(Vec::len), Some(11));
 
+    // build-tx runs the checks of a submission (here: swap is not on the allowlist).
+    let (code, r) = g.json(&["build-tx", "swap", "--param", "tokenIn=USDC", "--param", "tokenOut=WETH", "--param", "amountIn=1"], &[]);
+    assert_eq!((code, r["code"].clone()), (2, json!("ACTION_NOT_ALLOWED")));
     // Not built yet: a failure (exit 1) that says so.
-    let (code, r) = g.json(&["build-tx", "swap"], &[]);
-    assert_eq!((code, r["code"].clone()), (1, json!("NOT_AVAILABLE")));
     let (code, r) = g.json(&["venue", "readiness", "hyperliquid"], &[]);
     assert_eq!((code, r["code"].clone()), (1, json!("NOT_AVAILABLE")));
 

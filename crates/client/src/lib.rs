@@ -1,6 +1,7 @@
 //! A typed client of the actiongate REST API. Every method is one route; a refusal comes back as
 //! [`ClientError::Refused`] with the gateway's error envelope, untouched.
 
+use actiongate_api_types::chain::{BuildTxData, BuildTxRequest};
 use actiongate_api_types::catalog::{ActionList, CatalogDocument};
 use actiongate_api_types::identity::{EmailCompleteRequest, EmailCompleteResponse, EmailStartRequest, EmailStartResponse};
 use actiongate_api_types::intents::{
@@ -97,6 +98,10 @@ impl Client {
 
     pub async fn execute_direct(&self, req: &ExecuteIntentRequest) -> Result<DirectExecution> {
         self.data(self.http.post(self.url("/api/v1/agent/execute")).json(req)).await
+    }
+
+    pub async fn build_tx(&self, req: &BuildTxRequest) -> Result<BuildTxData> {
+        self.data(self.http.post(self.url("/api/v1/agent/build-tx")).json(req)).await
     }
 
     pub async fn preflight(&self, req: &ExecuteIntentRequest, direct: bool) -> Result<PreflightReport> {
