@@ -19,11 +19,11 @@ use actiongate_core::execution::ExecutionOutcome;
 use actiongate_core::store::{ChainTxRecord, SignedTx, Store};
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::{Decodable2718, Encodable2718};
-use alloy::eips::BlockId;
+use alloy::eips::{BlockId, BlockNumberOrTag};
 use alloy::network::{TransactionBuilder, TxSignerSync};
 use alloy::primitives::{Address, B256, TxKind};
 use alloy::providers::Provider;
-use alloy::rpc::types::TransactionRequest;
+use alloy::rpc::types::{BlockOverrides, TransactionRequest};
 use alloy::rpc::types::simulate::{SimBlock, SimulatePayload};
 use alloy::signers::local::PrivateKeySigner;
 use serde_json::json;
@@ -34,6 +34,8 @@ use crate::revert;
 
 /// Gas limit headroom over the simulated gas use, in percent.
 const GAS_HEADROOM_PERCENT: u64 = 30;
+/// How far ahead of the latest block the simulated block is dated.
+const SIMULATED_BLOCK_AHEAD_SECONDS: u64 = 12;
 
 /// Runs right after a transaction is handed to the node and before anything is recorded (tests use
 /// it to kill the process in that window).
@@ -46,8 +48,20 @@ pub async fn simulate(client: &ChainClient, from: Address, calls: &[Call]) -> Re
         .iter()
         .map(|c| TransactionRequest::default().with_from(from).with_to(c.to).with_input(c.data.clone()).with_value(c.value))
         .collect();
+    // The simulated block lies a few seconds ahead, as the block that will include the transactions
+    // does: code that branches on elapsed time (a Uniswap V2 pair's price accumulators) takes the
+    // path, and uses the gas, it will take onchain.
+    let latest = client
+        .provider
+        .get_block_by_number(BlockNumberOrTag::Latest)
+        .await
+        .map_err(|e| rpc_error(client, e))?
+        .map(|b| b.header.timestamp)
+        .unwrap_or_default();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+    let overrides = BlockOverrides { time: Some(latest.max(now) + SIMULATED_BLOCK_AHEAD_SECONDS), ..Default::default() };
     let payload = SimulatePayload {
-        block_state_calls: vec![SimBlock { block_overrides: None, state_overrides: None, calls: requests }],
+        block_state_calls: vec![SimBlock { block_overrides: Some(overrides), state_overrides: None, calls: requests }],
         trace_transfers: false,
         validation: false,
         return_full_transactions: false,

@@ -125,7 +125,7 @@ impl Devnet {
     fn gateway_config(&self, name: &str, database_url: &str) -> PathBuf {
         let data = self.dir.path().join(format!("data-{name}"));
         let text = format!(
-            "listen = \"127.0.0.1:0\"\ndata-dir = \"{}\"\ndatabase-url = \"{database_url}\"\n{}\n[intents]\nlease-seconds = 2\ndirect-timeout-seconds = 5\n",
+            "listen = \"127.0.0.1:0\"\ndata-dir = \"{}\"\ndatabase-url = \"{database_url}\"\n{}\n[intents]\nlease-seconds = 2\ndirect-timeout-seconds = 5\n[evm]\nbump-after-seconds = 2\n",
             data.display(),
             std::fs::read_to_string(self.dir.path().join("devnet.toml")).unwrap_or_default()
         );
@@ -221,7 +221,7 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     let db = devnet.dir.path().join("gw.db");
     let database_url = format!("sqlite://{}", db.display());
     let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
-    let agent = onboard(&gw, &database_url, "evm@example.com", &["swap", "transfer", "deposit-earn-position", "get-earn-position", "get-token-balance"]).await;
+    let agent = onboard(&gw, &database_url, "evm@example.com", &["swap", "transfer", "deposit-earn-position", "get-earn-position", "get-token-balance", "wrap-native", "unwrap-native"]).await;
     let (usdc_addr, weth_addr) = (devnet.usdc(), devnet.weth());
 
     // The catalog tells the truth about where the EVM actions run.
@@ -298,27 +298,7 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     assert!(devnet.balance(vault, agent.address).await > U256::ZERO, "the agent holds vault shares");
     assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(840));
     // The position read through an intent (a read runs for the agent itself).
-    let (_, intent) = post(
-        format!("{}/api/v1/agent/execute-intent", gw.url),
-        json!({"agentApiKey": agent.key, "action": "get-earn-position", "chainId": 84532, "params": {"providerId": "erc4626-vaults"}}),
-    )
-    .await;
-    let id = intent["intentId"].as_str().unwrap_or_else(|| panic!("{intent}")).to_owned();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        let r = reqwest::Client::new()
-            .get(format!("{}/api/v1/agent/execute-intent/status?intentId={id}", gw.url))
-            .header("x-agent-api-key", &agent.key)
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let body: Value = r.json().await.unwrap_or(Value::Null);
-        if body["status"] != "queued" {
-            break body;
-        }
-        assert!(Instant::now() < deadline, "the read did not end: {body}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let status = read_for(&gw, &agent, "get-earn-position", json!({"providerId": "erc4626-vaults"})).await;
     assert_eq!(status["results"][0]["data"]["positions"][0]["assets"], json!("100"), "{status}");
 
     // --- simulation refusals: EXECUTION_REVERTED with the decoded reason, nothing sent, nothing charged.
@@ -359,7 +339,86 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     let unique: BTreeSet<u64> = nonces.iter().copied().collect();
     assert_eq!(unique.into_iter().collect::<Vec<_>>(), (start_nonce..start_nonce + 20).collect::<Vec<_>>(), "{nonces:?}");
     assert_eq!(devnet.balance(usdc_addr, third).await - before, usdc(20));
+
+    // --- wrapping, and a balance read for the agent.
+    let (status, wrapped) = execute(&gw, &agent, "wrap-native", json!({"amount": "0.01"}), "wrap-1").await;
+    assert_eq!((status, wrapped["data"]["status"].clone()), (200, json!("confirmed")), "{wrapped}");
+    let weth_now = devnet.balance(weth_addr, agent.address).await;
+    let (status, unwrapped) = execute(&gw, &agent, "unwrap-native", json!({"amount": "0.01"}), "unwrap-1").await;
+    assert_eq!((status, unwrapped["data"]["status"].clone()), (200, json!("confirmed")), "{unwrapped}");
+    assert_eq!(weth_now - devnet.balance(weth_addr, agent.address).await, U256::from(10u64).pow(U256::from(16u64)));
+    let read = read_for(&gw, &agent, "get-token-balance", json!({"token": "USDC"})).await;
+    assert_eq!(read["results"][0]["data"]["balance"], json!("820"), "{read}");
+
+    // --- build-tx refuses what would revert, with the reason.
+    let (status, body) = post(
+        format!("{}/api/v1/agent/build-tx", gw.url),
+        json!({"agentApiKey": agent.key, "action": "transfer", "chainId": 84532, "walletAddress": agent.address,
+               "params": {"token": "USDC", "to": user, "amount": "900"}}),
+    )
+    .await;
+    assert_eq!((status, body["code"].clone()), (422, json!("EXECUTION_REVERTED")), "{body}");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("ERC20InsufficientBalance")), "{body}");
+
+    // --- a stuck transaction is replaced at its nonce with higher fees; it is paid once.
+    rpc(&devnet, "evm_setAutomine", json!([false])).await;
+    let sixth = devnet.account(6).0;
+    let (before, nonce) = (devnet.balance(usdc_addr, sixth).await, devnet.nonce(agent.address).await);
+    let (status, pending) = execute(&gw, &agent, "transfer", json!({"token": "USDC", "to": sixth, "amount": "3"}), "stuck-1").await;
+    assert_eq!((status, pending["data"]["status"].clone()), (200, json!("pending")), "{pending}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    rpc(&devnet, "evm_mine", json!([])).await;
+    rpc(&devnet, "evm_setAutomine", json!([true])).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let done = loop {
+        let (_, answer) = execute(&gw, &agent, "transfer", json!({"token": "USDC", "to": sixth, "amount": "3"}), "stuck-1").await;
+        if answer["data"]["status"] == "confirmed" {
+            break answer;
+        }
+        assert!(Instant::now() < deadline, "the replaced transaction was not recorded: {answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let store = SqlStore::connect(&database_url).await.unwrap_or_else(|e| panic!("{e}"));
+    let intent_id = done["data"]["intentId"].as_str().unwrap_or_default();
+    let txs = store.execution_txs(&format!("{intent_id}:0")).await.unwrap_or_else(|e| panic!("{e}"));
+    store.close().await;
+    assert_eq!(txs.len(), 1);
+    assert!(!txs[0].prior_hashes.is_empty(), "the transaction was re-signed: {txs:?}");
+    assert_eq!(txs[0].tx_hash.as_deref(), done["data"]["txHash"].as_str());
+    assert_eq!(devnet.nonce(agent.address).await, nonce + 1);
+    assert_eq!(devnet.balance(usdc_addr, sixth).await - before, usdc(3), "paid once");
     drop(gw.process);
+}
+
+async fn rpc(devnet: &Devnet, method: &str, params: Value) -> Value {
+    let (status, body) = post(devnet.url.clone(), json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})).await;
+    assert!(status == 200 && body.get("error").is_none(), "{method}: {body}");
+    body["result"].clone()
+}
+
+/// Submits a read for the agent itself and waits for the intent to end.
+async fn read_for(gw: &Gateway, agent: &Agent, action: &str, params: Value) -> Value {
+    let (_, intent) = post(
+        format!("{}/api/v1/agent/execute-intent", gw.url),
+        json!({"agentApiKey": agent.key, "action": action, "chainId": 84532, "params": params}),
+    )
+    .await;
+    let id = intent["intentId"].as_str().unwrap_or_else(|| panic!("{intent}")).to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = reqwest::Client::new()
+            .get(format!("{}/api/v1/agent/execute-intent/status?intentId={id}", gw.url))
+            .header("x-agent-api-key", &agent.key)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let body: Value = r.json().await.unwrap_or(Value::Null);
+        if body["status"] != "queued" {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "the read did not end: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Kill the gateway right after it hands a transfer to the node and before it records anything;

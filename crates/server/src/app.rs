@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use actiongate_chain::sender::AfterSend;
-use actiongate_chain::{ChainClients, ChainOptions, EvmProvider};
+use actiongate_chain::{ChainClients, EvmProvider};
 use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog};
 use actiongate_core::execution::{Provider, Registry};
 use actiongate_core::providers::internal::{BUILTIN_DATA, InternalData, InternalReads};
@@ -84,7 +84,7 @@ impl Application {
             None => BUILTIN_DATA.to_owned(),
         };
         let internal = InternalData::parse(&internal_data).context("internal data file is invalid")?;
-        let chain_clients = ChainClients::connect(&config.settings.chains, ChainOptions::default())?;
+        let chain_clients = ChainClients::connect(&config.settings.chains, config.evm.clone())?;
         let evm = EvmProvider::new(chain_clients, store.clone(), clock.clone(), master.keyring(), deps.after_send);
         let mut providers: Vec<Arc<dyn Provider>> = vec![Arc::new(InternalReads::new(internal)), Arc::new(evm)];
         providers.extend(deps.providers);

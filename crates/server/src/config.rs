@@ -54,6 +54,24 @@ pub struct FileConfig {
     pub mcp: McpSection,
     #[serde(default)]
     pub personhood: PersonhoodSection,
+    #[serde(default)]
+    pub evm: EvmSection,
+}
+
+/// `[evm]`: how the gateway talks to chains and waits for its transactions.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct EvmSection {
+    /// Bound on one JSON-RPC request (default 10).
+    pub request_timeout_seconds: Option<u64>,
+    /// Retries of a rate-limited or failed request (default 5).
+    pub max_retries: Option<u32>,
+    /// Compute units per second the RPC endpoints allow (default 330).
+    pub compute_units_per_second: Option<u64>,
+    /// How long a sent transaction is waited for (default 600).
+    pub receipt_timeout_seconds: Option<u64>,
+    /// After this long unmined, a transaction is re-signed at its nonce with higher fees (default 45).
+    pub bump_after_seconds: Option<u64>,
 }
 
 /// `[personhood]`: the World ID relying party.
@@ -170,6 +188,7 @@ pub struct Config {
     pub mcp_allowed_hosts: Vec<String>,
     pub personhood: actiongate_core::personhood::PersonhoodSettings,
     pub personhood_verify_url: String,
+    pub evm: actiongate_chain::ChainOptions,
 }
 
 /// A configuration that cannot run.
@@ -298,6 +317,18 @@ impl Config {
             mail_from: f.mail_from.unwrap_or_else(|| "actiongate <no-reply@actiongate.localhost>".into()),
             settings,
             runner_workers: f.intents.workers.unwrap_or(4).max(1),
+            evm: {
+                let d = actiongate_chain::ChainOptions::default();
+                let secs = |v: Option<u64>, default: std::time::Duration| v.map_or(default, std::time::Duration::from_secs);
+                actiongate_chain::ChainOptions {
+                    request_timeout: secs(f.evm.request_timeout_seconds, d.request_timeout),
+                    max_retries: f.evm.max_retries.unwrap_or(d.max_retries),
+                    retry_backoff: d.retry_backoff,
+                    compute_units_per_second: f.evm.compute_units_per_second.unwrap_or(d.compute_units_per_second),
+                    receipt_timeout: secs(f.evm.receipt_timeout_seconds, d.receipt_timeout),
+                    bump_after: secs(f.evm.bump_after_seconds, d.bump_after),
+                }
+            },
             internal_data_file: f.internal_data_file,
             personhood: {
                 let d = actiongate_core::personhood::PersonhoodSettings::default();
