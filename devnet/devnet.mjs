@@ -1,5 +1,7 @@
 // The actiongate devnet: anvil (chain 84532) with fixture contracts deployed from published artifacts
-// (WETH9 and Uniswap V2 from @uniswap/v2-core and v2-periphery) and two contracts compiled here with
+// (WETH9 and Uniswap V2 from @uniswap/v2-core and v2-periphery; Uniswap V3's factory, position manager,
+// QuoterV2 and SwapRouter02 from @uniswap/v3-core, v3-periphery and swap-router-contracts) and two
+// contracts compiled here with
 // solc against @openzeppelin/contracts (an EIP-3009 USDC with Base Sepolia's EIP-712 domain, and an
 // ERC-4626 vault over it). Funds the test accounts, seeds a USDC/WETH pool, checks a swap, writes
 // OUT/devnet.json and OUT/devnet.toml, prints "devnet ready", and runs until SIGINT/SIGTERM.
@@ -11,7 +13,7 @@ import path from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import solc from "solc";
-import { createPublicClient, createWalletClient, getAddress, http, parseEther, parseUnits } from "viem";
+import { createPublicClient, createWalletClient, getAddress, http, parseEther, parseUnits, zeroAddress } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -149,6 +151,54 @@ const before = await pub.readContract({ ...weth, functionName: "balanceOf", args
 await send(wc, router, "swapExactTokensForTokens", [parseUnits("100", 6), 1n, [addr.USDC, addr.WETH9], checker.address, deadline]);
 const after = await pub.readContract({ ...weth, functionName: "balanceOf", args: [checker.address] });
 if (after <= before) fail("the check swap received no WETH");
+
+// --- Uniswap V3 (published hardhat artifacts; the pool init-code hash of v3-core matches periphery's)
+const hardhat = (pkg, file) => {
+  const a = require(`${pkg}/artifacts/contracts/${file}`);
+  return { abi: a.abi, bytecode: a.bytecode };
+};
+const v3FactoryArt = hardhat("@uniswap/v3-core", "UniswapV3Factory.sol/UniswapV3Factory.json");
+const positionsArt = hardhat("@uniswap/v3-periphery", "NonfungiblePositionManager.sol/NonfungiblePositionManager.json");
+const quoterArt = hardhat("@uniswap/v3-periphery", "lens/QuoterV2.sol/QuoterV2.json");
+const router02Art = hardhat("@uniswap/swap-router-contracts", "SwapRouter02.sol/SwapRouter02.json");
+addr.UniswapV3Factory = await deploy(v3FactoryArt);
+addr.NonfungiblePositionManager = await deploy(positionsArt, [addr.UniswapV3Factory, addr.WETH9, zeroAddress]);
+addr.QuoterV2 = await deploy(quoterArt, [addr.UniswapV3Factory, addr.WETH9]);
+addr.SwapRouter02 = await deploy(router02Art, [addr.UniswapV2Factory, addr.UniswapV3Factory, addr.NonfungiblePositionManager, addr.WETH9]);
+
+// Seed a full-range USDC/WETH 0.3 % pool at 3000 USDC per WETH.
+const v3Usdc = parseUnits("300000", 6);
+const v3Weth = parseEther("100");
+await send(w, usdc, "mint", [deployer.address, v3Usdc]);
+await send(w, weth, "deposit", [], v3Weth);
+const positions = { address: addr.NonfungiblePositionManager, abi: positionsArt.abi };
+await send(w, usdc, "approve", [addr.NonfungiblePositionManager, v3Usdc]);
+await send(w, weth, "approve", [addr.NonfungiblePositionManager, v3Weth]);
+const [token0, token1] = BigInt(addr.USDC) < BigInt(addr.WETH9) ? [addr.USDC, addr.WETH9] : [addr.WETH9, addr.USDC];
+const [amount0, amount1] = token0 === addr.USDC ? [v3Usdc, v3Weth] : [v3Weth, v3Usdc];
+const isqrt = (n) => {
+  if (n < 2n) return n;
+  let x = n, y = (x + 1n) / 2n;
+  while (y < x) { x = y; y = (x + n / x) / 2n; }
+  return x;
+};
+const sqrtPriceX96 = isqrt((amount1 << 192n) / amount0);
+await send(w, positions, "createAndInitializePoolIfNecessary", [token0, token1, 3000, sqrtPriceX96]);
+await send(w, positions, "mint", [{ token0, token1, fee: 3000, tickLower: -887220, tickUpper: 887220, amount0Desired: amount0,
+  amount1Desired: amount1, amount0Min: 0n, amount1Min: 0n, recipient: deployer.address, deadline }]);
+addr.UniswapV3Pool_USDC_WETH_3000 = await pub.readContract({ address: addr.UniswapV3Factory, abi: v3FactoryArt.abi, functionName: "getPool", args: [addr.USDC, addr.WETH9, 3000] });
+
+// Check a quote and a swap through the published SwapRouter02.
+const router02 = { address: addr.SwapRouter02, abi: router02Art.abi };
+const quote = await pub.simulateContract({ address: addr.QuoterV2, abi: quoterArt.abi, functionName: "quoteExactInputSingle",
+  args: [{ tokenIn: addr.USDC, tokenOut: addr.WETH9, amountIn: parseUnits("100", 6), fee: 3000, sqrtPriceLimitX96: 0n }] });
+if (!(quote.result[0] > 0n)) fail("QuoterV2 quoted nothing");
+await send(wc, usdc, "approve", [addr.SwapRouter02, parseUnits("100", 6)]);
+const beforeV3 = await pub.readContract({ ...weth, functionName: "balanceOf", args: [checker.address] });
+await send(wc, router02, "exactInputSingle", [{ tokenIn: addr.USDC, tokenOut: addr.WETH9, fee: 3000, recipient: checker.address,
+  amountIn: parseUnits("100", 6), amountOutMinimum: 1n, sqrtPriceLimitX96: 0n }]);
+const afterV3 = await pub.readContract({ ...weth, functionName: "balanceOf", args: [checker.address] });
+if (afterV3 <= beforeV3) fail("the V3 check swap received no WETH");
 
 // --- outputs -----------------------------------------------------------------------------------
 const keyOf = (i) => `0x${Buffer.from(mnemonicToAccount(MNEMONIC, { addressIndex: i }).getHdKey().privateKey).toString("hex")}`;

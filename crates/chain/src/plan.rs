@@ -14,11 +14,14 @@ use alloy::sol_types::SolCall;
 use serde_json::{Value, json};
 
 use crate::amount::{format_units, parse_units};
-use crate::bindings::{IERC20, IERC4626, IUniswapV2Router02, IWETH9};
+use crate::bindings::{IERC20, IERC4626, IQuoterV2, ISwapRouter02, IUniswapV2Router02, IWETH9};
 use crate::client::ChainClient;
 
 /// The Uniswap V2 router's name in `[chains.<id>.contracts]`.
 pub const V2_ROUTER: &str = "UniswapV2Router02";
+/// The Uniswap V3 contracts' names in `[chains.<id>.contracts]`.
+pub const V3_ROUTER: &str = "SwapRouter02";
+pub const V3_QUOTER: &str = "QuoterV2";
 /// The provider id `deposit-earn-position` and its twins take for the configured ERC-4626 vaults.
 pub const VAULT_PROVIDER: &str = "erc4626-vaults";
 
@@ -219,6 +222,7 @@ pub async fn plan(client: &ChainClient, action: &str, params: &Value, signer: Ad
             Ok(Plan { calls: vec![c], summary: json!({"amount": human}) })
         }
         "swap" => plan_swap(client, params, signer).await,
+        "swap-v3" => plan_swap_v3(client, params, signer).await,
         "deposit-earn-position" => {
             let (id, vault) = vault(client, params)?;
             let asset = vault_asset(client, vault).await?;
@@ -338,6 +342,92 @@ async fn plan_swap(client: &ChainClient, params: &Value, signer: Address) -> Res
     })
 }
 
+async fn plan_swap_v3(client: &ChainClient, params: &Value, signer: Address) -> Result<Plan, Error> {
+    let router = contract(client, V3_ROUTER)?;
+    let quoter = contract(client, V3_QUOTER)?;
+    let token_in = resolve_token(client, "tokenIn", param_str(params, "tokenIn")?).await?;
+    let token_out = resolve_token(client, "tokenOut", param_str(params, "tokenOut")?).await?;
+    let Token::Erc20 { address: out_addr, .. } = &token_out else {
+        return Err(invalid("tokenOut", "the native coin is not an output of swap-v3 here; swap to WETH and unwrap-native"));
+    };
+    let in_addr = match &token_in {
+        Token::Native => weth(client)?,
+        Token::Erc20 { address, .. } => *address,
+    };
+    if in_addr == *out_addr {
+        return Err(invalid("tokenOut", "must differ from tokenIn"));
+    }
+    let fee = opt_u64(params, "fee")?.unwrap_or(3000);
+    let fee_u24 = alloy::primitives::Uint::<24, 1>::try_from(fee).map_err(|_| invalid("fee", "is not a fee tier"))?;
+    let amount_in = units("amountIn", param_str(params, "amountIn")?, token_in.decimals())?;
+    let quote = IQuoterV2::quoteExactInputSingleCall {
+        params: IQuoterV2::QuoteExactInputSingleParams {
+            tokenIn: in_addr,
+            tokenOut: *out_addr,
+            amountIn: amount_in,
+            fee: fee_u24,
+            sqrtPriceLimitX96: Default::default(),
+        },
+    };
+    let quoted = view(client, quoter, quote).await.map_err(|e| {
+        if e.code == ErrorCode::ExecutionReverted || e.code == ErrorCode::NotAvailable {
+            Error::new(ErrorCode::ExecutionReverted, format!("No {} / {} pool with fee {fee} can quote this swap.", token_in.symbol(), token_out.symbol()))
+        } else {
+            e
+        }
+    })?.amountOut;
+    let slippage = opt_u64(params, "slippageBps")?.unwrap_or(50);
+    if slippage > 5000 {
+        return Err(invalid("slippageBps", "must be at most 5000"));
+    }
+    let min_out = quoted * U256::from(10_000 - slippage) / U256::from(10_000u64);
+    let recipient = match opt_str(params, "recipient") {
+        Some(r) => address("recipient", r)?,
+        None => signer,
+    };
+    let (din, dout) = (token_in.decimals(), token_out.decimals());
+    let swap = ISwapRouter02::exactInputSingleCall {
+        params: ISwapRouter02::ExactInputSingleParams {
+            tokenIn: in_addr,
+            tokenOut: *out_addr,
+            fee: fee_u24,
+            recipient,
+            amountIn: amount_in,
+            amountOutMinimum: min_out,
+            sqrtPriceLimitX96: Default::default(),
+        },
+    };
+    let description = format!(
+        "Swap {} {} for at least {} {} (quoted {}) through the V3 pool with fee {fee} to {recipient}",
+        format_units(amount_in, din),
+        token_in.symbol(),
+        format_units(min_out, dout),
+        token_out.symbol(),
+        format_units(quoted, dout)
+    );
+    let mut calls = Vec::new();
+    let value = match &token_in {
+        Token::Native => amount_in,
+        Token::Erc20 { address, symbol, decimals } => {
+            calls.extend(approval(client, *address, symbol, *decimals, signer, router, amount_in).await?);
+            U256::ZERO
+        }
+    };
+    calls.push(call(router, swap, value, description));
+    Ok(Plan {
+        calls,
+        summary: json!({
+            "tokenIn": token_in.symbol(),
+            "tokenOut": token_out.symbol(),
+            "fee": fee,
+            "amountIn": format_units(amount_in, din),
+            "quotedAmountOut": format_units(quoted, dout),
+            "amountOutMin": format_units(min_out, dout),
+            "recipient": recipient,
+        }),
+    })
+}
+
 /// A read action, for `wallet` unless the params name another.
 pub async fn read(client: &ChainClient, action: &str, params: &Value, wallet: Address) -> Result<Value, Error> {
     let who = match opt_str(params, "walletAddress") {
@@ -402,11 +492,12 @@ pub fn runs_on(action: &str, client: &ChainClient) -> bool {
         "transfer" | "get-token-balance" => true,
         "wrap-native" | "unwrap-native" => s.tokens.contains_key("WETH") || s.contracts.contains_key("WETH9"),
         "swap" => s.contracts.contains_key(V2_ROUTER) && (s.tokens.contains_key("WETH") || s.contracts.contains_key("WETH9")),
+        "swap-v3" => s.contracts.contains_key(V3_ROUTER) && s.contracts.contains_key(V3_QUOTER),
         "deposit-earn-position" | "withdraw-earn-position" | "get-earn-position" => !s.vaults.is_empty(),
         _ => false,
     }
 }
 
 /// The EVM writes (lanes execute and buildTx) and reads (lane executeIntent, for the agent itself).
-pub const WRITES: &[&str] = &["transfer", "wrap-native", "unwrap-native", "swap", "deposit-earn-position", "withdraw-earn-position"];
+pub const WRITES: &[&str] = &["transfer", "wrap-native", "unwrap-native", "swap", "swap-v3", "deposit-earn-position", "withdraw-earn-position"];
 pub const READS: &[&str] = &["get-token-balance", "get-earn-position"];

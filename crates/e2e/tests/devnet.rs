@@ -55,7 +55,10 @@ async fn the_devnet_deploys_funds_and_configures_the_gateway() {
     let url = spec["rpcUrl"].as_str().unwrap_or_default().to_owned();
     assert_eq!(spec["chainId"], json!(84532));
     assert_eq!(rpc(&url, "eth_chainId", json!([])).await, json!("0x14a34"));
-    for name in ["WETH9", "UniswapV2Factory", "UniswapV2Router02", "USDC", "USDCVault", "UniswapV2Pair_USDC_WETH"] {
+    for name in [
+        "WETH9", "UniswapV2Factory", "UniswapV2Router02", "USDC", "USDCVault", "UniswapV2Pair_USDC_WETH",
+        "UniswapV3Factory", "NonfungiblePositionManager", "QuoterV2", "SwapRouter02", "UniswapV3Pool_USDC_WETH_3000",
+    ] {
         let address = spec["contracts"][name].as_str().unwrap_or_else(|| panic!("no {name}"));
         let code = rpc(&url, "eth_getCode", json!([address, "latest"])).await;
         assert!(code.as_str().is_some_and(|c| c.len() > 2), "{name} has no code");

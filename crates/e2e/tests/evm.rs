@@ -41,7 +41,7 @@ struct Stop(Child);
 
 impl Drop for Stop {
     fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).stderr(Stdio::null()).status();
         let _ = self.0.wait();
     }
 }
@@ -221,7 +221,7 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     let db = devnet.dir.path().join("gw.db");
     let database_url = format!("sqlite://{}", db.display());
     let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
-    let agent = onboard(&gw, &database_url, "evm@example.com", &["swap", "transfer", "deposit-earn-position", "get-earn-position", "get-token-balance", "wrap-native", "unwrap-native"]).await;
+    let agent = onboard(&gw, &database_url, "evm@example.com", &["swap", "swap-v3", "transfer", "deposit-earn-position", "get-earn-position", "get-token-balance", "wrap-native", "unwrap-native"]).await;
     let (usdc_addr, weth_addr) = (devnet.usdc(), devnet.weth());
 
     // The catalog tells the truth about where the EVM actions run.
@@ -229,7 +229,9 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     let entry = |name: &str| catalog["actions"].as_array().and_then(|a| a.iter().find(|x| x["action"] == name).cloned()).unwrap_or(Value::Null);
     let swap = entry("swap");
     assert_eq!((swap["enabled"].clone(), swap["supportsBuildTx"].clone(), swap["supportsExecute"].clone(), swap["supportedChains"].clone()), (json!(true), json!(true), json!(true), json!([84532])), "{swap}");
-    assert_eq!(entry("swap-v3")["enabled"], json!(false), "no V3 fixture is deployed");
+    let v3 = entry("swap-v3");
+    assert_eq!((v3["enabled"].clone(), v3["supportedChains"].clone()), (json!(true), json!([84532])), "{v3}");
+    assert_eq!(entry("vote")["enabled"], json!(false), "no gauge is configured");
 
     // --- build-tx, signed and sent by viem with a devnet key.
     let (user, user_key) = devnet.account(1);
@@ -291,12 +293,17 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     assert_eq!((status, swapped["data"]["status"].clone()), (200, json!("confirmed")), "{swapped}");
     assert!(devnet.balance(weth_addr, agent.address).await > U256::ZERO);
     assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(940));
+    let weth_before_v3 = devnet.balance(weth_addr, agent.address).await;
+    let (status, swapped) = execute(&gw, &agent, "swap-v3", json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "20", "fee": 3000}), "swap-v3-1").await;
+    assert_eq!((status, swapped["data"]["status"].clone()), (200, json!("confirmed")), "{swapped}");
+    assert!(devnet.balance(weth_addr, agent.address).await > weth_before_v3, "the V3 pool paid out WETH");
+    assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(920));
 
     let vault = devnet.address(&["vaults", "usdc-vault"]);
     let (status, deposited) = execute(&gw, &agent, "deposit-earn-position", json!({"providerId": "erc4626-vaults", "opportunityId": "usdc-vault", "amount": "100"}), "deposit-1").await;
     assert_eq!((status, deposited["data"]["status"].clone()), (200, json!("confirmed")), "{deposited}");
     assert!(devnet.balance(vault, agent.address).await > U256::ZERO, "the agent holds vault shares");
-    assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(840));
+    assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(820));
     // The position read through an intent (a read runs for the agent itself).
     let status = read_for(&gw, &agent, "get-earn-position", json!({"providerId": "erc4626-vaults"})).await;
     assert_eq!(status["results"][0]["data"]["positions"][0]["assets"], json!("100"), "{status}");
@@ -348,7 +355,7 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     assert_eq!((status, unwrapped["data"]["status"].clone()), (200, json!("confirmed")), "{unwrapped}");
     assert_eq!(weth_now - devnet.balance(weth_addr, agent.address).await, U256::from(10u64).pow(U256::from(16u64)));
     let read = read_for(&gw, &agent, "get-token-balance", json!({"token": "USDC"})).await;
-    assert_eq!(read["results"][0]["data"]["balance"], json!("820"), "{read}");
+    assert_eq!(read["results"][0]["data"]["balance"], json!("800"), "{read}");
 
     // --- build-tx refuses what would revert, with the reason.
     let (status, body) = post(
