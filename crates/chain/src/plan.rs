@@ -289,28 +289,9 @@ async fn plan_swap(client: &ChainClient, params: &Value, signer: Address) -> Res
     let amount_in = units("amountIn", param_str(params, "amountIn")?, token_in.decimals())?;
     let amounts = view(client, router, IUniswapV2Router02::getAmountsOutCall { amountIn: amount_in, path: path.clone() }).await?;
     let quoted = amounts.last().copied().unwrap_or_default();
-    let slippage = opt_u64(params, "slippageBps")?.unwrap_or(50);
-    if slippage > 5000 {
-        return Err(invalid("slippageBps", "must be at most 5000"));
-    }
-    let min_out = match opt_str(params, "amountOutMin") {
-        Some(text) => units("amountOutMin", text, token_out.decimals())?,
-        None => quoted * U256::from(10_000 - slippage) / U256::from(10_000u64),
-    };
-    let recipient = match opt_str(params, "recipient") {
-        Some(r) => address("recipient", r)?,
-        None => signer,
-    };
+    let terms = swap_terms(params, signer, &token_in, &token_out, amount_in, quoted, "")?;
+    let (min_out, recipient, description) = (terms.min_out, terms.recipient, terms.description.clone());
     let deadline = U256::from(now_seconds() + opt_u64(params, "deadlineSeconds")?.unwrap_or(600));
-    let (din, dout) = (token_in.decimals(), token_out.decimals());
-    let description = format!(
-        "Swap {} {} for at least {} {} (quoted {}) to {recipient}",
-        format_units(amount_in, din),
-        token_in.symbol(),
-        format_units(min_out, dout),
-        token_out.symbol(),
-        format_units(quoted, dout)
-    );
     let mut calls = Vec::new();
     let swap = match (&token_in, &token_out) {
         (Token::Native, _) => call(
@@ -329,17 +310,7 @@ async fn plan_swap(client: &ChainClient, params: &Value, signer: Address) -> Res
         }
     };
     calls.push(swap);
-    Ok(Plan {
-        calls,
-        summary: json!({
-            "tokenIn": token_in.symbol(),
-            "tokenOut": token_out.symbol(),
-            "amountIn": format_units(amount_in, din),
-            "quotedAmountOut": format_units(quoted, dout),
-            "amountOutMin": format_units(min_out, dout),
-            "recipient": recipient,
-        }),
-    })
+    Ok(Plan { calls, summary: terms.summary })
 }
 
 async fn plan_swap_v3(client: &ChainClient, params: &Value, signer: Address) -> Result<Plan, Error> {
@@ -376,16 +347,8 @@ async fn plan_swap_v3(client: &ChainClient, params: &Value, signer: Address) -> 
             e
         }
     })?.amountOut;
-    let slippage = opt_u64(params, "slippageBps")?.unwrap_or(50);
-    if slippage > 5000 {
-        return Err(invalid("slippageBps", "must be at most 5000"));
-    }
-    let min_out = quoted * U256::from(10_000 - slippage) / U256::from(10_000u64);
-    let recipient = match opt_str(params, "recipient") {
-        Some(r) => address("recipient", r)?,
-        None => signer,
-    };
-    let (din, dout) = (token_in.decimals(), token_out.decimals());
+    let terms = swap_terms(params, signer, &token_in, &token_out, amount_in, quoted, &format!(" through the V3 pool with fee {fee}"))?;
+    let (min_out, recipient) = (terms.min_out, terms.recipient);
     let swap = ISwapRouter02::exactInputSingleCall {
         params: ISwapRouter02::ExactInputSingleParams {
             tokenIn: in_addr,
@@ -397,14 +360,6 @@ async fn plan_swap_v3(client: &ChainClient, params: &Value, signer: Address) -> 
             sqrtPriceLimitX96: Default::default(),
         },
     };
-    let description = format!(
-        "Swap {} {} for at least {} {} (quoted {}) through the V3 pool with fee {fee} to {recipient}",
-        format_units(amount_in, din),
-        token_in.symbol(),
-        format_units(min_out, dout),
-        token_out.symbol(),
-        format_units(quoted, dout)
-    );
     let mut calls = Vec::new();
     let value = match &token_in {
         Token::Native => amount_in,
@@ -413,19 +368,52 @@ async fn plan_swap_v3(client: &ChainClient, params: &Value, signer: Address) -> 
             U256::ZERO
         }
     };
-    calls.push(call(router, swap, value, description));
-    Ok(Plan {
-        calls,
-        summary: json!({
-            "tokenIn": token_in.symbol(),
-            "tokenOut": token_out.symbol(),
-            "fee": fee,
-            "amountIn": format_units(amount_in, din),
-            "quotedAmountOut": format_units(quoted, dout),
-            "amountOutMin": format_units(min_out, dout),
-            "recipient": recipient,
-        }),
-    })
+    calls.push(call(router, swap, value, terms.description));
+    let mut summary = terms.summary;
+    summary["fee"] = json!(fee);
+    Ok(Plan { calls, summary })
+}
+
+/// What both swap venues share: the output bound (`amountOutMin`, else the quote less
+/// `slippageBps`), the recipient (the signer by default), the description and the summary.
+struct SwapTerms {
+    min_out: U256,
+    recipient: Address,
+    description: String,
+    summary: Value,
+}
+
+fn swap_terms(params: &Value, signer: Address, token_in: &Token, token_out: &Token, amount_in: U256, quoted: U256, venue: &str) -> Result<SwapTerms, Error> {
+    let (din, dout) = (token_in.decimals(), token_out.decimals());
+    let slippage = opt_u64(params, "slippageBps")?.unwrap_or(50);
+    if slippage > 5000 {
+        return Err(invalid("slippageBps", "must be at most 5000"));
+    }
+    let min_out = match opt_str(params, "amountOutMin") {
+        Some(text) => units("amountOutMin", text, dout)?,
+        None => quoted * U256::from(10_000 - slippage) / U256::from(10_000u64),
+    };
+    let recipient = match opt_str(params, "recipient") {
+        Some(r) => address("recipient", r)?,
+        None => signer,
+    };
+    let description = format!(
+        "Swap {} {} for at least {} {} (quoted {}){venue} to {recipient}",
+        format_units(amount_in, din),
+        token_in.symbol(),
+        format_units(min_out, dout),
+        token_out.symbol(),
+        format_units(quoted, dout)
+    );
+    let summary = json!({
+        "tokenIn": token_in.symbol(),
+        "tokenOut": token_out.symbol(),
+        "amountIn": format_units(amount_in, din),
+        "quotedAmountOut": format_units(quoted, dout),
+        "amountOutMin": format_units(min_out, dout),
+        "recipient": recipient,
+    });
+    Ok(SwapTerms { min_out, recipient, description, summary })
 }
 
 /// A read action, for `wallet` unless the params name another.
