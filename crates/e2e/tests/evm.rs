@@ -221,7 +221,7 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     let db = devnet.dir.path().join("gw.db");
     let database_url = format!("sqlite://{}", db.display());
     let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
-    let agent = onboard(&gw, &database_url, "evm@example.com", &["swap", "swap-v3", "transfer", "deposit-earn-position", "get-earn-position", "get-token-balance", "wrap-native", "unwrap-native"]).await;
+    let agent = onboard(&gw, &database_url, "evm@example.com", &["swap", "swap-v3", "transfer", "deposit-earn-position", "withdraw-earn-position", "get-earn-position", "get-token-balance", "wrap-native", "unwrap-native"]).await;
     let (usdc_addr, weth_addr) = (devnet.usdc(), devnet.weth());
 
     // The catalog tells the truth about where the EVM actions run.
@@ -307,6 +307,14 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     // The position read through an intent (a read runs for the agent itself).
     let status = read_for(&gw, &agent, "get-earn-position", json!({"providerId": "erc4626-vaults"})).await;
     assert_eq!(status["results"][0]["data"]["positions"][0]["assets"], json!("100"), "{status}");
+    // Withdraw part of it, then redeem the rest.
+    let (status, withdrawn) = execute(&gw, &agent, "withdraw-earn-position", json!({"providerId": "erc4626-vaults", "opportunityId": "usdc-vault", "amount": "40"}), "withdraw-1").await;
+    assert_eq!((status, withdrawn["data"]["status"].clone()), (200, json!("confirmed")), "{withdrawn}");
+    assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(860));
+    let (status, redeemed) = execute(&gw, &agent, "withdraw-earn-position", json!({"providerId": "erc4626-vaults", "opportunityId": "usdc-vault", "amount": "max"}), "withdraw-2").await;
+    assert_eq!((status, redeemed["data"]["status"].clone()), (200, json!("confirmed")), "{redeemed}");
+    assert_eq!(devnet.balance(vault, agent.address).await, U256::ZERO, "no shares left");
+    assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(920));
 
     // --- simulation refusals: EXECUTION_REVERTED with the decoded reason, nothing sent, nothing charged.
     let nonce = devnet.nonce(agent.address).await;
@@ -355,13 +363,13 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     assert_eq!((status, unwrapped["data"]["status"].clone()), (200, json!("confirmed")), "{unwrapped}");
     assert_eq!(weth_now - devnet.balance(weth_addr, agent.address).await, U256::from(10u64).pow(U256::from(16u64)));
     let read = read_for(&gw, &agent, "get-token-balance", json!({"token": "USDC"})).await;
-    assert_eq!(read["results"][0]["data"]["balance"], json!("800"), "{read}");
+    assert_eq!(read["results"][0]["data"]["balance"], json!("900"), "{read}");
 
     // --- build-tx refuses what would revert, with the reason.
     let (status, body) = post(
         format!("{}/api/v1/agent/build-tx", gw.url),
         json!({"agentApiKey": agent.key, "action": "transfer", "chainId": 84532, "walletAddress": agent.address,
-               "params": {"token": "USDC", "to": user, "amount": "900"}}),
+               "params": {"token": "USDC", "to": user, "amount": "5000"}}),
     )
     .await;
     assert_eq!((status, body["code"].clone()), (422, json!("EXECUTION_REVERTED")), "{body}");
