@@ -254,6 +254,42 @@ pub struct SignedTx {
     pub raw_tx: Vec<u8>,
 }
 
+/// An x402 invoice: the challenge a credit purchase answers first, paid at most once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvoiceRecord {
+    pub id: String,
+    pub sku: String,
+    pub credits: i64,
+    /// The price in the stablecoin's base units (6 decimals).
+    pub amount_atomic: i64,
+    /// The paying wallet (`userAddress`), EIP-55.
+    pub payer: String,
+    /// Set when bought through the agent route: the credits go to this account.
+    pub account_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub chain_id: u64,
+    pub token: String,
+    pub recipient: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub paid_at: Option<i64>,
+    pub tx_hash: Option<String>,
+}
+
+/// What paying an invoice did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SettleOutcome {
+    /// Credits added (to `account`, or held for the unlinked payer); `balance` is the account's
+    /// balance, or what is held for the wallet.
+    Credited { account: Option<String>, balance: i64 },
+    /// This transaction paid this invoice before: nothing added again.
+    AlreadyPaid { account: Option<String>, balance: i64 },
+    /// The transaction paid another invoice.
+    PaymentUsed,
+    /// The invoice was paid by another transaction.
+    InvoicePaid,
+}
+
 /// A delegation row, as far as the fan-out gate reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DelegationRecord {
@@ -389,6 +425,18 @@ pub trait Store: Send + Sync + 'static {
     // ---------------------------------------------------------------- delegations
 
     async fn put_delegation(&self, delegation: &DelegationRecord) -> Result<(), StoreError>;
+
+    // --- credit purchases (x402)
+    async fn create_invoice(&self, invoice: &InvoiceRecord) -> Result<(), StoreError>;
+    async fn get_invoice(&self, id: &str) -> Result<Option<InvoiceRecord>, StoreError>;
+    /// Marks the invoice paid by `tx_hash`, records the hash as used and adds the credits, all in one
+    /// transaction: to the invoice's account, else to the account the payer's wallet is linked to,
+    /// else held for the wallet.
+    async fn settle_invoice(&self, invoice_id: &str, tx_hash: &str, now: i64) -> Result<SettleOutcome, StoreError>;
+    /// Links a wallet to an account and moves the credits held for it into the account's balance (one
+    /// ledger entry per held purchase); answers the credits moved. A wallet linked to another account
+    /// is not moved.
+    async fn link_wallet(&self, address: &str, account_id: &str, now: i64) -> Result<Option<i64>, StoreError>;
 
     // --- wallet transactions (the per-wallet nonce manager)
     /// Reserves `count` nonces of a wallet for an execution, in one transaction: the execution's rows

@@ -10,7 +10,7 @@ use actiongate_core::crypto::SecretHash;
 use actiongate_core::pricing::{Coverage, coverage, fits_daily_limit};
 use actiongate_core::store::{
     ConsumeOutcome, PersonhoodChallenge, PersonhoodEffect, PersonhoodOutcome,
-    AcceptOutcome, AgentRecord, ChainTxRecord, CreditAccount, SignedTx, DelegationRecord, EmailChallenge, ExecutionFinish, ExecutionRecord,
+    AcceptOutcome, AgentRecord, ChainTxRecord, CreditAccount, InvoiceRecord, SettleOutcome, SignedTx, DelegationRecord, EmailChallenge, ExecutionFinish, ExecutionRecord,
     IdempotencyRecord, IntentDraft, IntentRecord, LedgerEntry, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord,
     SessionRecord, Store, StoreError,
 };
@@ -137,6 +137,7 @@ struct LedgerWrite<'a> {
     kind: &'a str,
     reason: &'a str,
     intent_id: Option<&'a str>,
+    invoice_id: Option<&'a str>,
     before: (i64, i64),
     after: (i64, i64),
     now: i64,
@@ -148,7 +149,7 @@ macro_rules! write_ledger {
         let e: &LedgerWrite<'_> = $e;
         sqlx::query(
             "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id, balance_before, balance_after,
-                 reserved_before, reserved_after, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                 reserved_before, reserved_after, created_at, invoice_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .bind(new_id())
         .bind(e.account_id)
@@ -161,6 +162,7 @@ macro_rules! write_ledger {
         .bind(e.before.1)
         .bind(e.after.1)
         .bind(e.now)
+        .bind(e.invoice_id)
         .execute(&mut *$tx)
         .await
         .map_err(err)?;
@@ -391,7 +393,7 @@ macro_rules! accept_draft {
                     .await
                     .map_err(err)?;
                     let reason = format!("{} x{}", d.action, users.len());
-                    write_ledger!($tx, &LedgerWrite {
+                    write_ledger!($tx, &LedgerWrite { invoice_id: None,
                         account_id: &d.account_id,
                         agent_id: Some(&d.agent_id),
                         kind: if free { "free" } else { "reserve" },
@@ -405,6 +407,69 @@ macro_rules! accept_draft {
             break 'draft Ok(AcceptOutcome::Accepted);
         };
         outcome
+    }};
+}
+
+macro_rules! invoice_columns {
+    () => {
+        "id, sku, credits, amount_atomic, payer, account_id, agent_id, chain_id, token, recipient, created_at, expires_at, paid_at, tx_hash"
+    };
+}
+
+type InvoiceRow = (String, String, i64, i64, String, Option<String>, Option<String>, i64, String, String, i64, i64, Option<i64>, Option<String>);
+
+fn invoice_from(row: InvoiceRow) -> Result<InvoiceRecord, StoreError> {
+    let (id, sku, credits, amount_atomic, payer, account_id, agent_id, chain, token, recipient, created_at, expires_at, paid_at, tx_hash) = row;
+    Ok(InvoiceRecord {
+        id,
+        sku,
+        credits,
+        amount_atomic,
+        payer,
+        account_id,
+        agent_id,
+        chain_id: u64::try_from(chain).map_err(err)?,
+        token,
+        recipient,
+        created_at,
+        expires_at,
+        paid_at,
+        tx_hash,
+    })
+}
+
+/// Adds `amount` to an account's balance with a ledger entry, inside the open transaction `$tx`;
+/// evaluates to the new balance.
+macro_rules! credit_account {
+    ($tx:ident, $account:expr, $agent:expr, $amount:expr, $kind:expr, $reason:expr, $invoice:expr, $now:expr) => {{
+        let (account, amount, now): (&str, i64, i64) = ($account, $amount, $now);
+        sqlx::query("INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2) ON CONFLICT (account_id) DO NOTHING")
+            .bind(account)
+            .bind(now)
+            .execute(&mut *$tx)
+            .await
+            .map_err(err)?;
+        let (balance, reserved): (i64, i64) = sqlx::query_as(
+            "UPDATE credit_accounts SET balance = balance + $2, updated_at = $3 WHERE account_id = $1 RETURNING balance, reserved",
+        )
+        .bind(account)
+        .bind(amount)
+        .bind(now)
+        .fetch_one(&mut *$tx)
+        .await
+        .map_err(err)?;
+        write_ledger!($tx, &LedgerWrite {
+            invoice_id: $invoice,
+            account_id: account,
+            agent_id: $agent,
+            kind: $kind,
+            reason: $reason,
+            intent_id: None,
+            before: (balance - amount, reserved),
+            after: (balance, reserved),
+            now,
+        });
+        balance
     }};
 }
 
@@ -527,7 +592,7 @@ macro_rules! settle_intent {
                 .execute(&mut *$tx)
                 .await
                 .map_err(err)?;
-                let base = LedgerWrite {
+                let base = LedgerWrite { invoice_id: None,
                     account_id: &intent.account_id,
                     agent_id: Some(&intent.agent_id),
                     kind: "capture",
@@ -539,11 +604,11 @@ macro_rules! settle_intent {
                 };
                 if capture > 0 {
                     let reason = format!("{} x{successes} succeeded", intent.action);
-                    write_ledger!($tx, &LedgerWrite { reason: &reason, ..base });
+                    write_ledger!($tx, &LedgerWrite { invoice_id: None, reason: &reason, ..base });
                 }
                 if release > 0 {
                     let reason = format!("{} unused reservation", intent.action);
-                    write_ledger!($tx, &LedgerWrite {
+                    write_ledger!($tx, &LedgerWrite { invoice_id: None,
                         kind: "release",
                         reason: &reason,
                         before: (balance, reserved - capture),
@@ -553,7 +618,7 @@ macro_rules! settle_intent {
                 }
                 if refund_free {
                     let reason = format!("{} did not succeed", intent.action);
-                    write_ledger!($tx, &LedgerWrite { kind: "free_refund", reason: &reason, before: after, after, ..base });
+                    write_ledger!($tx, &LedgerWrite { invoice_id: None, kind: "free_refund", reason: &reason, before: after, after, ..base });
                 }
                 sqlx::query(
                     "UPDATE intents SET status = $2, finished_at = $3, lease_owner = NULL, lease_until = NULL
@@ -1241,7 +1306,7 @@ impl Store for SqlStore {
             .fetch_one(&mut *tx)
             .await
             .map_err(err)?;
-            write_ledger!(tx, &LedgerWrite {
+            write_ledger!(tx, &LedgerWrite { invoice_id: None,
                 account_id,
                 agent_id: None,
                 kind,
@@ -1532,6 +1597,101 @@ impl Store for SqlStore {
                 .await
                 .map_err(err)?;
             Ok(if exists.is_some() { ConsumeOutcome::AlreadyUsed } else { ConsumeOutcome::NotFound })
+        })
+    }
+
+    async fn create_invoice(&self, i: &InvoiceRecord) -> Result<(), StoreError> {
+        let chain = i64::try_from(i.chain_id).map_err(err)?;
+        on_writer!(self, pool => sqlx::query(
+            "INSERT INTO invoices (id, sku, credits, amount_atomic, payer, account_id, agent_id, chain_id, token, recipient, created_at, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        )
+        .bind(&i.id).bind(&i.sku).bind(i.credits).bind(i.amount_atomic).bind(&i.payer).bind(&i.account_id).bind(&i.agent_id)
+        .bind(chain).bind(&i.token).bind(&i.recipient).bind(i.created_at).bind(i.expires_at)
+        .execute(pool).await.map(|_| ()).map_err(err))
+    }
+
+    async fn get_invoice(&self, id: &str) -> Result<Option<InvoiceRecord>, StoreError> {
+        let row: Option<InvoiceRow> = on_writer!(self, pool => sqlx::query_as(concat!("SELECT ", invoice_columns!(), " FROM invoices WHERE id = $1"))
+            .bind(id).fetch_optional(pool).await.map_err(err))?;
+        row.map(invoice_from).transpose()
+    }
+
+    async fn settle_invoice(&self, invoice_id: &str, tx_hash: &str, now: i64) -> Result<SettleOutcome, StoreError> {
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            // The invoice row first: racing retries of one invoice queue here.
+            let paid = sqlx::query("UPDATE invoices SET paid_at = $2, tx_hash = $3 WHERE id = $1 AND paid_at IS NULL")
+                .bind(invoice_id).bind(now).bind(tx_hash)
+                .execute(&mut *tx).await.map_err(err)?.rows_affected();
+            let row: InvoiceRow = sqlx::query_as(concat!("SELECT ", invoice_columns!(), " FROM invoices WHERE id = $1"))
+                .bind(invoice_id).fetch_one(&mut *tx).await.map_err(err)?;
+            let invoice = invoice_from(row)?;
+            let account: Option<String> = match &invoice.account_id {
+                Some(a) => Some(a.clone()),
+                None => sqlx::query_scalar("SELECT account_id FROM wallet_links WHERE address = $1")
+                    .bind(&invoice.payer).fetch_optional(&mut *tx).await.map_err(err)?,
+            };
+            if paid == 0 {
+                let same = invoice.tx_hash.as_deref() == Some(tx_hash);
+                let balance: i64 = match (&account, same) {
+                    (_, false) => 0,
+                    (Some(a), true) => sqlx::query_scalar("SELECT balance FROM credit_accounts WHERE account_id = $1")
+                        .bind(a).fetch_optional(&mut *tx).await.map_err(err)?.unwrap_or(0),
+                    (None, true) => sqlx::query_scalar("SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) FROM held_credits WHERE address = $1 AND claimed_at IS NULL")
+                        .bind(&invoice.payer).fetch_one(&mut *tx).await.map_err(err)?,
+                };
+                tx.rollback().await.map_err(err)?;
+                return Ok(if same { SettleOutcome::AlreadyPaid { account, balance } } else { SettleOutcome::InvoicePaid });
+            }
+            let used = sqlx::query("INSERT INTO used_payments (tx_hash, invoice_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (tx_hash) DO NOTHING")
+                .bind(tx_hash).bind(invoice_id).bind(now)
+                .execute(&mut *tx).await.map_err(err)?.rows_affected();
+            if used == 0 {
+                tx.rollback().await.map_err(err)?;
+                return Ok(SettleOutcome::PaymentUsed);
+            }
+            let reason = format!("bought {} ({} credits) with x402, tx {tx_hash}", invoice.sku, invoice.credits);
+            let balance = match &account {
+                Some(a) => credit_account!(tx, a, invoice.agent_id.as_deref(), invoice.credits, "purchase", &reason, Some(invoice_id), now),
+                None => {
+                    sqlx::query("INSERT INTO held_credits (invoice_id, address, credits, created_at) VALUES ($1, $2, $3, $4)")
+                        .bind(invoice_id).bind(&invoice.payer).bind(invoice.credits).bind(now)
+                        .execute(&mut *tx).await.map_err(err)?;
+                    sqlx::query_scalar("SELECT CAST(COALESCE(SUM(credits), 0) AS BIGINT) FROM held_credits WHERE address = $1 AND claimed_at IS NULL")
+                        .bind(&invoice.payer).fetch_one(&mut *tx).await.map_err(err)?
+                }
+            };
+            tx.commit().await.map_err(err)?;
+            Ok(SettleOutcome::Credited { account, balance })
+        })
+    }
+
+    async fn link_wallet(&self, address: &str, account_id: &str, now: i64) -> Result<Option<i64>, StoreError> {
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query("INSERT INTO wallet_links (address, account_id, linked_at) VALUES ($1, $2, $3) ON CONFLICT (address) DO NOTHING")
+                .bind(address).bind(account_id).bind(now)
+                .execute(&mut *tx).await.map_err(err)?;
+            let owner: String = sqlx::query_scalar("SELECT account_id FROM wallet_links WHERE address = $1")
+                .bind(address).fetch_one(&mut *tx).await.map_err(err)?;
+            if owner != account_id {
+                tx.rollback().await.map_err(err)?;
+                return Ok(None);
+            }
+            let held: Vec<(String, i64)> = sqlx::query_as("SELECT invoice_id, credits FROM held_credits WHERE address = $1 AND claimed_at IS NULL ORDER BY created_at")
+                .bind(address).fetch_all(&mut *tx).await.map_err(err)?;
+            let mut moved = 0;
+            for (invoice_id, credits) in &held {
+                sqlx::query("UPDATE held_credits SET claimed_by = $2, claimed_at = $3 WHERE invoice_id = $1")
+                    .bind(invoice_id).bind(account_id).bind(now)
+                    .execute(&mut *tx).await.map_err(err)?;
+                let reason = format!("credits bought by {address} before it was linked");
+                credit_account!(tx, account_id, None, *credits, "purchase", &reason, Some(invoice_id.as_str()), now);
+                moved += credits;
+            }
+            tx.commit().await.map_err(err)?;
+            Ok(Some(moved))
         })
     }
 

@@ -228,3 +228,64 @@ async fn wallet_nonces_are_reserved_once_contiguously_and_voided_ones_are_reused
         assert_eq!(refill.iter().map(|t| t.nonce).collect::<Vec<_>>(), vec![gap_nonce, 29], "{name}");
     }
 }
+
+fn invoice(id: &str, payer: &str, account: Option<&str>) -> actiongate_core::store::InvoiceRecord {
+    actiongate_core::store::InvoiceRecord {
+        id: id.into(),
+        sku: "credits_100".into(),
+        credits: 100,
+        amount_atomic: 2_000_000,
+        payer: payer.into(),
+        account_id: account.map(str::to_owned),
+        agent_id: None,
+        chain_id: 84532,
+        token: "0x00000000000000000000000000000000000000c0".into(),
+        recipient: "0x00000000000000000000000000000000000000r0".into(),
+        created_at: 1,
+        expires_at: 1_000,
+        paid_at: None,
+        tx_hash: None,
+    }
+}
+
+#[tokio::test]
+async fn an_invoice_is_paid_once_by_one_transaction_and_held_credits_join_a_linked_account() {
+    use actiongate_core::store::SettleOutcome;
+    for (name, f) in backends().await {
+        let s = f.store.clone();
+        challenge(&s, "buyer@example.com", 9).await;
+        s.complete_onboarding(&onboarding("buyer@example.com", 9, "acc1", "ag1", 1, 11)).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let wallet = "0x00000000000000000000000000000000000000aa";
+        // An unlinked payer: the credits are held for the wallet.
+        s.create_invoice(&invoice("inv1", wallet, None)).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let s = s.clone();
+                tokio::spawn(async move { s.settle_invoice("inv1", "0xt1", 5).await })
+            })
+            .collect();
+        let mut credited = 0;
+        for t in tasks {
+            match t.await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|e| panic!("{name}: {e}")) {
+                SettleOutcome::Credited { account: None, balance: 100 } => credited += 1,
+                SettleOutcome::AlreadyPaid { account: None, balance: 100 } => {}
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        assert_eq!(credited, 1, "{name}: one of 20 racing retries credits");
+        // The same transaction cannot pay another invoice; a paid invoice takes no other payment.
+        s.create_invoice(&invoice("inv2", wallet, None)).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(s.settle_invoice("inv2", "0xt1", 6).await.ok(), Some(SettleOutcome::PaymentUsed), "{name}");
+        assert_eq!(s.settle_invoice("inv1", "0xt2", 6).await.ok(), Some(SettleOutcome::InvoicePaid), "{name}");
+        assert!(s.get_invoice("inv2").await.ok().flatten().is_some_and(|i| i.paid_at.is_none()), "{name}: a refused payment changes nothing");
+        // Linking the wallet moves what is held into the account, once.
+        assert_eq!(s.link_wallet(wallet, "acc1", 7).await.ok(), Some(Some(100)), "{name}");
+        assert_eq!(s.link_wallet(wallet, "acc1", 8).await.ok(), Some(Some(0)), "{name}");
+        assert_eq!(s.credit_account("acc1").await.ok().flatten().map(|a| a.balance), Some(100), "{name}");
+        // Now linked: a purchase by the wallet credits the account directly, with its invoice in the ledger.
+        assert_eq!(s.settle_invoice("inv2", "0xt3", 9).await.ok(), Some(SettleOutcome::Credited { account: Some("acc1".into()), balance: 200 }), "{name}");
+        let ledger = s.ledger("acc1").await.unwrap_or_default();
+        assert_eq!(ledger.iter().filter(|e| e.kind == "purchase").count(), 2, "{name}");
+        assert!(ledger.iter().any(|e| e.invoice_id.as_deref() == Some("inv2") && e.balance_after == 200), "{name}");
+    }
+}
