@@ -201,6 +201,8 @@ const afterV3 = await pub.readContract({ ...weth, functionName: "balanceOf", arg
 if (afterV3 <= beforeV3) fail("the V3 check swap received no WETH");
 
 // --- outputs -----------------------------------------------------------------------------------
+// Credit purchases (x402) are paid to an address no test account uses.
+const x402Recipient = mnemonicToAccount(MNEMONIC, { addressIndex: 100 }).address;
 const keyOf = (i) => `0x${Buffer.from(mnemonicToAccount(MNEMONIC, { addressIndex: i }).getHdKey().privateKey).toString("hex")}`;
 const devnet = {
   rpcUrl,
@@ -208,6 +210,7 @@ const devnet = {
   contracts: addr,
   tokens: { USDC: { address: addr.USDC, decimals: 6 }, WETH: { address: addr.WETH9, decimals: 18 } },
   vaults: { "usdc-vault": addr.USDCVault },
+  x402: { recipient: x402Recipient },
   accounts: accounts.map((a, i) => ({ address: a.address, privateKey: keyOf(i) })),
 };
 fs.mkdirSync(out, { recursive: true });
@@ -229,6 +232,10 @@ const toml = [
   ...Object.entries(addr).map(([k, v]) => `${k} = "${v}"`),
   `[chains.${CHAIN_ID}.vaults]`,
   `usdc-vault = "${addr.USDCVault}"`,
+  "",
+  "[x402]",
+  `chain-id = ${CHAIN_ID}`,
+  `recipient = "${x402Recipient}"`,
   "",
   "[prices]",
   "USDC = 1.0",

@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod chain;
+pub mod credits;
 pub mod error;
 pub mod identity;
 pub mod intents;

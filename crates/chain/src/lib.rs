@@ -4,6 +4,7 @@
 //! the runner and build-tx call through `actiongate_core::execution::Provider`.
 
 pub mod amount;
+pub mod payments;
 pub mod bindings;
 pub mod client;
 pub mod plan;

@@ -16,6 +16,7 @@ use crate::catalog::Catalog;
 use crate::chains::Chains;
 use crate::execution::Registry;
 use crate::pricing::{CreditSettings, PriceBook};
+use crate::purchases::{PaymentVerifier, PurchaseSettings};
 use crate::runner::IntentRunner;
 use crate::clock::{Clock, rfc3339, to_millis, from_millis};
 use crate::crypto::{self, AGENT_KEY_PREFIX, Keyring, OWNER_SESSION_PREFIX, SecretHash};
@@ -63,6 +64,8 @@ pub struct Settings {
     pub lease: Duration,
     /// How long a direct execution's answer waits for its outcome.
     pub direct_timeout: Duration,
+    /// How credits are sold (x402).
+    pub purchase: PurchaseSettings,
 }
 
 impl Default for Settings {
@@ -78,6 +81,7 @@ impl Default for Settings {
             idempotency_window: Duration::seconds(60),
             lease: Duration::seconds(30),
             direct_timeout: Duration::seconds(30),
+            purchase: PurchaseSettings::default(),
         }
     }
 }
@@ -87,6 +91,8 @@ pub struct Ports {
     pub store: Arc<dyn Store>,
     pub mailer: Arc<dyn Mailer>,
     pub clock: Arc<dyn Clock>,
+    /// Checks credit payments onchain; credit purchases are off without it.
+    pub payments: Option<Arc<dyn PaymentVerifier>>,
 }
 
 /// An authenticated agent.
@@ -111,6 +117,7 @@ pub struct Gateway {
     settings: Settings,
     runner: Arc<IntentRunner>,
     registry: Arc<Registry>,
+    payments: Option<Arc<dyn PaymentVerifier>>,
     /// The default policy resolved against the catalog once.
     default_allowed: Vec<String>,
     default_daily_micros: i64,
@@ -126,7 +133,7 @@ impl Gateway {
         keys: Keyring,
         settings: Settings,
     ) -> Result<Self> {
-        let Ports { store, mailer, clock } = ports;
+        let Ports { store, mailer, clock, payments } = ports;
         let runner = Arc::new(IntentRunner::new(
             store.clone(),
             registry.clone(),
@@ -157,6 +164,7 @@ impl Gateway {
             settings,
             runner,
             registry,
+            payments,
             default_allowed,
             default_daily_micros,
             default_per_action_micros,
@@ -173,6 +181,11 @@ impl Gateway {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The onchain payment checks, when the payment chain has an RPC URL.
+    pub fn payments(&self) -> Option<&Arc<dyn PaymentVerifier>> {
+        self.payments.as_ref()
     }
 
     /// The providers of this build, by action and lane.

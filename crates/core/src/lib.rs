@@ -17,6 +17,7 @@ pub mod mail;
 pub mod money;
 pub mod personhood;
 pub mod pricing;
+pub mod purchases;
 pub mod providers;
 pub mod runner;
 pub mod store;

@@ -6,190 +6,20 @@
 //! twice (SQLite and PostgreSQL).
 #![allow(clippy::panic)] // Tests fail by panicking.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use actiongate_core::store::Store;
 use actiongate_store::SqlStore;
-use alloy::network::{EthereumWallet, TransactionBuilder};
 use alloy::primitives::{Address, B256, U256};
-use alloy::providers::{DynProvider, Provider, ProviderBuilder};
-use alloy::rpc::types::TransactionRequest;
-use alloy::signers::local::PrivateKeySigner;
-use alloy::sol;
+use alloy::providers::Provider;
 use serde_json::{Value, json};
 
-const GATEWAY: &str = env!("CARGO_BIN_EXE_actiongate-venue-gateway");
-
-sol! {
-    #[sol(rpc)]
-    interface IERC20 {
-        function balanceOf(address owner) external view returns (uint256);
-        function transfer(address to, uint256 amount) external returns (bool);
-    }
-    #[sol(rpc)]
-    interface IRouter {
-        function getAmountsOut(uint256 amountIn, address[] calldata path) external view returns (uint256[] memory amounts);
-    }
-}
-
-/// Stops a child process (SIGTERM, then waits) even when an assertion fails.
-struct Stop(Child);
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).stderr(Stdio::null()).status();
-        let _ = self.0.wait();
-    }
-}
-
-fn first_line(child: &mut Child) -> String {
-    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
-    line.trim().to_owned()
-}
-
-struct Devnet {
-    _process: Stop,
-    dir: tempfile::TempDir,
-    url: String,
-    spec: Value,
-    provider: DynProvider,
-}
-
-impl Devnet {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let port = actiongate_testkit::free_port();
-        let mut child = Command::new(actiongate_testkit::repo_root().join("scripts/devnet"))
-            .args(["--port", &port.to_string(), "--out"])
-            .arg(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start scripts/devnet: {e}"));
-        let line = first_line(&mut child);
-        let process = Stop(child);
-        assert_eq!(line, "devnet ready");
-        let spec: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("devnet.json")).unwrap_or_default())
-            .unwrap_or_else(|e| panic!("devnet.json: {e}"));
-        let url = spec["rpcUrl"].as_str().unwrap_or_default().to_owned();
-        let provider = ProviderBuilder::new().connect_http(url.parse().unwrap_or_else(|e| panic!("{e}"))).erased();
-        Self { _process: process, dir, url, spec, provider }
-    }
-
-    fn address(&self, path: &[&str]) -> Address {
-        let mut v = &self.spec;
-        for p in path {
-            v = &v[*p];
-        }
-        v.as_str().and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("no address at {path:?}"))
-    }
-
-    fn account(&self, i: usize) -> (Address, String) {
-        let a = &self.spec["accounts"][i];
-        (a["address"].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("account {i}")), a["privateKey"].as_str().unwrap_or_default().to_owned())
-    }
-
-    fn usdc(&self) -> Address {
-        self.address(&["tokens", "USDC", "address"])
-    }
-
-    fn weth(&self) -> Address {
-        self.address(&["tokens", "WETH", "address"])
-    }
-
-    async fn balance(&self, token: Address, who: Address) -> U256 {
-        IERC20::new(token, &self.provider).balanceOf(who).call().await.unwrap_or_else(|e| panic!("balanceOf: {e}"))
-    }
-
-    async fn nonce(&self, who: Address) -> u64 {
-        self.provider.get_transaction_count(who).await.unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Sends ETH and USDC from the devnet's first account (signed here with alloy; these are fixtures).
-    async fn fund(&self, to: Address, eth: U256, usdc: U256) {
-        let (_, key) = self.account(0);
-        let signer: PrivateKeySigner = key.parse().unwrap_or_else(|e| panic!("{e}"));
-        let wallet = ProviderBuilder::new().wallet(EthereumWallet::from(signer)).connect_http(self.url.parse().unwrap_or_else(|e| panic!("{e}")));
-        let tx = TransactionRequest::default().with_to(to).with_value(eth);
-        wallet.send_transaction(tx).await.unwrap_or_else(|e| panic!("{e}")).get_receipt().await.unwrap_or_else(|e| panic!("{e}"));
-        IERC20::new(self.usdc(), &wallet).transfer(to, usdc).send().await.unwrap_or_else(|e| panic!("{e}")).get_receipt().await.unwrap_or_else(|e| panic!("{e}"));
-    }
-
-    /// A gateway config: the devnet's devnet.toml with a data dir, a database and short leases.
-    fn gateway_config(&self, name: &str, database_url: &str) -> PathBuf {
-        let data = self.dir.path().join(format!("data-{name}"));
-        let text = format!(
-            "listen = \"127.0.0.1:0\"\ndata-dir = \"{}\"\ndatabase-url = \"{database_url}\"\n{}\n[intents]\nlease-seconds = 2\ndirect-timeout-seconds = 5\n[evm]\nbump-after-seconds = 2\n",
-            data.display(),
-            std::fs::read_to_string(self.dir.path().join("devnet.toml")).unwrap_or_default()
-        );
-        let path = self.dir.path().join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
-        path
-    }
-}
-
-struct Gateway {
-    process: Stop,
-    url: String,
-    outbox: PathBuf,
-}
-
-fn start_gateway(config: &Path, crash_after_send: bool) -> Gateway {
-    let mut cmd = Command::new(GATEWAY);
-    cmd.arg("--config").arg(config).env("ACTIONGATE_LOG", "warn").stdout(Stdio::piped()).stderr(Stdio::inherit());
-    if crash_after_send {
-        cmd.env("CRASH_AFTER_SEND", "1");
-    }
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
-    let line = first_line(&mut child);
-    let url = line.strip_prefix("actiongate listening on ").unwrap_or_else(|| panic!("{line:?}")).to_owned();
-    let text = std::fs::read_to_string(config).unwrap_or_default();
-    let data = text.lines().find_map(|l| l.strip_prefix("data-dir = ")).unwrap_or_default().trim_matches('"').to_owned();
-    Gateway { process: Stop(child), url, outbox: Path::new(&data).join("outbox") }
-}
-
-struct Agent {
-    key: String,
-    address: Address,
-    account_id: String,
-}
-
-async fn post(url: String, body: Value) -> (u16, Value) {
-    let resp = reqwest::Client::new().post(url).json(&body).send().await.unwrap_or_else(|e| panic!("{e}"));
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
-/// Onboards an owner by e-mail, allows `actions`, and grants credits beside the gateway.
-async fn onboard(gw: &Gateway, database_url: &str, email: &str, actions: &[&str]) -> Agent {
-    post(format!("{}/api/v1/onboarding/email/start", gw.url), json!({"email": email})).await;
-    let outbox = [gw.outbox.clone()];
-    let code = actiongate_testkit::wait_for_code(|| actiongate_testkit::messages_in(&outbox, email), email, 1).await;
-    let (_, done) = post(format!("{}/api/v1/onboarding/email/complete", gw.url), json!({"email": email, "code": code, "acceptTerms": true})).await;
-    let s = |v: &Value| v.as_str().unwrap_or_else(|| panic!("{done}")).to_owned();
-    let (key, agent_id, session) = (s(&done["data"]["bootstrap"]["agentApiKey"]), s(&done["data"]["bootstrap"]["agentId"]), s(&done["data"]["session"]["token"]));
-    let address: Address = s(&done["data"]["bootstrap"]["agentAddress"]).parse().unwrap_or_else(|e| panic!("{e}"));
-    let account_id = s(&done["data"]["account"]["accountId"]);
-    let policy = reqwest::Client::new()
-        .put(format!("{}/api/v1/agents/{agent_id}/policy", gw.url))
-        .bearer_auth(&session)
-        .json(&json!({"allowedActions": actions, "dailyLimitUsd": 100000}))
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(policy.status().as_u16(), 200);
-    let store = SqlStore::connect(database_url).await.unwrap_or_else(|e| panic!("{e}"));
-    store.grant_credits(&account_id, 10_000, "grant", "test grant", 0).await.unwrap_or_else(|e| panic!("{e}"));
-    store.close().await;
-    Agent { key, address, account_id }
-}
+use common::*;
 
 async fn execute(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &str) -> (u16, Value) {
     post(
@@ -198,21 +28,6 @@ async fn execute(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: 
         json!({"agentApiKey": agent.key, "action": action, "params": params, "chainId": 84532, "idempotencyKey": key, "estimatedAmountUsd": 100}),
     )
     .await
-}
-
-fn usdc(units: u64) -> U256 {
-    U256::from(units) * U256::from(1_000_000u64)
-}
-
-async fn credits(gw: &Gateway, agent: &Agent) -> i64 {
-    let r = reqwest::Client::new()
-        .get(format!("{}/api/v1/agent/credits/balance", gw.url))
-        .header("x-agent-api-key", &agent.key)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let body: Value = r.json().await.unwrap_or(Value::Null);
-    body["data"]["balance"].as_i64().unwrap_or_else(|| panic!("{body}"))
 }
 
 #[tokio::test]
@@ -405,11 +220,6 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     drop(gw.process);
 }
 
-async fn rpc(devnet: &Devnet, method: &str, params: Value) -> Value {
-    let (status, body) = post(devnet.url.clone(), json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})).await;
-    assert!(status == 200 && body.get("error").is_none(), "{method}: {body}");
-    body["result"].clone()
-}
 
 /// Submits a read for the agent itself and waits for the intent to end.
 async fn read_for(gw: &Gateway, agent: &Agent, action: &str, params: Value) -> Value {

@@ -56,6 +56,35 @@ pub struct FileConfig {
     pub personhood: PersonhoodSection,
     #[serde(default)]
     pub evm: EvmSection,
+    #[serde(default)]
+    pub x402: X402Section,
+}
+
+/// `[x402]`: selling credits for a stablecoin.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct X402Section {
+    /// The chain payments are made on (default 8453).
+    pub chain_id: Option<u64>,
+    /// The stablecoin's symbol in that chain's token list (default USDC; 6 decimals).
+    pub token: Option<String>,
+    /// Where payments go; purchases are off until it is set.
+    pub recipient: Option<String>,
+    /// Confirmations a payment needs (default 1).
+    pub confirmations: Option<u64>,
+    /// How long a challenge's invoice stays open (default 900).
+    pub invoice_ttl_seconds: Option<u64>,
+    /// Packages by sku: `credits_100 = { credits = 100, price = "2.00" }` (defaults: SPEC's three).
+    pub packages: Option<BTreeMap<String, PackageConfig>>,
+}
+
+/// One credit package.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageConfig {
+    pub credits: i64,
+    /// In the stablecoin, a decimal string with at most 6 decimals.
+    pub price: String,
 }
 
 /// `[evm]`: how the gateway talks to chains and waits for its transactions.
@@ -287,6 +316,38 @@ impl Config {
         }
         if let Some(n) = f.credits.free_per_day {
             settings.credits.free_per_day = n;
+        }
+        {
+            let p = &mut settings.purchase;
+            let x = &f.x402;
+            if let Some(c) = x.chain_id {
+                p.chain_id = c;
+            }
+            if let Some(t) = &x.token {
+                p.token = t.to_ascii_uppercase();
+            }
+            if let Some(r) = &x.recipient {
+                p.recipient = Some(actiongate_core::purchases::checksum_address("x402.recipient", r).map_err(|e| ConfigError::Invalid(e.message))?);
+            }
+            if let Some(c) = x.confirmations {
+                p.confirmations = c.max(1);
+            }
+            if let Some(s) = x.invoice_ttl_seconds {
+                p.invoice_ttl = seconds(s)?;
+            }
+            if let Some(packages) = &x.packages {
+                p.packages = packages
+                    .iter()
+                    .map(|(sku, k)| {
+                        let price = actiongate_core::money::usd_to_micros(&format!("x402.packages.{sku}.price"), k.price.parse::<f64>().unwrap_or(-1.0))
+                            .map_err(|e| ConfigError::Invalid(e.message))?;
+                        if k.credits <= 0 || price <= 0 {
+                            return Err(ConfigError::Invalid(format!("x402.packages.{sku}: credits and price must be positive")));
+                        }
+                        Ok(actiongate_core::purchases::Package { sku: sku.clone(), credits: k.credits, price_atomic: price })
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
         }
         let mut book = BTreeMap::new();
         for (symbol, usd) in f.prices {

@@ -3,6 +3,7 @@
 //! Invariant: handlers parse, call one `Gateway` method, and render; they decide nothing.
 
 pub mod catalog;
+pub mod credits;
 pub mod error;
 pub mod extract;
 pub mod identity;
@@ -61,6 +62,9 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
         .route("/api/v1/agent/execute", post(intents::execute_direct))
         .route("/api/v1/agent/build-tx", post(intents::build_tx))
         .route("/api/v1/agent/credits/balance", get(intents::credit_balance))
+        .route("/api/v1/agent/credits/buy-with-x402", post(credits::agent_buy))
+        .route("/api/v1/credits/x402-metadata", get(credits::metadata))
+        .route("/api/v1/credits/buy-with-x402", post(credits::buy))
         .route("/api/v1/agent/preflight", post(intents::preflight))
         .route("/api/v1/agent/me", get(intents::whoami))
         .route("/api/v1/agent/delegation/personhood/rp", get(personhood::relying_party))

@@ -1,0 +1,309 @@
+//! Buying credits with x402 (SPEC "Credits", the four steps): a request without payment headers is
+//! answered 402 with a challenge whose invoice is persisted with an expiry; the retry names the
+//! invoice and the transaction that paid it, which is verified onchain (through the
+//! [`PaymentVerifier`] port) before the credits are added in the transaction that marks the invoice
+//! paid and the hash used. A payment not yet mined (or short of confirmations) is answered with the
+//! same challenge again and a Retry-After, never with an error that loses it.
+
+use std::sync::Arc;
+
+use actiongate_api_types::ErrorCode;
+use actiongate_api_types::credits::{
+    BuyCreditsRequest, ChallengeBody, CreditPackage, CreditPurchase, PaymentCurrency, X402Challenge, X402Metadata,
+};
+use async_trait::async_trait;
+use time::Duration;
+
+use crate::clock::to_millis;
+use crate::crypto::to_checksum;
+use crate::error::{Error, Result};
+use crate::gateway::Gateway;
+use crate::store::{InvoiceRecord, SettleOutcome};
+
+/// The stablecoin's decimals (SPEC: 6).
+pub const STABLECOIN_DECIMALS: u8 = 6;
+/// Seconds a client should wait before retrying a payment that is not confirmed yet.
+pub const PENDING_RETRY_AFTER: u64 = 2;
+
+/// A credit package: its price in the stablecoin's base units.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Package {
+    pub sku: String,
+    pub credits: i64,
+    pub price_atomic: i64,
+}
+
+/// How credits are sold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PurchaseSettings {
+    pub chain_id: u64,
+    /// The stablecoin's symbol in the chain's token list.
+    pub token: String,
+    /// Where payments go; purchases are off until it is configured.
+    pub recipient: Option<String>,
+    pub confirmations: u64,
+    pub invoice_ttl: Duration,
+    pub packages: Vec<Package>,
+}
+
+impl Default for PurchaseSettings {
+    fn default() -> Self {
+        let package = |sku: &str, credits, price_atomic| Package { sku: sku.into(), credits, price_atomic };
+        Self {
+            chain_id: 8453,
+            token: "USDC".into(),
+            recipient: None,
+            confirmations: 1,
+            invoice_ttl: Duration::minutes(15),
+            packages: vec![
+                package("credits_100", 100, 2_000_000),
+                package("credits_1000", 1_000, 18_000_000),
+                package("credits_10000", 10_000, 160_000_000),
+            ],
+        }
+    }
+}
+
+/// What the chain says of a payment transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransferCheck {
+    /// It pays the invoice; mined in a block with this timestamp (Unix seconds).
+    Paid { block_timestamp: u64 },
+    /// Not mined yet, or short of confirmations.
+    Pending(String),
+    /// It does not pay the invoice, and never will.
+    Refused(ErrorCode, String),
+}
+
+/// A transfer the gateway expects.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpectedTransfer<'a> {
+    pub chain_id: u64,
+    pub tx_hash: &'a str,
+    pub token: &'a str,
+    pub payer: &'a str,
+    pub recipient: &'a str,
+    pub min_atomic: i64,
+    pub confirmations: u64,
+}
+
+/// Checks payment transactions onchain.
+#[async_trait]
+pub trait PaymentVerifier: Send + Sync + 'static {
+    async fn check_transfer(&self, expected: &ExpectedTransfer<'_>) -> Result<TransferCheck>;
+}
+
+/// The payment headers of a retry.
+#[derive(Debug, Clone, Default)]
+pub struct PaymentProof {
+    pub receipt: Option<String>,
+    pub invoice_id: Option<String>,
+}
+
+/// The answer of a purchase request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BuyAnswer {
+    /// HTTP 402: pay this (again, with a Retry-After when a payment was seen but is not confirmed).
+    Challenge { body: ChallengeBody, retry_after: Option<u64> },
+    /// HTTP 200.
+    Paid(CreditPurchase),
+}
+
+/// A decimal string of a base-unit amount with 2 decimals at least ("18.00", "0.015").
+pub fn price_text(atomic: i64) -> String {
+    let d = i64::from(10u32.pow(u32::from(STABLECOIN_DECIMALS)));
+    let (whole, frac) = (atomic / d, atomic % d);
+    let frac = format!("{frac:06}");
+    let trimmed = frac.trim_end_matches('0');
+    let shown = if trimmed.len() < 2 { &frac[..2] } else { trimmed };
+    format!("{whole}.{shown}")
+}
+
+/// An EVM address in EIP-55 form, or `INVALID_REQUEST`.
+pub fn checksum_address(field: &str, text: &str) -> Result<String> {
+    let hex_part = text.strip_prefix("0x").filter(|h| h.len() == 40).and_then(|h| hex::decode(h).ok());
+    match hex_part {
+        Some(bytes) => Ok(to_checksum(&bytes)),
+        None => Err(Error::invalid(format!("{field} must be a 0x address of 40 hex digits"))),
+    }
+}
+
+fn network_name(g: &Gateway, chain_id: u64) -> String {
+    g.settings().chains.get(chain_id).map(|c| c.name.clone()).unwrap_or_else(|| format!("eip155:{chain_id}"))
+}
+
+impl Gateway {
+    fn purchase_terms(&self) -> Result<(&PurchaseSettings, String, String, &Arc<dyn PaymentVerifier>)> {
+        let p = &self.settings().purchase;
+        let off = |why: &str| Error::new(ErrorCode::NotAvailable, format!("Buying credits is not configured on this gateway: {why}."));
+        let recipient = p.recipient.clone().ok_or_else(|| off("no recipient address"))?;
+        let token = self
+            .settings()
+            .chains
+            .get(p.chain_id)
+            .and_then(|c| c.tokens.get(&p.token.to_ascii_uppercase()))
+            .map(|t| t.address.clone())
+            .ok_or_else(|| off("the stablecoin is not in the chain's token list"))?;
+        let verifier = self.payments().ok_or_else(|| off("the payment chain has no RPC URL"))?;
+        Ok((p, recipient, token, verifier))
+    }
+
+    /// `GET /api/v1/credits/x402-metadata`.
+    pub fn x402_metadata(&self) -> Result<X402Metadata> {
+        let (p, recipient, token, _) = self.purchase_terms()?;
+        Ok(X402Metadata {
+            packages: p
+                .packages
+                .iter()
+                .map(|k| CreditPackage { sku: k.sku.clone(), credits: k.credits, price: price_text(k.price_atomic), price_atomic: k.price_atomic.to_string() })
+                .collect(),
+            recipient,
+            currency: PaymentCurrency { address: token, symbol: p.token.clone(), decimals: STABLECOIN_DECIMALS },
+            network: network_name(self, p.chain_id),
+            chain_id: p.chain_id,
+            confirmations: p.confirmations,
+            invoice_ttl_seconds: p.invoice_ttl.whole_seconds().unsigned_abs(),
+        })
+    }
+
+    /// `POST /api/v1/credits/buy-with-x402` (no `agent_key`: open, the payment is the authentication)
+    /// and `POST /api/v1/agent/credits/buy-with-x402` (the credits go to the agent's account).
+    pub async fn buy_credits(&self, req: &BuyCreditsRequest, proof: &PaymentProof, agent_key: Option<&str>) -> Result<BuyAnswer> {
+        let (p, recipient, token, verifier) = self.purchase_terms()?;
+        let agent = match agent_key {
+            Some(k) => Some(self.authenticate_agent(Some(k)).await?),
+            None => None,
+        };
+        let package = p.packages.iter().find(|k| k.sku == req.sku).ok_or_else(|| {
+            let known: Vec<&str> = p.packages.iter().map(|k| k.sku.as_str()).collect();
+            Error::invalid(format!("sku {:?} is not a credit package; one of {known:?}", req.sku))
+        })?;
+        let payer = match (&req.user_address, &agent) {
+            (Some(a), _) => checksum_address("userAddress", a)?,
+            (None, Some(a)) => checksum_address("agent wallet", &a.agent.wallet_address)?,
+            (None, None) => return Err(Error::invalid("userAddress is required: the wallet that pays")),
+        };
+        let now = self.now();
+        let challenge = |invoice: &InvoiceRecord| ChallengeBody {
+            x402_challenge: X402Challenge {
+                invoice_id: invoice.id.clone(),
+                amount: price_text(invoice.amount_atomic),
+                recipient: invoice.recipient.clone(),
+                currency: p.token.clone(),
+                network: network_name(self, invoice.chain_id),
+            },
+        };
+        let (receipt, invoice_id) = match (&proof.receipt, &proof.invoice_id) {
+            (None, None) => {
+                let invoice = InvoiceRecord {
+                    id: format!("inv_{}", uuid::Uuid::new_v4().simple()),
+                    sku: package.sku.clone(),
+                    credits: package.credits,
+                    amount_atomic: package.price_atomic,
+                    payer,
+                    account_id: agent.as_ref().map(|a| a.agent.account_id.clone()),
+                    agent_id: agent.as_ref().map(|a| a.agent.id.clone()),
+                    chain_id: p.chain_id,
+                    token,
+                    recipient,
+                    created_at: to_millis(now),
+                    expires_at: to_millis(now + p.invoice_ttl),
+                    paid_at: None,
+                    tx_hash: None,
+                };
+                self.store().create_invoice(&invoice).await?;
+                tracing::info!(invoice_id = invoice.id, sku = invoice.sku, "x402 challenge issued");
+                return Ok(BuyAnswer::Challenge { body: challenge(&invoice), retry_after: None });
+            }
+            (Some(r), Some(i)) => (r.trim().to_ascii_lowercase(), i.trim().to_owned()),
+            _ => return Err(Error::invalid("A paid retry carries both X-Payment-Receipt (the transaction hash) and X-Invoice-Id.")),
+        };
+        if !(receipt.len() == 66 && receipt.starts_with("0x") && receipt[2..].bytes().all(|b| b.is_ascii_hexdigit())) {
+            return Err(Error::invalid("X-Payment-Receipt must be a transaction hash: 0x and 64 hex digits"));
+        }
+        let not_found = || Error::new(ErrorCode::InvoiceNotFound, format!("No invoice {invoice_id} for this buyer; ask for a new challenge."));
+        let invoice = self.store().get_invoice(&invoice_id).await?.ok_or_else(not_found)?;
+        let owner = agent.as_ref().map(|a| a.agent.account_id.clone());
+        if owner.is_some() && invoice.account_id != owner {
+            return Err(not_found());
+        }
+        if invoice.sku != package.sku || invoice.payer != payer {
+            return Err(Error::new(
+                ErrorCode::InvoiceMismatch,
+                format!("Invoice {invoice_id} is for {} paid by {}, not {} paid by {payer}.", invoice.sku, invoice.payer, package.sku),
+            ));
+        }
+        if invoice.tx_hash.as_deref().is_some_and(|h| h != receipt) {
+            return Err(Error::new(ErrorCode::InvoiceAlreadyPaid, format!("Invoice {invoice_id} was paid by another transaction.")));
+        }
+        let expected = ExpectedTransfer {
+            chain_id: invoice.chain_id,
+            tx_hash: &receipt,
+            token: &invoice.token,
+            payer: &invoice.payer,
+            recipient: &invoice.recipient,
+            min_atomic: invoice.amount_atomic,
+            confirmations: p.confirmations,
+        };
+        let expired = |at_ms: i64| at_ms > invoice.expires_at;
+        match verifier.check_transfer(&expected).await? {
+            TransferCheck::Pending(why) => {
+                if invoice.paid_at.is_none() && expired(to_millis(now)) {
+                    return Err(Error::new(ErrorCode::InvoiceExpired, format!("Invoice {invoice_id} expired and its payment is not confirmed: {why}.")));
+                }
+                return Ok(BuyAnswer::Challenge { body: challenge(&invoice), retry_after: Some(PENDING_RETRY_AFTER) });
+            }
+            TransferCheck::Refused(code, message) => return Err(Error::new(code, message)),
+            TransferCheck::Paid { block_timestamp } => {
+                let paid_at = i64::try_from(block_timestamp).unwrap_or(i64::MAX).saturating_mul(1000);
+                if invoice.paid_at.is_none() && expired(paid_at) {
+                    return Err(Error::new(ErrorCode::InvoiceExpired, format!("Invoice {invoice_id} had expired when {receipt} was mined; ask for a new challenge.")));
+                }
+            }
+        }
+        let (account, balance, new) = match self.store().settle_invoice(&invoice.id, &receipt, to_millis(self.now())).await? {
+            SettleOutcome::Credited { account, balance } => (account, balance, true),
+            SettleOutcome::AlreadyPaid { account, balance } => (account, balance, false),
+            SettleOutcome::PaymentUsed => {
+                return Err(Error::new(ErrorCode::PaymentAlreadyUsed, format!("Transaction {receipt} already paid another invoice.")));
+            }
+            SettleOutcome::InvoicePaid => {
+                return Err(Error::new(ErrorCode::InvoiceAlreadyPaid, format!("Invoice {invoice_id} was paid by another transaction.")));
+            }
+        };
+        if new {
+            tracing::info!(invoice_id = invoice.id, credits = invoice.credits, "credits bought with x402");
+        }
+        let message = match &account {
+            Some(_) => format!("{} credits added; the balance is {balance}.", invoice.credits),
+            None => format!(
+                "{} credits are held for {} until the wallet is linked to an account (POST /api/v1/wallets/link); {balance} held in all.",
+                invoice.credits, invoice.payer
+            ),
+        };
+        Ok(BuyAnswer::Paid(CreditPurchase { success: true, credits: invoice.credits, balance, message }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices_read_as_money() {
+        assert_eq!(price_text(2_000_000), "2.00");
+        assert_eq!(price_text(18_000_000), "18.00");
+        assert_eq!(price_text(160_000_000), "160.00");
+        assert_eq!(price_text(15_000), "0.015");
+        assert_eq!(price_text(1_500_000), "1.50");
+    }
+
+    #[test]
+    fn addresses_are_checksummed() {
+        assert_eq!(
+            checksum_address("a", "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed").ok().as_deref(),
+            Some("0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed")
+        );
+        assert!(checksum_address("a", "0x123").is_err());
+    }
+}

@@ -1,0 +1,176 @@
+//! Buying credits with x402 on the devnet (SPEC's four steps): the 402 challenge, a real stablecoin
+//! transfer on anvil, the retry with the receipt; a payment not yet mined answers the same challenge
+//! with Retry-After; every way a transaction can fail to pay has its own code and adds no credit; a
+//! hash pays one invoice, once, also when 20 retries race.
+#![allow(clippy::panic)] // Tests fail by panicking.
+
+mod common;
+
+use std::time::Duration;
+
+use alloy::primitives::{Address, B256, U256};
+use serde_json::{Value, json};
+
+use common::*;
+
+struct Buyer<'a> {
+    gw: &'a Gateway,
+    agent: &'a Agent,
+}
+
+impl Buyer<'_> {
+    /// A purchase request on the agent route (`None` receipt: the first call).
+    async fn buy(&self, sku: &str, payer: Address, paid: Option<(&str, B256)>) -> (u16, Value, Option<String>) {
+        let mut req = reqwest::Client::new()
+            .post(format!("{}/api/v1/agent/credits/buy-with-x402", self.gw.url))
+            .header("x-agent-api-key", &self.agent.key)
+            .json(&json!({"sku": sku, "userAddress": payer}));
+        if let Some((invoice, hash)) = paid {
+            req = req.header("X-Invoice-Id", invoice).header("X-Payment-Receipt", hash.to_string());
+        }
+        let resp = req.send().await.unwrap_or_else(|e| panic!("{e}"));
+        let status = resp.status().as_u16();
+        let retry = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        (status, resp.json().await.unwrap_or(Value::Null), retry)
+    }
+
+    async fn challenge(&self, sku: &str, payer: Address) -> (String, Value) {
+        let (status, body, _) = self.buy(sku, payer, None).await;
+        assert_eq!(status, 402, "{body}");
+        (body["x402Challenge"]["invoiceId"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned(), body["x402Challenge"].clone())
+    }
+}
+
+#[tokio::test]
+async fn credits_are_bought_with_a_real_stablecoin_transfer() {
+    let devnet = Devnet::start();
+    let database_url = format!("sqlite://{}", devnet.dir.path().join("gw.db").display());
+    let config = devnet.gateway_config("x402", &database_url);
+    // Short-lived invoices, so that expiry is tested without waiting long.
+    let text = std::fs::read_to_string(&config).unwrap_or_default().replace("[x402]\n", "[x402]\ninvoice-ttl-seconds = 4\n");
+    std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+    let gw = start_gateway(&config, false);
+    let usdc_addr = devnet.usdc();
+    let recipient = devnet.address(&["x402", "recipient"]);
+
+    // The metadata: SPEC's packages, the recipient, the stablecoin, the network.
+    let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", gw.url)).await.unwrap_or_else(|e| panic!("{e}")).json().await.unwrap_or(Value::Null);
+    let data = &meta["data"];
+    let packages: Vec<(Value, Value, Value)> = data["packages"].as_array().cloned().unwrap_or_default().iter().map(|p| (p["sku"].clone(), p["credits"].clone(), p["price"].clone())).collect();
+    assert_eq!(packages, vec![
+        (json!("credits_100"), json!(100), json!("2.00")),
+        (json!("credits_1000"), json!(1000), json!("18.00")),
+        (json!("credits_10000"), json!(10000), json!("160.00")),
+    ]);
+    assert_eq!(data["recipient"], json!(recipient.to_string()));
+    assert_eq!((data["currency"]["address"].clone(), data["currency"]["decimals"].clone(), data["chainId"].clone()), (json!(usdc_addr.to_string()), json!(6), json!(84532)));
+
+    // --- the open route: 402, a real transfer, the retry; the payer's wallet is not linked, so the
+    // credits are held for it.
+    let payer = devnet.account(7).0;
+    let (status, challenge) = {
+        let r = reqwest::Client::new()
+            .post(format!("{}/api/v1/credits/buy-with-x402", gw.url))
+            .json(&json!({"sku": "credits_100", "userAddress": payer}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+    };
+    assert_eq!(status, 402, "{challenge}");
+    let c = &challenge["x402Challenge"];
+    assert_eq!((c["amount"].clone(), c["recipient"].clone(), c["currency"].clone(), c["network"].clone()), (json!("2.00"), json!(recipient.to_string()), json!("USDC"), json!("devnet")));
+    let invoice = c["invoiceId"].as_str().unwrap_or_default().to_owned();
+    let hash = devnet.transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None).await;
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/v1/credits/buy-with-x402", gw.url))
+        .header("X-Payment-Receipt", hash.to_string())
+        .header("X-Invoice-Id", &invoice)
+        .json(&json!({"sku": "credits_100", "userAddress": payer}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status().as_u16(), 200);
+    let done: Value = r.json().await.unwrap_or(Value::Null);
+    assert_eq!((done["success"].clone(), done["credits"].clone(), done["balance"].clone()), (json!(true), json!(100), json!(100)), "{done}");
+    assert!(done["message"].as_str().is_some_and(|m| m.contains("held")), "{done}");
+
+    // --- the agent route: the credits go to the agent's account; any wallet may pay.
+    let agent = onboard(&gw, &database_url, "buyer@example.com", &[]).await;
+    let start = credits(&gw, &agent).await;
+    let buyer = Buyer { gw: &gw, agent: &agent };
+    let (invoice, challenge) = buyer.challenge("credits_1000", payer).await;
+    assert_eq!(challenge["amount"], json!("18.00"));
+    // Not mined yet: the same challenge again, with Retry-After; nothing lost.
+    rpc(&devnet, "evm_setAutomine", json!([false])).await;
+    let wallet = devnet.wallet(7);
+    let pending = IERC20::new(usdc_addr, &wallet).transfer(recipient, U256::from(18_000_000u64)).gas(100_000).send().await.unwrap_or_else(|e| panic!("{e}"));
+    let hash = *pending.tx_hash();
+    let (status, again, retry) = buyer.buy("credits_1000", payer, Some((&invoice, hash))).await;
+    assert_eq!((status, again["x402Challenge"]["invoiceId"].clone(), retry.as_deref()), (402, json!(invoice), Some("2")), "{again}");
+    rpc(&devnet, "evm_mine", json!([])).await;
+    rpc(&devnet, "evm_setAutomine", json!([true])).await;
+    // Mined: 20 racing retries credit once.
+    let races: Vec<_> = (0..20)
+        .map(|_| {
+            let (url, key, invoice) = (gw.url.clone(), agent.key.clone(), invoice.clone());
+            tokio::spawn(async move {
+                let r = reqwest::Client::new()
+                    .post(format!("{url}/api/v1/agent/credits/buy-with-x402"))
+                    .header("x-agent-api-key", key)
+                    .header("X-Invoice-Id", invoice)
+                    .header("X-Payment-Receipt", hash.to_string())
+                    .json(&json!({"sku": "credits_1000", "userAddress": payer}))
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+            })
+        })
+        .collect();
+    for race in races {
+        let (status, body) = race.await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((status, body["credits"].clone(), body["balance"].clone()), (200, json!(1000), json!(start + 1000)), "{body}");
+    }
+    assert_eq!(credits(&gw, &agent).await, start + 1000, "credited once");
+    // The same hash cannot pay another invoice.
+    let (other, _) = buyer.challenge("credits_1000", payer).await;
+    let (status, body, _) = buyer.buy("credits_1000", payer, Some((&other, hash))).await;
+    assert_eq!((status, body["code"].clone()), (409, json!("PAYMENT_ALREADY_USED")), "{body}");
+
+    // --- every refusal has its own code and adds nothing.
+    let balance = credits(&gw, &agent).await;
+    let refused = |(status, body, _): (u16, Value, Option<String>), code: &str| {
+        assert_eq!((status, body["code"].as_str().unwrap_or_default()), (if code == "INVOICE_NOT_FOUND" { 404 } else { 422 }, code), "{body}");
+    };
+    let someone = devnet.account(8).0;
+    let weth = devnet.weth();
+    IWETH::new(weth, &devnet.wallet(7)).deposit().value(U256::from(10u64).pow(U256::from(18u64))).send().await.unwrap_or_else(|e| panic!("{e}")).get_receipt().await.unwrap_or_else(|e| panic!("{e}"));
+    let cases: Vec<(&str, B256)> = vec![
+        ("PAYMENT_WRONG_TOKEN", devnet.transfer(7, weth, recipient, U256::from(2_000_000u64), None).await),
+        ("PAYMENT_WRONG_RECIPIENT", devnet.transfer(7, usdc_addr, someone, U256::from(2_000_000u64), None).await),
+        ("PAYMENT_AMOUNT_SHORT", devnet.transfer(7, usdc_addr, recipient, U256::from(1_999_999u64), None).await),
+        ("PAYMENT_WRONG_PAYER", devnet.transfer(8, usdc_addr, recipient, U256::from(2_000_000u64), None).await),
+        ("PAYMENT_REVERTED", devnet.transfer(7, usdc_addr, recipient, U256::from(10u64).pow(U256::from(30u64)), Some(100_000)).await),
+    ];
+    for (code, hash) in cases {
+        let (invoice, _) = buyer.challenge("credits_100", payer).await;
+        refused(buyer.buy("credits_100", payer, Some((&invoice, hash))).await, code);
+    }
+    let fresh = devnet.transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None).await;
+    refused(buyer.buy("credits_100", payer, Some(("inv_unknown", fresh))).await, "INVOICE_NOT_FOUND");
+    let (invoice, _) = buyer.challenge("credits_100", payer).await;
+    let (status, body, _) = buyer.buy("credits_1000", payer, Some((&invoice, fresh))).await;
+    assert_eq!((status, body["code"].clone()), (422, json!("INVOICE_MISMATCH")), "{body}");
+    // An invoice that expired before it was paid.
+    let (stale, _) = buyer.challenge("credits_100", payer).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let late = devnet.transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None).await;
+    refused(buyer.buy("credits_100", payer, Some((&stale, late))).await, "INVOICE_EXPIRED");
+    assert_eq!(credits(&gw, &agent).await, balance, "no refusal added a credit");
+    // The unused payment still pays its own (fresh) invoice.
+    let (invoice, _) = buyer.challenge("credits_100", payer).await;
+    let (status, body, _) = buyer.buy("credits_100", payer, Some((&invoice, fresh))).await;
+    assert_eq!((status, body["balance"].clone()), (200, json!(balance + 100)), "{body}");
+}
+

@@ -1,0 +1,98 @@
+//! Buying credits with x402: `GET /api/v1/credits/x402-metadata`, `POST /api/v1/credits/buy-with-x402`
+//! (open) and `POST /api/v1/agent/credits/buy-with-x402` (the agent's account).
+
+use actiongate_api_types::credits::{BuyCreditsRequest, ChallengeBody, CreditPurchase, X402Metadata};
+use actiongate_api_types::{Envelope, ErrorBody};
+use actiongate_core::purchases::{BuyAnswer, PaymentProof};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extract::ApiJson;
+
+fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+fn proof(headers: &HeaderMap) -> PaymentProof {
+    PaymentProof { receipt: header_text(headers, "x-payment-receipt"), invoice_id: header_text(headers, "x-invoice-id") }
+}
+
+fn render(answer: BuyAnswer) -> Response {
+    match answer {
+        BuyAnswer::Paid(done) => Json(done).into_response(),
+        BuyAnswer::Challenge { body, retry_after } => {
+            let mut response = (StatusCode::PAYMENT_REQUIRED, Json(body)).into_response();
+            if let Some(seconds) = retry_after {
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            }
+            response
+        }
+    }
+}
+
+/// The credit packages and how to pay for them.
+#[utoipa::path(
+    get,
+    path = "/api/v1/credits/x402-metadata",
+    tag = "credits",
+    responses((status = 200, body = Envelope<X402Metadata>), (status = 503, description = "NOT_AVAILABLE: purchases are not configured", body = ErrorBody))
+)]
+pub async fn metadata(State(state): State<AppState>) -> Result<Json<Envelope<X402Metadata>>, ApiError> {
+    Ok(Json(Envelope::new(state.gateway.x402_metadata()?)))
+}
+
+/// Buys a credit package (SPEC's four steps). Without payment headers: 402 with the challenge. The
+/// retry with `X-Payment-Receipt` (the transfer's hash) and `X-Invoice-Id`: 200 once the transfer is
+/// verified onchain, or 402 again with `Retry-After` while it is not mined or confirmed.
+#[utoipa::path(
+    post,
+    path = "/api/v1/credits/buy-with-x402",
+    tag = "credits",
+    request_body = BuyCreditsRequest,
+    params(
+        ("X-Payment-Receipt" = Option<String>, Header, description = "The payment transaction's hash"),
+        ("X-Invoice-Id" = Option<String>, Header, description = "The invoiceId of the challenge"),
+    ),
+    responses(
+        (status = 200, body = CreditPurchase),
+        (status = 402, description = "Pay the challenge (again, after Retry-After, when the payment is not confirmed yet)", body = ChallengeBody),
+        (status = 400, description = "INVALID_REQUEST", body = ErrorBody),
+        (status = 404, description = "INVOICE_NOT_FOUND", body = ErrorBody),
+        (status = 409, description = "PAYMENT_ALREADY_USED, INVOICE_ALREADY_PAID", body = ErrorBody),
+        (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_SHORT", body = ErrorBody),
+        (status = 503, description = "NOT_AVAILABLE", body = ErrorBody),
+    )
+)]
+pub async fn buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<BuyCreditsRequest>) -> Result<Response, ApiError> {
+    Ok(render(state.gateway.buy_credits(&req, &proof(&headers), None).await?))
+}
+
+/// The same purchase for the agent's account (header `x-agent-api-key`); `userAddress` defaults to the
+/// agent's wallet, any wallet may pay.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent/credits/buy-with-x402",
+    tag = "credits",
+    request_body = BuyCreditsRequest,
+    params(
+        ("x-agent-api-key" = String, Header, description = "The agent key"),
+        ("X-Payment-Receipt" = Option<String>, Header, description = "The payment transaction's hash"),
+        ("X-Invoice-Id" = Option<String>, Header, description = "The invoiceId of the challenge"),
+    ),
+    responses(
+        (status = 200, body = CreditPurchase),
+        (status = 402, body = ChallengeBody),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 404, description = "INVOICE_NOT_FOUND", body = ErrorBody),
+        (status = 409, description = "PAYMENT_ALREADY_USED, INVOICE_ALREADY_PAID", body = ErrorBody),
+        (status = 422, description = "a payment that does not pay the invoice (its own code)", body = ErrorBody),
+    )
+)]
+pub async fn agent_buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<BuyCreditsRequest>) -> Result<Response, ApiError> {
+    let key = header_text(&headers, "x-agent-api-key").unwrap_or_default();
+    Ok(render(state.gateway.buy_credits(&req, &proof(&headers), Some(&key)).await?))
+}
