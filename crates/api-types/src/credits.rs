@@ -87,3 +87,44 @@ pub struct CreditPurchase {
     pub balance: i64,
     pub message: String,
 }
+
+/// Body of `POST /api/v1/wallets/link/begin`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WalletLinkBegin {
+    /// The wallet to link.
+    pub address: String,
+    /// The chain named in the message (default 8453).
+    #[serde(default)]
+    pub chain_id: Option<u64>,
+}
+
+/// `data` of `POST /api/v1/wallets/link/begin`: the EIP-4361 message for the wallet to sign
+/// (`personal_sign`), exactly as issued.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WalletLinkChallenge {
+    pub message: String,
+    pub nonce: String,
+    pub expires_at: String,
+}
+
+/// Body of `POST /api/v1/wallets/link`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WalletLinkRequest {
+    /// The issued message, unchanged.
+    pub message: String,
+    /// The wallet's EIP-191 signature of it (65 bytes, hex).
+    pub signature: String,
+}
+
+/// `data` of `POST /api/v1/wallets/link`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WalletLinked {
+    pub address: String,
+    pub account_id: String,
+    /// Credits bought by the wallet before it was linked, now in the account's balance.
+    pub credits_moved: i64,
+}

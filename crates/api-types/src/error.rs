@@ -57,6 +57,7 @@ error_codes! {
     InvalidRequest = "INVALID_REQUEST", 400, InvalidRequest, "The request is malformed: bad JSON, a missing or mistyped field.";
     InvalidParams = "INVALID_PARAMS", 400, InvalidRequest, "params do not match the action's paramsSchema; the message names the field.";
     WalletIdempotencyKeyRequired = "WALLET_IDEMPOTENCY_KEY_REQUIRED", 400, InvalidRequest, "A write from the agent wallet needs an explicit idempotencyKey.";
+    WalletSignatureInvalid = "WALLET_SIGNATURE_INVALID", 400, InvalidRequest, "The signature is not the wallet's signature of the issued sign-in message.";
     UnknownChain = "UNKNOWN_CHAIN", 400, InvalidRequest, "The chainId is not one this gateway knows.";
     TermsNotAccepted = "TERMS_NOT_ACCEPTED", 400, InvalidRequest, "Onboarding completes only with acceptTerms true.";
     Unauthorized = "UNAUTHORIZED", 401, Unauthorized, "The agent key or owner session is missing, invalid, revoked or expired.";
@@ -79,6 +80,8 @@ error_codes! {
     IdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED", 409, Conflict, "The idempotencyKey was used before with a different request.";
     PersonhoodDepositReceiptAlreadyUsed = "PERSONHOOD_DEPOSIT_RECEIPT_ALREADY_USED", 409, PersonhoodRejected, "The deposit receipt was consumed before.";
     PaymentAlreadyUsed = "PAYMENT_ALREADY_USED", 409, Conflict, "The payment transaction already paid an invoice.";
+    WalletLinkInvalid = "WALLET_LINK_INVALID", 409, Conflict, "No open sign-in message matches: it expired, was used, or was issued to another account.";
+    WalletLinkedElsewhere = "WALLET_LINKED_ELSEWHERE", 409, Conflict, "The wallet is linked to another account.";
     InvoiceAlreadyPaid = "INVOICE_ALREADY_PAID", 409, Conflict, "The invoice was paid by another transaction; ask for a new challenge.";
     PersonhoodChallengeInvalid = "PERSONHOOD_CHALLENGE_INVALID", 409, PersonhoodRejected, "No open proof request matches: it expired, was answered, or was never issued.";
     PersonhoodOrgNotLocked = "PERSONHOOD_ORG_NOT_LOCKED", 409, PersonhoodRejected, "A deposit proof for an organization with no verified person yet.";

@@ -21,6 +21,7 @@ pub mod purchases;
 pub mod providers;
 pub mod runner;
 pub mod store;
+pub mod wallets;
 
 pub use error::{Error, Result};
 pub use gateway::{AgentContext, DefaultPolicy, Gateway, OwnerContext, Ports, Settings};

@@ -437,6 +437,10 @@ pub trait Store: Send + Sync + 'static {
     /// ledger entry per held purchase); answers the credits moved. A wallet linked to another account
     /// is not moved.
     async fn link_wallet(&self, address: &str, account_id: &str, now: i64) -> Result<Option<i64>, StoreError>;
+    /// Stores an issued EIP-4361 message for `address` to sign.
+    async fn put_link_challenge(&self, nonce: &str, account_id: &str, address: &str, message: &str, expires_at: i64) -> Result<(), StoreError>;
+    /// Takes (uses) an unexpired, unused link challenge of the account: its (address, message).
+    async fn take_link_challenge(&self, nonce: &str, account_id: &str, now: i64) -> Result<Option<(String, String)>, StoreError>;
 
     // --- wallet transactions (the per-wallet nonce manager)
     /// Reserves `count` nonces of a wallet for an execution, in one transaction: the execution's rows

@@ -97,6 +97,36 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
 
     // --- the agent route: the credits go to the agent's account; any wallet may pay.
     let agent = onboard(&gw, &database_url, "buyer@example.com", &[]).await;
+    let granted = credits(&gw, &agent).await;
+
+    // --- linking the paying wallet (EIP-4361, signed by alloy's signer) moves what it holds.
+    let link = |body: Value, path: &'static str| {
+        let (url, session) = (gw.url.clone(), agent.session.clone());
+        async move {
+            let r = reqwest::Client::new().post(format!("{url}{path}")).bearer_auth(session).json(&body).send().await.unwrap_or_else(|e| panic!("{e}"));
+            (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let sign = |i: usize, message: String| {
+        let key = devnet.account(i).1;
+        async move {
+            let signer: alloy::signers::local::PrivateKeySigner = key.parse().unwrap_or_else(|e| panic!("{e}"));
+            let sig = alloy::signers::Signer::sign_message(&signer, message.as_bytes()).await.unwrap_or_else(|e| panic!("{e}"));
+            format!("0x{}", hex::encode(sig.as_bytes()))
+        }
+    };
+    let (_, begun) = link(json!({"address": payer}), "/api/v1/wallets/link/begin").await;
+    let message = begun["data"]["message"].as_str().unwrap_or_else(|| panic!("{begun}")).to_owned();
+    assert!(message.contains(&payer.to_string()) && message.contains("Nonce: "), "{message}");
+    let (status, refused) = link(json!({"message": message, "signature": sign(8, message.clone()).await}), "/api/v1/wallets/link").await;
+    assert_eq!((status, refused["code"].clone()), (400, json!("WALLET_SIGNATURE_INVALID")), "another wallet's signature: {refused}");
+    let (status, reused) = link(json!({"message": message, "signature": sign(7, message.clone()).await}), "/api/v1/wallets/link").await;
+    assert_eq!((status, reused["code"].clone()), (409, json!("WALLET_LINK_INVALID")), "a message is used once: {reused}");
+    let (_, begun) = link(json!({"address": payer}), "/api/v1/wallets/link/begin").await;
+    let message = begun["data"]["message"].as_str().unwrap_or_default().to_owned();
+    let (status, linked) = link(json!({"message": message, "signature": sign(7, message.clone()).await}), "/api/v1/wallets/link").await;
+    assert_eq!((status, linked["data"]["creditsMoved"].clone()), (200, json!(100)), "{linked}");
+    assert_eq!(credits(&gw, &agent).await, granted + 100, "the held credits joined the account");
     let start = credits(&gw, &agent).await;
     let buyer = Buyer { gw: &gw, agent: &agent };
     let (invoice, challenge) = buyer.challenge("credits_1000", payer).await;

@@ -1695,6 +1695,23 @@ impl Store for SqlStore {
         })
     }
 
+    async fn put_link_challenge(&self, nonce: &str, account_id: &str, address: &str, message: &str, expires_at: i64) -> Result<(), StoreError> {
+        on_writer!(self, pool => sqlx::query(
+            "INSERT INTO wallet_link_challenges (nonce, account_id, address, message, expires_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(nonce).bind(account_id).bind(address).bind(message).bind(expires_at)
+        .execute(pool).await.map(|_| ()).map_err(err))
+    }
+
+    async fn take_link_challenge(&self, nonce: &str, account_id: &str, now: i64) -> Result<Option<(String, String)>, StoreError> {
+        on_writer!(self, pool => sqlx::query_as(
+            "UPDATE wallet_link_challenges SET used_at = $3
+             WHERE nonce = $1 AND account_id = $2 AND used_at IS NULL AND expires_at > $3 RETURNING address, message",
+        )
+        .bind(nonce).bind(account_id).bind(now)
+        .fetch_optional(pool).await.map_err(err))
+    }
+
     async fn reserve_nonces(&self, chain_id: u64, wallet: &str, execution_key: &str, count: u32, chain_nonce: u64, now: i64) -> Result<Vec<ChainTxRecord>, StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
         let chain_nonce = i64::try_from(chain_nonce).map_err(err)?;

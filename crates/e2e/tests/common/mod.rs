@@ -181,6 +181,8 @@ pub struct Agent {
     pub key: String,
     pub address: Address,
     pub account_id: String,
+    /// The owner's session.
+    pub session: String,
 }
 
 pub async fn post(url: String, body: Value) -> (u16, Value) {
@@ -210,7 +212,7 @@ pub async fn onboard(gw: &Gateway, database_url: &str, email: &str, actions: &[&
     let store = SqlStore::connect(database_url).await.unwrap_or_else(|e| panic!("{e}"));
     store.grant_credits(&account_id, 10_000, "grant", "test grant", 0).await.unwrap_or_else(|e| panic!("{e}"));
     store.close().await;
-    Agent { key, address, account_id }
+    Agent { key, address, account_id, session }
 }
 
 pub fn usdc(units: u64) -> U256 {

@@ -1,7 +1,11 @@
 //! Buying credits with x402: `GET /api/v1/credits/x402-metadata`, `POST /api/v1/credits/buy-with-x402`
-//! (open) and `POST /api/v1/agent/credits/buy-with-x402` (the agent's account).
+//! (open) and `POST /api/v1/agent/credits/buy-with-x402` (the agent's account); linking a wallet to an
+//! account with EIP-4361 (`POST /api/v1/wallets/link/begin`, `POST /api/v1/wallets/link`).
 
-use actiongate_api_types::credits::{BuyCreditsRequest, ChallengeBody, CreditPurchase, X402Metadata};
+use actiongate_api_types::credits::{
+    BuyCreditsRequest, ChallengeBody, CreditPurchase, WalletLinkBegin, WalletLinkChallenge, WalletLinkRequest, WalletLinked,
+    X402Metadata,
+};
 use actiongate_api_types::{Envelope, ErrorBody};
 use actiongate_core::purchases::{BuyAnswer, PaymentProof};
 use axum::Json;
@@ -12,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use super::AppState;
 use super::error::ApiError;
 use super::extract::ApiJson;
+use super::identity::Owner;
 
 fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
@@ -95,4 +100,36 @@ pub async fn buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req)
 pub async fn agent_buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<BuyCreditsRequest>) -> Result<Response, ApiError> {
     let key = header_text(&headers, "x-agent-api-key").unwrap_or_default();
     Ok(render(state.gateway.buy_credits(&req, &proof(&headers), Some(&key)).await?))
+}
+
+/// Issues the EIP-4361 message that links a wallet to the owner's account once the wallet signs it.
+#[utoipa::path(
+    post,
+    path = "/api/v1/wallets/link/begin",
+    tag = "credits",
+    security(("ownerSession" = [])),
+    request_body = WalletLinkBegin,
+    responses((status = 200, body = Envelope<WalletLinkChallenge>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody))
+)]
+pub async fn link_begin(State(state): State<AppState>, Owner(owner): Owner, ApiJson(req): ApiJson<WalletLinkBegin>) -> Result<Json<Envelope<WalletLinkChallenge>>, ApiError> {
+    Ok(Json(Envelope::new(state.gateway.begin_wallet_link(&owner, &req).await?)))
+}
+
+/// Links the wallet that signed (`personal_sign`) the issued message; credits it bought before join
+/// the account.
+#[utoipa::path(
+    post,
+    path = "/api/v1/wallets/link",
+    tag = "credits",
+    security(("ownerSession" = [])),
+    request_body = WalletLinkRequest,
+    responses(
+        (status = 200, body = Envelope<WalletLinked>),
+        (status = 400, description = "WALLET_SIGNATURE_INVALID", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 409, description = "WALLET_LINK_INVALID, WALLET_LINKED_ELSEWHERE", body = ErrorBody),
+    )
+)]
+pub async fn link(State(state): State<AppState>, Owner(owner): Owner, ApiJson(req): ApiJson<WalletLinkRequest>) -> Result<Json<Envelope<WalletLinked>>, ApiError> {
+    Ok(Json(Envelope::new(state.gateway.complete_wallet_link(&owner, &req).await?)))
 }

@@ -65,6 +65,8 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
         .route("/api/v1/agent/credits/buy-with-x402", post(credits::agent_buy))
         .route("/api/v1/credits/x402-metadata", get(credits::metadata))
         .route("/api/v1/credits/buy-with-x402", post(credits::buy))
+        .route("/api/v1/wallets/link/begin", post(credits::link_begin))
+        .route("/api/v1/wallets/link", post(credits::link))
         .route("/api/v1/agent/preflight", post(intents::preflight))
         .route("/api/v1/agent/me", get(intents::whoami))
         .route("/api/v1/agent/delegation/personhood/rp", get(personhood::relying_party))

@@ -30,6 +30,8 @@ async fn openapi_covers_every_route_and_is_snapshotted() {
         ("/api/v1/agent/credits/buy-with-x402", "post"),
         ("/api/v1/credits/x402-metadata", "get"),
         ("/api/v1/credits/buy-with-x402", "post"),
+        ("/api/v1/wallets/link/begin", "post"),
+        ("/api/v1/wallets/link", "post"),
         ("/api/v1/agent/preflight", "post"),
         ("/api/v1/agent/me", "get"),
         ("/api/v1/agent/delegation/personhood/rp", "get"),

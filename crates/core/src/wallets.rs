@@ -1,0 +1,104 @@
+//! Linking a wallet to an account with an EIP-4361 (Sign-In with Ethereum) message: the gateway
+//! issues the message (with a single-use nonce and an expiry), the wallet signs it with
+//! `personal_sign` (EIP-191), and the signature must recover to the wallet. Credits the wallet bought
+//! before it was linked join the account's balance then.
+
+use actiongate_api_types::ErrorCode;
+use actiongate_api_types::credits::{WalletLinkBegin, WalletLinkChallenge, WalletLinkRequest, WalletLinked};
+use k256::ecdsa::{RecoveryId, Signature, VerifyingKey};
+use sha3::{Digest, Keccak256};
+use time::Duration;
+
+use crate::clock::{rfc3339, to_millis};
+use crate::crypto::{random_bytes, to_checksum};
+use crate::error::{Error, Result};
+use crate::gateway::{Gateway, OwnerContext};
+use crate::purchases::checksum_address;
+
+/// How long an issued sign-in message can be used.
+const LINK_TTL: Duration = Duration::minutes(10);
+
+/// The address whose key made an EIP-191 `personal_sign` signature of `message`.
+pub fn recover_personal_sign(message: &str, signature: &str) -> Option<String> {
+    let bytes = hex::decode(signature.strip_prefix("0x").unwrap_or(signature)).ok()?;
+    if bytes.len() != 65 {
+        return None;
+    }
+    let mut hasher = Keccak256::new();
+    hasher.update(format!("\x19Ethereum Signed Message:\n{}", message.len()).as_bytes());
+    hasher.update(message.as_bytes());
+    let digest = hasher.finalize();
+    let v = match bytes[64] {
+        27 | 28 => bytes[64] - 27,
+        0 | 1 => bytes[64],
+        _ => return None,
+    };
+    let sig = Signature::from_slice(&bytes[..64]).ok()?;
+    let key = VerifyingKey::recover_from_prehash(&digest, &sig, RecoveryId::from_byte(v)?).ok()?;
+    let point = key.to_encoded_point(false);
+    Some(to_checksum(&Keccak256::digest(&point.as_bytes()[1..])[12..]))
+}
+
+impl Gateway {
+    /// Issues the EIP-4361 message that links `address` to the owner's account once signed.
+    pub async fn begin_wallet_link(&self, owner: &OwnerContext, req: &WalletLinkBegin) -> Result<WalletLinkChallenge> {
+        let address = checksum_address("address", &req.address)?;
+        let chain_id = req.chain_id.unwrap_or(crate::intents::DEFAULT_CHAIN_ID);
+        let nonce = hex::encode(random_bytes::<16>()?);
+        let now = self.now();
+        let expires = now + LINK_TTL;
+        let message = format!(
+            "actiongate wants you to sign in with your Ethereum account:\n{address}\n\n\
+             Link this wallet to actiongate account {account}: credits it buys go to that account.\n\n\
+             URI: actiongate:wallets/link\nVersion: 1\nChain ID: {chain_id}\nNonce: {nonce}\n\
+             Issued At: {issued}\nExpiration Time: {expiry}",
+            account = owner.account_id,
+            issued = rfc3339(now),
+            expiry = rfc3339(expires),
+        );
+        self.store().put_link_challenge(&nonce, &owner.account_id, &address, &message, to_millis(expires)).await?;
+        Ok(WalletLinkChallenge { message, nonce, expires_at: rfc3339(expires) })
+    }
+
+    /// Links the wallet that signed an issued message to the owner's account.
+    pub async fn complete_wallet_link(&self, owner: &OwnerContext, req: &WalletLinkRequest) -> Result<WalletLinked> {
+        let invalid = || Error::new(ErrorCode::WalletLinkInvalid, "This sign-in message was not issued to this account, was used, or expired; begin again.");
+        let nonce = req.message.lines().find_map(|l| l.strip_prefix("Nonce: ")).ok_or_else(invalid)?.trim().to_owned();
+        let (address, issued) = self.store().take_link_challenge(&nonce, &owner.account_id, to_millis(self.now())).await?.ok_or_else(invalid)?;
+        if issued != req.message {
+            return Err(invalid());
+        }
+        if recover_personal_sign(&req.message, &req.signature).as_deref() != Some(address.as_str()) {
+            return Err(Error::new(ErrorCode::WalletSignatureInvalid, format!("The signature is not {address}'s signature of the issued message.")));
+        }
+        let moved = self
+            .store()
+            .link_wallet(&address, &owner.account_id, to_millis(self.now()))
+            .await?
+            .ok_or_else(|| Error::new(ErrorCode::WalletLinkedElsewhere, format!("{address} is linked to another account.")))?;
+        tracing::info!(account_id = owner.account_id, address, credits_moved = moved, "wallet linked");
+        Ok(WalletLinked { address, account_id: owner.account_id.clone(), credits_moved: moved })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_personal_sign_recovers_to_its_signer() {
+
+        let key = k256::ecdsa::SigningKey::from_slice(&[0x46; 32]).unwrap_or_else(|e| panic!("{e}"));
+        let message = "hello";
+        let mut hasher = Keccak256::new();
+        hasher.update(format!("\x19Ethereum Signed Message:\n{}", message.len()).as_bytes());
+        hasher.update(message.as_bytes());
+        let (sig, recid) = key.sign_prehash_recoverable(&hasher.finalize()).unwrap_or_else(|e| panic!("{e}"));
+        let mut bytes = sig.to_bytes().to_vec();
+        bytes.push(recid.to_byte() + 27);
+        let signer = crate::crypto::address_of(&key);
+        assert_eq!(recover_personal_sign(message, &hex::encode(&bytes)).as_deref(), Some(signer.as_str()));
+        assert_ne!(recover_personal_sign("hellO", &hex::encode(&bytes)).as_deref(), Some(signer.as_str()));
+        assert_eq!(recover_personal_sign(message, "0x1234"), None);
+    }
+}
