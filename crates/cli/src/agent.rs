@@ -8,6 +8,8 @@ use std::time::Duration;
 use actiongate_api_types::catalog::CatalogAction;
 use actiongate_api_types::identity::EmailCompleteRequest;
 use actiongate_api_types::chain::BuildTxRequest;
+use actiongate_api_types::credits::{BuyCreditsRequest, CreditPurchase};
+use actiongate_client::Purchase;
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
 use actiongate_client::Client;
 use clap::{Args, Subcommand};
@@ -210,8 +212,30 @@ pub enum VenueCommand {
 pub enum CreditsCommand {
     /// Balance, reserved credits and today's free requests.
     Balance,
-    /// Buy a credit package (credits_100, credits_1000, credits_10000). A write.
-    Buy { sku: String },
+    /// Buy a credit package (credits_100, credits_1000, credits_10000) with x402. A write. Without a
+    /// payment, prints the challenge; with --pay-key-file and --rpc-url, pays it from that local key
+    /// (a stablecoin transfer) and retries with the receipt; with --invoice-id and --receipt, retries a
+    /// payment made elsewhere.
+    ///
+    /// Example: `actiongate credits buy credits_100 --pay-key-file ~/.payer.key --rpc-url https://… --confirm-writes`
+    Buy {
+        sku: String,
+        /// The paying wallet (default: the key's address, else the agent's wallet).
+        #[arg(long)]
+        user_address: Option<String>,
+        /// A file holding the paying wallet's private key (hex); it is read, never printed.
+        #[arg(long, requires = "rpc_url")]
+        pay_key_file: Option<std::path::PathBuf>,
+        /// The payment chain's RPC URL, to send the transfer.
+        #[arg(long)]
+        rpc_url: Option<String>,
+        /// The challenge's invoice, for a payment made elsewhere.
+        #[arg(long, requires = "receipt")]
+        invoice_id: Option<String>,
+        /// The payment transaction's hash.
+        #[arg(long, requires = "invoice_id")]
+        receipt: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -304,6 +328,11 @@ fn not_available(what: &str, why: &str) -> Outcome {
 }
 
 /// A write without --confirm-writes: what would be sent, secrets masked.
+fn purchase_outcome(done: CreditPurchase) -> Outcome {
+    let text = done.message.clone();
+    Outcome::ok(to_value(&done), text)
+}
+
 fn dry_run(method: &str, path: &str, body: Value) -> Outcome {
     let mut body = body;
     if let Some(k) = body.get_mut("agentApiKey") {
@@ -585,15 +614,59 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             );
             Outcome::ok(to_value(&b), text)
         }
-        AgentCommand::Credits { command: CreditsCommand::Buy { sku } } => {
-            need_key()?;
+        AgentCommand::Credits { command: CreditsCommand::Buy { sku, user_address, pay_key_file, rpc_url, invoice_id, receipt } } => {
+            let key = need_key()?;
             if !["credits_100", "credits_1000", "credits_10000"].contains(&sku.as_str()) {
                 return Err(Outcome::failed("INVALID_REQUEST", "sku must be credits_100, credits_1000 or credits_10000"));
             }
             if !g.confirm_writes {
-                return Ok(dry_run("POST", "/api/v1/agent/credits/buy-with-x402", json!({"sku": sku})));
+                return Ok(dry_run("POST", "/api/v1/agent/credits/buy-with-x402", json!({"sku": sku, "userAddress": user_address})));
             }
-            not_available("credits buy", "buying credits with x402 has not landed")
+            let payer = match &pay_key_file {
+                Some(file) => Some(crate::pay::Payer::from_file(file).map_err(|e| Outcome::failed("INVALID_REQUEST", e))?),
+                None => None,
+            };
+            let user_address = user_address.or_else(|| payer.as_ref().map(|p| p.address()));
+            let req = BuyCreditsRequest { sku: sku.clone(), user_address };
+            let paid = match (invoice_id, receipt) {
+                (Some(i), Some(r)) => (i, r),
+                _ => {
+                    let challenge = match client.buy_credits(&key, &req, None).await.map_err(Outcome::from_error)? {
+                        Purchase::PaymentRequired { challenge, .. } => challenge.x402_challenge,
+                        Purchase::Paid(done) => return Ok(purchase_outcome(done)),
+                    };
+                    let (Some(payer), Some(rpc)) = (&payer, &rpc_url) else {
+                        let text = format!(
+                            "pay {} {} to {} on {}, then run again with --invoice-id {} --receipt <tx hash>",
+                            challenge.amount, challenge.currency, challenge.recipient, challenge.network, challenge.invoice_id
+                        );
+                        return Ok(Outcome::Done { code: "PAYMENT_REQUIRED", data: json!({"x402Challenge": challenge}), text });
+                    };
+                    let meta = client.x402_metadata().await.map_err(Outcome::from_error)?;
+                    let atomic = meta.packages.iter().find(|p| p.sku == sku).map(|p| p.price_atomic.clone()).unwrap_or_default();
+                    if !g.json {
+                        eprintln!("paying {} {} to {} from {}", challenge.amount, challenge.currency, challenge.recipient, payer.address());
+                    }
+                    let hash = payer
+                        .transfer(rpc, &meta.currency.address, &challenge.recipient, &atomic)
+                        .await
+                        .map_err(|e| Outcome::failed("PAYMENT_FAILED", e))?;
+                    (challenge.invoice_id, hash)
+                }
+            };
+            // Retry until the payment is confirmed (the gateway answers 402 with Retry-After until then).
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
+            loop {
+                match client.buy_credits(&key, &req, Some((&paid.0, &paid.1))).await.map_err(Outcome::from_error)? {
+                    Purchase::Paid(done) => break purchase_outcome(done),
+                    Purchase::PaymentRequired { retry_after, .. } => {
+                        if tokio::time::Instant::now() > deadline {
+                            return Err(Outcome::failed("PAYMENT_PENDING", format!("{} is not confirmed yet; run again with --invoice-id {} --receipt {}", paid.1, paid.0, paid.1)));
+                        }
+                        tokio::time::sleep(std::time::Duration::from_secs(retry_after.unwrap_or(2))).await;
+                    }
+                }
+            }
         }
     })
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 mod agent;
 mod credentials;
 mod output;
+mod pay;
 
 use actiongate_server::{Application, Config, Deps, Overrides};
 use anyhow::Context;

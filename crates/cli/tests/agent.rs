@@ -26,11 +26,16 @@ impl Gateway {
     }
 
     fn start_with_verifier(verify_url: Option<&str>) -> Self {
+        let personhood = verify_url.map(|u| format!("[personhood]\nverify-url = \"{u}\"\nrp-id = \"rp_cli\"\n")).unwrap_or_default();
+        Self::start_with_config(&personhood)
+    }
+
+    /// A gateway with this config file.
+    fn start_with_config(text: &str) -> Self {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let smtp = SmtpSink::start(dir.path());
         let config = dir.path().join("gateway.toml");
-        let personhood = verify_url.map(|u| format!("[personhood]\nverify-url = \"{u}\"\nrp-id = \"rp_cli\"\n")).unwrap_or_default();
-        std::fs::write(&config, personhood).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
         let config = config.display().to_string();
         let mut child = Command::new(BIN)
             .args(["server", "--dev", "--listen", "127.0.0.1:0", "--smtp-url", &smtp.url(), "--config", &config])
@@ -314,4 +319,32 @@ fn help_and_completions() {
     assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("actiongate"));
     let bad = Command::new(BIN).args(["run"]).output().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(bad.status.code(), Some(1), "a usage error is a failure, not a refusal");
+}
+
+/// `credits buy` pays a challenge from a local key on the devnet (a real USDC transfer) and retries
+/// with the receipt; without a key it shows the challenge; the key never shows.
+#[tokio::test]
+async fn credits_buy_pays_from_a_local_key_on_the_devnet() {
+    let devnet = actiongate_testkit::devnet::DevnetProcess::start();
+    let g = Gateway::start_with_config(&devnet.toml());
+    g.login("payer@example.com").await;
+    let (code, v) = g.json(&["credits", "balance"], &[]);
+    assert_eq!(code, 0, "{v}");
+    let before = v["data"]["balance"].as_i64().unwrap_or_default();
+
+    let (code, v) = g.json(&["credits", "buy", "credits_100", "--confirm-writes"], &[]);
+    assert_eq!((code, v["code"].clone(), v["data"]["x402Challenge"]["amount"].clone()), (0, json!("PAYMENT_REQUIRED"), json!("2.00")), "{v}");
+
+    let (_, key) = devnet.account(6);
+    let key_file = g.home.path().join("payer.key");
+    std::fs::write(&key_file, &key).unwrap_or_else(|e| panic!("{e}"));
+    let args = ["credits", "buy", "credits_100", "--pay-key-file", key_file.to_str().unwrap_or_default(), "--rpc-url", devnet.url.as_str(), "--confirm-writes"];
+    let out = g.cli(&[&["--json"][..], &args[..]].concat(), &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stdout.contains(key.trim_start_matches("0x")) && !stderr.contains(key.trim_start_matches("0x")), "the key never shows");
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout} / {stderr}"));
+    assert_eq!((out.status.code(), v["data"]["credits"].clone(), v["data"]["balance"].clone()), (Some(0), json!(100), json!(before + 100)), "{v}");
+    let (_, v) = g.json(&["credits", "balance"], &[]);
+    assert_eq!(v["data"]["balance"], json!(before + 100));
 }

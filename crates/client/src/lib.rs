@@ -2,6 +2,7 @@
 //! [`ClientError::Refused`] with the gateway's error envelope, untouched.
 
 use actiongate_api_types::chain::{BuildTxData, BuildTxRequest};
+use actiongate_api_types::credits::{BuyCreditsRequest, ChallengeBody, CreditPurchase, X402Metadata};
 use actiongate_api_types::catalog::{ActionList, CatalogDocument};
 use actiongate_api_types::identity::{EmailCompleteRequest, EmailCompleteResponse, EmailStartRequest, EmailStartResponse};
 use actiongate_api_types::intents::{
@@ -32,6 +33,14 @@ impl ClientError {
 }
 
 pub type Result<T> = std::result::Result<T, ClientError>;
+
+/// The answer of a credit purchase.
+#[derive(Debug, Clone)]
+pub enum Purchase {
+    Paid(CreditPurchase),
+    /// Pay this (again after `retry_after` seconds when a payment was seen but is not confirmed).
+    PaymentRequired { challenge: ChallengeBody, retry_after: Option<u64> },
+}
 
 /// The client.
 #[derive(Clone)]
@@ -98,6 +107,39 @@ impl Client {
 
     pub async fn execute_direct(&self, req: &ExecuteIntentRequest) -> Result<DirectExecution> {
         self.data(self.http.post(self.url("/api/v1/agent/execute")).json(req)).await
+    }
+
+    pub async fn x402_metadata(&self) -> Result<X402Metadata> {
+        self.data(self.http.get(self.url("/api/v1/credits/x402-metadata"))).await
+    }
+
+    /// A credit purchase on the agent route: the challenge (HTTP 402) or the completed purchase.
+    /// `paid` is (invoiceId, transaction hash) for the retry.
+    pub async fn buy_credits(&self, agent_key: &str, req: &BuyCreditsRequest, paid: Option<(&str, &str)>) -> Result<Purchase> {
+        let mut builder = self.http.post(self.url("/api/v1/agent/credits/buy-with-x402")).header("x-agent-api-key", agent_key).json(req);
+        if let Some((invoice, receipt)) = paid {
+            builder = builder.header("X-Invoice-Id", invoice).header("X-Payment-Receipt", receipt);
+        }
+        let resp = builder
+            .send()
+            .await
+            .map_err(|e| ClientError::Transport(format!("cannot reach the gateway: {}", e.without_url())))?;
+        if resp.status().as_u16() != 402 {
+            let status = resp.status().as_u16();
+            let bytes = resp.bytes().await.map_err(|e| ClientError::Transport(e.without_url().to_string()))?;
+            if status == 200 {
+                return serde_json::from_slice(&bytes)
+                    .map(Purchase::Paid)
+                    .map_err(|e| ClientError::Transport(format!("unexpected answer from the gateway: {e}")));
+            }
+            return match serde_json::from_slice::<ErrorBody>(&bytes) {
+                Ok(body) => Err(ClientError::Refused { status, body }),
+                Err(_) => Err(ClientError::Transport(format!("the gateway answered HTTP {status}"))),
+            };
+        }
+        let retry_after = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+        let challenge = resp.json().await.map_err(|e| ClientError::Transport(format!("unexpected challenge: {}", e.without_url())))?;
+        Ok(Purchase::PaymentRequired { challenge, retry_after })
     }
 
     pub async fn build_tx(&self, req: &BuildTxRequest) -> Result<BuildTxData> {

@@ -52,32 +52,28 @@ pub fn first_line(child: &mut Child) -> String {
 }
 
 pub struct Devnet {
-    _process: Stop,
-    pub dir: tempfile::TempDir,
+    process: actiongate_testkit::devnet::DevnetProcess,
+    pub dir: DevnetDir,
     pub url: String,
     pub spec: Value,
     pub provider: DynProvider,
 }
 
+/// Where the devnet keeps its files (devnet.json, devnet.toml) and the tests theirs.
+pub struct DevnetDir(PathBuf);
+
+impl DevnetDir {
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
 impl Devnet {
     pub fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let port = actiongate_testkit::free_port();
-        let mut child = Command::new(actiongate_testkit::repo_root().join("scripts/devnet"))
-            .args(["--port", &port.to_string(), "--out"])
-            .arg(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start scripts/devnet: {e}"));
-        let line = first_line(&mut child);
-        let process = Stop(child);
-        assert_eq!(line, "devnet ready");
-        let spec: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("devnet.json")).unwrap_or_default())
-            .unwrap_or_else(|e| panic!("devnet.json: {e}"));
-        let url = spec["rpcUrl"].as_str().unwrap_or_default().to_owned();
+        let process = actiongate_testkit::devnet::DevnetProcess::start();
+        let (url, spec, dir) = (process.url.clone(), process.spec.clone(), DevnetDir(process.path().to_owned()));
         let provider = ProviderBuilder::new().connect_http(url.parse().unwrap_or_else(|e| panic!("{e}"))).erased();
-        Self { _process: process, dir, url, spec, provider }
+        Self { process, dir, url, spec, provider }
     }
 
     pub fn address(&self, path: &[&str]) -> Address {
@@ -149,7 +145,7 @@ impl Devnet {
         let text = format!(
             "listen = \"127.0.0.1:0\"\ndata-dir = \"{}\"\ndatabase-url = \"{database_url}\"\n{}\n[intents]\nlease-seconds = 2\ndirect-timeout-seconds = 5\n[evm]\nbump-after-seconds = 2\n",
             data.display(),
-            std::fs::read_to_string(self.dir.path().join("devnet.toml")).unwrap_or_default()
+            self.process.toml()
         );
         let path = self.dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));

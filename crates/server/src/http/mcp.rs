@@ -13,6 +13,8 @@ use std::time::Duration;
 use actiongate_api_types::catalog::ActionList;
 use actiongate_api_types::identity::{EmailCompleteRequest, EmailStartRequest};
 use actiongate_api_types::chain::BuildTxRequest;
+use actiongate_api_types::credits::BuyCreditsRequest;
+use actiongate_core::purchases::{BuyAnswer, PaymentProof};
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
 use actiongate_api_types::{Envelope, ErrorCode};
 use actiongate_core::personhood::{DepositBegin, Personhood, Principal};
@@ -240,6 +242,26 @@ impl GatewayMcp {
                 match parse::<ExecuteIntentRequest>(Value::Object(args)) {
                     Ok(req) => answer(g.execute_direct(&req).await.map(Envelope::new)),
                     Err(e) => answer::<Intent>(Err(e.intent_rejection())),
+                }
+            }
+            "buyCredits" => {
+                let proof = PaymentProof {
+                    receipt: args.remove("paymentReceipt").and_then(|v| v.as_str().map(str::to_owned)),
+                    invoice_id: args.remove("invoiceId").and_then(|v| v.as_str().map(str::to_owned)),
+                };
+                match parse::<BuyCreditsRequest>(Value::Object(args)) {
+                    Ok(req) => match g.buy_credits(&req, &proof, Some(&key)).await {
+                        Ok(BuyAnswer::Paid(done)) => structured(&done),
+                        Ok(BuyAnswer::Challenge { body, retry_after }) => {
+                            let mut v = serde_json::to_value(&body).unwrap_or(Value::Null);
+                            if let Some(s) = retry_after {
+                                v["retryAfter"] = Value::from(s);
+                            }
+                            CallToolResult::structured(v)
+                        }
+                        Err(e) => refusal(&e),
+                    },
+                    Err(e) => refusal(&e),
                 }
             }
             "buildTx" => {

@@ -36,6 +36,8 @@ pub enum Schema {
 pub enum Output {
     Bare(&'static str),
     Envelope(&'static str),
+    /// One of several bare components (a purchase answers either its challenge or its result).
+    Either(&'static str, &'static str),
 }
 
 const REFUSALS: &str = " A refusal is a tool error carrying {success:false, error, code, message}: report the code and \
@@ -128,6 +130,20 @@ pub static TOOLS: &[ToolSpec] = &[
         read_only: true,
         input: Schema::Inline(empty),
         output: Some(Output::Envelope("CreditBalance")),
+        pending: None,
+    },
+    ToolSpec {
+        name: "buyCredits",
+        description: "Buy a credit package for the agent's account with x402 (credits_100 for 2.00, credits_1000 for 18.00, \
+            credits_10000 for 160.00 in USDC). Call it with sku (and userAddress, the paying wallet; the agent's wallet by \
+            default): the answer is {x402Challenge: {invoiceId, amount, recipient, currency, network}}. After the wallet has \
+            transferred amount to recipient, call it again with invoiceId and paymentReceipt (the transfer's hash): the answer \
+            is {success, credits, balance, message}, or the same challenge again while the transfer is not confirmed (wait \
+            retryAfter seconds). Moving money needs the user's approval.",
+        open: false,
+        read_only: false,
+        input: Schema::Inline(buy_credits_input),
+        output: Some(Output::Either("CreditPurchase", "ChallengeBody")),
         pending: None,
     },
     ToolSpec {
@@ -315,6 +331,15 @@ fn proof_input() -> Value {
     }, "required": ["agentKey", "proof"]})
 }
 
+fn buy_credits_input() -> Value {
+    json!({"type": "object", "properties": {
+        "sku": {"type": "string", "enum": ["credits_100", "credits_1000", "credits_10000"]},
+        "userAddress": {"type": "string", "description": "The paying wallet; the agent's wallet when omitted."},
+        "invoiceId": {"type": "string", "description": "From the challenge, once paid."},
+        "paymentReceipt": {"type": "string", "description": "The payment transaction's hash, once paid."}
+    }, "required": ["sku"]})
+}
+
 fn venue_input() -> Value {
     json!({"type": "object", "properties": {"venue": {"type": "string"}}, "required": ["venue"]})
 }
@@ -378,6 +403,7 @@ pub fn tool_list() -> Vec<Tool> {
                 .with_annotations(annotations(spec.read_only, spec.read_only));
             let schema = match &spec.output {
                 Some(Output::Bare(name)) => component(name),
+                Some(Output::Either(a, b)) => json!({"type": "object", "anyOf": [component(a), component(b)]}),
                 Some(Output::Envelope(name)) => json!({
                     "type": "object",
                     "properties": {"success": {"type": "boolean"}, "data": component(name)},

@@ -77,7 +77,7 @@ async fn the_plain_http_mirror_answers_like_mcp() {
     let app = spawn_app(Backend::Sqlite).await;
     let listed = app.get("/mcp/tools").await;
     let tools = listed.assert_ok()["tools"].as_array().cloned().unwrap_or_default();
-    assert_eq!(tools.len(), 23);
+    assert_eq!(tools.len(), 24);
     let open: Vec<&str> = tools.iter().filter(|t| t["requiresAuth"] == json!(false)).filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(open, ["getActionsCatalog", "getProviderActions", "startEmailOnboarding", "completeEmailOnboarding"]);
     assert!(tools.iter().all(|t| t["inputSchema"]["type"] == "object"));
@@ -166,7 +166,7 @@ async fn a_session_moves_between_processes() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(listed.status().as_u16(), 200);
     let body = rpc_body(&listed.text().await.unwrap_or_default());
-    assert_eq!(body["result"]["tools"].as_array().map(Vec::len), Some(23), "{body}");
+    assert_eq!(body["result"]["tools"].as_array().map(Vec::len), Some(24), "{body}");
 }
 
 /// The personhood tools are owner-only (CONTRACT): they take the owner's session as the bearer;
