@@ -41,6 +41,9 @@ pub struct X402Metadata {
     pub confirmations: u64,
     /// How long a challenge's invoice stays open.
     pub invoice_ttl_seconds: u64,
+    /// The wallet that settles standard x402 payments (EIP-3009 authorizations); it pays their gas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settlement_address: Option<String>,
 }
 
 /// Body of `POST /api/v1/credits/buy-with-x402` and `POST /api/v1/agent/credits/buy-with-x402`.

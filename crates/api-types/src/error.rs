@@ -97,6 +97,7 @@ error_codes! {
     PaymentWrongToken = "PAYMENT_WRONG_TOKEN", 422, InvalidRequest, "The payment transaction moves no units of the invoice's stablecoin.";
     PaymentWrongRecipient = "PAYMENT_WRONG_RECIPIENT", 422, InvalidRequest, "The payment transaction pays the stablecoin to someone other than the recipient.";
     PaymentWrongPayer = "PAYMENT_WRONG_PAYER", 422, InvalidRequest, "The payment transaction pays the recipient from another wallet than userAddress.";
+    PaymentAuthorizationInvalid = "PAYMENT_AUTHORIZATION_INVALID", 422, InvalidRequest, "The x402 authorization does not pay this invoice: its signature, recipient, amount, validity window or payer's balance is wrong.";
     PaymentAmountShort = "PAYMENT_AMOUNT_SHORT", 422, InvalidRequest, "The payment transaction pays less than the invoice amount.";
     DelegationCaveatRefused = "DELEGATION_CAVEAT_REFUSED", 422, IntentRejected, "A caveat enforcer of the delegation refused the execution.";
     RateLimited = "RATE_LIMITED", 429, RateLimited, "Too many requests; wait for Retry-After seconds.";

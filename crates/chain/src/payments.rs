@@ -4,16 +4,25 @@
 
 use actiongate_api_types::ErrorCode;
 use actiongate_core::error::{Error, Result};
-use actiongate_core::purchases::{ExpectedTransfer, PaymentVerifier, TransferCheck};
+use std::sync::Arc;
+
+use actiongate_core::clock::Clock;
+use actiongate_core::purchases::{Authorization, AuthorizationSettler, AuthorizationTerms, ExpectedTransfer, PaymentVerifier, TransferCheck};
+use actiongate_core::store::Store;
 use alloy::eips::BlockNumberOrTag;
-use alloy::primitives::{Address, B256, U256};
+use alloy::network::TransactionBuilder;
+use alloy::primitives::{Address, B256, Signature, U256};
 use alloy::providers::Provider;
-use alloy::sol_types::SolEvent;
+use alloy::rpc::types::TransactionRequest;
+use alloy::signers::local::PrivateKeySigner;
+use alloy::sol;
+use alloy::sol_types::{Eip712Domain, SolCall, SolEvent, SolStruct};
 use async_trait::async_trait;
 
 use crate::bindings::IERC20;
 use crate::client::ChainClients;
-use crate::plan::rpc_error;
+use crate::plan::{Call, Plan, rpc_error};
+use crate::sender::WalletSender;
 
 /// The payment checks over the configured chains.
 pub struct ChainPayments {
@@ -77,5 +86,141 @@ impl PaymentVerifier for ChainPayments {
             .map_err(|err| rpc_error(client, err))?
             .ok_or_else(|| Error::new(ErrorCode::NotAvailable, "The payment's block is not available from the node yet."))?;
         Ok(TransferCheck::Paid { block_timestamp: block.header.timestamp })
+    }
+}
+
+sol! {
+    /// EIP-3009 on the stablecoin (Circle's FiatToken v2 and the devnet's USDC).
+    interface IEIP3009 {
+        function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
+        function balanceOf(address owner) external view returns (uint256);
+        function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s) external;
+    }
+
+    /// The EIP-712 struct an EIP-3009 authorization signs.
+    struct TransferWithAuthorization {
+        address from;
+        address to;
+        uint256 value;
+        uint256 validAfter;
+        uint256 validBefore;
+        bytes32 nonce;
+    }
+}
+
+/// Seconds an authorization must stay valid beyond now to be accepted (the reference facilitator's).
+const VALID_BEFORE_MARGIN: u64 = 6;
+
+/// Verifies EIP-3009 authorizations as the x402 reference facilitator does and submits them from the
+/// gateway's settlement wallet, through the nonce-managed sender (so a retry or a crash never submits
+/// one twice).
+pub struct ChainSettler {
+    clients: ChainClients,
+    signer: PrivateKeySigner,
+    sender: WalletSender,
+}
+
+impl ChainSettler {
+    pub fn new(clients: ChainClients, store: Arc<dyn Store>, clock: Arc<dyn Clock>, secret: &[u8; 32]) -> Result<Self> {
+        let signer = PrivateKeySigner::from_bytes(&B256::from(*secret)).map_err(|_| Error::internal("the settlement key is not a secp256k1 key"))?;
+        let sender = WalletSender::new(store, clock, clients.options.clone(), None);
+        Ok(Self { clients, signer, sender })
+    }
+}
+
+fn invalid(message: String) -> Error {
+    Error::new(ErrorCode::PaymentAuthorizationInvalid, message)
+}
+
+fn uint(field: &str, text: &str) -> Result<U256> {
+    U256::from_str_radix(text, 10).map_err(|_| invalid(format!("authorization.{field} {text:?} is not a whole number")))
+}
+
+#[async_trait]
+impl AuthorizationSettler for ChainSettler {
+    fn address(&self) -> String {
+        self.signer.address().to_string()
+    }
+
+    async fn settle(&self, t: &AuthorizationTerms<'_>, a: &Authorization, signature: &str) -> Result<String> {
+        let client = self.clients.get(t.chain_id).ok_or_else(|| Error::new(ErrorCode::NotAvailable, format!("Chain {} has no RPC URL here.", t.chain_id)))?;
+        let token: Address = parse("token", t.token)?;
+        let recipient: Address = parse("recipient", t.recipient)?;
+        let from: Address = a.from.parse().map_err(|_| invalid("authorization.from is not an address".into()))?;
+        let to: Address = a.to.parse().map_err(|_| invalid("authorization.to is not an address".into()))?;
+        let message = TransferWithAuthorization {
+            from,
+            to,
+            value: uint("value", &a.value)?,
+            validAfter: uint("validAfter", &a.valid_after)?,
+            validBefore: uint("validBefore", &a.valid_before)?,
+            nonce: a.nonce.parse().map_err(|_| invalid("authorization.nonce is not 32 bytes".into()))?,
+        };
+        let domain = Eip712Domain::new(
+            Some(t.token_name.to_owned().into()),
+            Some(t.token_version.to_owned().into()),
+            Some(U256::from(t.chain_id)),
+            Some(token),
+            None,
+        );
+        let digest = message.eip712_signing_hash(&domain);
+        let bytes = alloy::primitives::hex::decode(signature).map_err(|_| invalid("the signature is not hex".into()))?;
+        let sig = Signature::try_from(bytes.as_slice()).map_err(|_| invalid("the signature is not 65 bytes".into()))?;
+        if sig.recover_address_from_prehash(&digest).ok() != Some(from) {
+            return Err(invalid(format!("The signature is not {from}'s over this authorization (EIP-712 domain {} {}).", t.token_name, t.token_version)));
+        }
+        if to != recipient {
+            return Err(Error::new(ErrorCode::PaymentWrongRecipient, format!("The authorization pays {to}, not {recipient}.")));
+        }
+        let amount = U256::from(u64::try_from(t.amount_atomic).unwrap_or(u64::MAX));
+        if message.value != amount {
+            return Err(invalid(format!("The authorization is for {} base units; the invoice is exactly {amount}.", message.value)));
+        }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+        if message.validAfter > U256::from(now) || message.validBefore < U256::from(now + VALID_BEFORE_MARGIN) {
+            return Err(invalid(format!("The authorization is valid from {} to {}; now is {now}.", message.validAfter, message.validBefore)));
+        }
+        let state = IEIP3009::authorizationStateCall { authorizer: from, nonce: message.nonce };
+        let used = client
+            .provider
+            .call(TransactionRequest::default().with_to(token).with_input(state.abi_encode()))
+            .await
+            .map_err(|e| rpc_error(client, e))?;
+        if IEIP3009::authorizationStateCall::abi_decode_returns(&used).unwrap_or(true) {
+            return Err(Error::new(ErrorCode::PaymentAlreadyUsed, format!("Authorization {} of {from} was used before.", a.nonce)));
+        }
+        let balance = client
+            .provider
+            .call(TransactionRequest::default().with_to(token).with_input(IEIP3009::balanceOfCall { owner: from }.abi_encode()))
+            .await
+            .map_err(|e| rpc_error(client, e))?;
+        if IEIP3009::balanceOfCall::abi_decode_returns(&balance).unwrap_or_default() < amount {
+            return Err(invalid(format!("{from} holds less than {amount} base units of the stablecoin.")));
+        }
+        let settle = IEIP3009::transferWithAuthorizationCall {
+            from,
+            to,
+            value: message.value,
+            validAfter: message.validAfter,
+            validBefore: message.validBefore,
+            nonce: message.nonce,
+            v: 27 + u8::from(sig.v()),
+            r: sig.r().into(),
+            s: sig.s().into(),
+        };
+        let call = Call { to: token, data: settle.abi_encode().into(), value: U256::ZERO, description: format!("Settle {from}'s x402 authorization of {amount} to {to}") };
+        let outcome = self
+            .sender
+            .execute(client, &self.signer, t.settlement_key, || {
+                let plan = Plan { calls: vec![call.clone()], summary: serde_json::Value::Null };
+                async move { Ok(plan) }
+            })
+            .await;
+        match (outcome.success, outcome.tx_hash, outcome.error) {
+            (true, Some(hash), _) => Ok(hash),
+            (_, _, Some((ErrorCode::ExecutionReverted, message))) => Err(invalid(message)),
+            (_, _, Some((code, message))) => Err(Error::new(code, message)),
+            _ => Err(Error::internal("a settlement ended without a transaction")),
+        }
     }
 }

@@ -74,6 +74,11 @@ impl MasterKey {
         self.derive("personhood-rp-key")
     }
 
+    /// The secp256k1 key of the gateway's x402 settlement wallet (it submits EIP-3009 authorizations).
+    pub fn settlement_wallet_secret(&self) -> Zeroizing<[u8; 32]> {
+        self.derive("x402-settlement-wallet")
+    }
+
     /// The keys the gateway works with, derived once at start.
     pub fn keyring(&self) -> Keyring {
         Keyring { pepper: self.derive("secret-hash-pepper"), wallet: self.derive("wallet-seal") }

@@ -16,7 +16,7 @@ use crate::catalog::Catalog;
 use crate::chains::Chains;
 use crate::execution::Registry;
 use crate::pricing::{CreditSettings, PriceBook};
-use crate::purchases::{PaymentVerifier, PurchaseSettings};
+use crate::purchases::{AuthorizationSettler, PaymentVerifier, PurchaseSettings};
 use crate::runner::IntentRunner;
 use crate::clock::{Clock, rfc3339, to_millis, from_millis};
 use crate::crypto::{self, AGENT_KEY_PREFIX, Keyring, OWNER_SESSION_PREFIX, SecretHash};
@@ -93,6 +93,8 @@ pub struct Ports {
     pub clock: Arc<dyn Clock>,
     /// Checks credit payments onchain; credit purchases are off without it.
     pub payments: Option<Arc<dyn PaymentVerifier>>,
+    /// Settles x402 EIP-3009 authorizations; the standard x402 scheme is off without it.
+    pub settler: Option<Arc<dyn AuthorizationSettler>>,
 }
 
 /// An authenticated agent.
@@ -118,6 +120,7 @@ pub struct Gateway {
     runner: Arc<IntentRunner>,
     registry: Arc<Registry>,
     payments: Option<Arc<dyn PaymentVerifier>>,
+    settler: Option<Arc<dyn AuthorizationSettler>>,
     /// The default policy resolved against the catalog once.
     default_allowed: Vec<String>,
     default_daily_micros: i64,
@@ -133,7 +136,7 @@ impl Gateway {
         keys: Keyring,
         settings: Settings,
     ) -> Result<Self> {
-        let Ports { store, mailer, clock, payments } = ports;
+        let Ports { store, mailer, clock, payments, settler } = ports;
         let runner = Arc::new(IntentRunner::new(
             store.clone(),
             registry.clone(),
@@ -165,6 +168,7 @@ impl Gateway {
             runner,
             registry,
             payments,
+            settler,
             default_allowed,
             default_daily_micros,
             default_per_action_micros,
@@ -186,6 +190,11 @@ impl Gateway {
     /// The onchain payment checks, when the payment chain has an RPC URL.
     pub fn payments(&self) -> Option<&Arc<dyn PaymentVerifier>> {
         self.payments.as_ref()
+    }
+
+    /// The x402 settlement of EIP-3009 authorizations, when configured.
+    pub fn settler(&self) -> Option<&Arc<dyn AuthorizationSettler>> {
+        self.settler.as_ref()
     }
 
     /// The providers of this build, by action and lane.

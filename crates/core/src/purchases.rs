@@ -44,6 +44,11 @@ pub struct PurchaseSettings {
     pub confirmations: u64,
     pub invoice_ttl: Duration,
     pub packages: Vec<Package>,
+    /// The stablecoin's EIP-712 domain name and version (EIP-3009 authorizations are signed over it).
+    pub token_name: String,
+    pub token_version: String,
+    /// How long an EIP-3009 authorization may stay valid (`maxTimeoutSeconds`).
+    pub max_timeout_seconds: u64,
 }
 
 impl Default for PurchaseSettings {
@@ -60,6 +65,9 @@ impl Default for PurchaseSettings {
                 package("credits_1000", 1_000, 18_000_000),
                 package("credits_10000", 10_000, 160_000_000),
             ],
+            token_name: "USD Coin".into(),
+            token_version: "2".into(),
+            max_timeout_seconds: 300,
         }
     }
 }
@@ -98,15 +106,55 @@ pub trait PaymentVerifier: Send + Sync + 'static {
 pub struct PaymentProof {
     pub receipt: Option<String>,
     pub invoice_id: Option<String>,
+    /// The x402 v2 `PAYMENT-SIGNATURE` header (base64 JSON of a payment payload).
+    pub payment_signature: Option<String>,
+}
+
+/// An EIP-3009 `transferWithAuthorization` authorization (x402 "exact" on EVM), as signed.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Authorization {
+    pub from: String,
+    pub to: String,
+    pub value: String,
+    pub valid_after: String,
+    pub valid_before: String,
+    /// 32 bytes, hex.
+    pub nonce: String,
+}
+
+/// What a settlement needs to know of the token and the invoice.
+#[derive(Debug, Clone)]
+pub struct AuthorizationTerms<'a> {
+    pub chain_id: u64,
+    pub token: &'a str,
+    pub token_name: &'a str,
+    pub token_version: &'a str,
+    pub recipient: &'a str,
+    pub amount_atomic: i64,
+    /// Idempotency of the settlement transaction.
+    pub settlement_key: &'a str,
+}
+
+/// Verifies EIP-3009 authorizations the way the x402 reference facilitator does and submits them
+/// from the gateway's settlement wallet.
+#[async_trait]
+pub trait AuthorizationSettler: Send + Sync + 'static {
+    /// The wallet that submits authorizations (it pays the gas).
+    fn address(&self) -> String;
+    /// Verifies and settles; answers the mined settlement transaction's hash.
+    async fn settle(&self, terms: &AuthorizationTerms<'_>, authorization: &Authorization, signature: &str) -> Result<String>;
 }
 
 /// The answer of a purchase request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BuyAnswer {
     /// HTTP 402: pay this (again, with a Retry-After when a payment was seen but is not confirmed).
-    Challenge { body: ChallengeBody, retry_after: Option<u64> },
-    /// HTTP 200.
-    Paid(CreditPurchase),
+    /// `accepts` are the x402 v2 payment requirements of the same invoice (the `PAYMENT-REQUIRED`
+    /// header carries them, with the resource, for standard x402 clients).
+    Challenge { body: ChallengeBody, retry_after: Option<u64>, accepts: serde_json::Value },
+    /// HTTP 200; `settlement` is the x402 v2 `PAYMENT-RESPONSE` of a standard payment.
+    Paid { purchase: CreditPurchase, settlement: Option<serde_json::Value> },
 }
 
 /// A decimal string of a base-unit amount with 2 decimals at least ("18.00", "0.015").
@@ -133,6 +181,75 @@ fn network_name(g: &Gateway, chain_id: u64) -> String {
 }
 
 impl Gateway {
+    /// The x402 v2 payment requirements of an invoice ("exact" on EVM with EIP-3009).
+    fn requirements(&self, invoice: &InvoiceRecord) -> serde_json::Value {
+        let p = &self.settings().purchase;
+        serde_json::json!([{
+            "scheme": "exact",
+            "network": format!("eip155:{}", invoice.chain_id),
+            "amount": invoice.amount_atomic.to_string(),
+            "asset": invoice.token,
+            "payTo": invoice.recipient,
+            "maxTimeoutSeconds": p.max_timeout_seconds,
+            "extra": {"name": p.token_name, "version": p.token_version, "invoiceId": invoice.id},
+        }])
+    }
+
+    /// Pays an invoice with an x402 v2 `PAYMENT-SIGNATURE` (an EIP-3009 authorization), settled from
+    /// the gateway's settlement wallet.
+    async fn pay_with_authorization(&self, header: &str, sku: &str, payer: &str, owner: Option<&str>) -> Result<(InvoiceRecord, String)> {
+        use base64::Engine as _;
+        let bad = |why: &str| Error::invalid(format!("PAYMENT-SIGNATURE {why}"));
+        let bytes = base64::engine::general_purpose::STANDARD.decode(header.trim()).map_err(|_| bad("is not base64"))?;
+        let payload: serde_json::Value = serde_json::from_slice(&bytes).map_err(|_| bad("is not JSON"))?;
+        if payload["x402Version"] != serde_json::json!(2) {
+            return Err(bad("must be x402 version 2"));
+        }
+        let invoice_id = payload["accepted"]["extra"]["invoiceId"].as_str().ok_or_else(|| bad("does not name the invoice (accepted.extra.invoiceId)"))?;
+        let not_found = || Error::new(ErrorCode::InvoiceNotFound, format!("No invoice {invoice_id} for this buyer; ask for a new challenge."));
+        let invoice = self.store().get_invoice(invoice_id).await?.ok_or_else(not_found)?;
+        if owner.is_some() && invoice.account_id.as_deref() != owner {
+            return Err(not_found());
+        }
+        if invoice.sku != sku {
+            return Err(Error::new(ErrorCode::InvoiceMismatch, format!("Invoice {invoice_id} is for {}, not {sku}.", invoice.sku)));
+        }
+        if invoice.paid_at.is_some() {
+            return Err(Error::new(ErrorCode::PaymentAlreadyUsed, format!("Invoice {invoice_id} is paid; an authorization pays once.")));
+        }
+        if to_millis(self.now()) > invoice.expires_at {
+            return Err(Error::new(ErrorCode::InvoiceExpired, format!("Invoice {invoice_id} expired; ask for a new challenge.")));
+        }
+        let ours = self.requirements(&invoice);
+        let accepted = &payload["accepted"];
+        for field in ["scheme", "network", "amount", "asset", "payTo"] {
+            let (a, b) = (accepted[field].as_str().map(str::to_ascii_lowercase), ours[0][field].as_str().map(str::to_ascii_lowercase));
+            if a != b {
+                return Err(Error::new(ErrorCode::PaymentAuthorizationInvalid, format!("The payment accepts {field} {:?}; the invoice requires {:?}.", accepted[field], ours[0][field])));
+            }
+        }
+        let authorization: Authorization = serde_json::from_value(payload["payload"]["authorization"].clone()).map_err(|_| bad("carries no EIP-3009 authorization"))?;
+        let signature = payload["payload"]["signature"].as_str().ok_or_else(|| bad("carries no signature"))?;
+        let from = checksum_address("authorization.from", &authorization.from)?;
+        if from != payer || from != invoice.payer {
+            return Err(Error::new(ErrorCode::PaymentWrongPayer, format!("The authorization is from {from}; the invoice is for {}.", invoice.payer)));
+        }
+        let settler = self.settler().ok_or_else(|| Error::new(ErrorCode::NotAvailable, "x402 settlement is not configured here."))?;
+        let p = &self.settings().purchase;
+        let settlement_key = format!("x402:{}", invoice.id);
+        let terms = AuthorizationTerms {
+            chain_id: invoice.chain_id,
+            token: &invoice.token,
+            token_name: &p.token_name,
+            token_version: &p.token_version,
+            recipient: &invoice.recipient,
+            amount_atomic: invoice.amount_atomic,
+            settlement_key: &settlement_key,
+        };
+        let tx_hash = settler.settle(&terms, &authorization, signature).await?;
+        Ok((invoice, tx_hash))
+    }
+
     fn purchase_terms(&self) -> Result<(&PurchaseSettings, String, String, &Arc<dyn PaymentVerifier>)> {
         let p = &self.settings().purchase;
         let off = |why: &str| Error::new(ErrorCode::NotAvailable, format!("Buying credits is not configured on this gateway: {why}."));
@@ -163,6 +280,7 @@ impl Gateway {
             chain_id: p.chain_id,
             confirmations: p.confirmations,
             invoice_ttl_seconds: p.invoice_ttl.whole_seconds().unsigned_abs(),
+            settlement_address: self.settler().map(|s| s.address()),
         })
     }
 
@@ -193,6 +311,17 @@ impl Gateway {
                 network: network_name(self, invoice.chain_id),
             },
         };
+        if let Some(header) = &proof.payment_signature {
+            let (invoice, tx_hash) = self.pay_with_authorization(header, &package.sku, &payer, agent.as_ref().map(|a| a.agent.account_id.as_str())).await?;
+            let settlement = serde_json::json!({
+                "success": true,
+                "transaction": tx_hash,
+                "network": format!("eip155:{}", invoice.chain_id),
+                "payer": invoice.payer,
+            });
+            let purchase = self.credit_invoice(&invoice, &tx_hash).await?;
+            return Ok(BuyAnswer::Paid { purchase, settlement: Some(settlement) });
+        }
         let (receipt, invoice_id) = match (&proof.receipt, &proof.invoice_id) {
             (None, None) => {
                 let invoice = InvoiceRecord {
@@ -213,7 +342,7 @@ impl Gateway {
                 };
                 self.store().create_invoice(&invoice).await?;
                 tracing::info!(invoice_id = invoice.id, sku = invoice.sku, "x402 challenge issued");
-                return Ok(BuyAnswer::Challenge { body: challenge(&invoice), retry_after: None });
+                return Ok(BuyAnswer::Challenge { body: challenge(&invoice), retry_after: None, accepts: self.requirements(&invoice) });
             }
             (Some(r), Some(i)) => (r.trim().to_ascii_lowercase(), i.trim().to_owned()),
             _ => return Err(Error::invalid("A paid retry carries both X-Payment-Receipt (the transaction hash) and X-Invoice-Id.")),
@@ -251,7 +380,7 @@ impl Gateway {
                 if invoice.paid_at.is_none() && expired(to_millis(now)) {
                     return Err(Error::new(ErrorCode::InvoiceExpired, format!("Invoice {invoice_id} expired and its payment is not confirmed: {why}.")));
                 }
-                return Ok(BuyAnswer::Challenge { body: challenge(&invoice), retry_after: Some(PENDING_RETRY_AFTER) });
+                return Ok(BuyAnswer::Challenge { body: challenge(&invoice), retry_after: Some(PENDING_RETRY_AFTER), accepts: self.requirements(&invoice) });
             }
             TransferCheck::Refused(code, message) => return Err(Error::new(code, message)),
             TransferCheck::Paid { block_timestamp } => {
@@ -261,18 +390,25 @@ impl Gateway {
                 }
             }
         }
-        let (account, balance, new) = match self.store().settle_invoice(&invoice.id, &receipt, to_millis(self.now())).await? {
+        let purchase = self.credit_invoice(&invoice, &receipt).await?;
+        Ok(BuyAnswer::Paid { purchase, settlement: None })
+    }
+
+    /// Marks the invoice paid by `tx_hash` and adds its credits (once); the purchase answer.
+    async fn credit_invoice(&self, invoice: &InvoiceRecord, tx_hash: &str) -> Result<CreditPurchase> {
+        let invoice_id = &invoice.id;
+        let (account, balance, new) = match self.store().settle_invoice(invoice_id, tx_hash, to_millis(self.now())).await? {
             SettleOutcome::Credited { account, balance } => (account, balance, true),
             SettleOutcome::AlreadyPaid { account, balance } => (account, balance, false),
             SettleOutcome::PaymentUsed => {
-                return Err(Error::new(ErrorCode::PaymentAlreadyUsed, format!("Transaction {receipt} already paid another invoice.")));
+                return Err(Error::new(ErrorCode::PaymentAlreadyUsed, format!("Transaction {tx_hash} already paid another invoice.")));
             }
             SettleOutcome::InvoicePaid => {
                 return Err(Error::new(ErrorCode::InvoiceAlreadyPaid, format!("Invoice {invoice_id} was paid by another transaction.")));
             }
         };
         if new {
-            tracing::info!(invoice_id = invoice.id, credits = invoice.credits, "credits bought with x402");
+            tracing::info!(invoice_id, credits = invoice.credits, "credits bought with x402");
         }
         let message = match &account {
             Some(_) => format!("{} credits added; the balance is {balance}.", invoice.credits),
@@ -281,7 +417,7 @@ impl Gateway {
                 invoice.credits, invoice.payer
             ),
         };
-        Ok(BuyAnswer::Paid(CreditPurchase { success: true, credits: invoice.credits, balance, message }))
+        Ok(CreditPurchase { success: true, credits: invoice.credits, balance, message })
     }
 }
 

@@ -204,3 +204,39 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
     assert_eq!((status, body["balance"].clone()), (200, json!(balance + 100)), "{body}");
 }
 
+
+/// The official x402 v2 client (`@x402/fetch` with `@x402/evm`'s exact EVM scheme) pays the gateway
+/// with no custom code: an EIP-3009 authorization verified and settled by the gateway's settlement
+/// wallet; a replayed authorization and one for another amount are refused.
+#[tokio::test]
+async fn the_official_x402_client_pays() {
+    let devnet = Devnet::start();
+    let database_url = format!("sqlite://{}", devnet.dir.path().join("std.db").display());
+    let gw = start_gateway(&devnet.gateway_config("x402-std", &database_url), false);
+    let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", gw.url)).await.unwrap_or_else(|e| panic!("{e}")).json().await.unwrap_or(Value::Null);
+    let settlement: Address = meta["data"]["settlementAddress"].as_str().and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("{meta}"));
+    devnet.fund(settlement, U256::from(10u64).pow(U256::from(18u64)), U256::from(1u64)).await;
+    let recipient = devnet.address(&["x402", "recipient"]);
+    let usdc_addr = devnet.usdc();
+    let before = devnet.balance(usdc_addr, recipient).await;
+    let (payer, key) = devnet.account(5);
+
+    let out = std::process::Command::new("node")
+        .arg(actiongate_testkit::repo_root().join("tests/e2e/x402_client.mjs"))
+        .args([gw.url.as_str(), devnet.url.as_str(), "84532", key.as_str(), usdc_addr.to_string().as_str()])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout} / {}", String::from_utf8_lossy(&out.stderr)));
+
+    let paid = &result["paid"];
+    assert_eq!((paid["status"].clone(), paid["body"]["credits"].clone(), paid["body"]["balance"].clone()), (json!(200), json!(100), json!(100)), "{result}");
+    let response = &paid["response"];
+    assert_eq!((response["success"].clone(), response["network"].clone(), response["payer"].clone()), (json!(true), json!("eip155:84532"), json!(payer.to_string())), "{result}");
+    let tx: B256 = response["transaction"].as_str().and_then(|h| h.parse().ok()).unwrap_or_else(|| panic!("{result}"));
+    let receipt = alloy::providers::Provider::get_transaction_receipt(&devnet.provider, tx).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(receipt.is_some_and(|r| r.status()), "the settlement is mined");
+    assert_eq!(devnet.balance(usdc_addr, recipient).await - before, U256::from(2_000_000u64), "paid exactly once");
+    assert_eq!((result["replay"]["status"].clone(), result["replay"]["body"]["code"].clone()), (json!(409), json!("PAYMENT_ALREADY_USED")), "{result}");
+    assert_eq!((result["otherAmount"]["status"].clone(), result["otherAmount"]["body"]["code"].clone()), (json!(422), json!("PAYMENT_AUTHORIZATION_INVALID")), "{result}");
+}

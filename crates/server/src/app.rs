@@ -8,9 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use actiongate_chain::sender::AfterSend;
-use actiongate_chain::payments::ChainPayments;
+use actiongate_chain::payments::{ChainPayments, ChainSettler};
 use actiongate_chain::{ChainClients, EvmProvider};
-use actiongate_core::purchases::PaymentVerifier;
+use actiongate_core::purchases::{AuthorizationSettler, PaymentVerifier};
 use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog};
 use actiongate_core::execution::{Provider, Registry};
 use actiongate_core::providers::internal::{BUILTIN_DATA, InternalData, InternalReads};
@@ -89,6 +89,11 @@ impl Application {
         let chain_clients = ChainClients::connect(&config.settings.chains, config.evm.clone())?;
         let payments = ChainPayments::for_chain(chain_clients.clone(), config.settings.purchase.chain_id)
             .map(|p| Arc::new(p) as Arc<dyn PaymentVerifier>);
+        let settler = match chain_clients.get(config.settings.purchase.chain_id) {
+            Some(_) => Some(Arc::new(ChainSettler::new(chain_clients.clone(), store.clone(), clock.clone(), &master.settlement_wallet_secret())?)
+                as Arc<dyn AuthorizationSettler>),
+            None => None,
+        };
         let evm = EvmProvider::new(chain_clients, store.clone(), clock.clone(), master.keyring(), deps.after_send);
         let mut providers: Vec<Arc<dyn Provider>> = vec![Arc::new(InternalReads::new(internal)), Arc::new(evm)];
         providers.extend(deps.providers);
@@ -97,7 +102,7 @@ impl Application {
         let catalog_bytes = Arc::new(CatalogBytes::new(catalog.document())?);
         let deps_clock = clock.clone();
         let gateway = Arc::new(Gateway::new(
-            Ports { store: store.clone(), mailer, clock, payments },
+            Ports { store: store.clone(), mailer, clock, payments, settler },
             catalog,
             registry,
             master.keyring(),

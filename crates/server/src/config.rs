@@ -76,6 +76,12 @@ pub struct X402Section {
     pub invoice_ttl_seconds: Option<u64>,
     /// Packages by sku: `credits_100 = { credits = 100, price = "2.00" }` (defaults: SPEC's three).
     pub packages: Option<BTreeMap<String, PackageConfig>>,
+    /// The stablecoin's EIP-712 domain name and version (default "USD Coin" / "2"; Base Sepolia's
+    /// USDC is "USDC" / "2").
+    pub token_name: Option<String>,
+    pub token_version: Option<String>,
+    /// How long a standard x402 authorization may stay valid (default 300).
+    pub max_timeout_seconds: Option<u64>,
 }
 
 /// One credit package.
@@ -331,6 +337,17 @@ impl Config {
             }
             if let Some(c) = x.confirmations {
                 p.confirmations = c.max(1);
+            }
+            match (&x.token_name, x.chain_id) {
+                (Some(n), _) => p.token_name = n.clone(),
+                (None, Some(84532)) => p.token_name = "USDC".into(),
+                _ => {}
+            }
+            if let Some(v) = &x.token_version {
+                p.token_version = v.clone();
+            }
+            if let Some(t) = x.max_timeout_seconds {
+                p.max_timeout_seconds = t.max(30);
             }
             if let Some(s) = x.invoice_ttl_seconds {
                 p.invoice_ttl = seconds(s)?;

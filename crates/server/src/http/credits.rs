@@ -23,20 +23,53 @@ fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 fn proof(headers: &HeaderMap) -> PaymentProof {
-    PaymentProof { receipt: header_text(headers, "x-payment-receipt"), invoice_id: header_text(headers, "x-invoice-id") }
+    PaymentProof {
+        receipt: header_text(headers, "x-payment-receipt"),
+        invoice_id: header_text(headers, "x-invoice-id"),
+        payment_signature: header_text(headers, "payment-signature"),
+    }
 }
 
-fn render(answer: BuyAnswer) -> Response {
+/// A JSON value as an x402 header: base64 of its JSON text.
+fn x402_header(value: &serde_json::Value) -> Option<HeaderValue> {
+    use base64::Engine as _;
+    HeaderValue::from_str(&base64::engine::general_purpose::STANDARD.encode(value.to_string())).ok()
+}
+
+/// The answer, with the standard x402 v2 headers beside SPEC's body: `PAYMENT-REQUIRED` on a 402
+/// (the same invoice's requirements, for this resource), `PAYMENT-RESPONSE` on a standard payment.
+fn render(answer: BuyAnswer, resource: &str) -> Response {
     match answer {
-        BuyAnswer::Paid(done) => Json(done).into_response(),
-        BuyAnswer::Challenge { body, retry_after } => {
+        BuyAnswer::Paid { purchase, settlement } => {
+            let mut response = Json(purchase).into_response();
+            if let Some(v) = settlement.as_ref().and_then(x402_header) {
+                response.headers_mut().insert("PAYMENT-RESPONSE", v);
+            }
+            response
+        }
+        BuyAnswer::Challenge { body, retry_after, accepts } => {
+            let required = serde_json::json!({
+                "x402Version": 2,
+                "error": "Payment required",
+                "resource": {"url": resource, "description": "actiongate credits", "mimeType": "application/json"},
+                "accepts": accepts,
+            });
             let mut response = (StatusCode::PAYMENT_REQUIRED, Json(body)).into_response();
+            if let Some(v) = x402_header(&required) {
+                response.headers_mut().insert("PAYMENT-REQUIRED", v);
+            }
             if let Some(seconds) = retry_after {
                 response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
             }
             response
         }
     }
+}
+
+/// The resource URL a standard x402 client pays for.
+fn resource_of(headers: &HeaderMap, path: &str) -> String {
+    let host = header_text(headers, "host").unwrap_or_else(|| "localhost".into());
+    format!("http://{host}{path}")
 }
 
 /// The credit packages and how to pay for them.
@@ -50,9 +83,12 @@ pub async fn metadata(State(state): State<AppState>) -> Result<Json<Envelope<X40
     Ok(Json(Envelope::new(state.gateway.x402_metadata()?)))
 }
 
-/// Buys a credit package (SPEC's four steps). Without payment headers: 402 with the challenge. The
-/// retry with `X-Payment-Receipt` (the transfer's hash) and `X-Invoice-Id`: 200 once the transfer is
-/// verified onchain, or 402 again with `Retry-After` while it is not mined or confirmed.
+/// Buys a credit package (SPEC's four steps). Without payment headers: 402 with the challenge (and the
+/// standard x402 v2 `PAYMENT-REQUIRED` header). The retry with `X-Payment-Receipt` (the transfer's
+/// hash) and `X-Invoice-Id`: 200 once the transfer is verified onchain, or 402 again with
+/// `Retry-After` while it is not mined or confirmed. Or, as any x402 v2 client does, the retry with
+/// `PAYMENT-SIGNATURE` (an EIP-3009 authorization): verified, settled by the gateway, 200 with
+/// `PAYMENT-RESPONSE`.
 #[utoipa::path(
     post,
     path = "/api/v1/credits/buy-with-x402",
@@ -61,6 +97,7 @@ pub async fn metadata(State(state): State<AppState>) -> Result<Json<Envelope<X40
     params(
         ("X-Payment-Receipt" = Option<String>, Header, description = "The payment transaction's hash"),
         ("X-Invoice-Id" = Option<String>, Header, description = "The invoiceId of the challenge"),
+        ("PAYMENT-SIGNATURE" = Option<String>, Header, description = "x402 v2: base64 JSON payment payload with an EIP-3009 authorization"),
     ),
     responses(
         (status = 200, body = CreditPurchase),
@@ -73,7 +110,8 @@ pub async fn metadata(State(state): State<AppState>) -> Result<Json<Envelope<X40
     )
 )]
 pub async fn buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<BuyCreditsRequest>) -> Result<Response, ApiError> {
-    Ok(render(state.gateway.buy_credits(&req, &proof(&headers), None).await?))
+    let answer = state.gateway.buy_credits(&req, &proof(&headers), None).await?;
+    Ok(render(answer, &resource_of(&headers, "/api/v1/credits/buy-with-x402")))
 }
 
 /// The same purchase for the agent's account (header `x-agent-api-key`); `userAddress` defaults to the
@@ -99,7 +137,8 @@ pub async fn buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req)
 )]
 pub async fn agent_buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<BuyCreditsRequest>) -> Result<Response, ApiError> {
     let key = header_text(&headers, "x-agent-api-key").unwrap_or_default();
-    Ok(render(state.gateway.buy_credits(&req, &proof(&headers), Some(&key)).await?))
+    let answer = state.gateway.buy_credits(&req, &proof(&headers), Some(&key)).await?;
+    Ok(render(answer, &resource_of(&headers, "/api/v1/agent/credits/buy-with-x402")))
 }
 
 /// Issues the EIP-4361 message that links a wallet to the owner's account once the wallet signs it.

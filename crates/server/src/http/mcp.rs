@@ -248,11 +248,12 @@ impl GatewayMcp {
                 let proof = PaymentProof {
                     receipt: args.remove("paymentReceipt").and_then(|v| v.as_str().map(str::to_owned)),
                     invoice_id: args.remove("invoiceId").and_then(|v| v.as_str().map(str::to_owned)),
+                    payment_signature: None,
                 };
                 match parse::<BuyCreditsRequest>(Value::Object(args)) {
                     Ok(req) => match g.buy_credits(&req, &proof, Some(&key)).await {
-                        Ok(BuyAnswer::Paid(done)) => structured(&done),
-                        Ok(BuyAnswer::Challenge { body, retry_after }) => {
+                        Ok(BuyAnswer::Paid { purchase, .. }) => structured(&purchase),
+                        Ok(BuyAnswer::Challenge { body, retry_after, .. }) => {
                             let mut v = serde_json::to_value(&body).unwrap_or(Value::Null);
                             if let Some(s) = retry_after {
                                 v["retryAfter"] = Value::from(s);
