@@ -107,8 +107,11 @@ async function deploy(art, args = []) {
   if (receipt.status !== "success" || !receipt.contractAddress) fail("a deployment reverted");
   return getAddress(receipt.contractAddress);
 }
+// A fixed gas limit, not an estimate: an estimate made in one second and mined in the next misses the
+// gas a Uniswap V2 pair spends on its price accumulators when time has passed, and the call reverts.
+const SEND_GAS = 6_000_000n;
 async function send(client, contract, fn, args, value) {
-  const hash = await client.writeContract({ address: contract.address, abi: contract.abi, functionName: fn, args, value });
+  const hash = await client.writeContract({ address: contract.address, abi: contract.abi, functionName: fn, args, value, gas: SEND_GAS });
   const receipt = await pub.waitForTransactionReceipt({ hash });
   if (receipt.status !== "success") fail(`${fn} reverted`);
 }
