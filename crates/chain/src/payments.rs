@@ -144,6 +144,15 @@ impl AuthorizationSettler for ChainSettler {
 
     async fn settle(&self, t: &AuthorizationTerms<'_>, a: &Authorization, signature: &str) -> Result<String> {
         let client = self.clients.get(t.chain_id).ok_or_else(|| Error::new(ErrorCode::NotAvailable, format!("Chain {} has no RPC URL here.", t.chain_id)))?;
+        // A settlement of this invoice sent before (the process died before crediting, or the client
+        // retried): its transaction is found by its reserved nonce and awaited, never sent again.
+        if let Some(earlier) = self.sender.reconcile(client, &self.signer, t.settlement_key).await? {
+            return match (earlier.success, earlier.tx_hash, earlier.error) {
+                (true, Some(hash), _) => Ok(hash),
+                (_, _, Some((code, message))) => Err(Error::new(code, message)),
+                _ => Err(Error::internal("an earlier settlement ended without a transaction")),
+            };
+        }
         let token: Address = parse("token", t.token)?;
         let recipient: Address = parse("recipient", t.recipient)?;
         let from: Address = a.from.parse().map_err(|_| invalid("authorization.from is not an address".into()))?;

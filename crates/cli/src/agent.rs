@@ -214,7 +214,8 @@ pub enum CreditsCommand {
     Balance,
     /// Buy a credit package (credits_100, credits_1000, credits_10000) with x402. A write. Without a
     /// payment, prints the challenge; with --pay-key-file and --rpc-url, pays it from that local key
-    /// (a stablecoin transfer) and retries with the receipt; with --invoice-id and --receipt, retries a
+    /// (a stablecoin transfer) and retries with the receipt; with --pay-key-file and --x402, signs an
+    /// EIP-3009 authorization that the gateway settles; with --invoice-id and --receipt, retries a
     /// payment made elsewhere.
     ///
     /// Example: `actiongate credits buy credits_100 --pay-key-file ~/.payer.key --rpc-url https://… --confirm-writes`
@@ -224,11 +225,15 @@ pub enum CreditsCommand {
         #[arg(long)]
         user_address: Option<String>,
         /// A file holding the paying wallet's private key (hex); it is read, never printed.
-        #[arg(long, requires = "rpc_url")]
+        #[arg(long)]
         pay_key_file: Option<std::path::PathBuf>,
         /// The payment chain's RPC URL, to send the transfer.
         #[arg(long)]
         rpc_url: Option<String>,
+        /// Pay the standard x402 v2 way instead: sign an EIP-3009 authorization with --pay-key-file
+        /// (no transaction from the key; the gateway settles it).
+        #[arg(long, requires = "pay_key_file")]
+        x402: bool,
         /// The challenge's invoice, for a payment made elsewhere.
         #[arg(long, requires = "receipt")]
         invoice_id: Option<String>,
@@ -614,7 +619,7 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             );
             Outcome::ok(to_value(&b), text)
         }
-        AgentCommand::Credits { command: CreditsCommand::Buy { sku, user_address, pay_key_file, rpc_url, invoice_id, receipt } } => {
+        AgentCommand::Credits { command: CreditsCommand::Buy { sku, user_address, pay_key_file, rpc_url, x402, invoice_id, receipt } } => {
             let key = need_key()?;
             if !["credits_100", "credits_1000", "credits_10000"].contains(&sku.as_str()) {
                 return Err(Outcome::failed("INVALID_REQUEST", "sku must be credits_100, credits_1000 or credits_10000"));
@@ -628,6 +633,21 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             };
             let user_address = user_address.or_else(|| payer.as_ref().map(|p| p.address()));
             let req = BuyCreditsRequest { sku: sku.clone(), user_address };
+            if x402 {
+                let payer = payer.as_ref().ok_or_else(|| Outcome::failed("INVALID_REQUEST", "--x402 needs --pay-key-file"))?;
+                let required = match client.buy_credits(&key, &req, None).await.map_err(Outcome::from_error)? {
+                    Purchase::PaymentRequired { requirements: Some(r), .. } => r,
+                    Purchase::PaymentRequired { requirements: None, .. } => {
+                        return Err(Outcome::failed("NOT_AVAILABLE", "the gateway's 402 carries no x402 v2 requirements"));
+                    }
+                    Purchase::Paid(done) => return Ok(purchase_outcome(done)),
+                };
+                let header = payer.x402_payment(&required).map_err(|e| Outcome::failed("PAYMENT_FAILED", e))?;
+                return match client.buy_credits_x402(&key, &req, &header).await.map_err(Outcome::from_error)? {
+                    Purchase::Paid(done) => Ok(purchase_outcome(done)),
+                    Purchase::PaymentRequired { .. } => Err(Outcome::failed("PAYMENT_FAILED", "the gateway asked for payment again")),
+                };
+            }
             let paid = match (invoice_id, receipt) {
                 (Some(i), Some(r)) => (i, r),
                 _ => {

@@ -14,6 +14,16 @@ sol! {
     interface IERC20 {
         function transfer(address to, uint256 amount) external returns (bool);
     }
+
+    /// What an EIP-3009 authorization signs (x402 v2 "exact" on EVM).
+    struct TransferWithAuthorization {
+        address from;
+        address to;
+        uint256 value;
+        uint256 validAfter;
+        uint256 validBefore;
+        bytes32 nonce;
+    }
 }
 
 /// A local paying wallet.
@@ -44,6 +54,51 @@ impl Payer {
             return Err(format!("the transfer {} reverted", receipt.transaction_hash));
         }
         Ok(receipt.transaction_hash.to_string())
+    }
+}
+
+impl Payer {
+    /// The x402 v2 payment payload for the first of `required`'s accepted requirements: an EIP-3009
+    /// authorization signed here over the token's EIP-712 domain, base64 for `PAYMENT-SIGNATURE`.
+    pub fn x402_payment(&self, required: &serde_json::Value) -> Result<String, String> {
+        use alloy::signers::SignerSync;
+        use alloy::sol_types::{Eip712Domain, SolStruct};
+        use base64::Engine as _;
+        let accepted = required["accepts"].get(0).ok_or("the 402 carries no x402 requirements")?;
+        let text = |k: &str| accepted[k].as_str().map(str::to_owned).ok_or(format!("the requirements have no {k}"));
+        let chain_id: u64 = text("network")?.strip_prefix("eip155:").and_then(|c| c.parse().ok()).ok_or("not an EVM network")?;
+        let asset: Address = text("asset")?.parse().map_err(|_| "bad asset")?;
+        let to: Address = text("payTo")?.parse().map_err(|_| "bad payTo")?;
+        let value = U256::from_str_radix(&text("amount")?, 10).map_err(|_| "bad amount".to_owned())?;
+        let timeout = accepted["maxTimeoutSeconds"].as_u64().unwrap_or(300);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+        let mut nonce = [0u8; 32];
+        getrandom::fill(&mut nonce).map_err(|e| format!("no randomness: {e}"))?;
+        let message = TransferWithAuthorization {
+            from: self.signer.address(),
+            to,
+            value,
+            validAfter: U256::ZERO,
+            validBefore: U256::from(now + timeout),
+            nonce: nonce.into(),
+        };
+        let name = accepted["extra"]["name"].as_str().ok_or("the requirements have no token name")?.to_owned();
+        let version = accepted["extra"]["version"].as_str().ok_or("the requirements have no token version")?.to_owned();
+        let domain = Eip712Domain::new(Some(name.into()), Some(version.into()), Some(U256::from(chain_id)), Some(asset), None);
+        let signature = self.signer.sign_hash_sync(&message.eip712_signing_hash(&domain)).map_err(|e| format!("signing: {e}"))?;
+        let payload = serde_json::json!({
+            "x402Version": 2,
+            "resource": required["resource"],
+            "accepted": accepted,
+            "payload": {
+                "authorization": {
+                    "from": message.from, "to": to, "value": value.to_string(), "validAfter": "0",
+                    "validBefore": message.validBefore.to_string(), "nonce": message.nonce,
+                },
+                "signature": format!("0x{}", alloy::primitives::hex::encode(signature.as_bytes())),
+            },
+        });
+        Ok(base64::engine::general_purpose::STANDARD.encode(payload.to_string()))
     }
 }
 

@@ -347,4 +347,18 @@ async fn credits_buy_pays_from_a_local_key_on_the_devnet() {
     assert_eq!((out.status.code(), v["data"]["credits"].clone(), v["data"]["balance"].clone()), (Some(0), json!(100), json!(before + 100)), "{v}");
     let (_, v) = g.json(&["credits", "balance"], &[]);
     assert_eq!(v["data"]["balance"], json!(before + 100));
+
+    // The standard x402 way: an EIP-3009 authorization signed locally, settled by the gateway's
+    // settlement wallet (given gas here with anvil's setBalance).
+    let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", g.url)).await.unwrap_or_else(|e| panic!("{e}")).json().await.unwrap_or(Value::Null);
+    let settlement = meta["data"]["settlementAddress"].as_str().unwrap_or_else(|| panic!("{meta}")).to_owned();
+    let funded = reqwest::Client::new()
+        .post(&devnet.url)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "anvil_setBalance", "params": [settlement, "0xde0b6b3a7640000"]}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(funded.status().is_success());
+    let (code, v) = g.json(&["credits", "buy", "credits_1000", "--pay-key-file", key_file.to_str().unwrap_or_default(), "--x402", "--confirm-writes"], &[]);
+    assert_eq!((code, v["data"]["credits"].clone(), v["data"]["balance"].clone()), (0, json!(1000), json!(before + 1100)), "{v}");
 }

@@ -39,7 +39,8 @@ pub type Result<T> = std::result::Result<T, ClientError>;
 pub enum Purchase {
     Paid(CreditPurchase),
     /// Pay this (again after `retry_after` seconds when a payment was seen but is not confirmed).
-    PaymentRequired { challenge: ChallengeBody, retry_after: Option<u64> },
+    /// `requirements` is the decoded x402 v2 `PAYMENT-REQUIRED` header.
+    PaymentRequired { challenge: ChallengeBody, retry_after: Option<u64>, requirements: Option<serde_json::Value> },
 }
 
 /// The client.
@@ -120,6 +121,21 @@ impl Client {
         if let Some((invoice, receipt)) = paid {
             builder = builder.header("X-Invoice-Id", invoice).header("X-Payment-Receipt", receipt);
         }
+        Self::purchase(builder).await
+    }
+
+    /// The same purchase paid the standard x402 v2 way: `payment_signature` is the base64 payload.
+    pub async fn buy_credits_x402(&self, agent_key: &str, req: &BuyCreditsRequest, payment_signature: &str) -> Result<Purchase> {
+        let builder = self
+            .http
+            .post(self.url("/api/v1/agent/credits/buy-with-x402"))
+            .header("x-agent-api-key", agent_key)
+            .header("PAYMENT-SIGNATURE", payment_signature)
+            .json(req);
+        Self::purchase(builder).await
+    }
+
+    async fn purchase(builder: reqwest::RequestBuilder) -> Result<Purchase> {
         let resp = builder
             .send()
             .await
@@ -138,8 +154,13 @@ impl Client {
             };
         }
         let retry_after = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+        let requirements = resp.headers().get("payment-required").and_then(|v| v.to_str().ok()).and_then(|v| {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD.decode(v).ok()?;
+            serde_json::from_slice(&bytes).ok()
+        });
         let challenge = resp.json().await.map_err(|e| ClientError::Transport(format!("unexpected challenge: {}", e.without_url())))?;
-        Ok(Purchase::PaymentRequired { challenge, retry_after })
+        Ok(Purchase::PaymentRequired { challenge, retry_after, requirements })
     }
 
     pub async fn build_tx(&self, req: &BuildTxRequest) -> Result<BuildTxData> {

@@ -248,16 +248,17 @@ impl GatewayMcp {
                 let proof = PaymentProof {
                     receipt: args.remove("paymentReceipt").and_then(|v| v.as_str().map(str::to_owned)),
                     invoice_id: args.remove("invoiceId").and_then(|v| v.as_str().map(str::to_owned)),
-                    payment_signature: None,
+                    payment_signature: args.remove("paymentSignature").and_then(|v| v.as_str().map(str::to_owned)),
                 };
                 match parse::<BuyCreditsRequest>(Value::Object(args)) {
                     Ok(req) => match g.buy_credits(&req, &proof, Some(&key)).await {
                         Ok(BuyAnswer::Paid { purchase, .. }) => structured(&purchase),
-                        Ok(BuyAnswer::Challenge { body, retry_after, .. }) => {
+                        Ok(BuyAnswer::Challenge { body, retry_after, accepts }) => {
                             let mut v = serde_json::to_value(&body).unwrap_or(Value::Null);
                             if let Some(s) = retry_after {
                                 v["retryAfter"] = Value::from(s);
                             }
+                            v["x402Requirements"] = accepts;
                             CallToolResult::structured(v)
                         }
                         Err(e) => refusal(&e),

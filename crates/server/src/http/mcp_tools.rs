@@ -139,7 +139,8 @@ pub static TOOLS: &[ToolSpec] = &[
             default): the answer is {x402Challenge: {invoiceId, amount, recipient, currency, network}}. After the wallet has \
             transferred amount to recipient, call it again with invoiceId and paymentReceipt (the transfer's hash): the answer \
             is {success, credits, balance, message}, or the same challenge again while the transfer is not confirmed (wait \
-            retryAfter seconds). Moving money needs the user's approval.",
+            retryAfter seconds). An x402 v2 wallet may instead pass paymentSignature (the payload for the challenge's \
+            x402Requirements). Moving money needs the user's approval.",
         open: false,
         read_only: false,
         input: Schema::Inline(buy_credits_input),
@@ -336,7 +337,8 @@ fn buy_credits_input() -> Value {
         "sku": {"type": "string", "enum": ["credits_100", "credits_1000", "credits_10000"]},
         "userAddress": {"type": "string", "description": "The paying wallet; the agent's wallet when omitted."},
         "invoiceId": {"type": "string", "description": "From the challenge, once paid."},
-        "paymentReceipt": {"type": "string", "description": "The payment transaction's hash, once paid."}
+        "paymentReceipt": {"type": "string", "description": "The payment transaction's hash, once paid."},
+        "paymentSignature": {"type": "string", "description": "Instead of a receipt: an x402 v2 payment payload (base64 JSON with an EIP-3009 authorization), settled by the gateway."}
     }, "required": ["sku"]})
 }
 
