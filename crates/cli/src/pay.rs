@@ -8,21 +8,12 @@ use alloy::primitives::{Address, U256};
 use alloy::providers::ProviderBuilder;
 use alloy::signers::local::PrivateKeySigner;
 use alloy::sol;
+use actiongate_chain::payments::TransferWithAuthorization;
 
 sol! {
     #[sol(rpc)]
     interface IERC20 {
         function transfer(address to, uint256 amount) external returns (bool);
-    }
-
-    /// What an EIP-3009 authorization signs (x402 v2 "exact" on EVM).
-    struct TransferWithAuthorization {
-        address from;
-        address to;
-        uint256 value;
-        uint256 validAfter;
-        uint256 validBefore;
-        bytes32 nonce;
     }
 }
 
