@@ -1,7 +1,7 @@
 // The actiongate devnet: anvil (chain 84532) with fixture contracts deployed from published artifacts
 // (WETH9 and Uniswap V2 from @uniswap/v2-core and v2-periphery; Uniswap V3's factory, position manager,
-// QuoterV2 and SwapRouter02 from @uniswap/v3-core, v3-periphery and swap-router-contracts) and two
-// contracts compiled here with
+// QuoterV2 and SwapRouter02 from @uniswap/v3-core, v3-periphery and swap-router-contracts; the
+// MetaMask Delegation Framework from @metamask/delegation-abis) and two contracts compiled here with
 // solc against @openzeppelin/contracts (an EIP-3009 USDC with Base Sepolia's EIP-712 domain, and an
 // ERC-4626 vault over it). Funds the test accounts, seeds a USDC/WETH pool, checks a swap, writes
 // OUT/devnet.json and OUT/devnet.toml, prints "devnet ready", and runs until SIGINT/SIGTERM.
@@ -15,6 +15,7 @@ import { fileURLToPath } from "node:url";
 import solc from "solc";
 import { createPublicClient, createWalletClient, getAddress, http, parseEther, parseUnits, zeroAddress } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
+import { deploySmartAccountsEnvironment } from "@metamask/smart-accounts-kit/utils";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -202,6 +203,18 @@ await send(wc, router02, "exactInputSingle", [{ tokenIn: addr.USDC, tokenOut: ad
   amountIn: parseUnits("100", 6), amountOutMinimum: 1n, sqrtPriceLimitX96: 0n }]);
 const afterV3 = await pub.readContract({ ...weth, functionName: "balanceOf", args: [checker.address] });
 if (afterV3 <= beforeV3) fail("the V3 check swap received no WETH");
+
+// --- MetaMask Delegation Framework (ERC-7710): DelegationManager, the DeleGator implementations, the
+// factory and every caveat enforcer, from the bytecode @metamask/delegation-abis publishes (deployed
+// by @metamask/smart-accounts-kit's own helper).
+const framework = await deploySmartAccountsEnvironment(w, pub, chain);
+addr.DelegationManager = getAddress(framework.DelegationManager);
+addr.EntryPoint = getAddress(framework.EntryPoint);
+addr.SimpleFactory = getAddress(framework.SimpleFactory);
+for (const [name, a] of Object.entries(framework.implementations)) addr[name] = getAddress(a);
+for (const [name, a] of Object.entries(framework.caveatEnforcers)) addr[name] = getAddress(a);
+const managerCode = await pub.getCode({ address: addr.DelegationManager });
+if (!managerCode || managerCode === "0x") fail("the DelegationManager has no code");
 
 // --- outputs -----------------------------------------------------------------------------------
 // Credit purchases (x402) are paid to an address no test account uses.

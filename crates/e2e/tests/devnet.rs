@@ -58,6 +58,9 @@ async fn the_devnet_deploys_funds_and_configures_the_gateway() {
     for name in [
         "WETH9", "UniswapV2Factory", "UniswapV2Router02", "USDC", "USDCVault", "UniswapV2Pair_USDC_WETH",
         "UniswapV3Factory", "NonfungiblePositionManager", "QuoterV2", "SwapRouter02", "UniswapV3Pool_USDC_WETH_3000",
+        "DelegationManager", "EntryPoint", "SimpleFactory", "HybridDeleGatorImpl", "EIP7702StatelessDeleGatorImpl",
+        "AllowedTargetsEnforcer", "AllowedMethodsEnforcer", "ValueLteEnforcer", "ERC20TransferAmountEnforcer",
+        "ERC20PeriodTransferEnforcer", "TimestampEnforcer", "LimitedCallsEnforcer",
     ] {
         let address = spec["contracts"][name].as_str().unwrap_or_else(|| panic!("no {name}"));
         let code = rpc(&url, "eth_getCode", json!([address, "latest"])).await;
