@@ -118,13 +118,15 @@ pub struct ChainSettler {
     clients: ChainClients,
     signer: PrivateKeySigner,
     sender: WalletSender,
+    /// One settlement of an invoice at a time in this process.
+    settling: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl ChainSettler {
     pub fn new(clients: ChainClients, store: Arc<dyn Store>, clock: Arc<dyn Clock>, secret: &[u8; 32]) -> Result<Self> {
         let signer = PrivateKeySigner::from_bytes(&B256::from(*secret)).map_err(|_| Error::internal("the settlement key is not a secp256k1 key"))?;
         let sender = WalletSender::new(store, clock, clients.options.clone(), None);
-        Ok(Self { clients, signer, sender })
+        Ok(Self { clients, signer, sender, settling: Default::default() })
     }
 }
 
@@ -144,11 +146,17 @@ impl AuthorizationSettler for ChainSettler {
 
     async fn settle(&self, t: &AuthorizationTerms<'_>, a: &Authorization, signature: &str) -> Result<String> {
         let client = self.clients.get(t.chain_id).ok_or_else(|| Error::new(ErrorCode::NotAvailable, format!("Chain {} has no RPC URL here.", t.chain_id)))?;
+        let lock = match self.settling.lock() {
+            Ok(mut m) => m.entry(t.settlement_key.to_owned()).or_default().clone(),
+            Err(poisoned) => poisoned.into_inner().entry(t.settlement_key.to_owned()).or_default().clone(),
+        };
+        let _one_at_a_time = lock.lock().await;
         // A settlement of this invoice sent before (the process died before crediting, or the client
         // retried): its transaction is found by its reserved nonce and awaited, never sent again.
         if let Some(earlier) = self.sender.reconcile(client, &self.signer, t.settlement_key).await? {
             return match (earlier.success, earlier.tx_hash, earlier.error) {
                 (true, Some(hash), _) => Ok(hash),
+                (_, _, Some((ErrorCode::ExecutionReverted, message))) => Err(invalid(message)),
                 (_, _, Some((code, message))) => Err(Error::new(code, message)),
                 _ => Err(Error::internal("an earlier settlement ended without a transaction")),
             };

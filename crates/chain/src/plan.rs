@@ -72,7 +72,13 @@ fn invalid(field: &str, message: impl std::fmt::Display) -> Error {
 pub fn rpc_error(client: &ChainClient, e: impl std::fmt::Display) -> Error {
     let mut detail = e.to_string();
     if let Some(url) = &client.settings.rpc_url {
-        detail = detail.replace(url.as_str(), "<rpc-url>").replace(url.trim_end_matches('/'), "<rpc-url>");
+        // As configured, and as the HTTP client prints it (parsed: lower-case host, no default port).
+        let parsed = url.parse::<alloy::transports::http::reqwest::Url>().map(|u| u.to_string()).unwrap_or_default();
+        for form in [url.as_str(), url.trim_end_matches('/'), parsed.as_str(), parsed.trim_end_matches('/')] {
+            if !form.is_empty() {
+                detail = detail.replace(form, "<rpc-url>");
+            }
+        }
     }
     let mut err = Error::new(
         ErrorCode::NotAvailable,

@@ -178,23 +178,44 @@ impl WalletSender {
             let chain_nonce = pending_nonce(client, wallet).await?;
             let count = u32::try_from(plan.calls.len()).map_err(Error::internal)?;
             let rows = self.store.reserve_nonces(client.chain_id, &wallet_text, execution_key, count, chain_nonce, self.now()).await?;
-            let mut signed = Vec::with_capacity(rows.len());
-            for ((row, call), gas_limit) in rows.iter().zip(&plan.calls).zip(gas) {
-                let tx = TxEip1559 {
-                    chain_id: client.chain_id,
-                    nonce: row.nonce,
-                    gas_limit,
-                    max_fee_per_gas: max_fee,
-                    max_priority_fee_per_gas: priority,
-                    to: TxKind::Call(call.to),
-                    value: call.value,
-                    access_list: Default::default(),
-                    input: call.data.clone(),
-                };
-                let (hash, raw) = sign(signer, tx)?;
-                signed.push(SignedTx { nonce: row.nonce, tx_hash: hex_hash(&hash), raw_tx: raw });
+            if rows.iter().any(|r| r.state != "reserved") {
+                // Signed already (by another process running the same execution): never sign again at
+                // those nonces; wait for what was sent.
+                return Ok((rows, plan.summary));
             }
-            self.store.record_signed_txs(client.chain_id, &wallet_text, &signed, self.now()).await?;
+            let signed = rows
+                .iter()
+                .zip(&plan.calls)
+                .zip(gas)
+                .map(|((row, call), gas_limit)| {
+                    let tx = TxEip1559 {
+                        chain_id: client.chain_id,
+                        nonce: row.nonce,
+                        gas_limit,
+                        max_fee_per_gas: max_fee,
+                        max_priority_fee_per_gas: priority,
+                        to: TxKind::Call(call.to),
+                        value: call.value,
+                        access_list: Default::default(),
+                        input: call.data.clone(),
+                    };
+                    sign(signer, tx).map(|(hash, raw)| SignedTx { nonce: row.nonce, tx_hash: hex_hash(&hash), raw_tx: raw })
+                })
+                .collect::<Result<Vec<_>, Error>>();
+            let recorded = match signed {
+                Ok(signed) => self.store.record_signed_txs(client.chain_id, &wallet_text, &signed, self.now()).await.map(|()| signed).map_err(Error::from),
+                Err(e) => Err(e),
+            };
+            let signed = match recorded {
+                Ok(signed) => signed,
+                Err(e) => {
+                    // Nothing was sent: give the nonces back, so that no gap holds the wallet up.
+                    if let Err(v) = self.store.void_txs(execution_key, false, self.now()).await {
+                        tracing::error!(error = %v, "giving reserved nonces back failed");
+                    }
+                    return Err(e);
+                }
+            };
             let mut refused = None;
             for s in &signed {
                 match client.provider.send_raw_transaction(&s.raw_tx).await {
@@ -217,7 +238,7 @@ impl WalletSender {
             if rows.first().and_then(|r| r.tx_hash.as_ref()) == signed.first().map(|s| &s.tx_hash)
                 && !self.any_known(client, &rows).await
             {
-                self.store.void_txs(execution_key, self.now()).await?;
+                self.store.void_txs(execution_key, true, self.now()).await?;
                 tracing::warn!(chain_id = client.chain_id, attempt, reason, "the node refused a transaction; nonces given back");
                 if attempt == 0 {
                     continue;
@@ -231,10 +252,10 @@ impl WalletSender {
 
     async fn any_known(&self, client: &ChainClient, rows: &[ChainTxRecord]) -> bool {
         for row in rows {
-            if let Some(h) = row.tx_hash.as_deref().and_then(|h| h.parse::<B256>().ok())
-                && matches!(client.provider.get_transaction_by_hash(h).await, Ok(Some(_)) | Err(_))
-            {
-                return true;
+            for h in row.tx_hash.iter().chain(row.prior_hashes.iter()).filter_map(|h| h.parse::<B256>().ok()) {
+                if matches!(client.provider.get_transaction_by_hash(h).await, Ok(Some(_)) | Err(_)) {
+                    return true;
+                }
             }
         }
         false
@@ -246,7 +267,7 @@ impl WalletSender {
         let rows = self.store.execution_txs(execution_key).await?;
         if rows.iter().all(|r| r.state == "reserved") {
             if !rows.is_empty() {
-                self.store.void_txs(execution_key, self.now()).await?;
+                self.store.void_txs(execution_key, false, self.now()).await?;
             }
             return Ok(None);
         }

@@ -333,6 +333,24 @@ fn not_available(what: &str, why: &str) -> Outcome {
 }
 
 /// A write without --confirm-writes: what would be sent, secrets masked.
+/// Links the payer's wallet to the signed-in owner's account (idempotent: a linked wallet stays so).
+async fn link_wallet(client: &Client, payer: &crate::pay::Payer) -> Result<(), Outcome> {
+    let session = credentials::load().map(|s| s.owner_session).filter(|s| !s.is_empty()).ok_or_else(|| {
+        Outcome::failed("UNAUTHORIZED", "Paying from a local key links its wallet to your account, which needs the owner's session: sign in with actiongate login.")
+    })?;
+    let begun = client
+        .owner_call(&session, "POST", "/api/v1/wallets/link/begin", &json!({"address": payer.address()}))
+        .await
+        .map_err(Outcome::from_error)?;
+    let message = begun["message"].as_str().unwrap_or_default().to_owned();
+    let signature = payer.sign_message(&message).map_err(|e| Outcome::failed("PAYMENT_FAILED", e))?;
+    client
+        .owner_call(&session, "POST", "/api/v1/wallets/link", &json!({"message": message, "signature": signature}))
+        .await
+        .map_err(Outcome::from_error)?;
+    Ok(())
+}
+
 fn purchase_outcome(done: CreditPurchase) -> Outcome {
     let text = done.message.clone();
     Outcome::ok(to_value(&done), text)
@@ -633,6 +651,13 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             };
             let user_address = user_address.or_else(|| payer.as_ref().map(|p| p.address()));
             let req = BuyCreditsRequest { sku: sku.clone(), user_address };
+            // Credits bought on the agent route are paid by a wallet of the account: link the local
+            // key's wallet first (EIP-4361, signed by that key, with the owner's session).
+            if let Some(p) = &payer
+                && req.user_address.as_deref() == Some(p.address().as_str())
+            {
+                link_wallet(client, p).await?;
+            }
             if x402 {
                 let payer = payer.as_ref().ok_or_else(|| Outcome::failed("INVALID_REQUEST", "--x402 needs --pay-key-file"))?;
                 let required = match client.buy_credits(&key, &req, None).await.map_err(Outcome::from_error)? {

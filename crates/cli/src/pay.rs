@@ -40,7 +40,11 @@ impl Payer {
         let amount = U256::from_str_radix(atomic, 10).map_err(|_| "bad amount".to_owned())?;
         let wallet = ProviderBuilder::new().wallet(EthereumWallet::from(self.signer.clone())).connect_http(url);
         let pending = IERC20::new(token, &wallet).transfer(to, amount).send().await.map_err(|e| format!("the transfer was not sent: {}", redact(&e.to_string(), rpc_url)))?;
-        let receipt = pending.get_receipt().await.map_err(|e| format!("the transfer's receipt: {}", redact(&e.to_string(), rpc_url)))?;
+        let hash = *pending.tx_hash();
+        let receipt = pending
+            .get_receipt()
+            .await
+            .map_err(|e| format!("transfer {hash} was sent but its receipt did not come ({}); finish with --receipt {hash}", redact(&e.to_string(), rpc_url)))?;
         if !receipt.status() {
             return Err(format!("the transfer {} reverted", receipt.transaction_hash));
         }
@@ -90,6 +94,15 @@ impl Payer {
             },
         });
         Ok(base64::engine::general_purpose::STANDARD.encode(payload.to_string()))
+    }
+}
+
+impl Payer {
+    /// The wallet's EIP-191 (`personal_sign`) signature of a message, hex.
+    pub fn sign_message(&self, message: &str) -> Result<String, String> {
+        use alloy::signers::SignerSync;
+        let sig = self.signer.sign_message_sync(message.as_bytes()).map_err(|e| format!("signing: {e}"))?;
+        Ok(format!("0x{}", alloy::primitives::hex::encode(sig.as_bytes())))
     }
 }
 

@@ -217,7 +217,9 @@ impl Gateway {
         if invoice.paid_at.is_some() {
             return Err(Error::new(ErrorCode::PaymentAlreadyUsed, format!("Invoice {invoice_id} is paid; an authorization pays once.")));
         }
-        if to_millis(self.now()) > invoice.expires_at {
+        let settlement_key = format!("x402:{}", invoice.id);
+        let settling = !self.store().execution_txs(&settlement_key).await?.is_empty();
+        if to_millis(self.now()) > invoice.expires_at && !settling {
             return Err(Error::new(ErrorCode::InvoiceExpired, format!("Invoice {invoice_id} expired; ask for a new challenge.")));
         }
         let ours = self.requirements(&invoice);
@@ -234,19 +236,25 @@ impl Gateway {
         if from != payer || from != invoice.payer {
             return Err(Error::new(ErrorCode::PaymentWrongPayer, format!("The authorization is from {from}; the invoice is for {}.", invoice.payer)));
         }
-        let settler = self.settler().ok_or_else(|| Error::new(ErrorCode::NotAvailable, "x402 settlement is not configured here."))?;
+        let settler = self.settler().ok_or_else(|| Error::new(ErrorCode::NotAvailable, "x402 settlement is not configured here."))?.clone();
         let p = &self.settings().purchase;
-        let settlement_key = format!("x402:{}", invoice.id);
-        let terms = AuthorizationTerms {
-            chain_id: invoice.chain_id,
-            token: &invoice.token,
-            token_name: &p.token_name,
-            token_version: &p.token_version,
-            recipient: &invoice.recipient,
-            amount_atomic: invoice.amount_atomic,
-            settlement_key: &settlement_key,
-        };
-        let tx_hash = settler.settle(&terms, &authorization, signature).await?;
+        let (token_name, token_version, signature) = (p.token_name.clone(), p.token_version.clone(), signature.to_owned());
+        let settled = invoice.clone();
+        // The settlement runs in its own task: a client that goes away or a request deadline does not
+        // cut it between sending and crediting (a retry with the same payload resumes it by its nonce).
+        let task = tokio::spawn(async move {
+            let terms = AuthorizationTerms {
+                chain_id: settled.chain_id,
+                token: &settled.token,
+                token_name: &token_name,
+                token_version: &token_version,
+                recipient: &settled.recipient,
+                amount_atomic: settled.amount_atomic,
+                settlement_key: &settlement_key,
+            };
+            settler.settle(&terms, &authorization, &signature).await
+        });
+        let tx_hash = task.await.map_err(|e| Error::internal(format!("settlement task: {e}")))??;
         Ok((invoice, tx_hash))
     }
 
@@ -301,6 +309,18 @@ impl Gateway {
             (None, Some(a)) => checksum_address("agent wallet", &a.agent.wallet_address)?,
             (None, None) => return Err(Error::invalid("userAddress is required: the wallet that pays")),
         };
+        // On the agent route the payer is a wallet of the agent's account (its execution wallet or a
+        // wallet linked with EIP-4361): nobody claims another wallet's payment for their account.
+        if let Some(a) = &agent {
+            let own = checksum_address("agent wallet", &a.agent.wallet_address)? == payer
+                || self.store().linked_account(&payer).await?.as_deref() == Some(a.agent.account_id.as_str());
+            if !own {
+                return Err(Error::new(
+                    ErrorCode::PaymentWrongPayer,
+                    format!("{payer} is not this agent's wallet nor linked to its account; link it first (POST /api/v1/wallets/link)."),
+                ));
+            }
+        }
         let now = self.now();
         let challenge = |invoice: &InvoiceRecord| ChallengeBody {
             x402_challenge: X402Challenge {
@@ -319,6 +339,8 @@ impl Gateway {
                 "network": format!("eip155:{}", invoice.chain_id),
                 "payer": invoice.payer,
             });
+            // Should crediting not happen (one short database transaction), the retry of the same payload
+            // resumes the mined settlement by its nonce and credits it.
             let purchase = self.credit_invoice(&invoice, &tx_hash).await?;
             return Ok(BuyAnswer::Paid { purchase, settlement: Some(settlement) });
         }
@@ -385,6 +407,13 @@ impl Gateway {
             TransferCheck::Refused(code, message) => return Err(Error::new(code, message)),
             TransferCheck::Paid { block_timestamp } => {
                 let paid_at = i64::try_from(block_timestamp).unwrap_or(i64::MAX).saturating_mul(1000);
+                // Block times have whole seconds: a payment in the invoice's second is after it.
+                if paid_at + 1000 <= invoice.created_at {
+                    return Err(Error::new(
+                        ErrorCode::InvoiceMismatch,
+                        format!("{receipt} was mined before invoice {invoice_id} was issued; a payment answers its own challenge."),
+                    ));
+                }
                 if invoice.paid_at.is_none() && expired(paid_at) {
                     return Err(Error::new(ErrorCode::InvoiceExpired, format!("Invoice {invoice_id} had expired when {receipt} was mined; ask for a new challenge.")));
                 }

@@ -437,6 +437,8 @@ pub trait Store: Send + Sync + 'static {
     /// ledger entry per held purchase); answers the credits moved. A wallet linked to another account
     /// is not moved.
     async fn link_wallet(&self, address: &str, account_id: &str, now: i64) -> Result<Option<i64>, StoreError>;
+    /// The account a wallet is linked to.
+    async fn linked_account(&self, address: &str) -> Result<Option<String>, StoreError>;
     /// Stores an issued EIP-4361 message for `address` to sign.
     async fn put_link_challenge(&self, nonce: &str, account_id: &str, address: &str, message: &str, expires_at: i64) -> Result<(), StoreError>;
     /// Takes (uses) an unexpired, unused link challenge of the account: its (address, message).
@@ -455,9 +457,10 @@ pub trait Store: Send + Sync + 'static {
     async fn record_signed_txs(&self, chain_id: u64, wallet: &str, signed: &[SignedTx], now: i64) -> Result<(), StoreError>;
     /// Records the receipt of a transaction (whichever of its signings was mined).
     async fn record_mined_tx(&self, chain_id: u64, wallet: &str, nonce: u64, tx_hash: &str, status: i64, now: i64) -> Result<(), StoreError>;
-    /// Gives the nonces of an execution none of whose transactions can be mined back (never sent, or
-    /// refused by the node); they are reused before new ones.
-    async fn void_txs(&self, execution_key: &str, now: i64) -> Result<(), StoreError>;
+    /// Gives the nonces of an execution none of whose transactions can be mined back; they are reused
+    /// before new ones. `include_signed`: also signed ones (only when the node refused them), else only
+    /// those never signed.
+    async fn void_txs(&self, execution_key: &str, include_signed: bool, now: i64) -> Result<(), StoreError>;
     /// Signed transactions of a wallet not yet mined, oldest nonce first (for rebroadcast and fee bumps).
     async fn pending_txs(&self, chain_id: u64, wallet: &str) -> Result<Vec<ChainTxRecord>, StoreError>;
     async fn count_active_delegations(&self, agent_id: &str, chain_id: u64) -> Result<u64, StoreError>;

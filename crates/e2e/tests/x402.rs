@@ -198,9 +198,18 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
     let late = devnet.transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None).await;
     refused(buyer.buy("credits_100", payer, Some((&stale, late))).await, "INVOICE_EXPIRED");
     assert_eq!(credits(&gw, &agent).await, balance, "no refusal added a credit");
-    // The unused payment still pays its own (fresh) invoice.
+    // A payment mined before the invoice was issued does not answer it (nobody claims an old transfer).
     let (invoice, _) = buyer.challenge("credits_100", payer).await;
     let (status, body, _) = buyer.buy("credits_100", payer, Some((&invoice, fresh))).await;
+    assert_eq!((status, body["code"].clone()), (422, json!("INVOICE_MISMATCH")), "{body}");
+    // The agent route takes only the agent's own or linked wallets as payers.
+    let stranger = devnet.account(9).0;
+    let (status, body, _) = buyer.buy("credits_100", stranger, None).await;
+    assert_eq!((status, body["code"].clone()), (422, json!("PAYMENT_WRONG_PAYER")), "{body}");
+    assert_eq!(credits(&gw, &agent).await, balance, "no refusal added a credit");
+    // A payment made after its challenge pays it.
+    let now_paid = devnet.transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None).await;
+    let (status, body, _) = buyer.buy("credits_100", payer, Some((&invoice, now_paid))).await;
     assert_eq!((status, body["balance"].clone()), (200, json!(balance + 100)), "{body}");
 }
 

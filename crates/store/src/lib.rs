@@ -1683,9 +1683,14 @@ impl Store for SqlStore {
                 .bind(address).fetch_all(&mut *tx).await.map_err(err)?;
             let mut moved = 0;
             for (invoice_id, credits) in &held {
-                sqlx::query("UPDATE held_credits SET claimed_by = $2, claimed_at = $3 WHERE invoice_id = $1")
+                let claimed = sqlx::query("UPDATE held_credits SET claimed_by = $2, claimed_at = $3 WHERE invoice_id = $1 AND claimed_at IS NULL")
                     .bind(invoice_id).bind(account_id).bind(now)
-                    .execute(&mut *tx).await.map_err(err)?;
+                    .execute(&mut *tx).await.map_err(err)?
+                    .rows_affected();
+                if claimed != 1 {
+                    // Claimed meanwhile by a concurrent link of the same wallet.
+                    continue;
+                }
                 let reason = format!("credits bought by {address} before it was linked");
                 credit_account!(tx, account_id, None, *credits, "purchase", &reason, Some(invoice_id.as_str()), now);
                 moved += credits;
@@ -1693,6 +1698,11 @@ impl Store for SqlStore {
             tx.commit().await.map_err(err)?;
             Ok(Some(moved))
         })
+    }
+
+    async fn linked_account(&self, address: &str) -> Result<Option<String>, StoreError> {
+        on_writer!(self, pool => sqlx::query_scalar("SELECT account_id FROM wallet_links WHERE address = $1")
+            .bind(address).fetch_optional(pool).await.map_err(err))
     }
 
     async fn put_link_challenge(&self, nonce: &str, account_id: &str, address: &str, message: &str, expires_at: i64) -> Result<(), StoreError> {
@@ -1818,11 +1828,12 @@ impl Store for SqlStore {
         .execute(pool).await.map(|_| ()).map_err(err))
     }
 
-    async fn void_txs(&self, execution_key: &str, now: i64) -> Result<(), StoreError> {
+    async fn void_txs(&self, execution_key: &str, include_signed: bool, now: i64) -> Result<(), StoreError> {
         on_writer!(self, pool => sqlx::query(
-            "UPDATE chain_txs SET state = 'voided', updated_at = $2 WHERE execution_key = $1 AND state IN ('reserved', 'signed')",
+            "UPDATE chain_txs SET state = 'voided', updated_at = $2
+             WHERE execution_key = $1 AND (state = 'reserved' OR (state = 'signed' AND $3))",
         )
-        .bind(execution_key).bind(now)
+        .bind(execution_key).bind(now).bind(include_signed)
         .execute(pool).await.map(|_| ()).map_err(err))
     }
 

@@ -221,7 +221,7 @@ async fn wallet_nonces_are_reserved_once_contiguously_and_voided_ones_are_reused
         assert_eq!((second[1].state.as_str(), second[1].tx_hash.as_deref()), ("reserved", None), "{name}");
         // Voided (never sent) nonces are filled before new ones.
         let gap_nonce = store.execution_txs("i2:3").await.unwrap_or_else(|e| panic!("{name}: {e}"))[0].nonce;
-        store.void_txs("i2:3", 8).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        store.void_txs("i2:3", false, 8).await.unwrap_or_else(|e| panic!("{name}: {e}"));
         let gap = store.execution_txs("i2:3").await.unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(gap.is_empty(), "{name}: a voided execution has no transactions");
         let refill = store.reserve_nonces(84532, wallet, "i3:0", 2, 7, 9).await.unwrap_or_else(|e| panic!("{name}: {e}"));
