@@ -409,6 +409,9 @@ impl Gateway {
                 let paid_at = i64::try_from(block_timestamp).unwrap_or(i64::MAX).saturating_mul(1000);
                 // Block times have whole seconds: a payment in the invoice's second is after it.
                 if paid_at + 1000 <= invoice.created_at {
+                    if self.store().paid_invoice_of(&receipt).await?.is_some_and(|other| other != invoice.id) {
+                        return Err(Error::new(ErrorCode::PaymentAlreadyUsed, format!("Transaction {receipt} already paid another invoice.")));
+                    }
                     return Err(Error::new(
                         ErrorCode::InvoiceMismatch,
                         format!("{receipt} was mined before invoice {invoice_id} was issued; a payment answers its own challenge."),

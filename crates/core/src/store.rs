@@ -437,6 +437,8 @@ pub trait Store: Send + Sync + 'static {
     /// ledger entry per held purchase); answers the credits moved. A wallet linked to another account
     /// is not moved.
     async fn link_wallet(&self, address: &str, account_id: &str, now: i64) -> Result<Option<i64>, StoreError>;
+    /// The invoice a payment transaction paid, if any.
+    async fn paid_invoice_of(&self, tx_hash: &str) -> Result<Option<String>, StoreError>;
     /// The account a wallet is linked to.
     async fn linked_account(&self, address: &str) -> Result<Option<String>, StoreError>;
     /// Stores an issued EIP-4361 message for `address` to sign.

@@ -1700,6 +1700,11 @@ impl Store for SqlStore {
         })
     }
 
+    async fn paid_invoice_of(&self, tx_hash: &str) -> Result<Option<String>, StoreError> {
+        on_writer!(self, pool => sqlx::query_scalar("SELECT invoice_id FROM used_payments WHERE tx_hash = $1")
+            .bind(tx_hash).fetch_optional(pool).await.map_err(err))
+    }
+
     async fn linked_account(&self, address: &str) -> Result<Option<String>, StoreError> {
         on_writer!(self, pool => sqlx::query_scalar("SELECT account_id FROM wallet_links WHERE address = $1")
             .bind(address).fetch_optional(pool).await.map_err(err))
