@@ -212,7 +212,7 @@ pub enum VenueCommand {
 pub enum CreditsCommand {
     /// Balance, reserved credits and today's free requests.
     Balance,
-    /// Buy a credit package (credits_100, credits_1000, credits_10000) with x402. A write. Without a
+    /// Buy a credit package (the gateway's packages: `credits_100`, … in its x402 metadata) with x402. A write. Without a
     /// payment, prints the challenge; with --pay-key-file and --rpc-url, pays it from that local key
     /// (a stablecoin transfer) and retries with the receipt; with --pay-key-file and --x402, signs an
     /// EIP-3009 authorization that the gateway settles; with --invoice-id and --receipt, retries a
@@ -639,9 +639,6 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
         }
         AgentCommand::Credits { command: CreditsCommand::Buy { sku, user_address, pay_key_file, rpc_url, x402, invoice_id, receipt } } => {
             let key = need_key()?;
-            if !["credits_100", "credits_1000", "credits_10000"].contains(&sku.as_str()) {
-                return Err(Outcome::failed("INVALID_REQUEST", "sku must be credits_100, credits_1000 or credits_10000"));
-            }
             if !g.confirm_writes {
                 return Ok(dry_run("POST", "/api/v1/agent/credits/buy-with-x402", json!({"sku": sku, "userAddress": user_address})));
             }

@@ -463,8 +463,6 @@ pub trait Store: Send + Sync + 'static {
     /// before new ones. `include_signed`: also signed ones (only when the node refused them), else only
     /// those never signed.
     async fn void_txs(&self, execution_key: &str, include_signed: bool, now: i64) -> Result<(), StoreError>;
-    /// Signed transactions of a wallet not yet mined, oldest nonce first (for rebroadcast and fee bumps).
-    async fn pending_txs(&self, chain_id: u64, wallet: &str) -> Result<Vec<ChainTxRecord>, StoreError>;
     async fn count_active_delegations(&self, agent_id: &str, chain_id: u64) -> Result<u64, StoreError>;
 
     // ---------------------------------------------------------------- personhood

@@ -1842,15 +1842,6 @@ impl Store for SqlStore {
         .execute(pool).await.map(|_| ()).map_err(err))
     }
 
-    async fn pending_txs(&self, chain_id: u64, wallet: &str) -> Result<Vec<ChainTxRecord>, StoreError> {
-        let chain = i64::try_from(chain_id).map_err(err)?;
-        on_writer!(self, pool => {
-            let rows: Vec<ChainTxRow> = sqlx::query_as(concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'signed' ORDER BY nonce"))
-                .bind(chain).bind(wallet)
-                .fetch_all(pool).await.map_err(err)?;
-            rows.into_iter().map(chain_tx_from).collect()
-        })
-    }
 }
 
 pub mod testing {

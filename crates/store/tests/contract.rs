@@ -208,8 +208,8 @@ async fn wallet_nonces_are_reserved_once_contiguously_and_voided_ones_are_reused
         // Signed, then mined; a re-signing keeps the earlier hash.
         store.record_signed_txs(84532, wallet, &[signed(7, "0xaa")], 4).await.unwrap_or_else(|e| panic!("{name}: {e}"));
         store.record_signed_txs(84532, wallet, &[signed(7, "0xbb")], 5).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        let pending = store.pending_txs(84532, wallet).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(pending.len(), 1, "{name}");
+        let pending = store.execution_txs("i1:0").await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!((pending[0].state.as_str(), pending[1].state.as_str()), ("signed", "reserved"), "{name}");
         assert_eq!((pending[0].tx_hash.as_deref(), pending[0].prior_hashes.clone()), (Some("0xbb"), vec!["0xaa".to_owned()]), "{name}");
         store.record_mined_tx(84532, wallet, 7, "0xaa", 1, 6).await.unwrap_or_else(|e| panic!("{name}: {e}"));
         let txs = store.execution_txs("i1:0").await.unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -334,7 +334,7 @@ fn proof_input() -> Value {
 
 fn buy_credits_input() -> Value {
     json!({"type": "object", "properties": {
-        "sku": {"type": "string", "enum": ["credits_100", "credits_1000", "credits_10000"]},
+        "sku": {"type": "string", "description": "A package of the gateway's x402 metadata (credits_100, credits_1000, credits_10000 by default)."},
         "userAddress": {"type": "string", "description": "The paying wallet; the agent's wallet when omitted."},
         "invoiceId": {"type": "string", "description": "From the challenge, once paid."},
         "paymentReceipt": {"type": "string", "description": "The payment transaction's hash, once paid."},
