@@ -146,7 +146,7 @@ async def main():
                 check(bool(result.is_error) == (response.status_code >= 400), f"parity of the refusal flag of {name}")
             summary["parity"] = len(pairs)
 
-        pending = await agent.call_tool("delegationCreate", {})
+        pending = await agent.call_tool("getVenueReadiness", {})
         check(pending.is_error and pending.structured_content["code"] == "NOT_AVAILABLE", "unlanded tools say so")
 
         balance = await agent.call_tool("getCreditsBalance", {})

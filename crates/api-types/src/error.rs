@@ -99,6 +99,12 @@ error_codes! {
     PaymentWrongPayer = "PAYMENT_WRONG_PAYER", 422, InvalidRequest, "The payment transaction pays the recipient from another wallet than userAddress.";
     PaymentAuthorizationInvalid = "PAYMENT_AUTHORIZATION_INVALID", 422, InvalidRequest, "The x402 authorization does not pay this invoice: its signature, recipient, amount, validity window or payer's balance is wrong.";
     PaymentAmountShort = "PAYMENT_AMOUNT_SHORT", 422, InvalidRequest, "The payment transaction pays less than the invoice amount.";
+    DelegationSignatureInvalid = "DELEGATION_SIGNATURE_INVALID", 422, InvalidRequest, "The delegation's signature is not the delegator's (ECDSA for a codeless account, ERC-1271 for a smart account).";
+    DelegationWrongDelegate = "DELEGATION_WRONG_DELEGATE", 422, InvalidRequest, "The delegation is to another delegate than this agent's execution wallet.";
+    DelegationWrongChain = "DELEGATION_WRONG_CHAIN", 422, InvalidRequest, "The delegation was signed for another chain's DelegationManager than the chainId given.";
+    DelegationExpired = "DELEGATION_EXPIRED", 422, InvalidRequest, "The delegation's time window has closed (or has not opened and never will before it closes).";
+    DelegationInvalid = "DELEGATION_INVALID", 422, InvalidRequest, "The delegation is malformed: its authority, caveats or enforcers are not ones this gateway can honour.";
+    DelegationRevoked = "DELEGATION_REVOKED", 422, InvalidRequest, "The delegator disabled the delegation onchain (or it was revoked here); nothing was sent.";
     DelegationCaveatRefused = "DELEGATION_CAVEAT_REFUSED", 422, IntentRejected, "A caveat enforcer of the delegation refused the execution.";
     RateLimited = "RATE_LIMITED", 429, RateLimited, "Too many requests; wait for Retry-After seconds.";
     TooManyAttempts = "TOO_MANY_ATTEMPTS", 429, RateLimited, "Too many wrong e-mail codes; start onboarding again.";

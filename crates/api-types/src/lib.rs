@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod chain;
 pub mod credits;
+pub mod delegation;
 pub mod error;
 pub mod identity;
 pub mod intents;

@@ -65,7 +65,8 @@ sol! {
         function redeem(uint256 shares, address receiver, address owner) external returns (uint256 assets);
     }
 
-    /// Custom errors of OpenZeppelin 5 (ERC-20, ERC-4626, SafeERC20) that reverts are decoded with.
+    /// Custom errors of OpenZeppelin 5 (ERC-20, ERC-4626, SafeERC20) and of the Delegation Framework
+    /// that reverts are decoded with.
     interface KnownErrors {
         error ERC20InsufficientBalance(address sender, uint256 balance, uint256 needed);
         error ERC20InsufficientAllowance(address spender, uint256 allowance, uint256 needed);
@@ -75,5 +76,15 @@ sol! {
         error ERC4626ExceededMaxWithdraw(address owner, uint256 assets, uint256 max);
         error ERC4626ExceededMaxRedeem(address owner, uint256 shares, uint256 max);
         error SafeERC20FailedOperation(address token);
+        // The MetaMask Delegation Framework's DelegationManager.
+        error CannotUseADisabledDelegation();
+        error InvalidDelegate();
+        error InvalidDelegator();
+        error InvalidAuthority();
+        error InvalidEOASignature();
+        error InvalidERC1271Signature();
+        error EmptySignature();
+        error BatchDataLengthMismatch();
+        error EnforcedPause();
     }
 }

@@ -7,10 +7,12 @@ pub mod amount;
 pub mod payments;
 pub mod bindings;
 pub mod client;
+pub mod delegation;
 pub mod plan;
 pub mod provider;
 pub mod revert;
 pub mod sender;
 
 pub use client::{ChainClients, ChainOptions};
+pub use delegation::FrameworkChains;
 pub use provider::EvmProvider;

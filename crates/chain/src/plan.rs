@@ -119,7 +119,7 @@ fn units(field: &str, text: &str, decimals: u8) -> Result<U256, Error> {
 }
 
 /// Reads a view call at the pending block.
-async fn view<C: SolCall>(client: &ChainClient, to: Address, call: C) -> Result<C::Return, Error> {
+pub async fn view<C: SolCall>(client: &ChainClient, to: Address, call: C) -> Result<C::Return, Error> {
     let tx = TransactionRequest::default().with_to(to).with_input(call.abi_encode());
     let out = client
         .provider

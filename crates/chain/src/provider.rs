@@ -1,7 +1,8 @@
-//! The EVM provider family: token transfers, wrapping, Uniswap V2 swaps and ERC-4626 vaults, sent
-//! from the agent's execution wallet (lane `execute`) or built for a wallet to sign (lane
-//! `buildTx`); token balances and vault positions read for the agent (lane `executeIntent`). An
-//! action runs only on chains whose contracts it needs are configured.
+//! The EVM provider family: token transfers, wrapping, Uniswap V2 and V3 swaps and ERC-4626 vaults,
+//! sent from the agent's execution wallet (lane `execute`), built for a wallet to sign (lane
+//! `buildTx`), or run from each delegated user's smart account by redeeming the user's ERC-7710
+//! delegation (lane `executeIntent`, fan-out); token balances and vault positions read for the agent
+//! (lane `executeIntent`). An action runs only on chains whose contracts it needs are configured.
 
 use std::sync::Arc;
 
@@ -17,8 +18,12 @@ use alloy::primitives::{Address, B256};
 use alloy::signers::local::PrivateKeySigner;
 use async_trait::async_trait;
 
+use actiongate_api_types::delegation::Delegation;
+use actiongate_core::clock::to_millis;
+
 use crate::client::{ChainClient, ChainClients};
-use crate::plan::{READS, WRITES, plan, read, runs_on};
+use crate::delegation::{Framework, IDelegationManager, Parsed, redeem_call};
+use crate::plan::{Plan, READS, WRITES, plan, read, runs_on, view};
 use crate::sender::{AfterSend, WalletSender, fees, outcome_of, pending_nonce, quantity, simulate};
 
 /// The EVM provider.
@@ -26,13 +31,14 @@ pub struct EvmProvider {
     clients: ChainClients,
     store: Arc<dyn Store>,
     keyring: Keyring,
+    clock: Arc<dyn Clock>,
     sender: WalletSender,
 }
 
 impl EvmProvider {
     pub fn new(clients: ChainClients, store: Arc<dyn Store>, clock: Arc<dyn Clock>, keyring: Keyring, after_send: Option<AfterSend>) -> Self {
-        let sender = WalletSender::new(store.clone(), clock, clients.options.clone(), after_send);
-        Self { clients, store, keyring, sender }
+        let sender = WalletSender::new(store.clone(), clock.clone(), clients.options.clone(), after_send);
+        Self { clients, store, keyring, clock, sender }
     }
 
     fn client(&self, chain_id: u64, action: &str) -> Result<&Arc<ChainClient>, Error> {
@@ -62,19 +68,60 @@ impl EvmProvider {
             let wallet: Address = ctx.subject.wallet_address.parse().map_err(|_| Error::internal("the execution's wallet is not an address"))?;
             return Ok(ExecutionOutcome::read(read(client, &ctx.action, &ctx.params, wallet).await?));
         }
-        if ctx.lane != Lane::Execute {
-            return Err(Error::new(ErrorCode::NotAvailable, format!("{} runs from the agent wallet (execute) or as unsigned transactions (build-tx) here.", ctx.action)));
+        match ctx.lane {
+            Lane::Execute => {
+                let signer = self.signer(ctx).await?;
+                let from = signer.address();
+                Ok(self.sender.execute(client, &signer, &ctx.execution_key, || plan(client, &ctx.action, &ctx.params, from)).await)
+            }
+            Lane::ExecuteIntent => self.delegated(ctx, client).await,
+            Lane::BuildTx => Err(Error::new(ErrorCode::NotAvailable, format!("{} is built with build-tx, not executed on that lane.", ctx.action))),
+        }
+    }
+
+    /// Fan-out: the action's calls run from the user's account, each as one `redeemDelegations`
+    /// sent by the agent wallet under the user's active delegation. Simulated first (the whole plan),
+    /// so a caveat that refuses is this user's `DELEGATION_CAVEAT_REFUSED` and nothing is sent.
+    async fn delegated(&self, ctx: &ExecutionContext, client: &ChainClient) -> Result<ExecutionOutcome, Error> {
+        let framework = Framework::of(ctx.chain_id, &client.settings)
+            .ok_or_else(|| Error::new(ErrorCode::ChainNotConfigured, format!("Chain {} has no DelegationManager configured.", ctx.chain_id)))?;
+        let now = to_millis(self.clock.now());
+        let wallet = &ctx.subject.wallet_address;
+        let Some(record) = self.store.active_delegation(&ctx.agent_id, ctx.chain_id, wallet, now).await? else {
+            return Ok(ExecutionOutcome::failed(
+                ErrorCode::DelegationRevoked,
+                format!("{wallet} has no active delegation to this agent on chain {} any more (revoked or expired since the intent was accepted); skipped, nothing was sent.", ctx.chain_id),
+            ));
+        };
+        let body = record.body.as_deref().ok_or_else(|| Error::new(ErrorCode::DelegationInvalid, format!("Delegation {} has no signed body here.", record.hash)))?;
+        let delegation: Delegation = serde_json::from_str(body).map_err(Error::internal)?;
+        let parsed = Parsed::from_wire(&delegation)?;
+        let hash = parsed.hash();
+        if view(client, framework.manager, IDelegationManager::disabledDelegationsCall { delegationHash: hash }).await? {
+            self.store.set_delegation_status(&record.hash, "revoked", now).await?;
+            tracing::info!(delegation_hash = %record.hash, "a delegation disabled onchain is now revoked; its user is skipped");
+            return Ok(ExecutionOutcome::failed(
+                ErrorCode::DelegationRevoked,
+                format!("{wallet} disabled delegation {hash} onchain; skipped, nothing was sent."),
+            ));
         }
         let signer = self.signer(ctx).await?;
-        let from = signer.address();
-        Ok(self.sender.execute(client, &signer, &ctx.execution_key, || plan(client, &ctx.action, &ctx.params, from)).await)
+        let delegator = parsed.delegator;
+        let outcome = self
+            .sender
+            .execute(client, &signer, &ctx.execution_key, || async {
+                let p = plan(client, &ctx.action, &ctx.params, delegator).await?;
+                Ok(Plan { calls: p.calls.iter().map(|c| redeem_call(&framework, &parsed, c)).collect(), summary: p.summary })
+            })
+            .await;
+        Ok(caveat_refusal(outcome))
     }
 }
 
 #[async_trait]
 impl Provider for EvmProvider {
     fn lanes(&self) -> Vec<(&'static str, Lane)> {
-        let writes = WRITES.iter().flat_map(|a| [(*a, Lane::Execute), (*a, Lane::BuildTx)]);
+        let writes = WRITES.iter().flat_map(|a| [(*a, Lane::Execute), (*a, Lane::BuildTx), (*a, Lane::ExecuteIntent)]);
         writes.chain(READS.iter().map(|a| (*a, Lane::ExecuteIntent))).collect()
     }
 
@@ -87,7 +134,7 @@ impl Provider for EvmProvider {
     }
 
     async fn reconcile(&self, ctx: &ExecutionContext) -> Reconciled {
-        if READS.contains(&ctx.action.as_str()) || ctx.lane != Lane::Execute {
+        if READS.contains(&ctx.action.as_str()) || ctx.lane == Lane::BuildTx {
             return Reconciled::NotSent;
         }
         let found = async {
@@ -134,4 +181,22 @@ impl Provider for EvmProvider {
             .collect();
         Ok(BuildTxData { chain_id: ctx.chain_id, from: Some(from.to_string()), transactions })
     }
+}
+
+/// A refused simulation of a redemption, told by its reason: an enforcer's refusal is the caveat's
+/// (`DELEGATION_CAVEAT_REFUSED`), a disabled delegation is `DELEGATION_REVOKED`.
+fn caveat_refusal(mut outcome: ExecutionOutcome) -> ExecutionOutcome {
+    if outcome.success || outcome.tx_hash.is_some() {
+        return outcome;
+    }
+    if let Some((code, message)) = &mut outcome.error
+        && *code == ErrorCode::ExecutionReverted
+    {
+        if message.contains("Enforcer:") {
+            *code = ErrorCode::DelegationCaveatRefused;
+        } else if message.contains("CannotUseADisabledDelegation") {
+            *code = ErrorCode::DelegationRevoked;
+        }
+    }
+    outcome
 }

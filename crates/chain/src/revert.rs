@@ -34,6 +34,15 @@ pub fn reason(data: Option<&Bytes>, fallback: &str) -> String {
                 format!("ERC4626ExceededMaxRedeem: {} shares for {}, at most {}", e.shares, e.owner, e.max)
             }
             KnownErrorsErrors::SafeERC20FailedOperation(e) => format!("SafeERC20FailedOperation: token {}", e.token),
+            KnownErrorsErrors::CannotUseADisabledDelegation(_) => "DelegationManager: CannotUseADisabledDelegation (the delegator disabled it)".into(),
+            KnownErrorsErrors::InvalidDelegate(_) => "DelegationManager: InvalidDelegate (the redeemer is not the delegate)".into(),
+            KnownErrorsErrors::InvalidDelegator(_) => "DelegationManager: InvalidDelegator".into(),
+            KnownErrorsErrors::InvalidAuthority(_) => "DelegationManager: InvalidAuthority".into(),
+            KnownErrorsErrors::InvalidEOASignature(_) => "DelegationManager: InvalidEOASignature".into(),
+            KnownErrorsErrors::InvalidERC1271Signature(_) => "DelegationManager: InvalidERC1271Signature".into(),
+            KnownErrorsErrors::EmptySignature(_) => "DelegationManager: EmptySignature".into(),
+            KnownErrorsErrors::BatchDataLengthMismatch(_) => "DelegationManager: BatchDataLengthMismatch".into(),
+            KnownErrorsErrors::EnforcedPause(_) => "DelegationManager: EnforcedPause (the manager is paused)".into(),
         };
     }
     format!("reverted with data {data}")

@@ -583,12 +583,42 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
                 DelegationCommand::Redeem(p) => ("redeem", &p.body),
                 DelegationCommand::Revoke(p) => ("revoke", &p.body),
             };
-            need_key()?;
+            let key = need_key()?;
+            let body: Value = match body.as_deref() {
+                Some(b) => serde_json::from_str(b).map_err(|e| Outcome::Refused {
+                    code: "INVALID_REQUEST".into(),
+                    error: "INVALID_REQUEST".into(),
+                    message: format!("--body is not JSON: {e}"),
+                })?,
+                None => json!({}),
+            };
+            // `status` with a delegationHash and "verify": true checks that delegation onchain.
+            let verify = name == "check" && body.get("verify").and_then(Value::as_bool) == Some(true);
+            let (method, route, body) = match name {
+                "check" if verify => ("GET", "verify", json!({"delegationHash": body.get("delegationHash")})),
+                "check" | "inspect" | "balance" => ("GET", name, body),
+                _ => ("POST", name, body),
+            };
             if write && !g.confirm_writes {
-                let body = body.as_deref().and_then(|b| serde_json::from_str(b).ok()).unwrap_or(json!({}));
-                return Ok(dry_run("POST", &format!("/api/v1/agent/delegation/{name}"), body));
+                return Ok(dry_run(method, &format!("/api/v1/agent/delegation/{route}"), body));
             }
-            not_available(&format!("delegation {name}"), "ERC-7710 delegation has not landed")
+            let data = client.agent_call(&key, method, &format!("/api/v1/agent/delegation/{route}"), &body).await.map_err(Outcome::from_error)?;
+            let text = match route {
+                "create" => format!(
+                    "Delegation {} for the owner to sign (eth_signTypedData_v4 of data.typedData), then activate it.",
+                    data["delegationHash"].as_str().unwrap_or("")
+                ),
+                "activate" => format!("Delegation {} is {}.", data["delegationHash"].as_str().unwrap_or(""), data["status"].as_str().unwrap_or("")),
+                "redeem" => format!(
+                    "Redemption for {}: {} {}",
+                    data["walletAddress"].as_str().unwrap_or(""),
+                    data["status"].as_str().unwrap_or(""),
+                    data["txHash"].as_str().or(data["message"].as_str()).unwrap_or("")
+                ),
+                "revoke" if data.get("transaction").is_some() => "The owner's account sends data.transaction (disableDelegation); run revoke again once it is mined.".to_owned(),
+                _ => serde_json::to_string_pretty(&data).unwrap_or_default(),
+            };
+            Outcome::ok(data, text)
         }
         AgentCommand::Venue { command: VenueCommand::Readiness { venue } } => {
             need_key()?;

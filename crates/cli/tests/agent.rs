@@ -171,6 +171,14 @@ async fn the_agent_journey_in_json() {
     // build-tx runs the checks of a submission (here: swap is not on the allowlist).
     let (code, r) = g.json(&["build-tx", "swap", "--param", "tokenIn=USDC", "--param", "tokenOut=WETH", "--param", "amountIn=1"], &[]);
     assert_eq!((code, r["code"].clone()), (2, json!("ACTION_NOT_ALLOWED")));
+    // Delegation: status from the database; a write without --confirm-writes is only shown; create
+    // on a chain without the framework's RPC is refused with its code.
+    let (code, r) = g.json(&["delegation", "status", "--body", r#"{"chainId": 8453}"#], &[]);
+    assert_eq!((code, r["data"]["active"].clone()), (0, json!(false)), "{r}");
+    let (code, r) = g.json(&["delegation", "redeem", "--body", r#"{"delegationHash": "0x01", "action": "swap", "params": {}, "idempotencyKey": "k"}"#], &[]);
+    assert_eq!((code, r["code"].clone(), r["data"]["path"].clone()), (0, json!("DRY_RUN"), json!("/api/v1/agent/delegation/redeem")), "{r}");
+    let (code, r) = g.json(&["delegation", "inspect", "--body", r#"{"delegationHash": "0x01"}"#], &[]);
+    assert_eq!((code, r["code"].clone()), (2, json!("NOT_FOUND")), "{r}");
     // Not built yet: a failure (exit 1) that says so.
     let (code, r) = g.json(&["venue", "readiness", "hyperliquid"], &[]);
     assert_eq!((code, r["code"].clone()), (1, json!("NOT_AVAILABLE")));

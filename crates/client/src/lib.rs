@@ -204,6 +204,21 @@ impl Client {
         self.data(req.bearer_auth(session)).await
     }
 
+    /// A delegation route with the agent key: `POST` with a body, or `GET` with a query.
+    pub async fn agent_call(&self, agent_key: &str, method: &str, path: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+        let url = self.url(path);
+        let req = if method == "GET" {
+            let query: Vec<(String, String)> = body
+                .as_object()
+                .map(|m| m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect())
+                .unwrap_or_default();
+            self.http.get(url).query(&query)
+        } else {
+            self.http.post(url).json(body)
+        };
+        self.data(req.header(AGENT_KEY_HEADER, agent_key)).await
+    }
+
     /// Revokes an owner session.
     pub async fn sign_out(&self, session: &str) -> Result<()> {
         self.send::<serde_json::Value>(self.http.delete(self.url("/api/v1/session")).bearer_auth(session)).await.map(|_| ())

@@ -95,6 +95,8 @@ pub struct Ports {
     pub payments: Option<Arc<dyn PaymentVerifier>>,
     /// Settles x402 EIP-3009 authorizations; the standard x402 scheme is off without it.
     pub settler: Option<Arc<dyn AuthorizationSettler>>,
+    /// ERC-7710 delegations on the Delegation Framework; the delegation routes are off without it.
+    pub delegations: Option<Arc<dyn crate::delegations::DelegationChain>>,
 }
 
 /// An authenticated agent.
@@ -121,6 +123,7 @@ pub struct Gateway {
     registry: Arc<Registry>,
     payments: Option<Arc<dyn PaymentVerifier>>,
     settler: Option<Arc<dyn AuthorizationSettler>>,
+    delegations: Option<Arc<dyn crate::delegations::DelegationChain>>,
     /// The default policy resolved against the catalog once.
     default_allowed: Vec<String>,
     default_daily_micros: i64,
@@ -136,7 +139,7 @@ impl Gateway {
         keys: Keyring,
         settings: Settings,
     ) -> Result<Self> {
-        let Ports { store, mailer, clock, payments, settler } = ports;
+        let Ports { store, mailer, clock, payments, settler, delegations } = ports;
         let runner = Arc::new(IntentRunner::new(
             store.clone(),
             registry.clone(),
@@ -169,6 +172,7 @@ impl Gateway {
             registry,
             payments,
             settler,
+            delegations,
             default_allowed,
             default_daily_micros,
             default_per_action_micros,
@@ -195,6 +199,11 @@ impl Gateway {
     /// The x402 settlement of EIP-3009 authorizations, when configured.
     pub fn settler(&self) -> Option<&Arc<dyn AuthorizationSettler>> {
         self.settler.as_ref()
+    }
+
+    /// The Delegation Framework's chain side, when configured.
+    pub fn delegations(&self) -> Option<&Arc<dyn crate::delegations::DelegationChain>> {
+        self.delegations.as_ref()
     }
 
     /// The providers of this build, by action and lane.

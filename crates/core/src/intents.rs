@@ -74,6 +74,12 @@ impl Gateway {
     /// Submits an intent (Model A) or a direct execution (`lane` Execute). Runs the checks of CONTRACT
     /// "Policy" in order; the first failure answers, and a refusal creates nothing.
     pub async fn submit(&self, req: &ExecuteIntentRequest, lane: Lane) -> Result<Submitted> {
+        self.submit_scoped(req, lane, None).await
+    }
+
+    /// [`Gateway::submit`], a fan-out addressing only `only_delegator` (a redemption of one
+    /// delegation), which runs in the request like a direct execution.
+    pub(crate) async fn submit_scoped(&self, req: &ExecuteIntentRequest, lane: Lane, only_delegator: Option<&str>) -> Result<Submitted> {
         let agent = self.authenticate_agent(Some(&req.agent_api_key)).await?;
         let spec = self.catalog().resolve(&req.action).ok_or_else(|| {
             refusal(ErrorCode::UnknownAction, format!("No action named {:?} is in the catalog.", req.action))
@@ -110,6 +116,7 @@ impl Gateway {
                 "params": req.params,
                 "chainId": chain_id,
                 "estimatedAmountUsd": req.estimated_amount_usd,
+                "delegator": only_delegator,
             }))
             .to_string()
             .as_bytes(),
@@ -132,7 +139,7 @@ impl Gateway {
         let amount = self.usd_amount(spec, &req.params, req.estimated_amount_usd, &policy)?;
 
         let intent_id = uuid::Uuid::now_v7().to_string();
-        let lease = (lane == Lane::Execute).then(|| {
+        let lease = (lane == Lane::Execute || only_delegator.is_some()).then(|| {
             (self.runner().owner().to_owned(), to_millis(now + self.settings().direct_timeout + self.settings().lease))
         });
         let draft = IntentDraft {
@@ -152,6 +159,7 @@ impl Gateway {
             request_hash,
             replace_idempotency_before: replace_before,
             fan_out: spec.entry.requires_subscription && lane == Lane::ExecuteIntent,
+            only_delegator: only_delegator.map(str::to_owned),
             own: ExecutionDraft {
                 user_did: format!("did:pkh:eip155:{chain_id}:{}", agent.agent.wallet_address),
                 wallet_address: agent.agent.wallet_address.clone(),
@@ -504,7 +512,7 @@ impl Gateway {
         };
         checks.push(verdict("dailyLimit", daily));
         let fan_out = spec.entry.requires_subscription && lane == Lane::ExecuteIntent;
-        let users = if fan_out { self.store().count_active_delegations(&agent.agent.id, chain_id).await? } else { 1 };
+        let users = if fan_out { self.store().count_active_delegations(&agent.agent.id, chain_id, to_millis(self.now())).await? } else { 1 };
         let delegation = if !fan_out {
             Ok("not needed: runs for the agent's own wallet".to_owned())
         } else if users > 0 {

@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod chains;
 pub mod clock;
 pub mod crypto;
+pub mod delegations;
 pub mod error;
 pub mod execution;
 pub mod gateway;

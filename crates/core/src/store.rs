@@ -125,6 +125,8 @@ pub struct IntentDraft {
     pub replace_idempotency_before: Option<i64>,
     /// Address every active delegation to the agent on the chain (fan-out); else `own`.
     pub fan_out: bool,
+    /// Fan-out to this delegator only (a redemption of one delegation).
+    pub only_delegator: Option<String>,
     pub own: ExecutionDraft,
     /// A lease taken at once (direct execution runs in the request).
     pub lease: Option<(String, i64)>,
@@ -300,6 +302,10 @@ pub struct DelegationRecord {
     /// active, revoked, expired, invalid.
     pub status: String,
     pub created_at: i64,
+    /// Unix ms from which it cannot be used (its time window caveat), if it has one.
+    pub expires_at: Option<i64>,
+    /// The signed delegation (api-types `Delegation`, JSON).
+    pub body: Option<String>,
 }
 
 /// An issued personhood proof request.
@@ -424,7 +430,15 @@ pub trait Store: Send + Sync + 'static {
 
     // ---------------------------------------------------------------- delegations
 
+    /// Stores a delegation; storing one with a known hash again updates its status and body.
     async fn put_delegation(&self, delegation: &DelegationRecord) -> Result<(), StoreError>;
+    async fn get_delegation(&self, hash: &str) -> Result<Option<DelegationRecord>, StoreError>;
+    /// The agent's delegations, newest first, optionally of one chain and one delegator.
+    async fn list_delegations(&self, agent_id: &str, chain_id: Option<u64>, delegator: Option<&str>) -> Result<Vec<DelegationRecord>, StoreError>;
+    /// The delegation the fan-out runs under for one delegator: the newest active, unexpired one.
+    async fn active_delegation(&self, agent_id: &str, chain_id: u64, delegator: &str, now: i64) -> Result<Option<DelegationRecord>, StoreError>;
+    /// Moves a delegation to `status` (revoked, expired, invalid); answers whether it was found.
+    async fn set_delegation_status(&self, hash: &str, status: &str, now: i64) -> Result<bool, StoreError>;
 
     // --- credit purchases (x402)
     async fn create_invoice(&self, invoice: &InvoiceRecord) -> Result<(), StoreError>;
@@ -463,7 +477,8 @@ pub trait Store: Send + Sync + 'static {
     /// before new ones. `include_signed`: also signed ones (only when the node refused them), else only
     /// those never signed.
     async fn void_txs(&self, execution_key: &str, include_signed: bool, now: i64) -> Result<(), StoreError>;
-    async fn count_active_delegations(&self, agent_id: &str, chain_id: u64) -> Result<u64, StoreError>;
+    /// Delegators with an active, unexpired delegation to the agent on the chain.
+    async fn count_active_delegations(&self, agent_id: &str, chain_id: u64, now: i64) -> Result<u64, StoreError>;
 
     // ---------------------------------------------------------------- personhood
 

@@ -107,6 +107,8 @@ async fn takeover(database_url: String) {
                 chain_id: 8453,
                 status: "active".into(),
                 created_at: i64::try_from(i).unwrap_or(0),
+                expires_at: None,
+                body: None,
             })
             .await
             .unwrap_or_else(|e| panic!("{e}"));

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use actiongate_chain::sender::AfterSend;
 use actiongate_chain::payments::{ChainPayments, ChainSettler};
-use actiongate_chain::{ChainClients, EvmProvider};
+use actiongate_chain::{ChainClients, EvmProvider, FrameworkChains};
+use actiongate_core::delegations::DelegationChain;
 use actiongate_core::purchases::{AuthorizationSettler, PaymentVerifier};
 use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog};
 use actiongate_core::execution::{Provider, Registry};
@@ -94,6 +95,7 @@ impl Application {
                 as Arc<dyn AuthorizationSettler>),
             None => None,
         };
+        let delegations: Arc<dyn DelegationChain> = Arc::new(FrameworkChains::new(config.settings.chains.clone(), chain_clients.clone()));
         let evm = EvmProvider::new(chain_clients, store.clone(), clock.clone(), master.keyring(), deps.after_send);
         let mut providers: Vec<Arc<dyn Provider>> = vec![Arc::new(InternalReads::new(internal)), Arc::new(evm)];
         providers.extend(deps.providers);
@@ -102,7 +104,7 @@ impl Application {
         let catalog_bytes = Arc::new(CatalogBytes::new(catalog.document())?);
         let deps_clock = clock.clone();
         let gateway = Arc::new(Gateway::new(
-            Ports { store: store.clone(), mailer, clock, payments, settler },
+            Ports { store: store.clone(), mailer, clock, payments, settler, delegations: Some(delegations) },
             catalog,
             registry,
             master.keyring(),

@@ -276,12 +276,16 @@ macro_rules! accept_draft {
                 }
 
                 let users: Vec<(String, String)> = if d.fan_out {
+                    // One execution per delegator, however many active delegations it gave.
                     let delegators: Vec<String> = sqlx::query_scalar(
                         "SELECT delegator FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
-                         ORDER BY created_at, hash",
+                           AND (expires_at IS NULL OR expires_at > $3) AND ($4 IS NULL OR delegator = $4)
+                         GROUP BY delegator ORDER BY MIN(created_at), delegator",
                     )
                     .bind(&d.agent_id)
                     .bind(chain)
+                    .bind(d.now)
+                    .bind(&d.only_delegator)
                     .fetch_all(&mut *$tx)
                     .await
                     .map_err(err)?;
@@ -408,6 +412,12 @@ macro_rules! accept_draft {
         };
         outcome
     }};
+}
+
+macro_rules! delegation_columns {
+    () => {
+        "hash, agent_id, delegator, chain_id, status, created_at, expires_at, body"
+    };
 }
 
 macro_rules! invoice_columns {
@@ -1364,8 +1374,10 @@ impl Store for SqlStore {
     async fn put_delegation(&self, d: &DelegationRecord) -> Result<(), StoreError> {
         let chain = i64::try_from(d.chain_id).map_err(err)?;
         on_writer!(self, pool => sqlx::query(
-            "INSERT INTO delegations (hash, agent_id, delegator, chain_id, status, created_at) VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (hash) DO UPDATE SET status = excluded.status",
+            "INSERT INTO delegations (hash, agent_id, delegator, chain_id, status, created_at, expires_at, body, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $6)
+             ON CONFLICT (hash) DO UPDATE SET status = excluded.status, expires_at = excluded.expires_at,
+                 body = COALESCE(excluded.body, delegations.body), updated_at = excluded.updated_at",
         )
         .bind(&d.hash)
         .bind(&d.agent_id)
@@ -1373,10 +1385,64 @@ impl Store for SqlStore {
         .bind(chain)
         .bind(&d.status)
         .bind(d.created_at)
+        .bind(d.expires_at)
+        .bind(&d.body)
         .execute(pool)
         .await
         .map(|_| ())
         .map_err(err))
+    }
+
+    async fn get_delegation(&self, hash: &str) -> Result<Option<DelegationRecord>, StoreError> {
+        let row: Option<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!("SELECT ", delegation_columns!(), " FROM delegations WHERE hash = $1"))
+            .bind(hash)
+            .fetch_optional(pool)
+            .await
+            .map_err(err)?);
+        row.map(delegation_record).transpose()
+    }
+
+    async fn list_delegations(&self, agent_id: &str, chain_id: Option<u64>, delegator: Option<&str>) -> Result<Vec<DelegationRecord>, StoreError> {
+        let chain = chain_id.map(i64::try_from).transpose().map_err(err)?;
+        let rows: Vec<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!(
+            "SELECT ", delegation_columns!(), " FROM delegations WHERE agent_id = $1 AND ($2 IS NULL OR chain_id = $2)
+               AND ($3 IS NULL OR lower(delegator) = lower($3)) ORDER BY created_at DESC, hash"
+        ))
+        .bind(agent_id)
+        .bind(chain)
+        .bind(delegator)
+        .fetch_all(pool)
+        .await
+        .map_err(err)?);
+        rows.into_iter().map(delegation_record).collect()
+    }
+
+    async fn active_delegation(&self, agent_id: &str, chain_id: u64, delegator: &str, now: i64) -> Result<Option<DelegationRecord>, StoreError> {
+        let chain = i64::try_from(chain_id).map_err(err)?;
+        let row: Option<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!(
+            "SELECT ", delegation_columns!(), " FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND lower(delegator) = lower($3)
+               AND status = 'active' AND (expires_at IS NULL OR expires_at > $4) ORDER BY created_at DESC, hash LIMIT 1"
+        ))
+        .bind(agent_id)
+        .bind(chain)
+        .bind(delegator)
+        .bind(now)
+        .fetch_optional(pool)
+        .await
+        .map_err(err)?);
+        row.map(delegation_record).transpose()
+    }
+
+    async fn set_delegation_status(&self, hash: &str, status: &str, now: i64) -> Result<bool, StoreError> {
+        let done = on_writer!(self, pool => sqlx::query("UPDATE delegations SET status = $2, updated_at = $3 WHERE hash = $1")
+            .bind(hash)
+            .bind(status)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+            .map_err(err)?);
+        Ok(done > 0)
     }
 
     async fn put_mcp_session(&self, id: &str, state: &str, now: i64) -> Result<(), StoreError> {
@@ -1410,13 +1476,15 @@ impl Store for SqlStore {
             .map_err(err))
     }
 
-    async fn count_active_delegations(&self, agent_id: &str, chain_id: u64) -> Result<u64, StoreError> {
+    async fn count_active_delegations(&self, agent_id: &str, chain_id: u64, now: i64) -> Result<u64, StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
         let n: i64 = on_pool!(self, pool => sqlx::query_scalar(
-            "SELECT COUNT(*) FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'",
+            "SELECT COUNT(DISTINCT delegator) FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
+               AND (expires_at IS NULL OR expires_at > $3)",
         )
         .bind(agent_id)
         .bind(chain)
+        .bind(now)
         .fetch_one(pool)
         .await
         .map_err(err)?);
@@ -1885,4 +1953,10 @@ pub mod testing {
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         format!("{:x}_{}_{n}", nanos, std::process::id())
     }
+}
+
+type DelegationRow = (String, String, String, i64, String, i64, Option<i64>, Option<String>);
+
+fn delegation_record((hash, agent_id, delegator, chain_id, status, created_at, expires_at, body): DelegationRow) -> Result<DelegationRecord, StoreError> {
+    Ok(DelegationRecord { hash, agent_id, delegator, chain_id: u64::try_from(chain_id).map_err(err)?, status, created_at, expires_at, body })
 }

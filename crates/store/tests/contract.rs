@@ -289,3 +289,56 @@ async fn an_invoice_is_paid_once_by_one_transaction_and_held_credits_join_a_link
         assert!(ledger.iter().any(|e| e.invoice_id.as_deref() == Some("inv2") && e.balance_after == 200), "{name}");
     }
 }
+
+fn delegation(hash: &str, agent: &str, delegator: &str, created_at: i64, expires_at: Option<i64>) -> actiongate_core::store::DelegationRecord {
+    actiongate_core::store::DelegationRecord {
+        hash: hash.into(),
+        agent_id: agent.into(),
+        delegator: delegator.into(),
+        chain_id: 84532,
+        status: "active".into(),
+        created_at,
+        expires_at,
+        body: Some(format!("{{\"salt\":\"{hash}\"}}")),
+    }
+}
+
+#[tokio::test]
+async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() {
+    for (name, f) in backends().await {
+        let s = &f.store;
+        challenge(s, "g@example.com", 9).await;
+        s.complete_onboarding(&onboarding("g@example.com", 9, "acc1", "ag1", 1, 11)).await.unwrap_or_else(|e| panic!("{e}"));
+        s.create_agent(&agent("ag2", "acc1", 2), &policy("ag2")).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (alice, bob) = ("0xA11ce00000000000000000000000000000000001", "0xB0b0000000000000000000000000000000000002");
+        for d in [
+            delegation("0x01", "ag1", alice, 1_000, None),
+            delegation("0x02", "ag1", alice, 2_000, Some(5_000)),
+            delegation("0x03", "ag1", bob, 3_000, Some(4_000)),
+            delegation("0x04", "ag2", bob, 3_000, None),
+        ] {
+            s.put_delegation(&d).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        assert_eq!(s.get_delegation("0x02").await.ok().flatten(), Some(delegation("0x02", "ag1", alice, 2_000, Some(5_000))), "{name}");
+        // One delegator counts once, however many delegations it gave; an expired one does not count.
+        assert_eq!(s.count_active_delegations("ag1", 84532, 3_500).await.ok(), Some(2), "{name}");
+        assert_eq!(s.count_active_delegations("ag1", 84532, 4_500).await.ok(), Some(1), "{name}: bob's window closed");
+        assert_eq!(s.count_active_delegations("ag1", 8453, 3_500).await.ok(), Some(0), "{name}: another chain");
+        // The newest active, unexpired delegation of a delegator, whatever the address case.
+        let found = s.active_delegation("ag1", 84532, &alice.to_lowercase(), 4_500).await.ok().flatten().map(|d| d.hash);
+        assert_eq!(found.as_deref(), Some("0x02"), "{name}");
+        let found = s.active_delegation("ag1", 84532, alice, 6_000).await.ok().flatten().map(|d| d.hash);
+        assert_eq!(found.as_deref(), Some("0x01"), "{name}: the newer one expired");
+        assert!(s.active_delegation("ag1", 84532, bob, 4_500).await.ok().flatten().is_none(), "{name}");
+        let listed: Vec<String> = s.list_delegations("ag1", Some(84532), None).await.unwrap_or_default().into_iter().map(|d| d.hash).collect();
+        assert_eq!(listed, ["0x03", "0x02", "0x01"], "{name}: newest first, only the agent's");
+        let listed = s.list_delegations("ag1", None, Some(&bob.to_lowercase())).await.unwrap_or_default();
+        assert_eq!(listed.len(), 1, "{name}");
+
+        assert_eq!(s.set_delegation_status("0x02", "revoked", 4_000).await.ok(), Some(true), "{name}");
+        assert_eq!(s.set_delegation_status("0xff", "revoked", 4_000).await.ok(), Some(false), "{name}");
+        let found = s.active_delegation("ag1", 84532, alice, 4_500).await.ok().flatten().map(|d| d.hash);
+        assert_eq!(found.as_deref(), Some("0x01"), "{name}: a revoked delegation is not used");
+        assert_eq!(s.get_delegation("0x02").await.ok().flatten().map(|d| d.status).as_deref(), Some("revoked"), "{name}");
+    }
+}

@@ -22,7 +22,7 @@ const AGENT_KEY_HEADER: &str = "x-agent-api-key";
 /// SPEC's default chain.
 pub const DEFAULT_CHAIN: u64 = actiongate_core::intents::DEFAULT_CHAIN_ID;
 
-fn header_key(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn header_key(headers: &HeaderMap) -> Option<&str> {
     headers.get(AGENT_KEY_HEADER).and_then(|v| v.to_str().ok())
 }
 

@@ -14,10 +14,12 @@ use actiongate_api_types::catalog::ActionList;
 use actiongate_api_types::identity::{EmailCompleteRequest, EmailStartRequest};
 use actiongate_api_types::chain::BuildTxRequest;
 use actiongate_api_types::credits::BuyCreditsRequest;
+use actiongate_api_types::delegation::{DelegationActivateRequest, DelegationCreateRequest, DelegationRedeemRequest, DelegationRevokeRequest};
 use actiongate_core::purchases::{BuyAnswer, PaymentProof};
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
 use actiongate_api_types::{Envelope, ErrorCode};
 use actiongate_core::personhood::{DepositBegin, Personhood, Principal};
+use actiongate_core::gateway::AgentContext;
 use actiongate_core::{Error, Gateway};
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -273,6 +275,11 @@ impl GatewayMcp {
                     Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }
+            "delegationCreate" | "delegationActivate" | "delegationStatus" | "delegationInspect" | "delegationBalance"
+            | "delegationRevoke" | "delegationRedeem" => match g.authenticate_agent(Some(&key)).await {
+                Ok(agent) => delegation_tool(g, spec.name, &agent, &key, args).await,
+                Err(e) => refusal(&e),
+            },
             "getIntentStatus" => match args.get("intentId").and_then(Value::as_str) {
                 Some(id) => answer(g.intent_status(Some(&key), id).await),
                 None => refusal(&Error::invalid("intentId is required")),
@@ -305,6 +312,46 @@ fn provider_actions(g: &Gateway, provider: Option<&str>) -> Result<ActionList, E
     }
     let actions = doc.actions.iter().filter(|a| provider.is_none_or(|p| a.provider_id == p)).cloned().collect();
     Ok(ActionList { actions, filtered_by_policy: false })
+}
+
+/// The delegation tools: the same core methods as the delegation routes.
+async fn delegation_tool(g: &Gateway, name: &str, agent: &AgentContext, key: &str, args: Map<String, Value>) -> CallToolResult {
+    let text = |f: &str| args.get(f).and_then(Value::as_str).map(str::to_owned);
+    let hash = || text("delegationHash").ok_or_else(|| Error::invalid("delegationHash is required"));
+    match name {
+        "delegationCreate" => match parse::<DelegationCreateRequest>(Value::Object(args.clone())) {
+            Ok(req) => enveloped(g.delegation_create(agent, &req).await),
+            Err(e) => refusal(&e),
+        },
+        "delegationActivate" => match parse::<DelegationActivateRequest>(Value::Object(args.clone())) {
+            Ok(req) => enveloped(g.delegation_activate(agent, &req).await),
+            Err(e) => refusal(&e),
+        },
+        "delegationRedeem" => match parse::<DelegationRedeemRequest>(Value::Object(args.clone())) {
+            Ok(req) => enveloped(g.delegation_redeem(agent, key, &req).await),
+            Err(e) => refusal(&e),
+        },
+        "delegationRevoke" => match parse::<DelegationRevokeRequest>(Value::Object(args.clone())) {
+            Ok(req) => enveloped(g.delegation_revoke(agent, &req).await),
+            Err(e) => refusal(&e),
+        },
+        "delegationStatus" if args.get("verify").and_then(Value::as_bool) == Some(true) => match hash() {
+            Ok(h) => enveloped(g.delegation_verify(agent, &h).await),
+            Err(e) => refusal(&e),
+        },
+        "delegationStatus" => {
+            let chain = args.get("chainId").and_then(Value::as_u64);
+            enveloped(g.delegation_check(agent, chain, text("delegator").as_deref()).await)
+        }
+        "delegationInspect" => match hash() {
+            Ok(h) => enveloped(g.delegation_inspect(agent, &h).await),
+            Err(e) => refusal(&e),
+        },
+        _ => match hash() {
+            Ok(h) => enveloped(g.delegation_balance(agent, &h).await),
+            Err(e) => refusal(&e),
+        },
+    }
 }
 
 /// Submits an intent and waits (bounded) for it to end; answers the intent as it then stands.

@@ -161,67 +161,75 @@ pub static TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         name: "delegationCreate",
-        description: "Build an ERC-7710 delegation payload with the caveats an action needs, for the owner to sign with \
-            their wallet. The agent never holds the owner's key.",
+        description: "Build an ERC-7710 delegation (MetaMask Delegation Framework) from the user's account (delegator) \
+            to this agent's wallet, with the caveats an action needs (its contracts and functions, a native value cap, \
+            optional token caps, a time window, a call count), and the EIP-712 typed data for the owner to sign with \
+            eth_signTypedData_v4 in their own wallet. The agent never holds the owner's key. Nothing is stored until \
+            delegationActivate.",
         open: false,
         read_only: true,
-        input: Schema::Inline(object),
-        output: None,
-        pending: Some("ERC-7710 delegation has not landed"),
+        input: Schema::Keyed("DelegationCreateRequest"),
+        output: Some(Output::Envelope("DelegationCreated")),
+        pending: None,
     },
     ToolSpec {
         name: "delegationActivate",
         description: "Store a delegation the owner signed, after checking its signature, delegate, chain and caveats.",
         open: false,
         read_only: false,
-        input: Schema::Inline(object),
-        output: None,
-        pending: Some("ERC-7710 delegation has not landed"),
+        input: Schema::Keyed("DelegationActivateRequest"),
+        output: Some(Output::Envelope("DelegationActivated")),
+        pending: None,
     },
     ToolSpec {
         name: "delegationStatus",
-        description: "Whether delegations to this agent are active (the gate fan-out uses), optionally verified onchain.",
+        description: "Whether delegations to this agent are active (the gate fan-out uses), from the database; with \
+            delegationHash and verify: true, that delegation checked onchain (delegator code, not disabled, signature, \
+            enforcers, time window).",
         open: false,
         read_only: true,
-        input: Schema::Inline(object),
+        input: Schema::Inline(delegation_status_input),
         output: None,
-        pending: Some("ERC-7710 delegation has not landed"),
+        pending: None,
     },
     ToolSpec {
         name: "delegationInspect",
         description: "A delegation's decoded caveats and the limits used so far.",
         open: false,
         read_only: true,
-        input: Schema::Inline(object),
-        output: None,
-        pending: Some("ERC-7710 delegation has not landed"),
+        input: Schema::Inline(delegation_hash_input),
+        output: Some(Output::Envelope("DelegationInspected")),
+        pending: None,
     },
     ToolSpec {
         name: "delegationBalance",
         description: "What a delegator holds of the tokens a delegation's caveats name.",
         open: false,
         read_only: true,
-        input: Schema::Inline(object),
-        output: None,
-        pending: Some("ERC-7710 delegation has not landed"),
+        input: Schema::Inline(delegation_hash_input),
+        output: Some(Output::Envelope("DelegationBalance")),
+        pending: None,
     },
     ToolSpec {
         name: "delegationRedeem",
-        description: "Redeem one execution within a delegation, from the agent's wallet.",
+        description: "Redeem one execution within one delegation: the action runs from the delegator's account, \
+            sent by the agent's wallet with redeemDelegations, after the same checks as executeIntent (policy, limits, \
+            credits). Needs an idempotencyKey: a retry answers the first result and sends nothing again.",
         open: false,
         read_only: false,
-        input: Schema::Inline(object),
-        output: None,
-        pending: Some("ERC-7710 delegation has not landed"),
+        input: Schema::Keyed("DelegationRedeemRequest"),
+        output: Some(Output::Envelope("DelegationRedeemed")),
+        pending: None,
     },
     ToolSpec {
         name: "delegationRevoke",
-        description: "Build the transaction with which the owner disables a delegation onchain.",
+        description: "Build the transaction with which the owner disables a delegation onchain (the delegator account \
+            calls disableDelegation); once it is mined (or the owner disabled it elsewhere) this answers revoked.",
         open: false,
         read_only: false,
-        input: Schema::Inline(object),
-        output: None,
-        pending: Some("ERC-7710 delegation has not landed"),
+        input: Schema::Keyed("DelegationRevokeRequest"),
+        output: Some(Output::Envelope("DelegationRevoke")),
+        pending: None,
     },
     ToolSpec {
         name: "delegationPersonhoodBegin",
@@ -305,16 +313,27 @@ fn empty() -> Value {
     json!({"type": "object", "properties": {}})
 }
 
-fn object() -> Value {
-    json!({"type": "object", "additionalProperties": true})
-}
-
 fn provider_input() -> Value {
     json!({"type": "object", "properties": {"providerId": {"type": "string", "description": "A providerId of the catalog; all actions when omitted."}}})
 }
 
 fn intent_id_input() -> Value {
     json!({"type": "object", "properties": {"intentId": {"type": "string", "description": "From executeIntent."}}, "required": ["intentId"]})
+}
+
+fn delegation_status_input() -> Value {
+    json!({"type": "object", "properties": {
+        "chainId": {"type": "integer", "description": "Only delegations on this chain."},
+        "delegator": {"type": "string", "description": "Only delegations from this account (0x)."},
+        "delegationHash": {"type": "string", "description": "With verify: the delegation to check onchain."},
+        "verify": {"type": "boolean", "description": "Check delegationHash onchain instead of reading the database."}
+    }})
+}
+
+fn delegation_hash_input() -> Value {
+    json!({"type": "object", "properties": {
+        "delegationHash": {"type": "string", "description": "From delegationCreate / delegationActivate."}
+    }, "required": ["delegationHash"]})
 }
 
 fn chain_input() -> Value {

@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod credits;
+pub mod delegation;
 pub mod error;
 pub mod extract;
 pub mod identity;
@@ -69,6 +70,14 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
         .route("/api/v1/wallets/link", post(credits::link))
         .route("/api/v1/agent/preflight", post(intents::preflight))
         .route("/api/v1/agent/me", get(intents::whoami))
+        .route("/api/v1/agent/delegation/create", post(delegation::create))
+        .route("/api/v1/agent/delegation/activate", post(delegation::activate))
+        .route("/api/v1/agent/delegation/check", get(delegation::check))
+        .route("/api/v1/agent/delegation/verify", get(delegation::verify))
+        .route("/api/v1/agent/delegation/inspect", get(delegation::inspect))
+        .route("/api/v1/agent/delegation/balance", get(delegation::balance))
+        .route("/api/v1/agent/delegation/revoke", post(delegation::revoke))
+        .route("/api/v1/agent/delegation/redeem", post(delegation::redeem))
         .route("/api/v1/agent/delegation/personhood/rp", get(personhood::relying_party))
         .route("/api/v1/agent/delegation/personhood/org/begin", post(personhood::org_begin))
         .route("/api/v1/agent/delegation/personhood/org/complete", post(personhood::org_complete))

@@ -63,6 +63,8 @@ async fn delegate(app: &TestApp, owner: &Owner, n: usize) -> Vec<String> {
                 chain_id: 8453,
                 status: "active".into(),
                 created_at: i64::try_from(i).unwrap_or(0),
+                expires_at: None,
+                body: None,
             })
             .await
             .unwrap_or_else(|e| panic!("{e}"));

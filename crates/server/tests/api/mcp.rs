@@ -107,7 +107,7 @@ async fn the_plain_http_mirror_answers_like_mcp() {
     assert!(!mismatch.text.contains(&owner.agent_key), "no key is echoed");
     let built = mirror(&app, "buildTx", Some(&owner.agent_key), json!({"action": "swap", "params": {}, "chainId": 84532})).await;
     assert_eq!((built.status, built.body["structuredContent"]["code"].clone()), (403, json!("ACTION_NOT_ALLOWED")));
-    let pending = mirror(&app, "delegationCreate", Some(&owner.agent_key), json!({})).await;
+    let pending = mirror(&app, "getVenueReadiness", Some(&owner.agent_key), json!({})).await;
     assert_eq!((pending.status, pending.body["structuredContent"]["code"].clone()), (503, json!("NOT_AVAILABLE")));
 }
 

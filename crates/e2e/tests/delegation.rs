@@ -1,0 +1,272 @@
+//! ERC-7710 delegation on the real MetaMask Delegation Framework (deployed on the devnet from the
+//! published bytecode). Users are EOAs upgraded with EIP-7702 to the framework's
+//! EIP7702StatelessDeleGator; they sign delegations with viem (not our code). The gateway's hash is
+//! checked against `getDelegationHash`; refusals each have their code; a swap fans out to the users
+//! by `redeemDelegations` sent from the agent wallet and moves tokens out of each user's account; a
+//! user whose caveat cap is below the amount fails alone with DELEGATION_CAVEAT_REFUSED; a user who
+//! disabled the delegation onchain is skipped by the runner and by verify; revocation round trip.
+#![allow(clippy::panic)] // Tests fail by panicking.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use actiongate_api_types::delegation::Delegation;
+use actiongate_chain::delegation::{IDelegationManager, Parsed};
+use alloy::primitives::{Address, U256};
+use alloy::providers::Provider;
+use alloy::rpc::types::TransactionRequest;
+use alloy::sol_types::SolCall;
+use serde_json::{Value, json};
+
+use common::*;
+
+fn node(args: &[&str], stdin: Option<&str>) -> Value {
+    let mut child = Command::new("node")
+        .arg(actiongate_testkit::repo_root().join("devnet/delegator.mjs"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("node: {e}"));
+    if let Some(mut input) = child.stdin.take() {
+        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "delegator.mjs {args:?} failed");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("delegator.mjs {args:?}: {e}"))
+}
+
+async fn get(url: String, key: &str) -> (u16, Value) {
+    let r = reqwest::Client::new().get(url).header("x-agent-api-key", key).send().await.unwrap_or_else(|e| panic!("{e}"));
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+struct User {
+    address: Address,
+    key: String,
+}
+
+/// Creates a delegation for `user` through the gateway, has viem sign its typed data, and answers
+/// (the signed delegation, the create answer).
+async fn signed_delegation(gw: &Gateway, agent: &Agent, user: &User, extra: Value) -> (Value, Value) {
+    let mut body = json!({"agentApiKey": agent.key, "delegator": user.address, "chainId": 84532, "action": "swap"});
+    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    let (status, created) = post(format!("{}/api/v1/agent/delegation/create", gw.url), body).await;
+    assert_eq!(status, 200, "{created}");
+    let typed = created["data"]["typedData"].to_string();
+    let signature = node(&["sign", &user.key], Some(&typed))["signature"].as_str().unwrap_or_default().to_owned();
+    let mut delegation = created["data"]["delegation"].clone();
+    delegation["signature"] = json!(signature);
+    (delegation, created)
+}
+
+async fn activate(gw: &Gateway, agent: &Agent, delegation: &Value) -> (u16, Value) {
+    post(format!("{}/api/v1/agent/delegation/activate", gw.url), json!({"agentApiKey": agent.key, "delegation": delegation, "chainId": 84532})).await
+}
+
+#[tokio::test]
+async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
+    let devnet = Devnet::start();
+    let db = devnet.dir.path().join("gw.db");
+    let database_url = format!("sqlite://{}", db.display());
+    let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
+    let agent = onboard(&gw, &database_url, "delegation@example.com", &["swap"]).await;
+    let devnet_json = devnet.dir.path().join("devnet.json").display().to_string();
+    let manager = devnet.address(&["contracts", "DelegationManager"]);
+    let (usdc_addr, weth_addr) = (devnet.usdc(), devnet.weth());
+    // The agent pays the gas of the redemptions.
+    devnet.fund(agent.address, U256::from(10u64).pow(U256::from(18u64)), U256::ZERO).await;
+
+    // Five users: EOAs upgraded to the stateless DeleGator, each holding USDC.
+    let mut users = Vec::new();
+    for i in 2..7 {
+        let (address, key) = devnet.account(i);
+        let up = node(&["upgrade", &devnet_json, &key], None);
+        assert!(up["code"].as_str().is_some_and(|c| c.starts_with("0xef0100")), "{up}");
+        devnet.fund(address, U256::ZERO, usdc(100)).await;
+        users.push(User { address, key });
+    }
+
+    // --- activation: a delegation signed by viem is accepted (ERC-1271 on the user's account), and
+    // our hash is the framework's.
+    let (delegation, created) = signed_delegation(&gw, &agent, &users[0], json!({})).await;
+    let caveats: Vec<String> = created["data"]["caveatsDecoded"].as_array().into_iter().flatten().filter_map(|c| c["kind"].as_str().map(str::to_owned)).collect();
+    assert_eq!(caveats, ["AllowedTargetsEnforcer", "AllowedMethodsEnforcer", "ValueLteEnforcer"], "{created}");
+    let wire: Delegation = serde_json::from_value(delegation.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let parsed = Parsed::from_wire(&wire).unwrap_or_else(|e| panic!("{e:?}"));
+    let call = IDelegationManager::getDelegationHashCall { delegation: parsed.abi() };
+    let out = devnet
+        .provider
+        .call(TransactionRequest::default().to(manager).input(call.abi_encode().into()))
+        .await
+        .unwrap_or_else(|e| panic!("getDelegationHash: {e}"));
+    let framework_hash = IDelegationManager::getDelegationHashCall::abi_decode_returns(&out).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(created["data"]["delegationHash"], json!(framework_hash.to_string()), "our hash is getDelegationHash");
+    let (status, activated) = activate(&gw, &agent, &delegation).await;
+    assert_eq!(status, 200, "{activated}");
+    assert_eq!((activated["data"]["status"].clone(), activated["data"]["signatureKind"].clone()), (json!("active"), json!("erc1271")));
+
+    // --- refusals, each with its own code; none is stored.
+    let mut tampered = delegation.clone();
+    let sig = tampered["signature"].as_str().unwrap_or_default().to_owned();
+    let flipped = if sig.ends_with("1b") { format!("{}1c", &sig[..sig.len() - 2]) } else { format!("{}1b", &sig[..sig.len() - 2]) };
+    tampered["signature"] = json!(flipped);
+    let (status, body) = activate(&gw, &agent, &tampered).await;
+    assert_eq!((status, body["code"].clone()), (422, json!("DELEGATION_SIGNATURE_INVALID")), "{body}");
+
+    // Signed by the user, but to another delegate.
+    let (_, created) = signed_delegation(&gw, &agent, &users[1], json!({})).await;
+    let mut typed = created["data"]["typedData"].clone();
+    let stranger = devnet.account(9).0;
+    typed["message"]["delegate"] = json!(stranger);
+    let signature = node(&["sign", &users[1].key], Some(&typed.to_string()))["signature"].clone();
+    let mut other = created["data"]["delegation"].clone();
+    other["delegate"] = json!(stranger);
+    other["signature"] = signature;
+    let (status, body) = activate(&gw, &agent, &other).await;
+    assert_eq!((status, body["code"].clone()), (422, json!("DELEGATION_WRONG_DELEGATE")), "{body}");
+
+    // Signed for Base's DelegationManager (chain 8453), submitted for the devnet's chain.
+    let mut typed = created["data"]["typedData"].clone();
+    typed["domain"]["chainId"] = json!(8453);
+    typed["domain"]["verifyingContract"] = json!("0xdb9B1e94B5b69Df7e401DDbedE43491141047dB3");
+    let signature = node(&["sign", &users[1].key], Some(&typed.to_string()))["signature"].clone();
+    let mut other = created["data"]["delegation"].clone();
+    other["signature"] = signature;
+    let (status, body) = activate(&gw, &agent, &other).await;
+    assert_eq!((status, body["code"].clone()), (422, json!("DELEGATION_WRONG_CHAIN")), "{body}");
+
+    // A time window that has closed by the time it is activated.
+    let soon = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default() + 2;
+    let (expiring, _) = signed_delegation(&gw, &agent, &users[1], json!({"expiresAt": soon})).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (status, body) = activate(&gw, &agent, &expiring).await;
+    assert_eq!((status, body["code"].clone()), (422, json!("DELEGATION_EXPIRED")), "{body}");
+    let (_, check) = get(format!("{}/api/v1/agent/delegation/check?chainId=84532", gw.url), &agent.key).await;
+    assert_eq!(check["data"]["delegations"].as_array().map(Vec::len), Some(1), "only the valid delegation is stored: {check}");
+
+    // --- the other users delegate: users 1 and 2 like user 0; user 3 with a 10 USDC spend cap (below
+    // the swap's 50); user 4 then disables its delegation onchain with the transaction revoke builds.
+    let mut hashes = vec![created_hash(&activated)];
+    for (i, extra) in [(1, json!({})), (2, json!({})), (3, json!({"caveats": {"erc20SpendCaps": [{"token": "USDC", "amount": "10"}]}})), (4, json!({}))] {
+        let (d, _) = signed_delegation(&gw, &agent, &users[i], extra).await;
+        let (status, body) = activate(&gw, &agent, &d).await;
+        assert_eq!(status, 200, "user {i}: {body}");
+        hashes.push(created_hash(&body));
+    }
+    let (status, revoke) = post(format!("{}/api/v1/agent/delegation/revoke", gw.url), json!({"agentApiKey": agent.key, "delegationHash": hashes[4]})).await;
+    assert_eq!((status, revoke["data"]["status"].clone()), (200, json!("active")), "{revoke}");
+    let tx = &revoke["data"]["transaction"];
+    let sent = node(&["send", &devnet_json, &users[4].key, tx["to"].as_str().unwrap_or_default(), tx["data"].as_str().unwrap_or_default()], None);
+    assert_eq!(sent["status"], "success", "the owner's disableDelegation was mined: {sent}");
+    let (_, check) = get(format!("{}/api/v1/agent/delegation/check?chainId=84532", gw.url), &agent.key).await;
+    assert_eq!(check["data"]["delegations"].as_array().map(Vec::len), Some(5), "{check}");
+
+    // --- fan-out of a swap: 50 USDC -> WETH from each user's account.
+    let before: Vec<(U256, U256)> = balances(&devnet, &users, usdc_addr, weth_addr).await;
+    let (status, submitted) = post(
+        format!("{}/api/v1/agent/execute-intent", gw.url),
+        json!({"agentApiKey": agent.key, "action": "swap", "chainId": 84532, "estimatedAmountUsd": 50,
+               "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "50", "slippageBps": 100}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{submitted}");
+    let intent_id = submitted["intentId"].as_str().unwrap_or_else(|| panic!("{submitted}")).to_owned();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        let (_, body) = get(format!("{}/api/v1/agent/execute-intent/status?intentId={intent_id}", gw.url), &agent.key).await;
+        if body["status"] == "completed" || body["status"] == "failed" {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "the fan-out did not end: {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!((status["status"].clone(), status["total"].clone(), status["executed"].clone()), (json!("completed"), json!(5), json!(5)), "{status}");
+    let results = status["results"].as_array().cloned().unwrap_or_default();
+    let result_of = |u: &User| {
+        results
+            .iter()
+            .find(|r| r["walletAddress"].as_str().and_then(|a| a.parse::<Address>().ok()) == Some(u.address))
+            .cloned()
+            .unwrap_or_else(|| panic!("no result for {}: {status}", u.address))
+    };
+    let after = balances(&devnet, &users, usdc_addr, weth_addr).await;
+    for i in 0..3 {
+        let r = result_of(&users[i]);
+        assert_eq!(r["success"], json!(true), "user {i}: {r}");
+        assert_eq!(r["userDid"], json!(format!("did:pkh:eip155:84532:{}", users[i].address)), "{r}");
+        assert!(r["txHash"].as_str().is_some_and(|h| h.len() == 66), "{r}");
+        assert_eq!(before[i].0 - after[i].0, usdc(50), "user {i} paid 50 USDC from its own account");
+        assert!(after[i].1 > before[i].1, "user {i} received WETH");
+    }
+    let capped = result_of(&users[3]);
+    assert_eq!((capped["success"].clone(), capped["code"].clone()), (json!(false), json!("DELEGATION_CAVEAT_REFUSED")), "{capped}");
+    assert!(capped["message"].as_str().is_some_and(|m| m.contains("ERC20BalanceChangeEnforcer:exceeded-balance-decrease")), "the enforcer's reason: {capped}");
+    assert_eq!(after[3], before[3], "the capped user's balances did not move");
+    let disabled = result_of(&users[4]);
+    assert_eq!((disabled["success"].clone(), disabled["code"].clone()), (json!(false), json!("DELEGATION_REVOKED")), "{disabled}");
+    assert_eq!(after[4], before[4], "the user who disabled the delegation was skipped");
+    // Credits: 5 reserved at 10 each, the 3 successes captured.
+    assert_eq!(credits(&gw, &agent).await, 10_000 - 30);
+
+    // --- redeem: one execution within user 1's delegation; a retry with the same key sends nothing.
+    let redeem = json!({"agentApiKey": agent.key, "delegationHash": hashes[1], "action": "swap", "idempotencyKey": "r-1",
+                        "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "10", "slippageBps": 100}});
+    let (status, redeemed) = post(format!("{}/api/v1/agent/delegation/redeem", gw.url), redeem.clone()).await;
+    assert_eq!((status, redeemed["data"]["status"].clone(), redeemed["data"]["success"].clone()), (200, json!("succeeded"), json!(true)), "{redeemed}");
+    let paid = devnet.balance(usdc_addr, users[1].address).await;
+    assert_eq!(after[1].0 - paid, usdc(10), "the redemption moved 10 USDC out of user 1's account");
+    let (status, again) = post(format!("{}/api/v1/agent/delegation/redeem", gw.url), redeem).await;
+    assert_eq!((status, again["data"]["txHash"].clone()), (200, redeemed["data"]["txHash"].clone()), "{again}");
+    assert_eq!(devnet.balance(usdc_addr, users[1].address).await, paid, "a retry paid nothing twice");
+    let (status, body) = post(
+        format!("{}/api/v1/agent/delegation/redeem", gw.url),
+        json!({"agentApiKey": agent.key, "delegationHash": hashes[4], "action": "swap", "idempotencyKey": "r-2",
+               "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "10"}}),
+    )
+    .await;
+    assert_eq!((status, body["code"].clone()), (422, json!("DELEGATION_REVOKED")), "{body}");
+
+    // --- verify: the disabled one is not valid; an active one passes every check.
+    let (_, verified) = get(format!("{}/api/v1/agent/delegation/verify?delegationHash={}", gw.url, hashes[4]), &agent.key).await;
+    assert_eq!((verified["data"]["valid"].clone(), verified["data"]["status"].clone()), (json!(false), json!("revoked")), "{verified}");
+    let (_, verified) = get(format!("{}/api/v1/agent/delegation/verify?delegationHash={}", gw.url, hashes[0]), &agent.key).await;
+    assert_eq!(verified["data"]["valid"], json!(true), "{verified}");
+    let names: Vec<&str> = verified["data"]["checks"].as_array().into_iter().flatten().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(names, ["delegationManager", "delegatorCode", "notDisabled", "signature", "enforcersDeployed", "timeWindow"]);
+
+    // --- revocation round trip: revoke now reports it revoked, and so does check.
+    let (status, revoke) = post(format!("{}/api/v1/agent/delegation/revoke", gw.url), json!({"agentApiKey": agent.key, "delegationHash": hashes[4]})).await;
+    assert_eq!((status, revoke["data"]["status"].clone(), revoke["data"].get("transaction").cloned()), (200, json!("revoked"), None), "{revoke}");
+    let (_, check) = get(format!("{}/api/v1/agent/delegation/check?chainId=84532&delegator={}", gw.url, users[4].address), &agent.key).await;
+    assert_eq!((check["data"]["active"].clone(), check["data"]["delegations"][0]["status"].clone()), (json!(false), json!("revoked")), "{check}");
+
+    // --- inspect and balance.
+    let (_, inspected) = get(format!("{}/api/v1/agent/delegation/inspect?delegationHash={}", gw.url, hashes[3]), &agent.key).await;
+    let cap = inspected["data"]["caveats"].as_array().and_then(|c| c.iter().find(|c| c["kind"] == "ERC20BalanceChangeEnforcer").cloned()).unwrap_or(Value::Null);
+    assert_eq!((cap["terms"]["change"].clone(), cap["terms"]["limit"]["amount"].clone()), (json!("decrease"), json!("10")), "{inspected}");
+    let (_, balance) = get(format!("{}/api/v1/agent/delegation/balance?delegationHash={}", gw.url, hashes[0]), &agent.key).await;
+    let usdc_row = balance["data"]["tokens"].as_array().and_then(|t| t.iter().find(|t| t["token"] == "USDC").cloned()).unwrap_or(Value::Null);
+    assert_eq!(usdc_row["raw"], json!(after[0].0.to_string()), "{balance}");
+    let other_agent = onboard(&gw, &database_url, "other@example.com", &["swap"]).await;
+    let (status, _) = get(format!("{}/api/v1/agent/delegation/inspect?delegationHash={}", gw.url, hashes[0]), &other_agent.key).await;
+    assert_eq!(status, 404, "another agent does not see this agent's delegations");
+}
+
+fn created_hash(body: &Value) -> String {
+    body["data"]["delegationHash"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned()
+}
+
+async fn balances(devnet: &Devnet, users: &[User], usdc: Address, weth: Address) -> Vec<(U256, U256)> {
+    let mut out = Vec::new();
+    for u in users {
+        out.push((devnet.balance(usdc, u.address).await, devnet.balance(weth, u.address).await));
+    }
+    out
+}

@@ -1,0 +1,5 @@
+-- ERC-7710 delegations as signed (the whole delegation, JSON), with the end of their time window.
+ALTER TABLE delegations ADD COLUMN expires_at BIGINT;
+ALTER TABLE delegations ADD COLUMN body TEXT;
+ALTER TABLE delegations ADD COLUMN updated_at BIGINT;
+CREATE INDEX delegations_by_delegator ON delegations (agent_id, chain_id, delegator);
