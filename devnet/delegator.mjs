@@ -5,9 +5,12 @@
 //   node devnet/delegator.mjs upgrade DEVNET_JSON PRIVATE_KEY        -> {"address", "code"}
 //   node devnet/delegator.mjs sign PRIVATE_KEY < typed-data.json     -> {"signature"}
 //   node devnet/delegator.mjs send DEVNET_JSON PRIVATE_KEY TO DATA   -> {"hash", "status"}
+//   node devnet/delegator.mjs sign-kit DEVNET_JSON OWNER_KEY ACCOUNT < delegation.json -> {"signature"}
+//     (a HybridDeleGator of the devnet signs with @metamask/smart-accounts-kit's signDelegation)
 import fs from "node:fs";
 import { createPublicClient, createWalletClient, http, defineChain } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
+import { Implementation, toMetaMaskSmartAccount } from "@metamask/smart-accounts-kit";
 
 const [command, ...args] = process.argv.slice(2);
 const stdin = () => new Promise((resolve) => {
@@ -53,6 +56,20 @@ if (command === "upgrade") {
   const hash = await wallet.sendTransaction({ to, data, gas: 300000n });
   const receipt = await pub.waitForTransactionReceipt({ hash });
   console.log(JSON.stringify({ hash, status: receipt.status }));
+} else if (command === "sign-kit") {
+  const [devnetJson, key, address] = args;
+  const { devnet, account, pub } = clients(devnetJson, key);
+  const c = devnet.contracts;
+  const environment = {
+    DelegationManager: c.DelegationManager, EntryPoint: c.EntryPoint, SimpleFactory: c.SimpleFactory,
+    implementations: { MultiSigDeleGatorImpl: c.MultiSigDeleGatorImpl, HybridDeleGatorImpl: c.HybridDeleGatorImpl,
+      EIP7702StatelessDeleGatorImpl: c.EIP7702StatelessDeleGatorImpl },
+    caveatEnforcers: Object.fromEntries(Object.entries(c).filter(([name]) => name.endsWith("Enforcer"))),
+  };
+  const smart = await toMetaMaskSmartAccount({ client: pub, implementation: Implementation.Hybrid, address, signer: { account }, environment });
+  const delegation = JSON.parse(await stdin());
+  const signature = await smart.signDelegation({ delegation, chainId: devnet.chainId });
+  console.log(JSON.stringify({ signature }));
 } else {
   throw new Error(`unknown command ${command}`);
 }

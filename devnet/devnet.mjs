@@ -16,6 +16,7 @@ import solc from "solc";
 import { createPublicClient, createWalletClient, getAddress, http, parseEther, parseUnits, zeroAddress } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 import { deploySmartAccountsEnvironment } from "@metamask/smart-accounts-kit/utils";
+import { Implementation, toMetaMaskSmartAccount } from "@metamask/smart-accounts-kit";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -216,6 +217,24 @@ for (const [name, a] of Object.entries(framework.caveatEnforcers)) addr[name] = 
 const managerCode = await pub.getCode({ address: addr.DelegationManager });
 if (!managerCode || managerCode === "0x") fail("the DelegationManager has no code");
 
+// Funded test DeleGator accounts: HybridDeleGator proxies owned by accounts 7 and 8, deployed through
+// the framework's SimpleFactory with the kit's own factory data; 1 ETH and 10 000 USDC each.
+const smartAccounts = [];
+for (const ownerIndex of [7, 8]) {
+  const owner = accounts[ownerIndex];
+  const account = await toMetaMaskSmartAccount({ client: pub, implementation: Implementation.Hybrid,
+    deployParams: [owner.address, [], [], []], deploySalt: "0x", signer: { account: owner }, environment: framework });
+  const { factory, factoryData } = await account.getFactoryArgs();
+  const hash = await w.sendTransaction({ to: factory, data: factoryData, gas: SEND_GAS });
+  if ((await pub.waitForTransactionReceipt({ hash })).status !== "success") fail("deploying a HybridDeleGator reverted");
+  const code = await pub.getCode({ address: account.address });
+  if (!code || code === "0x") fail("the HybridDeleGator has no code");
+  const fund = await w.sendTransaction({ to: account.address, value: parseUnits("1", 18), gas: 100_000n });
+  await pub.waitForTransactionReceipt({ hash: fund });
+  await send(w, usdc, "mint", [account.address, parseUnits("10000", 6)]);
+  smartAccounts.push({ address: getAddress(account.address), implementation: "HybridDeleGator", ownerIndex, owner: owner.address });
+}
+
 // --- outputs -----------------------------------------------------------------------------------
 // Credit purchases (x402) are paid to an address no test account uses.
 const x402Recipient = mnemonicToAccount(MNEMONIC, { addressIndex: 100 }).address;
@@ -228,6 +247,7 @@ const devnet = {
   vaults: { "usdc-vault": addr.USDCVault },
   x402: { recipient: x402Recipient },
   accounts: accounts.map((a, i) => ({ address: a.address, privateKey: keyOf(i) })),
+  smartAccounts,
 };
 fs.mkdirSync(out, { recursive: true });
 fs.writeFileSync(path.join(out, "devnet.json"), JSON.stringify(devnet, null, 2));

@@ -4,7 +4,8 @@
 //! checked against `getDelegationHash`; refusals each have their code; a swap fans out to the users
 //! by `redeemDelegations` sent from the agent wallet and moves tokens out of each user's account; a
 //! user whose caveat cap is below the amount fails alone with DELEGATION_CAVEAT_REFUSED; a user who
-//! disabled the delegation onchain is skipped by the runner and by verify; revocation round trip.
+//! disabled the delegation onchain is skipped by the runner and by verify; revocation round trip; a
+//! HybridDeleGator signs with the MetaMask kit; a codeless delegator is checked by ECDSA.
 #![allow(clippy::panic)] // Tests fail by panicking.
 
 mod common;
@@ -93,6 +94,12 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
         users.push(User { address, key });
     }
 
+    // A HybridDeleGator of the devnet (deployed through the framework's factory), owned by account 7.
+    let hybrid = User {
+        address: devnet.spec["smartAccounts"][0]["address"].as_str().and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("no smart account")),
+        key: devnet.account(devnet.spec["smartAccounts"][0]["ownerIndex"].as_u64().unwrap_or(7) as usize).1,
+    };
+
     // --- activation: a delegation signed by viem is accepted (ERC-1271 on the user's account), and
     // our hash is the framework's.
     let (delegation, created) = signed_delegation(&gw, &agent, &users[0], json!({})).await;
@@ -123,7 +130,7 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     // Signed by the user, but to another delegate.
     let (_, created) = signed_delegation(&gw, &agent, &users[1], json!({})).await;
     let mut typed = created["data"]["typedData"].clone();
-    let stranger = devnet.account(9).0;
+    let stranger = devnet.account(1).0;
     typed["message"]["delegate"] = json!(stranger);
     let signature = node(&["sign", &users[1].key], Some(&typed.to_string()))["signature"].clone();
     let mut other = created["data"]["delegation"].clone();
@@ -160,16 +167,30 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
         assert_eq!(status, 200, "user {i}: {body}");
         hashes.push(created_hash(&body));
     }
+    // The HybridDeleGator signs with the MetaMask kit's own signDelegation (ERC-1271 through its owner).
+    let (status, created) = post(
+        format!("{}/api/v1/agent/delegation/create", gw.url),
+        json!({"agentApiKey": agent.key, "delegator": hybrid.address, "chainId": 84532, "action": "swap"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{created}");
+    let mut kit_delegation = created["data"]["delegation"].clone();
+    let signed = node(&["sign-kit", &devnet_json, &hybrid.key, &hybrid.address.to_string()], Some(&kit_delegation.to_string()));
+    kit_delegation["signature"] = signed["signature"].clone();
+    let (status, body) = activate(&gw, &agent, &kit_delegation).await;
+    assert_eq!((status, body["data"]["signatureKind"].clone()), (200, json!("erc1271")), "{body}");
+
     let (status, revoke) = post(format!("{}/api/v1/agent/delegation/revoke", gw.url), json!({"agentApiKey": agent.key, "delegationHash": hashes[4]})).await;
     assert_eq!((status, revoke["data"]["status"].clone()), (200, json!("active")), "{revoke}");
     let tx = &revoke["data"]["transaction"];
     let sent = node(&["send", &devnet_json, &users[4].key, tx["to"].as_str().unwrap_or_default(), tx["data"].as_str().unwrap_or_default()], None);
     assert_eq!(sent["status"], "success", "the owner's disableDelegation was mined: {sent}");
     let (_, check) = get(format!("{}/api/v1/agent/delegation/check?chainId=84532", gw.url), &agent.key).await;
-    assert_eq!(check["data"]["delegations"].as_array().map(Vec::len), Some(5), "{check}");
+    assert_eq!(check["data"]["delegations"].as_array().map(Vec::len), Some(6), "{check}");
 
     // --- fan-out of a swap: 50 USDC -> WETH from each user's account.
     let before: Vec<(U256, U256)> = balances(&devnet, &users, usdc_addr, weth_addr).await;
+    let hybrid_before = (devnet.balance(usdc_addr, hybrid.address).await, devnet.balance(weth_addr, hybrid.address).await);
     let (status, submitted) = post(
         format!("{}/api/v1/agent/execute-intent", gw.url),
         json!({"agentApiKey": agent.key, "action": "swap", "chainId": 84532, "estimatedAmountUsd": 50,
@@ -187,7 +208,7 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
         assert!(Instant::now() < deadline, "the fan-out did not end: {body}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!((status["status"].clone(), status["total"].clone(), status["executed"].clone()), (json!("completed"), json!(5), json!(5)), "{status}");
+    assert_eq!((status["status"].clone(), status["total"].clone(), status["executed"].clone()), (json!("completed"), json!(6), json!(6)), "{status}");
     let results = status["results"].as_array().cloned().unwrap_or_default();
     let result_of = |u: &User| {
         results
@@ -205,6 +226,10 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
         assert_eq!(before[i].0 - after[i].0, usdc(50), "user {i} paid 50 USDC from its own account");
         assert!(after[i].1 > before[i].1, "user {i} received WETH");
     }
+    let r = result_of(&hybrid);
+    assert_eq!(r["success"], json!(true), "the HybridDeleGator: {r}");
+    assert_eq!(hybrid_before.0 - devnet.balance(usdc_addr, hybrid.address).await, usdc(50), "the HybridDeleGator paid 50 USDC");
+    assert!(devnet.balance(weth_addr, hybrid.address).await > hybrid_before.1, "the HybridDeleGator received WETH");
     let capped = result_of(&users[3]);
     assert_eq!((capped["success"].clone(), capped["code"].clone()), (json!(false), json!("DELEGATION_CAVEAT_REFUSED")), "{capped}");
     assert!(capped["message"].as_str().is_some_and(|m| m.contains("ERC20BalanceChangeEnforcer:exceeded-balance-decrease")), "the enforcer's reason: {capped}");
@@ -212,8 +237,8 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     let disabled = result_of(&users[4]);
     assert_eq!((disabled["success"].clone(), disabled["code"].clone()), (json!(false), json!("DELEGATION_REVOKED")), "{disabled}");
     assert_eq!(after[4], before[4], "the user who disabled the delegation was skipped");
-    // Credits: 5 reserved at 10 each, the 3 successes captured.
-    assert_eq!(credits(&gw, &agent).await, 10_000 - 30);
+    // Credits: 6 reserved at 10 each, the 4 successes captured.
+    assert_eq!(credits(&gw, &agent).await, 10_000 - 40);
 
     // --- redeem: one execution within user 1's delegation; a retry with the same key sends nothing.
     let redeem = json!({"agentApiKey": agent.key, "delegationHash": hashes[1], "action": "swap", "idempotencyKey": "r-1",
@@ -257,6 +282,20 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     let other_agent = onboard(&gw, &database_url, "other@example.com", &["swap"]).await;
     let (status, _) = get(format!("{}/api/v1/agent/delegation/inspect?delegationHash={}", gw.url, hashes[0]), &other_agent.key).await;
     assert_eq!(status, 404, "another agent does not see this agent's delegations");
+
+    // A codeless delegator (a plain EOA) is checked by ECDSA recovery.
+    let (eoa, eoa_key) = devnet.account(9);
+    let (status, created) = post(
+        format!("{}/api/v1/agent/delegation/create", gw.url),
+        json!({"agentApiKey": other_agent.key, "delegator": eoa, "chainId": 84532, "action": "swap"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{created}");
+    let signature = node(&["sign", &eoa_key], Some(&created["data"]["typedData"].to_string()))["signature"].clone();
+    let mut d = created["data"]["delegation"].clone();
+    d["signature"] = signature;
+    let (status, body) = activate(&gw, &other_agent, &d).await;
+    assert_eq!((status, body["data"]["signatureKind"].clone()), (200, json!("ecdsa")), "{body}");
 }
 
 fn created_hash(body: &Value) -> String {

@@ -79,6 +79,17 @@ async fn the_devnet_deploys_funds_and_configures_the_gateway() {
         let eth = rpc(&url, "eth_getBalance", json!([address, "latest"])).await;
         assert!(eth.as_str().is_some_and(|e| e.len() > 18), "{address} has no ETH");
     }
+    // Two funded test DeleGator accounts (HybridDeleGator proxies) with code, ETH and 10 000 USDC.
+    let smart = spec["smartAccounts"].as_array().cloned().unwrap_or_default();
+    assert_eq!(smart.len(), 2, "{spec}");
+    for a in &smart {
+        let address = a["address"].as_str().unwrap_or_default();
+        let code = rpc(&url, "eth_getCode", json!([address, "latest"])).await;
+        assert!(code.as_str().is_some_and(|c| c.len() > 2), "{address} has no code");
+        let data = format!("0x70a08231{}", word(address));
+        let balance = rpc(&url, "eth_call", json!([{"to": usdc, "data": data}, "latest"])).await;
+        assert_eq!(u128::from_str_radix(balance.as_str().unwrap_or("0x0").trim_start_matches("0x"), 16).ok(), Some(10_000_000_000));
+    }
     // The stablecoin's EIP-712 domain is Base Sepolia's USDC: name "USDC", version "2".
     let type_hash = Keccak256::digest(b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
     let mut encoded = Vec::new();
