@@ -309,3 +309,59 @@ async fn balances(devnet: &Devnet, users: &[User], usdc: Address, weth: Address)
     }
     out
 }
+
+/// A gateway killed right after it sent a redemption (before recording anything), then another on the
+/// same database: every delegator's swap runs exactly once and the intent completes.
+#[tokio::test]
+async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
+    let devnet = Devnet::start();
+    let database_url = actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}"));
+    let config = devnet.gateway_config("crash", &database_url);
+    let mut a = start_gateway(&config, true);
+    let agent = onboard(&a, &database_url, "crash@example.com", &["swap"]).await;
+    let devnet_json = devnet.dir.path().join("devnet.json").display().to_string();
+    let (usdc_addr, weth_addr) = (devnet.usdc(), devnet.weth());
+    devnet.fund(agent.address, U256::from(10u64).pow(U256::from(18u64)), U256::ZERO).await;
+    let mut users = Vec::new();
+    for i in 2..5 {
+        let (address, key) = devnet.account(i);
+        node(&["upgrade", &devnet_json, &key], None);
+        let user = User { address, key };
+        let (d, _) = signed_delegation(&a, &agent, &user, json!({})).await;
+        let (status, body) = activate(&a, &agent, &d).await;
+        assert_eq!(status, 200, "{body}");
+        users.push(user);
+    }
+    let before = balances(&devnet, &users, usdc_addr, weth_addr).await;
+    let nonce = devnet.nonce(agent.address).await;
+    let (status, submitted) = post(
+        format!("{}/api/v1/agent/execute-intent", a.url),
+        json!({"agentApiKey": agent.key, "action": "swap", "chainId": 84532, "estimatedAmountUsd": 50,
+               "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "50", "slippageBps": 100}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{submitted}");
+    let intent_id = submitted["intentId"].as_str().unwrap_or_else(|| panic!("{submitted}")).to_owned();
+    let exited = a.process.0.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!exited.success(), "the gateway was to die right after its first send");
+    assert_eq!(devnet.nonce(agent.address).await, nonce + 1, "one redemption reached the chain before the crash");
+
+    let b = start_gateway(&config, false);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        let (_, body) = get(format!("{}/api/v1/agent/execute-intent/status?intentId={intent_id}", b.url), &agent.key).await;
+        if body["status"] == "completed" || body["status"] == "failed" {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "the fan-out was not taken over: {body}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!((status["status"].clone(), status["executed"].clone()), (json!("completed"), json!(3)), "{status}");
+    assert!(status["results"].as_array().is_some_and(|r| r.iter().all(|x| x["success"] == json!(true))), "{status}");
+    let after = balances(&devnet, &users, usdc_addr, weth_addr).await;
+    for i in 0..3 {
+        assert_eq!(before[i].0 - after[i].0, usdc(50), "user {i} paid once");
+    }
+    // Each user: an approval and a swap, each one redemption; nothing was sent twice.
+    assert_eq!(devnet.nonce(agent.address).await, nonce + 6);
+}
