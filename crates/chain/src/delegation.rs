@@ -199,9 +199,11 @@ impl Parsed {
             delegator: parse_address("delegator", &d.delegator)?,
             authority: d.authority.parse().map_err(|_| invalid("authority is not a 32-byte 0x hex"))?,
             caveats,
-            salt: U256::from_str_radix(d.salt.trim_start_matches("0x"), 16)
-                .or_else(|_| d.salt.parse::<U256>())
-                .map_err(|_| invalid("salt is not a uint256 (0x hex)"))?,
+            salt: match d.salt.strip_prefix("0x") {
+                Some(hex) => U256::from_str_radix(hex, 16),
+                None => U256::from_str_radix(&d.salt, 10),
+            }
+            .map_err(|_| invalid("salt is not a uint256 (0x hex or decimal)"))?,
             signature: d.signature.as_deref().map(|s| parse_hex("signature", s)).transpose()?.unwrap_or_default(),
         })
     }
@@ -407,6 +409,11 @@ pub fn caveats_of(
         (None, _) => U256::ZERO,
     };
     push("ValueLteEnforcer", max_value.to_be_bytes::<32>().to_vec())?;
+    // ERC20TransferAmount and ERC20PeriodTransfer admit only `transfer` calls on their token: with
+    // any other action they would refuse every redemption (its approval included).
+    if action.is_some_and(|a| a != "transfer") && (req.erc20_transfer_cap.is_some() || req.erc20_period_cap.is_some()) {
+        return Err(Error::invalid("erc20TransferCap and erc20PeriodCap cap ERC-20 transfers; for this action use erc20SpendCaps."));
+    }
     if let Some(cap) = &req.erc20_transfer_cap {
         let (token, amount) = token_amount(settings, chain_id, &cap.token, &cap.amount)?;
         push("ERC20TransferAmountEnforcer", [token.as_slice(), &amount.to_be_bytes::<32>()].concat())?;
@@ -461,6 +468,19 @@ fn bind_delegator(caveats: &mut [Caveat], framework: &Framework, delegator: Addr
     }
 }
 
+/// Whether `terms` have the shape the named enforcer reads.
+fn terms_fit(name: &str, t: &[u8]) -> bool {
+    match name {
+        "AllowedTargetsEnforcer" => !t.is_empty() && t.len().is_multiple_of(20),
+        "AllowedMethodsEnforcer" => !t.is_empty() && t.len().is_multiple_of(4),
+        "ValueLteEnforcer" | "LimitedCallsEnforcer" | "TimestampEnforcer" => t.len() == 32,
+        "ERC20TransferAmountEnforcer" => t.len() == 52,
+        "ERC20PeriodTransferEnforcer" => t.len() == 116,
+        "ERC20BalanceChangeEnforcer" => t.len() == 73,
+        _ => false,
+    }
+}
+
 fn word(t: &[u8], i: usize) -> U256 {
     t.get(i..i + 32).map(U256::from_be_slice).unwrap_or_default()
 }
@@ -477,8 +497,8 @@ fn token_json(settings: Option<&ChainSettings>, token: Address, amount: U256) ->
 pub fn decode_caveat(framework: &Framework, settings: Option<&ChainSettings>, enforcer: Address, t: &[u8]) -> (String, Value) {
     let Some(name) = framework.name_of(enforcer) else { return ("unknown".into(), json!({"raw": Bytes::copy_from_slice(t).to_string()})) };
     let terms = match name {
-        "AllowedTargetsEnforcer" => json!({"targets": t.chunks(20).map(|c| Address::from_slice(c).to_string()).collect::<Vec<_>>()}),
-        "AllowedMethodsEnforcer" => json!({"selectors": t.chunks(4).map(|c| Bytes::copy_from_slice(c).to_string()).collect::<Vec<_>>()}),
+        "AllowedTargetsEnforcer" if terms_fit(name, t) => json!({"targets": t.chunks_exact(20).map(|c| Address::from_slice(c).to_string()).collect::<Vec<_>>()}),
+        "AllowedMethodsEnforcer" if terms_fit(name, t) => json!({"selectors": t.chunks_exact(4).map(|c| Bytes::copy_from_slice(c).to_string()).collect::<Vec<_>>()}),
         "ValueLteEnforcer" => json!({"maxValueWei": word(t, 0).to_string()}),
         "ERC20TransferAmountEnforcer" if t.len() == 52 => json!({"cap": token_json(settings, Address::from_slice(&t[..20]), word(t, 20))}),
         "ERC20PeriodTransferEnforcer" if t.len() == 116 => json!({
@@ -648,10 +668,17 @@ impl DelegationChain for FrameworkChains {
         if d.caveats.is_empty() {
             return Err(invalid("A delegation without caveats grants every power of the account; it is not accepted."));
         }
-        for (e, _, _) in &d.caveats {
-            if framework.name_of(*e).is_none() {
+        for (e, t, _) in &d.caveats {
+            let Some(name) = framework.name_of(*e) else {
                 return Err(invalid(format!("Enforcer {e} is not one of the framework's enforcers this gateway knows on chain {chain_id}.")));
+            };
+            if !terms_fit(name, t) {
+                return Err(invalid(format!("The terms of the {name} caveat are not the shape that enforcer reads.")));
             }
+        }
+        let targets = framework.enforcers.get("AllowedTargetsEnforcer");
+        if !d.caveats.iter().any(|(e, _, _)| Some(e) == targets) {
+            return Err(invalid("A delegation here names the contracts it may call (an AllowedTargetsEnforcer caveat)."));
         }
         let agent: Address = delegate.parse().map_err(|_| Error::internal("the agent's wallet address is not an address"))?;
         if d.delegate != agent {
@@ -758,7 +785,7 @@ impl DelegationChain for FrameworkChains {
             match framework.name_of(*e) {
                 Some("ERC20TransferAmountEnforcer" | "ERC20PeriodTransferEnforcer") if t.len() >= 20 => tokens.push(Address::from_slice(&t[..20])),
                 Some("ERC20BalanceChangeEnforcer") if t.len() == 73 => tokens.push(Address::from_slice(&t[1..21])),
-                Some("AllowedTargetsEnforcer") => tokens.extend(t.chunks(20).map(Address::from_slice).filter(|a| listed(a))),
+                Some("AllowedTargetsEnforcer") => tokens.extend(t.chunks_exact(20).map(Address::from_slice).filter(|a| listed(a))),
                 _ => {}
             }
         }

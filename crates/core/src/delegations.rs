@@ -218,10 +218,14 @@ impl Gateway {
         let checks = self.delegation_chain()?.verify(record.chain_id, &delegation, self.now_secs()).await?;
         let now = to_millis(self.now());
         let mut status = record.status.clone();
-        if checks.iter().any(|c| c.name == "notDisabled" && !c.ok) {
+        let failed = |name: &str| checks.iter().any(|c| c.name == name && !c.ok);
+        if failed("notDisabled") {
             status = "revoked".into();
-        } else if status == "active" && checks.iter().any(|c| c.name == "timeWindow" && !c.ok) {
+        } else if status == "active" && failed("timeWindow") {
             status = "expired".into();
+        } else if status == "active" && failed("signature") {
+            // The account no longer accepts the signature (its owner or its code changed).
+            status = "invalid".into();
         }
         if status != record.status {
             self.store().set_delegation_status(&record.hash, &status, now).await?;
@@ -268,6 +272,18 @@ impl Gateway {
             let code = if record.status == "revoked" { ErrorCode::DelegationRevoked } else { ErrorCode::DelegationExpired };
             return Err(Error::new(code, format!("Delegation {} is not active (it is {}).", record.hash, record.status)));
         }
+        let fans_out = self.catalog().resolve(&req.action).is_some_and(|spec| spec.entry.requires_subscription && !spec.is_read());
+        if !fans_out {
+            return Err(Error::invalid(format!("{} does not run under a delegation: redeem takes an action that runs for delegated users.", req.action)));
+        }
+        // A delegator's executions run under its newest active delegation: redeem only that one.
+        let current = self.store().active_delegation(&agent.agent.id, record.chain_id, &record.delegator, now).await?;
+        if current.as_ref().map(|d| d.hash.as_str()) != Some(record.hash.as_str()) {
+            return Err(Error::new(
+                ErrorCode::DelegationInvalid,
+                format!("{} gave a newer delegation to this agent; it supersedes {}: redeem that one.", record.delegator, record.hash),
+            ));
+        }
         let submission = ExecuteIntentRequest {
             agent_api_key: key.to_owned(),
             action: req.action.clone(),
@@ -276,7 +292,10 @@ impl Gateway {
             estimated_amount_usd: req.estimated_amount_usd,
             idempotency_key: Some(req.idempotency_key.clone()),
         };
-        let submitted = self.submit_scoped(&submission, Lane::ExecuteIntent, Some(&record.delegator)).await.map_err(Error::intent_rejection)?;
+        let submitted = self
+            .submit_scoped(&submission, Lane::ExecuteIntent, Some((&record.delegator, &record.hash)))
+            .await
+            .map_err(Error::intent_rejection)?;
         let intent = submitted.intent().clone();
         if let Submitted::New(new) = submitted {
             let runner = self.runner().clone();
@@ -302,5 +321,41 @@ impl Gateway {
             code: e.error_code.clone(),
             message: e.error_message.clone(),
         })
+    }
+
+    /// Checks every active delegation against the chain: one its delegator disabled (by the
+    /// transaction `revoke` built, or any other) is recorded `revoked`, one whose time window closed
+    /// `expired`. Delegations on chains this gateway cannot read are left as they are. Answers how
+    /// many changed.
+    pub async fn sweep_delegations(&self) -> Result<u32> {
+        let Some(chain) = self.delegations() else { return Ok(0) };
+        let mut after: Option<String> = None;
+        let mut changed = 0;
+        loop {
+            let page = self.store().active_delegations(after.as_deref(), 200).await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.hash.clone());
+            for d in &page {
+                let now = to_millis(self.now());
+                let status = if d.expires_at.is_some_and(|e| e <= now) {
+                    "expired"
+                } else {
+                    match chain.is_disabled(d.chain_id, &d.hash).await {
+                        Ok(true) => "revoked",
+                        Ok(false) => continue,
+                        // A chain without an RPC URL or a node that does not answer: next sweep.
+                        Err(e) => {
+                            tracing::debug!(delegation_hash = %d.hash, code = %e.code, "delegation not checked onchain");
+                            continue;
+                        }
+                    }
+                };
+                if self.store().set_delegation_status(&d.hash, status, now).await? {
+                    tracing::info!(delegation_hash = %d.hash, status, "delegation status from the chain");
+                    changed += 1;
+                }
+            }
+        }
+        Ok(changed)
     }
 }

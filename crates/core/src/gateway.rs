@@ -66,6 +66,8 @@ pub struct Settings {
     pub direct_timeout: Duration,
     /// How credits are sold (x402).
     pub purchase: PurchaseSettings,
+    /// How often active delegations are checked onchain for revocations; zero: never.
+    pub delegation_sweep: Duration,
 }
 
 impl Default for Settings {
@@ -82,6 +84,7 @@ impl Default for Settings {
             lease: Duration::seconds(30),
             direct_timeout: Duration::seconds(30),
             purchase: PurchaseSettings::default(),
+            delegation_sweep: Duration::seconds(30),
         }
     }
 }

@@ -77,9 +77,10 @@ impl Gateway {
         self.submit_scoped(req, lane, None).await
     }
 
-    /// [`Gateway::submit`], a fan-out addressing only `only_delegator` (a redemption of one
-    /// delegation), which runs in the request like a direct execution.
-    pub(crate) async fn submit_scoped(&self, req: &ExecuteIntentRequest, lane: Lane, only_delegator: Option<&str>) -> Result<Submitted> {
+    /// [`Gateway::submit`], a fan-out addressing only one delegator (a redemption of one delegation,
+    /// given as (delegator, delegation hash)), which runs in the request like a direct execution.
+    pub(crate) async fn submit_scoped(&self, req: &ExecuteIntentRequest, lane: Lane, only: Option<(&str, &str)>) -> Result<Submitted> {
+        let only_delegator = only.map(|(delegator, _)| delegator);
         let agent = self.authenticate_agent(Some(&req.agent_api_key)).await?;
         let spec = self.catalog().resolve(&req.action).ok_or_else(|| {
             refusal(ErrorCode::UnknownAction, format!("No action named {:?} is in the catalog.", req.action))
@@ -116,7 +117,7 @@ impl Gateway {
                 "params": req.params,
                 "chainId": chain_id,
                 "estimatedAmountUsd": req.estimated_amount_usd,
-                "delegator": only_delegator,
+                "delegation": only.map(|(_, hash)| hash),
             }))
             .to_string()
             .as_bytes(),

@@ -437,6 +437,8 @@ pub trait Store: Send + Sync + 'static {
     async fn list_delegations(&self, agent_id: &str, chain_id: Option<u64>, delegator: Option<&str>) -> Result<Vec<DelegationRecord>, StoreError>;
     /// The delegation the fan-out runs under for one delegator: the newest active, unexpired one.
     async fn active_delegation(&self, agent_id: &str, chain_id: u64, delegator: &str, now: i64) -> Result<Option<DelegationRecord>, StoreError>;
+    /// Active delegations of every agent, by hash after `after`, at most `limit` (the revocation sweep).
+    async fn active_delegations(&self, after: Option<&str>, limit: u32) -> Result<Vec<DelegationRecord>, StoreError>;
     /// Moves a delegation to `status` (revoked, expired, invalid); answers whether it was found.
     async fn set_delegation_status(&self, hash: &str, status: &str, now: i64) -> Result<bool, StoreError>;
 

@@ -76,7 +76,8 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     let devnet = Devnet::start();
     let db = devnet.dir.path().join("gw.db");
     let database_url = format!("sqlite://{}", db.display());
-    let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
+    // The revocation sweep is off here: the runner itself must meet the delegation disabled onchain.
+    let gw = start_gateway(&devnet.gateway_config_with("main", &database_url, "[delegation]\nsweep-seconds = 0\n"), false);
     let agent = onboard(&gw, &database_url, "delegation@example.com", &["swap"]).await;
     let devnet_json = devnet.dir.path().join("devnet.json").display().to_string();
     let manager = devnet.address(&["contracts", "DelegationManager"]);
@@ -250,6 +251,15 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     let (status, again) = post(format!("{}/api/v1/agent/delegation/redeem", gw.url), redeem).await;
     assert_eq!((status, again["data"]["txHash"].clone()), (200, redeemed["data"]["txHash"].clone()), "{again}");
     assert_eq!(devnet.balance(usdc_addr, users[1].address).await, paid, "a retry paid nothing twice");
+    // The agent cannot send a delegator's output elsewhere.
+    let (status, body) = post(
+        format!("{}/api/v1/agent/delegation/redeem", gw.url),
+        json!({"agentApiKey": agent.key, "delegationHash": hashes[1], "action": "swap", "idempotencyKey": "r-3",
+               "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "10", "recipient": agent.address}}),
+    )
+    .await;
+    assert_eq!((status, body["data"]["success"].clone(), body["data"]["code"].clone()), (200, json!(false), json!("INVALID_PARAMS")), "{body}");
+    assert_eq!(devnet.balance(usdc_addr, users[1].address).await, paid, "nothing moved");
     let (status, body) = post(
         format!("{}/api/v1/agent/delegation/redeem", gw.url),
         json!({"agentApiKey": agent.key, "delegationHash": hashes[4], "action": "swap", "idempotencyKey": "r-2",
@@ -316,7 +326,7 @@ async fn balances(devnet: &Devnet, users: &[User], usdc: Address, weth: Address)
 async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
     let devnet = Devnet::start();
     let database_url = actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}"));
-    let config = devnet.gateway_config("crash", &database_url);
+    let config = devnet.gateway_config_with("crash", &database_url, "[delegation]\nsweep-seconds = 1\n");
     let mut a = start_gateway(&config, true);
     let agent = onboard(&a, &database_url, "crash@example.com", &["swap"]).await;
     let devnet_json = devnet.dir.path().join("devnet.json").display().to_string();
@@ -364,4 +374,21 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
     }
     // Each user: an approval and a swap, each one redemption; nothing was sent twice.
     assert_eq!(devnet.nonce(agent.address).await, nonce + 6);
+
+    // A user disables its delegation onchain and nobody asks the gateway: the sweep records it.
+    let (_, check) = get(format!("{}/api/v1/agent/delegation/check?delegator={}", b.url, users[0].address), &agent.key).await;
+    let hash = check["data"]["delegations"][0]["delegationHash"].as_str().unwrap_or_else(|| panic!("{check}")).to_owned();
+    let (_, revoke) = post(format!("{}/api/v1/agent/delegation/revoke", b.url), json!({"agentApiKey": agent.key, "delegationHash": hash})).await;
+    let tx = &revoke["data"]["transaction"];
+    node(&["send", &devnet_json, &users[0].key, tx["to"].as_str().unwrap_or_default(), tx["data"].as_str().unwrap_or_default()], None);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, check) = get(format!("{}/api/v1/agent/delegation/check?delegator={}", b.url, users[0].address), &agent.key).await;
+        if check["data"]["delegations"][0]["status"] == "revoked" {
+            assert_eq!(check["data"]["active"], json!(false));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the sweep did not record the revocation: {check}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }

@@ -147,16 +147,38 @@ impl Application {
     /// runner worker finish the intent in hand, and closes the store.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let workers = self.gateway.runner().spawn(self.workers, stop_rx);
+        let workers = self.gateway.runner().spawn(self.workers, stop_rx.clone());
+        let sweep = spawn_delegation_sweep(self.gateway.clone(), stop_rx);
         let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
         let _ = stop_tx.send(true);
         for worker in workers {
             let _ = worker.await;
         }
+        let _ = sweep.await;
         served.context("server failed")?;
         self.store.close().await;
         Ok(())
     }
+}
+
+/// Checks active delegations onchain every `[delegation] sweep-seconds`, so that a revocation made
+/// anywhere is recorded without anyone asking (`check` and the fan-out gate read the database).
+fn spawn_delegation_sweep(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let every = gateway.settings().delegation_sweep.unsigned_abs();
+        if every.is_zero() {
+            return;
+        }
+        while !*stop.borrow() {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = stop.changed() => break,
+            }
+            if let Err(e) = gateway.sweep_delegations().await {
+                tracing::warn!(code = %e.code, detail = e.detail.as_deref().unwrap_or(""), "delegation sweep failed");
+            }
+        }
+    })
 }
 
 /// Reads the master key; in dev mode creates it (0600) when missing.

@@ -48,6 +48,8 @@ pub struct FileConfig {
     pub prices: BTreeMap<String, f64>,
     #[serde(default)]
     pub intents: IntentsSection,
+    #[serde(default)]
+    pub delegation: DelegationSection,
     /// Data of the internal provider's reads; default `catalog/internal-data.toml` (built in).
     pub internal_data_file: Option<PathBuf>,
     #[serde(default)]
@@ -149,6 +151,15 @@ pub struct IntentsSection {
     pub direct_timeout_seconds: Option<u64>,
     /// Intent runner workers per process.
     pub workers: Option<usize>,
+}
+
+/// `[delegation]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DelegationSection {
+    /// How often active delegations are checked onchain for a revocation made anywhere (and for a
+    /// closed time window); 0 turns the sweep off.
+    pub sweep_seconds: Option<u64>,
 }
 
 /// `[policy]`.
@@ -384,6 +395,9 @@ impl Config {
         }
         if let Some(s) = f.intents.direct_timeout_seconds {
             settings.direct_timeout = seconds(s)?;
+        }
+        if let Some(s) = f.delegation.sweep_seconds {
+            settings.delegation_sweep = seconds(s)?;
         }
         Ok(Self {
             dev,

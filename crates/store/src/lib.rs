@@ -278,9 +278,9 @@ macro_rules! accept_draft {
                 let users: Vec<(String, String)> = if d.fan_out {
                     // One execution per delegator, however many active delegations it gave.
                     let delegators: Vec<String> = sqlx::query_scalar(
-                        "SELECT delegator FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
-                           AND (expires_at IS NULL OR expires_at > $3) AND ($4 IS NULL OR delegator = $4)
-                         GROUP BY delegator ORDER BY MIN(created_at), delegator",
+                        "SELECT MIN(delegator) FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
+                           AND (expires_at IS NULL OR expires_at > $3) AND ($4 IS NULL OR lower(delegator) = lower($4))
+                         GROUP BY lower(delegator) ORDER BY MIN(created_at), lower(delegator)",
                     )
                     .bind(&d.agent_id)
                     .bind(chain)
@@ -1377,7 +1377,8 @@ impl Store for SqlStore {
             "INSERT INTO delegations (hash, agent_id, delegator, chain_id, status, created_at, expires_at, body, updated_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $6)
              ON CONFLICT (hash) DO UPDATE SET status = excluded.status, expires_at = excluded.expires_at,
-                 body = COALESCE(excluded.body, delegations.body), updated_at = excluded.updated_at",
+                 body = COALESCE(excluded.body, delegations.body), updated_at = excluded.updated_at
+             WHERE delegations.status <> 'revoked' AND delegations.agent_id = excluded.agent_id",
         )
         .bind(&d.hash)
         .bind(&d.agent_id)
@@ -1433,6 +1434,19 @@ impl Store for SqlStore {
         row.map(delegation_record).transpose()
     }
 
+    async fn active_delegations(&self, after: Option<&str>, limit: u32) -> Result<Vec<DelegationRecord>, StoreError> {
+        let rows: Vec<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!(
+            "SELECT ", delegation_columns!(), " FROM delegations WHERE status = 'active' AND ($1 IS NULL OR hash > $1)
+               ORDER BY hash LIMIT $2"
+        ))
+        .bind(after)
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await
+        .map_err(err)?);
+        rows.into_iter().map(delegation_record).collect()
+    }
+
     async fn set_delegation_status(&self, hash: &str, status: &str, now: i64) -> Result<bool, StoreError> {
         let done = on_writer!(self, pool => sqlx::query("UPDATE delegations SET status = $2, updated_at = $3 WHERE hash = $1")
             .bind(hash)
@@ -1479,7 +1493,7 @@ impl Store for SqlStore {
     async fn count_active_delegations(&self, agent_id: &str, chain_id: u64, now: i64) -> Result<u64, StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
         let n: i64 = on_pool!(self, pool => sqlx::query_scalar(
-            "SELECT COUNT(DISTINCT delegator) FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
+            "SELECT COUNT(DISTINCT lower(delegator)) FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
                AND (expires_at IS NULL OR expires_at > $3)",
         )
         .bind(agent_id)

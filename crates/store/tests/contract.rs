@@ -340,5 +340,15 @@ async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() 
         let found = s.active_delegation("ag1", 84532, alice, 4_500).await.ok().flatten().map(|d| d.hash);
         assert_eq!(found.as_deref(), Some("0x01"), "{name}: a revoked delegation is not used");
         assert_eq!(s.get_delegation("0x02").await.ok().flatten().map(|d| d.status).as_deref(), Some("revoked"), "{name}");
+        // Storing a revoked delegation again does not bring it back, nor does another agent take one over.
+        s.put_delegation(&delegation("0x02", "ag1", alice, 9_000, None)).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.put_delegation(&delegation("0x01", "ag2", alice, 9_000, None)).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(s.get_delegation("0x02").await.ok().flatten().map(|d| d.status).as_deref(), Some("revoked"), "{name}");
+        assert_eq!(s.get_delegation("0x01").await.ok().flatten().map(|d| d.agent_id).as_deref(), Some("ag1"), "{name}");
+        // The sweep pages through every agent's active delegations by hash.
+        let page: Vec<String> = s.active_delegations(None, 2).await.unwrap_or_default().into_iter().map(|d| d.hash).collect();
+        assert_eq!(page, ["0x01", "0x03"], "{name}");
+        let page: Vec<String> = s.active_delegations(Some("0x03"), 2).await.unwrap_or_default().into_iter().map(|d| d.hash).collect();
+        assert_eq!(page, ["0x04"], "{name}");
     }
 }

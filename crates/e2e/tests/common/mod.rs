@@ -141,9 +141,14 @@ impl Devnet {
 
     /// A gateway config: the devnet's devnet.toml with a data dir, a database and short leases.
     pub fn gateway_config(&self, name: &str, database_url: &str) -> PathBuf {
+        self.gateway_config_with(name, database_url, "")
+    }
+
+    /// [`Devnet::gateway_config`] with more TOML appended.
+    pub fn gateway_config_with(&self, name: &str, database_url: &str, extra: &str) -> PathBuf {
         let data = self.dir.path().join(format!("data-{name}"));
         let text = format!(
-            "listen = \"127.0.0.1:0\"\ndata-dir = \"{}\"\ndatabase-url = \"{database_url}\"\n{}\n[intents]\nlease-seconds = 2\ndirect-timeout-seconds = 5\n[evm]\nbump-after-seconds = 2\n",
+            "listen = \"127.0.0.1:0\"\ndata-dir = \"{}\"\ndatabase-url = \"{database_url}\"\n{}\n[intents]\nlease-seconds = 2\ndirect-timeout-seconds = 5\n[evm]\nbump-after-seconds = 2\n{extra}",
             data.display(),
             self.process.toml()
         );
