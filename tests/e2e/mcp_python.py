@@ -138,6 +138,13 @@ async def main():
                 ("executeIntent", {"action": "get-earn-provider", "params": {}},
                  await rest.post("/api/v1/agent/execute-intent",
                                  json={"agentApiKey": key, "action": "get-earn-provider", "params": {}})),
+                ("delegationStatus", {"chainId": 8453},
+                 await rest.get("/api/v1/agent/delegation/check", params={"chainId": 8453}, headers=h)),
+                ("delegationInspect", {"delegationHash": "0x" + "ab" * 32},
+                 await rest.get("/api/v1/agent/delegation/inspect", params={"delegationHash": "0x" + "ab" * 32}, headers=h)),
+                ("delegationCreate", {"delegator": "0x" + "11" * 20, "action": "launch-rocket"},
+                 await rest.post("/api/v1/agent/delegation/create", headers=h,
+                                 json={"delegator": "0x" + "11" * 20, "action": "launch-rocket"})),
             ]
             for name, arguments, response in pairs:
                 result = await agent.call_tool(name, arguments)
