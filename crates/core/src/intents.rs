@@ -107,8 +107,9 @@ impl Gateway {
             usd_to_micros("estimatedAmountUsd", v)?;
         }
 
-        // Idempotency first: a retry of an accepted request answers the first response even if the
-        // policy has changed since.
+        // A retry of an accepted request answers the first response even if the policy has changed
+        // since: the accepting transaction finds the key when every check passes; when one fails,
+        // the key is looked up before the refusal is answered.
         let now = self.now();
         let request_hash: [u8; 32] = Sha256::digest(
             canonical(&json!({
@@ -128,16 +129,24 @@ impl Gateway {
             Some(k) => (format!("k:{k}"), None),
             None => (format!("d:{}", hex::encode(request_hash)), Some(to_millis(now - window))),
         };
-        if let Some(replayed) = self.replay(&agent, &idempotency_key, &request_hash, replace_before).await? {
-            return Ok(Submitted::Replay(replayed));
-        }
-
-        let policy = self.policy_of(&agent.agent.id).await?;
-        check_allowed(spec, &policy)?;
-        check_lane(spec, lane)?;
-        check_params(spec, &req.params)?;
-        self.check_chain(spec, chain_id)?;
-        let amount = self.usd_amount(spec, &req.params, req.estimated_amount_usd, &policy)?;
+        let checked = async {
+            let policy = self.policy_of(&agent.agent.id).await?;
+            check_allowed(spec, &policy)?;
+            check_lane(spec, lane)?;
+            check_params(spec, &req.params)?;
+            self.check_chain(spec, chain_id)?;
+            let amount = self.usd_amount(spec, &req.params, req.estimated_amount_usd, &policy)?;
+            Ok::<_, Error>((policy, amount))
+        };
+        let (policy, amount) = match checked.await {
+            Ok(v) => v,
+            Err(refused) => {
+                return match self.replay(&agent, &idempotency_key, &request_hash, replace_before).await? {
+                    Some(replayed) => Ok(Submitted::Replay(replayed)),
+                    None => Err(refused),
+                };
+            }
+        };
 
         let intent_id = uuid::Uuid::now_v7().to_string();
         let lease = (lane == Lane::Execute || only_delegator.is_some()).then(|| {
@@ -169,8 +178,8 @@ impl Gateway {
             day: day_of(to_millis(now)),
             now: to_millis(now),
         };
-        match self.store().accept_intent(&draft).await? {
-            AcceptOutcome::Accepted => {}
+        let (total, reserved_credits, free_request) = match self.store().accept_intent(&draft).await? {
+            AcceptOutcome::Accepted { total, reserved_credits, free_request } => (total, reserved_credits, free_request),
             AcceptOutcome::Replay { intent_id } => return Ok(Submitted::Replay(self.intent_record(&intent_id).await?)),
             AcceptOutcome::KeyReused => return Err(key_reused()),
             AcceptOutcome::DailyLimit { used_micros } => {
@@ -205,12 +214,28 @@ impl Gateway {
                     ),
                 ));
             }
-        }
+        };
         tracing::info!(intent_id, agent_id = agent.agent.id, action = spec.name(), lane = lane.as_str(), "intent accepted");
         if lane == Lane::ExecuteIntent {
             self.runner().wake();
         }
-        Ok(Submitted::New(self.intent_record(&intent_id).await?))
+        Ok(Submitted::New(IntentRecord {
+            id: draft.id,
+            agent_id: draft.agent_id,
+            account_id: draft.account_id,
+            action: draft.action,
+            lane: draft.lane,
+            params: draft.params,
+            chain_id: draft.chain_id,
+            amount_micros: draft.amount_micros,
+            price_per_execution: draft.price_per_execution,
+            reserved_credits,
+            free_request,
+            status: "queued".into(),
+            total,
+            created_at: draft.now,
+            finished_at: None,
+        }))
     }
 
     async fn replay(

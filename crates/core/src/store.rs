@@ -138,7 +138,8 @@ pub struct IntentDraft {
 /// What [`Store::accept_intent`] decided.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AcceptOutcome {
-    Accepted,
+    /// Written: the executions addressed, the credits reserved, whether a free request covers it.
+    Accepted { total: u32, reserved_credits: i64, free_request: bool },
     /// The same key with the same request: the earlier intent.
     Replay { intent_id: String },
     /// The same key with a different request.

@@ -210,6 +210,48 @@ macro_rules! insert_agent_with_policy {
     }};
 }
 
+/// What covers a draft addressing `users` users, given its account's balance and free allowance
+/// use: (credits to reserve, whether a free request covers it, free requests used today), or the
+/// refusal.
+fn cover(d: &IntentDraft, users: usize, balance: i64, free_day: i64, free_used: i32) -> Result<Result<(i64, bool, u32), AcceptOutcome>, StoreError> {
+    let free_today = if free_day == d.day { u32::try_from(free_used).unwrap_or(u32::MAX) } else { 0 };
+    let count = i64::try_from(users).map_err(err)?;
+    let price = d.price_per_execution.checked_mul(count).ok_or_else(|| StoreError("price overflow".into()))?;
+    Ok(match coverage(price, balance, free_today, d.free_per_day) {
+        Coverage::Free => Ok((0, false, free_today)),
+        Coverage::Paid(p) => Ok((p, false, free_today)),
+        Coverage::FreeRequest => Ok((0, true, free_today)),
+        Coverage::AllowanceUsed => Err(AcceptOutcome::DailyFreeLimitExceeded),
+        Coverage::Insufficient => Err(AcceptOutcome::InsufficientCredits { balance, price }),
+    })
+}
+
+/// The (DID, wallet) pairs a draft addresses: for a fan-out, every delegator with an active, unexpired
+/// delegation to the agent on the chain (once each, however many delegations it gave; only
+/// `only_delegator` for a redemption); else the agent itself.
+macro_rules! users_of {
+    ($tx:ident, $d:expr, $chain:expr) => {{
+        let d: &IntentDraft = $d;
+        if d.fan_out {
+            let delegators: Vec<String> = sqlx::query_scalar(
+                "SELECT MIN(delegator) FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
+                   AND (expires_at IS NULL OR expires_at > $3) AND ($4 IS NULL OR lower(delegator) = lower($4))
+                 GROUP BY lower(delegator) ORDER BY MIN(created_at), lower(delegator)",
+            )
+            .bind(&d.agent_id)
+            .bind($chain)
+            .bind(d.now)
+            .bind(&d.only_delegator)
+            .fetch_all(&mut *$tx)
+            .await
+            .map_err(err)?;
+            delegators.into_iter().map(|a| (format!("did:pkh:eip155:{}:{a}", d.chain_id), a)).collect()
+        } else {
+            vec![(d.own.user_did.clone(), d.own.wallet_address.clone())]
+        }
+    }};
+}
+
 /// Decides and writes one intent draft inside the open transaction `$tx` (idempotency, daily limit,
 /// delegation, credits, then the rows). Evaluates to the outcome; a refusal has written nothing only
 /// once the caller rolls back to its savepoint.
@@ -275,27 +317,7 @@ macro_rules! accept_draft {
                     }
                 }
 
-                let users: Vec<(String, String)> = if d.fan_out {
-                    // One execution per delegator, however many active delegations it gave.
-                    let delegators: Vec<String> = sqlx::query_scalar(
-                        "SELECT MIN(delegator) FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
-                           AND (expires_at IS NULL OR expires_at > $3) AND ($4 IS NULL OR lower(delegator) = lower($4))
-                         GROUP BY lower(delegator) ORDER BY MIN(created_at), lower(delegator)",
-                    )
-                    .bind(&d.agent_id)
-                    .bind(chain)
-                    .bind(d.now)
-                    .bind(&d.only_delegator)
-                    .fetch_all(&mut *$tx)
-                    .await
-                    .map_err(err)?;
-                    delegators
-                        .into_iter()
-                        .map(|a| (format!("did:pkh:eip155:{}:{a}", d.chain_id), a))
-                        .collect()
-                } else {
-                    vec![(d.own.user_did.clone(), d.own.wallet_address.clone())]
-                };
+                let users: Vec<(String, String)> = users_of!($tx, d, chain);
                 if users.is_empty() {
                     break 'draft Ok(AcceptOutcome::DelegationRequired);
                 }
@@ -307,15 +329,9 @@ macro_rules! accept_draft {
                 .fetch_one(&mut *$tx)
                 .await
                 .map_err(err)?;
-                let free_today = if free_day == d.day { u32::try_from(free_used).unwrap_or(u32::MAX) } else { 0 };
-                let count = i64::try_from(users.len()).map_err(err)?;
-                let price = d.price_per_execution.checked_mul(count).ok_or_else(|| StoreError("price overflow".into()))?;
-                let (reserve, free) = match coverage(price, balance, free_today, d.free_per_day) {
-                    Coverage::Free => (0, false),
-                    Coverage::Paid(p) => (p, false),
-                    Coverage::FreeRequest => (0, true),
-                    Coverage::AllowanceUsed => break 'draft Ok(AcceptOutcome::DailyFreeLimitExceeded),
-                    Coverage::Insufficient => break 'draft Ok(AcceptOutcome::InsufficientCredits { balance, price }),
+                let (reserve, free, free_today) = match cover(d, users.len(), balance, free_day, free_used)? {
+                    Ok(c) => c,
+                    Err(refused) => break 'draft Ok(refused),
                 };
 
                 let (lease_owner, lease_until) = match &d.lease {
@@ -408,7 +424,11 @@ macro_rules! accept_draft {
                         now: d.now,
                     });
                 }
-            break 'draft Ok(AcceptOutcome::Accepted);
+            break 'draft Ok(AcceptOutcome::Accepted {
+                total: u32::try_from(users.len()).map_err(err)?,
+                reserved_credits: reserve,
+                free_request: free,
+            });
         };
         outcome
     }};
@@ -646,12 +666,288 @@ macro_rules! settle_intent {
     }};
 }
 
+/// One intent's rows, decided in memory by [`accept_bulk`].
+struct AcceptedRows<'a> {
+    draft: &'a IntentDraft,
+    users: Vec<(String, String)>,
+    reserve: i64,
+    free: bool,
+}
+
+/// Decides a batch of drafts in memory after reading what they depend on in a few statements (the
+/// accounts' credit rows, locked in account order; the batch's idempotency keys; today's usage), then
+/// writes every accepted draft's rows with one multi-row statement per table. The same decisions as
+/// [`accept_draft`], in arrival order, with each draft seeing the ones before it. Evaluates to one
+/// outcome per draft; on any error the caller rolls the whole transaction back.
+macro_rules! accept_bulk {
+    ($tx:ident, $drafts:expr) => {{
+        let drafts: &[IntentDraft] = $drafts;
+        let result: Result<Vec<AcceptOutcome>, StoreError> = async {
+            use std::collections::{BTreeMap, HashMap};
+            let now = drafts.iter().map(|d| d.now).max().unwrap_or(0);
+            // Credit rows, locked in account order: (balance, reserved, free_day, free_used).
+            let mut accounts: BTreeMap<&str, (i64, i64, i64, i32)> = BTreeMap::new();
+            let mut ids: Vec<&str> = drafts.iter().map(|d| d.account_id.as_str()).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            for id in ids {
+                let row: Option<(i64, i64, i64, i32)> = sqlx::query_as(
+                    "UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1 RETURNING balance, reserved, free_day, free_used",
+                )
+                .bind(id)
+                .bind(now)
+                .fetch_optional(&mut *$tx)
+                .await
+                .map_err(err)?;
+                let row = match row {
+                    Some(r) => r,
+                    None => sqlx::query_as(
+                        "INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2) RETURNING balance, reserved, free_day, free_used",
+                    )
+                    .bind(id)
+                    .bind(now)
+                    .fetch_one(&mut *$tx)
+                    .await
+                    .map_err(err)?,
+                };
+                accounts.insert(id, row);
+            }
+            let before = accounts.clone();
+
+            // Idempotency records of the batch's keys.
+            let mut existing: HashMap<(String, String), (Vec<u8>, String, i64)> = HashMap::new();
+            let mut q = sqlx::QueryBuilder::new("SELECT agent_id, key, request_hash, intent_id, created_at FROM idempotency_keys WHERE ");
+            for (i, d) in drafts.iter().enumerate() {
+                if i > 0 {
+                    q.push(" OR ");
+                }
+                q.push("(agent_id = ").push_bind(&d.agent_id).push(" AND key = ").push_bind(&d.idempotency_key).push(")");
+            }
+            let rows: Vec<(String, String, Vec<u8>, String, i64)> = q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
+            for (agent, key, hash, intent, created) in rows {
+                existing.insert((agent, key), (hash, intent, created));
+            }
+
+            // Today's usage of the agents with writes in the batch.
+            let mut usage: HashMap<(String, i64), i64> = HashMap::new();
+            let writers: Vec<&IntentDraft> = drafts.iter().filter(|d| d.is_write).collect();
+            if !writers.is_empty() {
+                let mut q = sqlx::QueryBuilder::new("SELECT agent_id, day, used_micros FROM agent_daily_usage WHERE ");
+                for (i, d) in writers.iter().enumerate() {
+                    if i > 0 {
+                        q.push(" OR ");
+                    }
+                    q.push("(agent_id = ").push_bind(&d.agent_id).push(" AND day = ").push_bind(d.day).push(")");
+                }
+                let rows: Vec<(String, i64, i64)> = q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
+                for (agent, day, used) in rows {
+                    usage.insert((agent, day), used);
+                }
+            }
+
+            let mut in_batch: HashMap<(String, String), ([u8; 32], String)> = HashMap::new();
+            let mut stale: Vec<(String, String)> = Vec::new();
+            let mut added_usage: BTreeMap<(String, i64), i64> = BTreeMap::new();
+            let mut accepted: Vec<AcceptedRows<'_>> = Vec::new();
+            let mut ledger: Vec<(&IntentDraft, &'static str, String, (i64, i64), (i64, i64))> = Vec::new();
+            let mut outcomes = Vec::with_capacity(drafts.len());
+            for d in drafts {
+                let key = (d.agent_id.clone(), d.idempotency_key.clone());
+                if let Some((hash, intent_id)) = in_batch.get(&key) {
+                    outcomes.push(if *hash == d.request_hash { AcceptOutcome::Replay { intent_id: intent_id.clone() } } else { AcceptOutcome::KeyReused });
+                    continue;
+                }
+                if let Some((hash, intent_id, created_at)) = existing.get(&key) {
+                    if d.replace_idempotency_before.is_some_and(|t| *created_at < t) {
+                        stale.push(key.clone());
+                        existing.remove(&key);
+                    } else {
+                        outcomes.push(if hash.as_slice() == d.request_hash.as_slice() {
+                            AcceptOutcome::Replay { intent_id: intent_id.clone() }
+                        } else {
+                            AcceptOutcome::KeyReused
+                        });
+                        continue;
+                    }
+                }
+                let used = usage.get(&(d.agent_id.clone(), d.day)).copied().unwrap_or(0);
+                if d.is_write && !fits_daily_limit(used, d.amount_micros, d.daily_limit_micros) {
+                    outcomes.push(AcceptOutcome::DailyLimit { used_micros: used });
+                    continue;
+                }
+                let chain = i64::try_from(d.chain_id).map_err(err)?;
+                let users: Vec<(String, String)> = users_of!($tx, d, chain);
+                if users.is_empty() {
+                    outcomes.push(AcceptOutcome::DelegationRequired);
+                    continue;
+                }
+                let state = accounts.get_mut(d.account_id.as_str()).ok_or_else(|| StoreError("an account was not locked".into()))?;
+                let (balance, reserved, free_day, free_used) = *state;
+                let (reserve, free, free_today) = match cover(d, users.len(), balance, free_day, free_used)? {
+                    Ok(c) => c,
+                    Err(refused) => {
+                        outcomes.push(refused);
+                        continue;
+                    }
+                };
+                if reserve > 0 || free {
+                    let new_free = if free { free_today + 1 } else { free_today };
+                    *state = (balance - reserve, reserved + reserve, d.day, i32::try_from(new_free).map_err(err)?);
+                    let reason = format!("{} x{}", d.action, users.len());
+                    ledger.push((d, if free { "free" } else { "reserve" }, reason, (balance, reserved), (balance - reserve, reserved + reserve)));
+                }
+                if d.is_write {
+                    usage.insert((d.agent_id.clone(), d.day), used + d.amount_micros);
+                    if d.amount_micros > 0 {
+                        *added_usage.entry((d.agent_id.clone(), d.day)).or_insert(0) += d.amount_micros;
+                    }
+                }
+                in_batch.insert(key, (d.request_hash, d.id.clone()));
+                outcomes.push(AcceptOutcome::Accepted { total: u32::try_from(users.len()).map_err(err)?, reserved_credits: reserve, free_request: free });
+                accepted.push(AcceptedRows { draft: d, users, reserve, free });
+            }
+
+            for (agent, key) in &stale {
+                sqlx::query("DELETE FROM idempotency_keys WHERE agent_id = $1 AND key = $2")
+                    .bind(agent)
+                    .bind(key)
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err(err)?;
+            }
+            if !accepted.is_empty() {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO intents (id, agent_id, account_id, action, lane, params, chain_id, amount_micros,
+                         price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at) ",
+                );
+                let mut rows = Vec::with_capacity(accepted.len());
+                for a in &accepted {
+                    rows.push((a, i64::try_from(a.draft.chain_id).map_err(err)?, i32::try_from(a.users.len()).map_err(err)?));
+                }
+                q.push_values(&rows, |mut b, (a, chain, total)| {
+                    let d = a.draft;
+                    b.push_bind(&d.id)
+                        .push_bind(&d.agent_id)
+                        .push_bind(&d.account_id)
+                        .push_bind(&d.action)
+                        .push_bind(&d.lane)
+                        .push_bind(&d.params)
+                        .push_bind(*chain)
+                        .push_bind(d.amount_micros)
+                        .push_bind(d.price_per_execution)
+                        .push_bind(a.reserve)
+                        .push_bind(a.free)
+                        .push_bind("queued")
+                        .push_bind(*total)
+                        .push_bind(d.lease.as_ref().map(|(o, _)| o.as_str()))
+                        .push_bind(d.lease.as_ref().map(|(_, u)| *u))
+                        .push_bind(d.now);
+                });
+                q.build().execute(&mut *$tx).await.map_err(err)?;
+
+                let mut execs = Vec::new();
+                for (a, chain, _) in &rows {
+                    for (seq, (did, wallet)) in a.users.iter().enumerate() {
+                        execs.push((&a.draft.id, i32::try_from(seq).map_err(err)?, format!("{}:{seq}", a.draft.id), did, wallet, *chain));
+                    }
+                }
+                // At most 6 binds an execution: keep a statement well under every parameter limit.
+                for chunk in execs.chunks(2000) {
+                    let mut q = sqlx::QueryBuilder::new("INSERT INTO intent_executions (intent_id, seq, execution_key, user_did, wallet_address, chain_id, state) ");
+                    q.push_values(chunk, |mut b, (id, seq, key, did, wallet, chain)| {
+                        b.push_bind(*id).push_bind(*seq).push_bind(key).push_bind(*did).push_bind(*wallet).push_bind(*chain).push_bind("pending");
+                    });
+                    q.build().execute(&mut *$tx).await.map_err(err)?;
+                }
+
+                let mut q = sqlx::QueryBuilder::new("INSERT INTO idempotency_keys (agent_id, key, request_hash, intent_id, created_at) ");
+                q.push_values(&accepted, |mut b, a| {
+                    let d = a.draft;
+                    b.push_bind(&d.agent_id).push_bind(&d.idempotency_key).push_bind(d.request_hash.to_vec()).push_bind(&d.id).push_bind(d.now);
+                });
+                q.build().execute(&mut *$tx).await.map_err(err)?;
+            }
+            for ((agent, day), amount) in &added_usage {
+                sqlx::query(
+                    "INSERT INTO agent_daily_usage (agent_id, day, used_micros) VALUES ($1, $2, $3)
+                     ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = agent_daily_usage.used_micros + excluded.used_micros",
+                )
+                .bind(agent)
+                .bind(*day)
+                .bind(*amount)
+                .execute(&mut *$tx)
+                .await
+                .map_err(err)?;
+            }
+            for (id, state) in &accounts {
+                if before.get(id) != Some(state) {
+                    sqlx::query("UPDATE credit_accounts SET balance = $2, reserved = $3, free_day = $4, free_used = $5 WHERE account_id = $1")
+                        .bind(*id)
+                        .bind(state.0)
+                        .bind(state.1)
+                        .bind(state.2)
+                        .bind(state.3)
+                        .execute(&mut *$tx)
+                        .await
+                        .map_err(err)?;
+                }
+            }
+            if !ledger.is_empty() {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id, balance_before, balance_after,
+                         reserved_before, reserved_after, created_at, invoice_id) ",
+                );
+                q.push_values(&ledger, |mut b, (d, kind, reason, before, after)| {
+                    b.push_bind(new_id())
+                        .push_bind(&d.account_id)
+                        .push_bind(&d.agent_id)
+                        .push_bind(*kind)
+                        .push_bind(reason)
+                        .push_bind(&d.id)
+                        .push_bind(before.0)
+                        .push_bind(after.0)
+                        .push_bind(before.1)
+                        .push_bind(after.1)
+                        .push_bind(d.now)
+                        .push_bind(None::<String>);
+                });
+                q.build().execute(&mut *$tx).await.map_err(err)?;
+            }
+            Ok(outcomes)
+        }
+        .await;
+        result
+    }};
+}
+
 /// A draft waiting for the batcher, with where its answer goes.
 type AcceptJob = (IntentDraft, tokio::sync::oneshot::Sender<Result<AcceptOutcome, StoreError>>);
 
 /// Accepts drafts in one transaction and one commit (group commit): each draft runs inside its own
 /// savepoint, so a refused draft leaves nothing while the others commit.
 async fn accept_batch(backend: &Backend, drafts: &[IntentDraft]) -> Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError> {
+    // The batch decided in memory and written with a few multi-row statements; should anything fail,
+    // it is rolled back whole and the drafts are accepted one savepoint at a time.
+    macro_rules! bulk {
+        ($pool:ident) => {{
+            let attempt: Result<Vec<AcceptOutcome>, StoreError> = async {
+                let mut tx = $pool.begin_write().await?;
+                let outcomes = accept_bulk!(tx, drafts)?;
+                tx.commit().await.map_err(err)?;
+                Ok(outcomes)
+            }
+            .await;
+            attempt
+        }};
+    }
+    let bulk = match backend {
+        Backend::Sqlite { write, .. } => bulk!(write),
+        Backend::Postgres(pool) => bulk!(pool),
+    };
+    match bulk {
+        Ok(outcomes) => return Ok(outcomes.into_iter().map(Ok).collect()),
+        Err(e) => tracing::warn!(error = %e.0, size = drafts.len(), "bulk accept failed; accepting the drafts one by one"),
+    }
     macro_rules! run {
         ($pool:ident) => {{
             let mut tx = $pool.begin_write().await?;
@@ -663,7 +959,7 @@ async fn accept_batch(backend: &Backend, drafts: &[IntentDraft]) -> Result<Vec<R
                 let d = &drafts[i];
                 sqlx::query("SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
                 let outcome = async { accept_draft!(tx, d) }.await;
-                if !matches!(outcome, Ok(AcceptOutcome::Accepted)) {
+                if !matches!(outcome, Ok(AcceptOutcome::Accepted { .. })) {
                     sqlx::query("ROLLBACK TO SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
                 }
                 sqlx::query("RELEASE SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;

@@ -379,6 +379,18 @@ async fn idempotency_explicit_and_derived(backend: Backend) {
     let other = app.onboard("idem2@example.com").await;
     let theirs = app.post(SUBMIT, read(&other.agent_key, Some("same"))).await;
     assert_ne!(theirs.body["intentId"], first.body["intentId"]);
+
+    // The policy no longer allows the action: a retry of the accepted request still answers its
+    // first response; a new key is refused; the old key with another request is 409.
+    allow(&app, &owner, &["get-earn-provider"], 100.0).await;
+    let retried = app.post(SUBMIT, read(&owner.agent_key, Some("same"))).await;
+    assert_eq!((retried.status, retried.body["intentId"].clone()), (200, first.body["intentId"].clone()), "{}", retried.text);
+    let fresh = app.post(SUBMIT, read(&owner.agent_key, Some("fresh"))).await;
+    assert_eq!((fresh.status, fresh.body["code"].clone()), (403, json!("ACTION_NOT_ALLOWED")));
+    let mut changed = read(&owner.agent_key, Some("same"));
+    changed["chainId"] = json!(84532);
+    let reused = app.post(SUBMIT, changed).await;
+    assert_eq!((reused.status, reused.body["code"].clone()), (409, json!("IDEMPOTENCY_KEY_REUSED")));
 }
 
 async fn concurrent_submits_with_one_key_make_one_intent(backend: Backend) {
