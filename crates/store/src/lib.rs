@@ -666,6 +666,200 @@ macro_rules! settle_intent {
     }};
 }
 
+/// Locks the credit rows of `$ids` in account order (creating a missing one) and reads them:
+/// account id -> (balance, reserved, free_day, free_used).
+macro_rules! lock_accounts {
+    ($tx:ident, $ids:expr, $now:expr) => {{
+        let mut ids: Vec<&str> = $ids.collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut accounts: std::collections::BTreeMap<&str, (i64, i64, i64, i32)> = std::collections::BTreeMap::new();
+        for id in ids {
+            let row: Option<(i64, i64, i64, i32)> = sqlx::query_as(
+                "UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1 RETURNING balance, reserved, free_day, free_used",
+            )
+            .bind(id)
+            .bind($now)
+            .fetch_optional(&mut *$tx)
+            .await
+            .map_err(err)?;
+            let row = match row {
+                Some(r) => r,
+                None => sqlx::query_as(
+                    "INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2) RETURNING balance, reserved, free_day, free_used",
+                )
+                .bind(id)
+                .bind($now)
+                .fetch_one(&mut *$tx)
+                .await
+                .map_err(err)?,
+            };
+            accounts.insert(id, row);
+        }
+        accounts
+    }};
+}
+
+/// One ledger row of a bulk change.
+struct LedgerRow<'a> {
+    account_id: &'a str,
+    agent_id: &'a str,
+    kind: &'static str,
+    reason: String,
+    intent_id: &'a str,
+    before: (i64, i64),
+    after: (i64, i64),
+    now: i64,
+}
+
+/// Writes the credit rows that changed (balance, reserved, free allowance) and the ledger rows of a
+/// bulk change, one statement per account and one for the ledger.
+macro_rules! write_credit_changes {
+    ($tx:ident, $before:expr, $accounts:expr, $ledger:expr) => {{
+        let (before, accounts, ledger) = ($before, $accounts, $ledger);
+        for (id, state) in accounts.iter() {
+            if before.get(id) != Some(state) {
+                sqlx::query("UPDATE credit_accounts SET balance = $2, reserved = $3, free_day = $4, free_used = $5 WHERE account_id = $1")
+                    .bind(*id)
+                    .bind(state.0)
+                    .bind(state.1)
+                    .bind(state.2)
+                    .bind(state.3)
+                    .execute(&mut *$tx)
+                    .await
+                    .map_err(err)?;
+            }
+        }
+        let ledger: &[LedgerRow<'_>] = ledger;
+        if !ledger.is_empty() {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id, balance_before, balance_after,
+                     reserved_before, reserved_after, created_at, invoice_id) ",
+            );
+            q.push_values(ledger, |mut b, r| {
+                b.push_bind(new_id())
+                    .push_bind(r.account_id)
+                    .push_bind(r.agent_id)
+                    .push_bind(r.kind)
+                    .push_bind(&r.reason)
+                    .push_bind(r.intent_id)
+                    .push_bind(r.before.0)
+                    .push_bind(r.after.0)
+                    .push_bind(r.before.1)
+                    .push_bind(r.after.1)
+                    .push_bind(r.now)
+                    .push_bind(None::<String>);
+            });
+            q.build().execute(&mut *$tx).await.map_err(err)?;
+        }
+    }};
+}
+
+/// Settles the intents `$ids` (reads that ended) the way [`settle_intent`] settles one, with a few
+/// statements for all of them: the queued ones are locked and read at once, their accounts locked in
+/// account order, the captures, releases and free refunds decided in memory in the given order, and
+/// the ledger rows and status changes written with one statement each.
+macro_rules! settle_bulk {
+    ($tx:ident, $ids:expr, $now:expr) => {{
+        let (ids, now): (&[String], i64) = ($ids, $now);
+        let result: Result<(), StoreError> = async {
+            use std::collections::{BTreeMap, HashMap};
+            if ids.is_empty() {
+                return Ok(());
+            }
+            let mut q = sqlx::QueryBuilder::new("UPDATE intents SET lease_until = lease_until WHERE status = 'queued' AND id IN (");
+            let mut list = q.separated(", ");
+            for id in ids {
+                list.push_bind(id);
+            }
+            q.push(")");
+            q.build().execute(&mut *$tx).await.map_err(err)?;
+            let mut q = sqlx::QueryBuilder::new(concat!("SELECT ", intent_columns!(), " FROM intents WHERE status = 'queued' AND id IN ("));
+            let mut list = q.separated(", ");
+            for id in ids {
+                list.push_bind(id);
+            }
+            q.push(")");
+            let rows = q.build().fetch_all(&mut *$tx).await.map_err(err)?;
+            let mut intents: HashMap<String, IntentRecord> = HashMap::new();
+            for row in &rows {
+                let i = intent_from_row(row)?;
+                intents.insert(i.id.clone(), i);
+            }
+            if intents.is_empty() {
+                return Ok(());
+            }
+            let mut accounts = lock_accounts!($tx, intents.values().map(|i| i.account_id.as_str()), now);
+            let before = accounts.clone();
+            let mut q = sqlx::QueryBuilder::new("SELECT intent_id, state FROM intent_executions WHERE intent_id IN (");
+            let mut list = q.separated(", ");
+            for id in intents.keys() {
+                list.push_bind(id);
+            }
+            q.push(")");
+            let states: Vec<(String, String)> = q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
+            let mut by_intent: HashMap<&str, Vec<&str>> = HashMap::new();
+            for (intent, state) in &states {
+                by_intent.entry(intent.as_str()).or_default().push(state.as_str());
+            }
+
+            let mut ledger: Vec<LedgerRow<'_>> = Vec::new();
+            let mut finished: BTreeMap<&'static str, Vec<&str>> = BTreeMap::new();
+            for id in ids {
+                let Some(intent) = intents.get(id) else { continue };
+                let states = by_intent.get(id.as_str()).cloned().unwrap_or_default();
+                if states.iter().any(|s| *s == "pending" || *s == "started") {
+                    continue;
+                }
+                let successes = i64::try_from(states.iter().filter(|s| **s == "succeeded").count()).map_err(err)?;
+                let status = if states.is_empty() || successes > 0 { "completed" } else { "failed" };
+                let capture = intent.price_per_execution.saturating_mul(successes).min(intent.reserved_credits);
+                let release = intent.reserved_credits - capture;
+                let state = accounts.get_mut(intent.account_id.as_str()).ok_or_else(|| StoreError("an account was not locked".into()))?;
+                let (balance, reserved, free_day, free_used) = *state;
+                let refund_free = intent.free_request && successes == 0 && free_day == day_of(intent.created_at) && free_used > 0;
+                let after = (balance + release, reserved - intent.reserved_credits);
+                *state = (after.0, after.1, free_day, if refund_free { free_used - 1 } else { free_used });
+                let row = |kind, reason, before, after| LedgerRow {
+                    account_id: &intent.account_id,
+                    agent_id: &intent.agent_id,
+                    kind,
+                    reason,
+                    intent_id: &intent.id,
+                    before,
+                    after,
+                    now,
+                };
+                if capture > 0 {
+                    ledger.push(row("capture", format!("{} x{successes} succeeded", intent.action), (balance, reserved), (balance, reserved - capture)));
+                }
+                if release > 0 {
+                    ledger.push(row("release", format!("{} unused reservation", intent.action), (balance, reserved - capture), after));
+                }
+                if refund_free {
+                    ledger.push(row("free_refund", format!("{} did not succeed", intent.action), after, after));
+                }
+                finished.entry(status).or_default().push(id.as_str());
+            }
+            write_credit_changes!($tx, &before, &accounts, &ledger);
+            for (status, ended) in &finished {
+                let mut q = sqlx::QueryBuilder::new("UPDATE intents SET status = ");
+                q.push_bind(*status).push(", finished_at = ").push_bind(now);
+                q.push(", lease_owner = NULL, lease_until = NULL WHERE status = 'queued' AND id IN (");
+                let mut list = q.separated(", ");
+                for id in ended {
+                    list.push_bind(*id);
+                }
+                q.push(")");
+                q.build().execute(&mut *$tx).await.map_err(err)?;
+            }
+            Ok(())
+        }
+        .await;
+        result
+    }};
+}
+
 /// One intent's rows, decided in memory by [`accept_bulk`].
 struct AcceptedRows<'a> {
     draft: &'a IntentDraft,
@@ -686,32 +880,7 @@ macro_rules! accept_bulk {
             use std::collections::{BTreeMap, HashMap};
             let now = drafts.iter().map(|d| d.now).max().unwrap_or(0);
             // Credit rows, locked in account order: (balance, reserved, free_day, free_used).
-            let mut accounts: BTreeMap<&str, (i64, i64, i64, i32)> = BTreeMap::new();
-            let mut ids: Vec<&str> = drafts.iter().map(|d| d.account_id.as_str()).collect();
-            ids.sort_unstable();
-            ids.dedup();
-            for id in ids {
-                let row: Option<(i64, i64, i64, i32)> = sqlx::query_as(
-                    "UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1 RETURNING balance, reserved, free_day, free_used",
-                )
-                .bind(id)
-                .bind(now)
-                .fetch_optional(&mut *$tx)
-                .await
-                .map_err(err)?;
-                let row = match row {
-                    Some(r) => r,
-                    None => sqlx::query_as(
-                        "INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2) RETURNING balance, reserved, free_day, free_used",
-                    )
-                    .bind(id)
-                    .bind(now)
-                    .fetch_one(&mut *$tx)
-                    .await
-                    .map_err(err)?,
-                };
-                accounts.insert(id, row);
-            }
+            let mut accounts = lock_accounts!($tx, drafts.iter().map(|d| d.account_id.as_str()), now);
             let before = accounts.clone();
 
             // Idempotency records of the batch's keys.
@@ -749,7 +918,7 @@ macro_rules! accept_bulk {
             let mut stale: Vec<(String, String)> = Vec::new();
             let mut added_usage: BTreeMap<(String, i64), i64> = BTreeMap::new();
             let mut accepted: Vec<AcceptedRows<'_>> = Vec::new();
-            let mut ledger: Vec<(&IntentDraft, &'static str, String, (i64, i64), (i64, i64))> = Vec::new();
+            let mut ledger: Vec<LedgerRow<'_>> = Vec::new();
             let mut outcomes = Vec::with_capacity(drafts.len());
             for d in drafts {
                 let key = (d.agent_id.clone(), d.idempotency_key.clone());
@@ -794,7 +963,16 @@ macro_rules! accept_bulk {
                     let new_free = if free { free_today + 1 } else { free_today };
                     *state = (balance - reserve, reserved + reserve, d.day, i32::try_from(new_free).map_err(err)?);
                     let reason = format!("{} x{}", d.action, users.len());
-                    ledger.push((d, if free { "free" } else { "reserve" }, reason, (balance, reserved), (balance - reserve, reserved + reserve)));
+                    ledger.push(LedgerRow {
+                        account_id: &d.account_id,
+                        agent_id: &d.agent_id,
+                        kind: if free { "free" } else { "reserve" },
+                        reason,
+                        intent_id: &d.id,
+                        before: (balance, reserved),
+                        after: (balance - reserve, reserved + reserve),
+                        now: d.now,
+                    });
                 }
                 if d.is_write {
                     usage.insert((d.agent_id.clone(), d.day), used + d.amount_micros);
@@ -879,40 +1057,7 @@ macro_rules! accept_bulk {
                 .await
                 .map_err(err)?;
             }
-            for (id, state) in &accounts {
-                if before.get(id) != Some(state) {
-                    sqlx::query("UPDATE credit_accounts SET balance = $2, reserved = $3, free_day = $4, free_used = $5 WHERE account_id = $1")
-                        .bind(*id)
-                        .bind(state.0)
-                        .bind(state.1)
-                        .bind(state.2)
-                        .bind(state.3)
-                        .execute(&mut *$tx)
-                        .await
-                        .map_err(err)?;
-                }
-            }
-            if !ledger.is_empty() {
-                let mut q = sqlx::QueryBuilder::new(
-                    "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id, balance_before, balance_after,
-                         reserved_before, reserved_after, created_at, invoice_id) ",
-                );
-                q.push_values(&ledger, |mut b, (d, kind, reason, before, after)| {
-                    b.push_bind(new_id())
-                        .push_bind(&d.account_id)
-                        .push_bind(&d.agent_id)
-                        .push_bind(*kind)
-                        .push_bind(reason)
-                        .push_bind(&d.id)
-                        .push_bind(before.0)
-                        .push_bind(after.0)
-                        .push_bind(before.1)
-                        .push_bind(after.1)
-                        .push_bind(d.now)
-                        .push_bind(None::<String>);
-                });
-                q.build().execute(&mut *$tx).await.map_err(err)?;
-            }
+            write_credit_changes!($tx, &before, &accounts, &ledger);
             Ok(outcomes)
         }
         .await;
@@ -1565,9 +1710,7 @@ impl Store for SqlStore {
                 .await
                 .map_err(err)?;
             }
-            for intent_id in intents {
-                settle_intent!(tx, intent_id, now)?;
-            }
+            settle_bulk!(tx, intents, now)?;
             tx.commit().await.map_err(err)
         })
     }
