@@ -378,6 +378,24 @@ impl Gateway {
         }
     }
 
+    /// [`Gateway::authenticate_agent`] with the agent's stored policy, in one read.
+    pub async fn authenticate_agent_with_policy(&self, key: Option<&str>) -> Result<(AgentContext, Option<PolicyRecord>)> {
+        let key = key.map(str::trim).filter(|k| !k.is_empty()).ok_or_else(|| Error::unauthorized("An agent API key is required."))?;
+        if !key.starts_with(AGENT_KEY_PREFIX) {
+            return Err(Error::unauthorized("The agent API key is invalid or revoked."));
+        }
+        let hash = self.keys.hash_secret(HASH_AGENT_KEY, key);
+        match self.store.find_agent_and_policy(&hash).await? {
+            Some((agent, policy)) => Ok((AgentContext { agent }, policy)),
+            None => Err(Error::unauthorized("The agent API key is invalid or revoked.")),
+        }
+    }
+
+    /// The default policy for an agent without a stored one.
+    pub fn default_policy_of(&self, agent_id: &str) -> PolicyRecord {
+        self.default_policy(agent_id, self.clock.now())
+    }
+
     /// The owner a session token belongs to. An agent key is refused: owner routes need a session.
     pub async fn authenticate_owner(&self, token: Option<&str>) -> Result<OwnerContext> {
         let token = token.map(str::trim).filter(|k| !k.is_empty()).ok_or_else(|| {

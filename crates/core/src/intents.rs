@@ -81,7 +81,7 @@ impl Gateway {
     /// given as (delegator, delegation hash)), which runs in the request like a direct execution.
     pub(crate) async fn submit_scoped(&self, req: &ExecuteIntentRequest, lane: Lane, only: Option<(&str, &str)>) -> Result<Submitted> {
         let only_delegator = only.map(|(delegator, _)| delegator);
-        let agent = self.authenticate_agent(Some(&req.agent_api_key)).await?;
+        let (agent, stored_policy) = self.authenticate_agent_with_policy(Some(&req.agent_api_key)).await?;
         let spec = self.catalog().resolve(&req.action).ok_or_else(|| {
             refusal(ErrorCode::UnknownAction, format!("No action named {:?} is in the catalog.", req.action))
         })?;
@@ -130,7 +130,7 @@ impl Gateway {
             None => (format!("d:{}", hex::encode(request_hash)), Some(to_millis(now - window))),
         };
         let checked = async {
-            let policy = self.policy_of(&agent.agent.id).await?;
+            let policy = stored_policy.unwrap_or_else(|| self.default_policy_of(&agent.agent.id));
             check_allowed(spec, &policy)?;
             check_lane(spec, lane)?;
             check_params(spec, &req.params)?;

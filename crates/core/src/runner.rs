@@ -130,9 +130,14 @@ impl IntentRunner {
             self.store.release_lease(&rest.id, &self.owner).await?;
         }
         let mut done = Vec::new();
+        let ids: Vec<String> = reads.iter().map(|i| i.id.clone()).collect();
+        let mut executions: std::collections::HashMap<String, Vec<ExecutionRecord>> = std::collections::HashMap::new();
+        for e in self.store.list_executions_of(&ids).await? {
+            executions.entry(e.intent_id.clone()).or_default().push(e);
+        }
         for intent in &reads {
             let params: serde_json::Value = serde_json::from_str(&intent.params).unwrap_or_default();
-            for execution in self.store.list_executions(&intent.id).await? {
+            for execution in executions.remove(&intent.id).unwrap_or_default() {
                 if execution.state == "pending" || execution.state == "started" {
                     let ctx = self.context(intent, &execution, &params, String::new());
                     let outcome = self.execute(&ctx).await;
@@ -140,7 +145,6 @@ impl IntentRunner {
                 }
             }
         }
-        let ids: Vec<String> = reads.iter().map(|i| i.id.clone()).collect();
         self.store.finish_reads(&self.owner, &ids, &done, to_millis(self.clock.now())).await?;
         if let Some(intent) = write {
             self.process(intent).await?;

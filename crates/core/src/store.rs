@@ -381,6 +381,8 @@ pub trait Store: Send + Sync + 'static {
     /// Revokes a session; false when there was none.
     async fn delete_session(&self, token_hash: &SecretHash) -> Result<bool, StoreError>;
 
+    /// The agent of a key with its policy (none stored: the default applies), in one read.
+    async fn find_agent_and_policy(&self, key_hash: &SecretHash) -> Result<Option<(AgentRecord, Option<PolicyRecord>)>, StoreError>;
     async fn find_agent_by_key(&self, key_hash: &SecretHash) -> Result<Option<AgentRecord>, StoreError>;
     async fn get_agent(&self, agent_id: &str) -> Result<Option<AgentRecord>, StoreError>;
     async fn list_agents(&self, account_id: &str) -> Result<Vec<AgentRecord>, StoreError>;
@@ -400,6 +402,8 @@ pub trait Store: Send + Sync + 'static {
     /// executions, the idempotency record, the daily usage and the credit reservation — or nothing.
     async fn accept_intent(&self, draft: &IntentDraft) -> Result<AcceptOutcome, StoreError>;
     async fn get_intent(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError>;
+    /// The executions of several intents, by intent and seq, in one read.
+    async fn list_executions_of(&self, intent_ids: &[String]) -> Result<Vec<ExecutionRecord>, StoreError>;
     async fn list_executions(&self, intent_id: &str) -> Result<Vec<ExecutionRecord>, StoreError>;
     async fn count_intents(&self, agent_id: &str) -> Result<u64, StoreError>;
     /// Leases up to `limit` of the oldest queued intents whose lease is free or expired.

@@ -1433,6 +1433,34 @@ impl Store for SqlStore {
         })
     }
 
+    async fn find_agent_and_policy(&self, key_hash: &SecretHash) -> Result<Option<(AgentRecord, Option<PolicyRecord>)>, StoreError> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(
+                "SELECT a.id, a.account_id, a.name, a.wallet_address, a.created_at, a.key_rotated_at,
+                        p.allowed_actions, p.daily_limit_micros, p.max_per_action_micros, p.updated_at AS policy_updated_at
+                 FROM agents a LEFT JOIN agent_policies p ON p.agent_id = a.id WHERE a.key_hash = $1",
+            )
+            .bind(key_hash.0.to_vec())
+            .fetch_optional(pool)
+            .await
+            .map_err(err)?;
+            let Some(row) = row else { return Ok(None) };
+            let agent = agent_from_row(&row)?;
+            let allowed: Option<String> = row.try_get("allowed_actions").map_err(err)?;
+            let policy = match allowed {
+                Some(allowed) => Some(PolicyRecord {
+                    agent_id: agent.id.clone(),
+                    allowed_actions: serde_json::from_str(&allowed).map_err(err)?,
+                    daily_limit_micros: row.try_get::<Option<i64>, _>("daily_limit_micros").map_err(err)?.unwrap_or_default(),
+                    max_per_action_micros: row.try_get("max_per_action_micros").map_err(err)?,
+                    updated_at: row.try_get::<Option<i64>, _>("policy_updated_at").map_err(err)?.unwrap_or_default(),
+                }),
+                None => None,
+            };
+            Ok(Some((agent, policy)))
+        })
+    }
+
     async fn get_agent(&self, agent_id: &str) -> Result<Option<AgentRecord>, StoreError> {
         let sql = select_agents!("WHERE id = $1");
         on_pool!(self, pool => {
@@ -1557,6 +1585,41 @@ impl Store for SqlStore {
                 .map_err(err)?;
             row.as_ref().map(intent_from_row).transpose()
         })
+    }
+
+    async fn list_executions_of(&self, intent_ids: &[String]) -> Result<Vec<ExecutionRecord>, StoreError> {
+        if intent_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(String, i32, String, String, String, i64, String, Option<String>, Option<String>, Option<String>, Option<String>)> = on_pool!(self, pool => {
+            let mut q = sqlx::QueryBuilder::new(
+                "SELECT intent_id, seq, execution_key, user_did, wallet_address, chain_id, state, tx_hash, error_code, error_message, data
+                 FROM intent_executions WHERE intent_id IN (",
+            );
+            let mut list = q.separated(", ");
+            for id in intent_ids {
+                list.push_bind(id);
+            }
+            q.push(") ORDER BY intent_id, seq");
+            q.build_query_as().fetch_all(pool).await.map_err(err)?
+        });
+        rows.into_iter()
+            .map(|(intent_id, seq, key, did, wallet, chain, state, tx_hash, code, message, data)| {
+                Ok(ExecutionRecord {
+                    intent_id,
+                    seq: u32::try_from(seq).map_err(err)?,
+                    execution_key: key,
+                    user_did: did,
+                    wallet_address: wallet,
+                    chain_id: u64::try_from(chain).map_err(err)?,
+                    state,
+                    tx_hash,
+                    error_code: code,
+                    error_message: message,
+                    data,
+                })
+            })
+            .collect()
     }
 
     async fn list_executions(&self, intent_id: &str) -> Result<Vec<ExecutionRecord>, StoreError> {
@@ -1689,26 +1752,33 @@ impl Store for SqlStore {
         }
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            for (intent_id, seq, f) in done {
-                let state = if f.success { "succeeded" } else { "failed" };
-                sqlx::query(
-                    "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
-                         started_at = COALESCE(started_at, $8), finished_at = $8
-                     WHERE intent_id = $1 AND seq = $2 AND state IN ('pending', 'started')
-                       AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $9 AND status = 'queued')",
-                )
-                .bind(intent_id)
-                .bind(i32::try_from(*seq).map_err(err)?)
-                .bind(state)
-                .bind(&f.tx_hash)
-                .bind(&f.error_code)
-                .bind(&f.error_message)
-                .bind(&f.data)
-                .bind(now)
-                .bind(owner)
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?;
+            // Every ended execution in one statement: its row, only while its intent is still leased
+            // here and queued, and only if it has not ended already.
+            for chunk in done.chunks(500) {
+                let mut q = sqlx::QueryBuilder::new("WITH v (intent_id, seq, state, tx_hash, error_code, error_message, data) AS (");
+                q.push_values(chunk, |mut b, (intent_id, seq, f)| {
+                    b.push_bind(intent_id)
+                        .push("CAST(")
+                        .push_bind_unseparated(i64::from(*seq))
+                        .push_unseparated(" AS INTEGER)")
+                        .push_bind(if f.success { "succeeded" } else { "failed" })
+                        .push_bind(&f.tx_hash)
+                        .push_bind(&f.error_code)
+                        .push_bind(&f.error_message)
+                        .push_bind(&f.data);
+                });
+                q.push(
+                    ") UPDATE intent_executions SET state = v.state, tx_hash = v.tx_hash, error_code = v.error_code,
+                         error_message = v.error_message, data = v.data, started_at = COALESCE(intent_executions.started_at, ",
+                );
+                q.push_bind(now).push("), finished_at = ").push_bind(now);
+                q.push(
+                    " FROM v WHERE intent_executions.intent_id = v.intent_id AND intent_executions.seq = v.seq
+                       AND intent_executions.state IN ('pending', 'started')
+                       AND EXISTS (SELECT 1 FROM intents WHERE intents.id = v.intent_id AND intents.lease_owner = ",
+                );
+                q.push_bind(owner).push(" AND intents.status = 'queued')");
+                q.build().execute(&mut *tx).await.map_err(err)?;
             }
             settle_bulk!(tx, intents, now)?;
             tx.commit().await.map_err(err)
