@@ -128,8 +128,6 @@ where
     })
 }
 
-type ExecutionRow = (i32, String, String, String, i64, String, Option<String>, Option<String>, Option<String>, Option<String>);
-
 /// One ledger row to write.
 struct LedgerWrite<'a> {
     account_id: &'a str,
@@ -1623,31 +1621,7 @@ impl Store for SqlStore {
     }
 
     async fn list_executions(&self, intent_id: &str) -> Result<Vec<ExecutionRecord>, StoreError> {
-        let rows: Vec<ExecutionRow> = on_pool!(self, pool => sqlx::query_as(
-            "SELECT seq, execution_key, user_did, wallet_address, chain_id, state, tx_hash, error_code, error_message, data
-             FROM intent_executions WHERE intent_id = $1 ORDER BY seq",
-        )
-        .bind(intent_id)
-        .fetch_all(pool)
-        .await
-        .map_err(err)?);
-        rows.into_iter()
-            .map(|(seq, key, did, wallet, chain, state, tx_hash, code, message, data)| {
-                Ok(ExecutionRecord {
-                    intent_id: intent_id.to_owned(),
-                    seq: u32::try_from(seq).map_err(err)?,
-                    execution_key: key,
-                    user_did: did,
-                    wallet_address: wallet,
-                    chain_id: u64::try_from(chain).map_err(err)?,
-                    state,
-                    tx_hash,
-                    error_code: code,
-                    error_message: message,
-                    data,
-                })
-            })
-            .collect()
+        self.list_executions_of(&[intent_id.to_owned()]).await
     }
 
     async fn count_intents(&self, agent_id: &str) -> Result<u64, StoreError> {
