@@ -17,12 +17,9 @@ use crate::crypto::random_bytes;
 use crate::error::{Error, Result};
 use crate::gateway::{AgentContext, Gateway};
 use crate::catalog::Lane;
-use crate::intents::Submitted;
+use crate::intents::DEFAULT_CHAIN_ID;
 use crate::store::DelegationRecord;
 use actiongate_api_types::intents::ExecuteIntentRequest;
-
-/// The chain used when a request names none (SPEC).
-pub const DEFAULT_CHAIN_ID: u64 = 8453;
 
 /// What `create` asks the chain layer to build.
 #[derive(Debug, Clone)]
@@ -296,16 +293,8 @@ impl Gateway {
             .submit_scoped(&submission, Lane::ExecuteIntent, Some((&record.delegator, &record.hash)))
             .await
             .map_err(Error::intent_rejection)?;
-        let intent = submitted.intent().clone();
-        if let Submitted::New(new) = submitted {
-            let runner = self.runner().clone();
-            let work = tokio::spawn(async move { runner.process(new).await });
-            match tokio::time::timeout(self.settings().direct_timeout.unsigned_abs(), work).await {
-                Ok(Ok(result)) => result?,
-                Ok(Err(e)) => return Err(Error::internal(format!("redemption task: {e}"))),
-                Err(_) => tracing::warn!(intent_id = intent.id, "redemption still running at the answer deadline"),
-            }
-        }
+        self.run_in_request(&submitted).await?;
+        let intent = submitted.intent();
         let executions = self.store().list_executions(&intent.id).await?;
         let e = executions.first().ok_or_else(|| Error::internal(format!("redemption intent {} has no execution", intent.id)))?;
         let ended = matches!(e.state.as_str(), "succeeded" | "failed");

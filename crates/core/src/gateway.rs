@@ -365,20 +365,11 @@ impl Gateway {
     /// The agent a key belongs to. Missing, malformed, unknown and revoked keys are all the same
     /// 401, so that the answer tells an attacker nothing.
     pub async fn authenticate_agent(&self, key: Option<&str>) -> Result<AgentContext> {
-        let key = key.map(str::trim).filter(|k| !k.is_empty()).ok_or_else(|| {
-            Error::unauthorized("An agent API key is required.")
-        })?;
-        if !key.starts_with(AGENT_KEY_PREFIX) {
-            return Err(Error::unauthorized("The agent API key is invalid or revoked."));
-        }
-        let hash = self.keys.hash_secret(HASH_AGENT_KEY, key);
-        match self.store.find_agent_by_key(&hash).await? {
-            Some(agent) => Ok(AgentContext { agent }),
-            None => Err(Error::unauthorized("The agent API key is invalid or revoked.")),
-        }
+        self.authenticate_agent_with_policy(key).await.map(|(agent, _)| agent)
     }
 
-    /// [`Gateway::authenticate_agent`] with the agent's stored policy, in one read.
+    /// [`Gateway::authenticate_agent`] with the agent's stored policy (none: the default applies),
+    /// in one read.
     pub async fn authenticate_agent_with_policy(&self, key: Option<&str>) -> Result<(AgentContext, Option<PolicyRecord>)> {
         let key = key.map(str::trim).filter(|k| !k.is_empty()).ok_or_else(|| Error::unauthorized("An agent API key is required."))?;
         if !key.starts_with(AGENT_KEY_PREFIX) {
@@ -389,11 +380,6 @@ impl Gateway {
             Some((agent, policy)) => Ok((AgentContext { agent }, policy)),
             None => Err(Error::unauthorized("The agent API key is invalid or revoked.")),
         }
-    }
-
-    /// The default policy for an agent without a stored one.
-    pub fn default_policy_of(&self, agent_id: &str) -> PolicyRecord {
-        self.default_policy(agent_id, self.clock.now())
     }
 
     /// The owner a session token belongs to. An agent key is refused: owner routes need a session.
@@ -451,7 +437,8 @@ impl Gateway {
         Ok((agent, key))
     }
 
-    fn default_policy(&self, agent_id: &str, now: time::OffsetDateTime) -> PolicyRecord {
+    /// The policy of an agent that has none stored: the server's `[policy.default]`.
+    pub(crate) fn default_policy(&self, agent_id: &str, now: time::OffsetDateTime) -> PolicyRecord {
         PolicyRecord {
             agent_id: agent_id.to_owned(),
             allowed_actions: self.default_allowed.clone(),
@@ -513,10 +500,7 @@ impl Gateway {
 
     /// The stored policy of an agent (the default if none was ever stored).
     pub async fn policy_of(&self, agent_id: &str) -> Result<PolicyRecord> {
-        match self.store.get_policy(agent_id).await? {
-            Some(p) => Ok(p),
-            None => Ok(self.default_policy(agent_id, self.clock.now())),
-        }
+        Ok(self.store.get_policy(agent_id).await?.unwrap_or_else(|| self.default_policy(agent_id, self.clock.now())))
     }
 
     /// Replaces an agent's policy. Names are resolved through aliases and stored canonical; an

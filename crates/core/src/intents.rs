@@ -129,16 +129,15 @@ impl Gateway {
             Some(k) => (format!("k:{k}"), None),
             None => (format!("d:{}", hex::encode(request_hash)), Some(to_millis(now - window))),
         };
-        let checked = async {
-            let policy = stored_policy.unwrap_or_else(|| self.default_policy_of(&agent.agent.id));
+        let policy = stored_policy.unwrap_or_else(|| self.default_policy(&agent.agent.id, now));
+        let checked = (|| {
             check_allowed(spec, &policy)?;
             check_lane(spec, lane)?;
             check_params(spec, &req.params)?;
             self.check_chain(spec, chain_id)?;
-            let amount = self.usd_amount(spec, &req.params, req.estimated_amount_usd, &policy)?;
-            Ok::<_, Error>((policy, amount))
-        };
-        let (policy, amount) = match checked.await {
+            self.usd_amount(spec, &req.params, req.estimated_amount_usd, &policy)
+        })();
+        let amount = match checked {
             Ok(v) => v,
             Err(refused) => {
                 return match self.replay(&agent, &idempotency_key, &request_hash, replace_before).await? {
@@ -216,7 +215,8 @@ impl Gateway {
             }
         };
         tracing::info!(intent_id, agent_id = agent.agent.id, action = spec.name(), lane = lane.as_str(), "intent accepted");
-        if lane == Lane::ExecuteIntent {
+        // An intent leased at submit runs in the request; the others wait for the runner.
+        if draft.lease.is_none() {
             self.runner().wake();
         }
         Ok(Submitted::New(IntentRecord {
@@ -301,21 +301,28 @@ impl Gateway {
         self.run_direct(req).await.map_err(Error::intent_rejection)
     }
 
+    /// Runs a new intent leased at submit (a direct execution, a redemption) in its own task, so that
+    /// a client that goes away or the answer deadline does not cut it short: it ends, records and
+    /// settles on its own. Waits for it up to the direct-execution timeout.
+    pub(crate) async fn run_in_request(&self, submitted: &Submitted) -> Result<()> {
+        let Submitted::New(record) = submitted else { return Ok(()) };
+        let (runner, record) = (self.runner().clone(), record.clone());
+        let id = record.id.clone();
+        let work = tokio::spawn(async move { runner.process(record).await });
+        match tokio::time::timeout(self.settings().direct_timeout.unsigned_abs(), work).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => Err(Error::internal(format!("execution task: {e}"))),
+            Err(_) => {
+                tracing::warn!(intent_id = id, "execution still running at the answer deadline");
+                Ok(())
+            }
+        }
+    }
+
     async fn run_direct(&self, req: &ExecuteIntentRequest) -> Result<DirectExecution> {
         let submitted = self.submit(req, Lane::Execute).await?;
         let intent = submitted.intent().clone();
-        if let Submitted::New(record) = &submitted {
-            // The execution runs in its own task: a client that goes away or an answer deadline does
-            // not cut it short; it ends, records and settles on its own.
-            let runner = self.runner().clone();
-            let record = record.clone();
-            let work = tokio::spawn(async move { runner.process(record).await });
-            match tokio::time::timeout(self.settings().direct_timeout.unsigned_abs(), work).await {
-                Ok(Ok(result)) => result?,
-                Ok(Err(e)) => return Err(Error::internal(format!("direct execution task: {e}"))),
-                Err(_) => tracing::warn!(intent_id = intent.id, "direct execution still running at the answer deadline"),
-            }
-        }
+        self.run_in_request(&submitted).await?;
         let executions = self.store().list_executions(&intent.id).await?;
         let Some(e) = executions.first() else {
             return Err(Error::internal(format!("direct intent {} has no execution", intent.id)));

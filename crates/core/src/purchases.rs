@@ -55,7 +55,7 @@ impl Default for PurchaseSettings {
     fn default() -> Self {
         let package = |sku: &str, credits, price_atomic| Package { sku: sku.into(), credits, price_atomic };
         Self {
-            chain_id: 8453,
+            chain_id: crate::intents::DEFAULT_CHAIN_ID,
             token: "USDC".into(),
             recipient: None,
             confirmations: 1,

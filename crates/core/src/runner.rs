@@ -118,10 +118,9 @@ impl IntentRunner {
         if claimed.is_empty() {
             return Ok(false);
         }
-        let (mut reads, others): (Vec<IntentRecord>, Vec<IntentRecord>) = claimed
+        let (reads, others): (Vec<IntentRecord>, Vec<IntentRecord>) = claimed
             .into_iter()
             .partition(|i| i.lane == Lane::ExecuteIntent.as_str() && self.catalog.resolve(&i.action).is_some_and(|a| a.is_read()));
-        reads.sort_by(|a, b| a.account_id.cmp(&b.account_id));
         // Writes run one at a time under a heartbeat: keep one, give the other leases back at once so
         // that no lease of an intent waiting in this batch runs out (and is taken over) meanwhile.
         let mut others = others.into_iter();

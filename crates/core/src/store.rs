@@ -383,7 +383,6 @@ pub trait Store: Send + Sync + 'static {
 
     /// The agent of a key with its policy (none stored: the default applies), in one read.
     async fn find_agent_and_policy(&self, key_hash: &SecretHash) -> Result<Option<(AgentRecord, Option<PolicyRecord>)>, StoreError>;
-    async fn find_agent_by_key(&self, key_hash: &SecretHash) -> Result<Option<AgentRecord>, StoreError>;
     async fn get_agent(&self, agent_id: &str) -> Result<Option<AgentRecord>, StoreError>;
     async fn list_agents(&self, account_id: &str) -> Result<Vec<AgentRecord>, StoreError>;
     async fn create_agent(&self, agent: &NewAgent, policy: &PolicyRecord) -> Result<(), StoreError>;
@@ -410,8 +409,8 @@ pub trait Store: Send + Sync + 'static {
     async fn claim_intents(&self, owner: &str, now: i64, lease_until: i64, limit: u32) -> Result<Vec<IntentRecord>, StoreError>;
     /// Records the outcomes of reads (side-effect free, so never marked started first) and settles
     /// their intents, in one transaction; only while `owner` holds each intent's lease.
-    /// `intents` are settled in the order given (callers sort them by account, so that transactions
-    /// lock accounts in one order).
+    /// Their accounts are locked in account order; within an account, the intents are settled in the
+    /// order given.
     async fn finish_reads(&self, owner: &str, intents: &[String], done: &[(String, u32, ExecutionFinish)], now: i64) -> Result<(), StoreError>;
     /// Gives a lease back (an intent claimed in a batch but left for another worker).
     async fn release_lease(&self, intent_id: &str, owner: &str) -> Result<(), StoreError>;

@@ -133,7 +133,7 @@ struct LedgerWrite<'a> {
     account_id: &'a str,
     agent_id: Option<&'a str>,
     kind: &'a str,
-    reason: &'a str,
+    reason: String,
     intent_id: Option<&'a str>,
     invoice_id: Option<&'a str>,
     before: (i64, i64),
@@ -141,29 +141,31 @@ struct LedgerWrite<'a> {
     now: i64,
 }
 
-/// Writes a ledger row inside the open transaction `$tx`.
+/// Writes ledger rows inside the open transaction `$tx`, in one statement.
 macro_rules! write_ledger {
-    ($tx:ident, $e:expr) => {{
-        let e: &LedgerWrite<'_> = $e;
-        sqlx::query(
-            "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id, balance_before, balance_after,
-                 reserved_before, reserved_after, created_at, invoice_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        )
-        .bind(new_id())
-        .bind(e.account_id)
-        .bind(e.agent_id)
-        .bind(e.kind)
-        .bind(e.reason)
-        .bind(e.intent_id)
-        .bind(e.before.0)
-        .bind(e.after.0)
-        .bind(e.before.1)
-        .bind(e.after.1)
-        .bind(e.now)
-        .bind(e.invoice_id)
-        .execute(&mut *$tx)
-        .await
-        .map_err(err)?;
+    ($tx:ident, $rows:expr) => {{
+        let rows: &[LedgerWrite<'_>] = $rows;
+        if !rows.is_empty() {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id, balance_before, balance_after,
+                     reserved_before, reserved_after, created_at, invoice_id) ",
+            );
+            q.push_values(rows, |mut b, r| {
+                b.push_bind(new_id())
+                    .push_bind(r.account_id)
+                    .push_bind(r.agent_id)
+                    .push_bind(r.kind)
+                    .push_bind(&r.reason)
+                    .push_bind(r.intent_id)
+                    .push_bind(r.before.0)
+                    .push_bind(r.after.0)
+                    .push_bind(r.before.1)
+                    .push_bind(r.after.1)
+                    .push_bind(r.now)
+                    .push_bind(r.invoice_id);
+            });
+            q.build().execute(&mut *$tx).await.map_err(err)?;
+        }
     }};
 }
 
@@ -224,6 +226,14 @@ fn cover(d: &IntentDraft, users: usize, balance: i64, free_day: i64, free_used: 
     })
 }
 
+/// The delegations of agent `$1` on chain `$2` that are active and unexpired at `$3` (the fan-out
+/// gate: the users a submit addresses, the preflight's count, the delegation an execution runs under).
+macro_rules! usable_delegations {
+    () => {
+        "FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active' AND (expires_at IS NULL OR expires_at > $3)"
+    };
+}
+
 /// The (DID, wallet) pairs a draft addresses: for a fan-out, every delegator with an active, unexpired
 /// delegation to the agent on the chain (once each, however many delegations it gave; only
 /// `only_delegator` for a redemption); else the agent itself.
@@ -232,9 +242,10 @@ macro_rules! users_of {
         let d: &IntentDraft = $d;
         if d.fan_out {
             let delegators: Vec<String> = sqlx::query_scalar(
-                "SELECT MIN(delegator) FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
-                   AND (expires_at IS NULL OR expires_at > $3) AND ($4 IS NULL OR lower(delegator) = lower($4))
-                 GROUP BY lower(delegator) ORDER BY MIN(created_at), lower(delegator)",
+                concat!(
+                    "SELECT MIN(delegator) ", usable_delegations!(), " AND ($4 IS NULL OR lower(delegator) = lower($4))
+                     GROUP BY lower(delegator) ORDER BY MIN(created_at), lower(delegator)"
+                ),
             )
             .bind(&d.agent_id)
             .bind($chain)
@@ -247,188 +258,6 @@ macro_rules! users_of {
         } else {
             vec![(d.own.user_did.clone(), d.own.wallet_address.clone())]
         }
-    }};
-}
-
-/// Decides and writes one intent draft inside the open transaction `$tx` (idempotency, daily limit,
-/// delegation, credits, then the rows). Evaluates to the outcome; a refusal has written nothing only
-/// once the caller rolls back to its savepoint.
-macro_rules! accept_draft {
-    ($tx:ident, $d:expr) => {{
-        let d: &IntentDraft = $d;
-        let chain = i64::try_from(d.chain_id).map_err(err)?;
-        let outcome: Result<AcceptOutcome, StoreError> = 'draft: {
-                // Lock the account's credit row: every accept and settle of one account is serialised here.
-                let locked = sqlx::query("UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1")
-                    .bind(&d.account_id)
-                    .bind(d.now)
-                    .execute(&mut *$tx)
-                    .await
-                    .map_err(err)?
-                    .rows_affected();
-                if locked == 0 {
-                    sqlx::query("INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2)")
-                        .bind(&d.account_id)
-                        .bind(d.now)
-                        .execute(&mut *$tx)
-                        .await
-                        .map_err(err)?;
-                }
-
-                let existing: Option<(Vec<u8>, String, i64)> = sqlx::query_as(
-                    "SELECT request_hash, intent_id, created_at FROM idempotency_keys WHERE agent_id = $1 AND key = $2",
-                )
-                .bind(&d.agent_id)
-                .bind(&d.idempotency_key)
-                .fetch_optional(&mut *$tx)
-                .await
-                .map_err(err)?;
-                if let Some((hash, intent_id, created_at)) = existing {
-                    if d.replace_idempotency_before.is_some_and(|t| created_at < t) {
-                        sqlx::query("DELETE FROM idempotency_keys WHERE agent_id = $1 AND key = $2")
-                            .bind(&d.agent_id)
-                            .bind(&d.idempotency_key)
-                            .execute(&mut *$tx)
-                            .await
-                            .map_err(err)?;
-                    } else {
-                        break 'draft Ok(if hash.as_slice() == d.request_hash.as_slice() {
-                            AcceptOutcome::Replay { intent_id }
-                        } else {
-                            AcceptOutcome::KeyReused
-                        });
-                    }
-                }
-
-                if d.is_write {
-                    let used: Option<i64> = sqlx::query_scalar(
-                        "SELECT used_micros FROM agent_daily_usage WHERE agent_id = $1 AND day = $2",
-                    )
-                    .bind(&d.agent_id)
-                    .bind(d.day)
-                    .fetch_optional(&mut *$tx)
-                    .await
-                    .map_err(err)?;
-                    let used = used.unwrap_or(0);
-                    if !fits_daily_limit(used, d.amount_micros, d.daily_limit_micros) {
-                        break 'draft Ok(AcceptOutcome::DailyLimit { used_micros: used });
-                    }
-                }
-
-                let users: Vec<(String, String)> = users_of!($tx, d, chain);
-                if users.is_empty() {
-                    break 'draft Ok(AcceptOutcome::DelegationRequired);
-                }
-
-                let (balance, reserved, free_day, free_used): (i64, i64, i64, i32) = sqlx::query_as(
-                    "SELECT balance, reserved, free_day, free_used FROM credit_accounts WHERE account_id = $1",
-                )
-                .bind(&d.account_id)
-                .fetch_one(&mut *$tx)
-                .await
-                .map_err(err)?;
-                let (reserve, free, free_today) = match cover(d, users.len(), balance, free_day, free_used)? {
-                    Ok(c) => c,
-                    Err(refused) => break 'draft Ok(refused),
-                };
-
-                let (lease_owner, lease_until) = match &d.lease {
-                    Some((o, u)) => (Some(o.as_str()), Some(*u)),
-                    None => (None, None),
-                };
-                sqlx::query(
-                    "INSERT INTO intents (id, agent_id, account_id, action, lane, params, chain_id, amount_micros,
-                         price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, $13, $14, $15)",
-                )
-                .bind(&d.id)
-                .bind(&d.agent_id)
-                .bind(&d.account_id)
-                .bind(&d.action)
-                .bind(&d.lane)
-                .bind(&d.params)
-                .bind(chain)
-                .bind(d.amount_micros)
-                .bind(d.price_per_execution)
-                .bind(reserve)
-                .bind(free)
-                .bind(i32::try_from(users.len()).map_err(err)?)
-                .bind(lease_owner)
-                .bind(lease_until)
-                .bind(d.now)
-                .execute(&mut *$tx)
-                .await
-                .map_err(err)?;
-                for (seq, (did, wallet)) in users.iter().enumerate() {
-                    sqlx::query(
-                        "INSERT INTO intent_executions (intent_id, seq, execution_key, user_did, wallet_address, chain_id, state)
-                         VALUES ($1, $2, $3, $4, $5, $6, 'pending')",
-                    )
-                    .bind(&d.id)
-                    .bind(i32::try_from(seq).map_err(err)?)
-                    .bind(format!("{}:{seq}", d.id))
-                    .bind(did)
-                    .bind(wallet)
-                    .bind(chain)
-                    .execute(&mut *$tx)
-                    .await
-                    .map_err(err)?;
-                }
-                sqlx::query(
-                    "INSERT INTO idempotency_keys (agent_id, key, request_hash, intent_id, created_at) VALUES ($1, $2, $3, $4, $5)",
-                )
-                .bind(&d.agent_id)
-                .bind(&d.idempotency_key)
-                .bind(d.request_hash.to_vec())
-                .bind(&d.id)
-                .bind(d.now)
-                .execute(&mut *$tx)
-                .await
-                .map_err(err)?;
-                if d.is_write && d.amount_micros > 0 {
-                    sqlx::query(
-                        "INSERT INTO agent_daily_usage (agent_id, day, used_micros) VALUES ($1, $2, $3)
-                         ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = agent_daily_usage.used_micros + excluded.used_micros",
-                    )
-                    .bind(&d.agent_id)
-                    .bind(d.day)
-                    .bind(d.amount_micros)
-                    .execute(&mut *$tx)
-                    .await
-                    .map_err(err)?;
-                }
-                if reserve > 0 || free {
-                    let new_free = if free { free_today + 1 } else { free_today };
-                    sqlx::query(
-                        "UPDATE credit_accounts SET balance = $2, reserved = $3, free_day = $4, free_used = $5 WHERE account_id = $1",
-                    )
-                    .bind(&d.account_id)
-                    .bind(balance - reserve)
-                    .bind(reserved + reserve)
-                    .bind(d.day)
-                    .bind(i32::try_from(new_free).map_err(err)?)
-                    .execute(&mut *$tx)
-                    .await
-                    .map_err(err)?;
-                    let reason = format!("{} x{}", d.action, users.len());
-                    write_ledger!($tx, &LedgerWrite { invoice_id: None,
-                        account_id: &d.account_id,
-                        agent_id: Some(&d.agent_id),
-                        kind: if free { "free" } else { "reserve" },
-                        reason: &reason,
-                        intent_id: Some(&d.id),
-                        before: (balance, reserved),
-                        after: (balance - reserve, reserved + reserve),
-                        now: d.now,
-                    });
-                }
-            break 'draft Ok(AcceptOutcome::Accepted {
-                total: u32::try_from(users.len()).map_err(err)?,
-                reserved_credits: reserve,
-                free_request: free,
-            });
-        };
-        outcome
     }};
 }
 
@@ -477,8 +306,9 @@ macro_rules! credit_account {
             .execute(&mut *$tx)
             .await
             .map_err(err)?;
-        let (balance, reserved): (i64, i64) = sqlx::query_as(
-            "UPDATE credit_accounts SET balance = balance + $2, updated_at = $3 WHERE account_id = $1 RETURNING balance, reserved",
+        let (balance, reserved, free_day, free_used): (i64, i64, i64, i32) = sqlx::query_as(
+            "UPDATE credit_accounts SET balance = balance + $2, updated_at = $3 WHERE account_id = $1
+             RETURNING balance, reserved, free_day, free_used",
         )
         .bind(account)
         .bind(amount)
@@ -486,18 +316,18 @@ macro_rules! credit_account {
         .fetch_one(&mut *$tx)
         .await
         .map_err(err)?;
-        write_ledger!($tx, &LedgerWrite {
+        write_ledger!($tx, &[LedgerWrite {
             invoice_id: $invoice,
             account_id: account,
             agent_id: $agent,
             kind: $kind,
-            reason: $reason,
+            reason: $reason.to_owned(),
             intent_id: None,
             before: (balance - amount, reserved),
             after: (balance, reserved),
             now,
-        });
-        balance
+        }]);
+        CreditAccount { balance, reserved, free_day, free_used: u32::try_from(free_used).unwrap_or(0) }
     }};
 }
 
@@ -557,113 +387,6 @@ fn challenge_from(row: ChallengeRow) -> Result<PersonhoodChallenge, StoreError> 
     })
 }
 
-/// Ends a queued intent whose executions have all ended, inside the open transaction `$tx`: sets
-/// its status, captures the successful executions' credits and releases the rest. Writes nothing
-/// but a lock touch when the intent is not ready.
-macro_rules! settle_intent {
-    ($tx:ident, $intent_id:expr, $now:expr) => {{
-        let (intent_id, now): (&str, i64) = ($intent_id, $now);
-        let settled: Result<Option<IntentRecord>, StoreError> = 'settle: {
-                // Lock the intent row first (PostgreSQL): a second settle of the same intent waits here,
-                // then finds it no longer queued and changes nothing.
-                sqlx::query("UPDATE intents SET lease_until = lease_until WHERE id = $1 AND status = 'queued'")
-                    .bind(intent_id)
-                    .execute(&mut *$tx)
-                    .await
-                    .map_err(err)?;
-                let row = sqlx::query(concat!("SELECT ", intent_columns!(), " FROM intents WHERE id = $1"))
-                    .bind(intent_id)
-                    .fetch_optional(&mut *$tx)
-                    .await
-                    .map_err(err)?;
-                let Some(intent) = row.as_ref().map(intent_from_row).transpose()? else {
-                    break 'settle Ok(None);
-                };
-                if intent.status != "queued" {
-                    break 'settle Ok(Some(intent));
-                }
-                sqlx::query("UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1")
-                    .bind(&intent.account_id)
-                    .bind(now)
-                    .execute(&mut *$tx)
-                    .await
-                    .map_err(err)?;
-                let states: Vec<String> = sqlx::query_scalar("SELECT state FROM intent_executions WHERE intent_id = $1")
-                    .bind(intent_id)
-                    .fetch_all(&mut *$tx)
-                    .await
-                    .map_err(err)?;
-                if states.iter().any(|s| s == "pending" || s == "started") {
-                    break 'settle Ok(Some(intent));
-                }
-                let successes = i64::try_from(states.iter().filter(|s| *s == "succeeded").count()).map_err(err)?;
-                let status = if states.is_empty() || successes > 0 { "completed" } else { "failed" };
-                let capture = intent.price_per_execution.saturating_mul(successes).min(intent.reserved_credits);
-                let release = intent.reserved_credits - capture;
-
-                let (balance, reserved, free_day, free_used): (i64, i64, i64, i32) = sqlx::query_as(
-                    "SELECT balance, reserved, free_day, free_used FROM credit_accounts WHERE account_id = $1",
-                )
-                .bind(&intent.account_id)
-                .fetch_one(&mut *$tx)
-                .await
-                .map_err(err)?;
-                let refund_free = intent.free_request && successes == 0 && free_day == day_of(intent.created_at) && free_used > 0;
-                let after = (balance + release, reserved - intent.reserved_credits);
-                sqlx::query(
-                    "UPDATE credit_accounts SET balance = $2, reserved = $3, free_used = $4 WHERE account_id = $1",
-                )
-                .bind(&intent.account_id)
-                .bind(after.0)
-                .bind(after.1)
-                .bind(if refund_free { free_used - 1 } else { free_used })
-                .execute(&mut *$tx)
-                .await
-                .map_err(err)?;
-                let base = LedgerWrite { invoice_id: None,
-                    account_id: &intent.account_id,
-                    agent_id: Some(&intent.agent_id),
-                    kind: "capture",
-                    reason: "",
-                    intent_id: Some(&intent.id),
-                    before: (balance, reserved),
-                    after: (balance, reserved - capture),
-                    now,
-                };
-                if capture > 0 {
-                    let reason = format!("{} x{successes} succeeded", intent.action);
-                    write_ledger!($tx, &LedgerWrite { invoice_id: None, reason: &reason, ..base });
-                }
-                if release > 0 {
-                    let reason = format!("{} unused reservation", intent.action);
-                    write_ledger!($tx, &LedgerWrite { invoice_id: None,
-                        kind: "release",
-                        reason: &reason,
-                        before: (balance, reserved - capture),
-                        after,
-                        ..base
-                    });
-                }
-                if refund_free {
-                    let reason = format!("{} did not succeed", intent.action);
-                    write_ledger!($tx, &LedgerWrite { invoice_id: None, kind: "free_refund", reason: &reason, before: after, after, ..base });
-                }
-                sqlx::query(
-                    "UPDATE intents SET status = $2, finished_at = $3, lease_owner = NULL, lease_until = NULL
-                     WHERE id = $1 AND status = 'queued'",
-                )
-                .bind(intent_id)
-                .bind(status)
-                .bind(now)
-                .execute(&mut *$tx)
-                .await
-                .map_err(err)?;
-            break 'settle Ok(Some(IntentRecord { status: status.to_owned(), finished_at: Some(now), ..intent }));
-        };
-        settled
-    }};
-}
-
 /// Locks the credit rows of `$ids` in account order (creating a missing one) and reads them:
 /// account id -> (balance, reserved, free_day, free_used).
 macro_rules! lock_accounts {
@@ -698,18 +421,6 @@ macro_rules! lock_accounts {
     }};
 }
 
-/// One ledger row of a bulk change.
-struct LedgerRow<'a> {
-    account_id: &'a str,
-    agent_id: &'a str,
-    kind: &'static str,
-    reason: String,
-    intent_id: &'a str,
-    before: (i64, i64),
-    after: (i64, i64),
-    now: i64,
-}
-
 /// Writes the credit rows that changed (balance, reserved, free allowance) and the ledger rows of a
 /// bulk change, one statement per account and one for the ledger.
 macro_rules! write_credit_changes {
@@ -728,35 +439,16 @@ macro_rules! write_credit_changes {
                     .map_err(err)?;
             }
         }
-        let ledger: &[LedgerRow<'_>] = ledger;
-        if !ledger.is_empty() {
-            let mut q = sqlx::QueryBuilder::new(
-                "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id, balance_before, balance_after,
-                     reserved_before, reserved_after, created_at, invoice_id) ",
-            );
-            q.push_values(ledger, |mut b, r| {
-                b.push_bind(new_id())
-                    .push_bind(r.account_id)
-                    .push_bind(r.agent_id)
-                    .push_bind(r.kind)
-                    .push_bind(&r.reason)
-                    .push_bind(r.intent_id)
-                    .push_bind(r.before.0)
-                    .push_bind(r.after.0)
-                    .push_bind(r.before.1)
-                    .push_bind(r.after.1)
-                    .push_bind(r.now)
-                    .push_bind(None::<String>);
-            });
-            q.build().execute(&mut *$tx).await.map_err(err)?;
-        }
+        write_ledger!($tx, ledger);
     }};
 }
 
-/// Settles the intents `$ids` (reads that ended) the way [`settle_intent`] settles one, with a few
-/// statements for all of them: the queued ones are locked and read at once, their accounts locked in
-/// account order, the captures, releases and free refunds decided in memory in the given order, and
-/// the ledger rows and status changes written with one statement each.
+/// Ends the intents `$ids` whose executions have all ended, with a few statements for all of them:
+/// the queued ones are locked and read at once (a concurrent settle of the same intent waits here,
+/// then finds it no longer queued and changes nothing), their accounts locked in account order, the
+/// successful executions' price captured and the rest of the reservation released (a free request
+/// that did not succeed is given back) in memory in the given order, and the ledger rows and status
+/// changes written with one statement each.
 macro_rules! settle_bulk {
     ($tx:ident, $ids:expr, $now:expr) => {{
         let (ids, now): (&[String], i64) = ($ids, $now);
@@ -770,14 +462,7 @@ macro_rules! settle_bulk {
             for id in ids {
                 list.push_bind(id);
             }
-            q.push(")");
-            q.build().execute(&mut *$tx).await.map_err(err)?;
-            let mut q = sqlx::QueryBuilder::new(concat!("SELECT ", intent_columns!(), " FROM intents WHERE status = 'queued' AND id IN ("));
-            let mut list = q.separated(", ");
-            for id in ids {
-                list.push_bind(id);
-            }
-            q.push(")");
+            q.push(concat!(") RETURNING ", intent_columns!()));
             let rows = q.build().fetch_all(&mut *$tx).await.map_err(err)?;
             let mut intents: HashMap<String, IntentRecord> = HashMap::new();
             for row in &rows {
@@ -801,7 +486,7 @@ macro_rules! settle_bulk {
                 by_intent.entry(intent.as_str()).or_default().push(state.as_str());
             }
 
-            let mut ledger: Vec<LedgerRow<'_>> = Vec::new();
+            let mut ledger: Vec<LedgerWrite<'_>> = Vec::new();
             let mut finished: BTreeMap<&'static str, Vec<&str>> = BTreeMap::new();
             for id in ids {
                 let Some(intent) = intents.get(id) else { continue };
@@ -818,12 +503,13 @@ macro_rules! settle_bulk {
                 let refund_free = intent.free_request && successes == 0 && free_day == day_of(intent.created_at) && free_used > 0;
                 let after = (balance + release, reserved - intent.reserved_credits);
                 *state = (after.0, after.1, free_day, if refund_free { free_used - 1 } else { free_used });
-                let row = |kind, reason, before, after| LedgerRow {
+                let row = |kind, reason, before, after| LedgerWrite {
                     account_id: &intent.account_id,
-                    agent_id: &intent.agent_id,
+                    agent_id: Some(&intent.agent_id),
                     kind,
                     reason,
-                    intent_id: &intent.id,
+                    intent_id: Some(&intent.id),
+                    invoice_id: None,
                     before,
                     after,
                     now,
@@ -868,9 +554,10 @@ struct AcceptedRows<'a> {
 
 /// Decides a batch of drafts in memory after reading what they depend on in a few statements (the
 /// accounts' credit rows, locked in account order; the batch's idempotency keys; today's usage), then
-/// writes every accepted draft's rows with one multi-row statement per table. The same decisions as
-/// [`accept_draft`], in arrival order, with each draft seeing the ones before it. Evaluates to one
-/// outcome per draft; on any error the caller rolls the whole transaction back.
+/// writes every accepted draft's rows with one multi-row statement per table. Checks in order:
+/// idempotency, daily limit, delegation (the users addressed), credits; drafts are decided in
+/// arrival order, each seeing the ones before it, and a refused draft writes nothing. Evaluates to
+/// one outcome per draft; on any error the caller rolls the whole transaction back.
 macro_rules! accept_bulk {
     ($tx:ident, $drafts:expr) => {{
         let drafts: &[IntentDraft] = $drafts;
@@ -916,7 +603,7 @@ macro_rules! accept_bulk {
             let mut stale: Vec<(String, String)> = Vec::new();
             let mut added_usage: BTreeMap<(String, i64), i64> = BTreeMap::new();
             let mut accepted: Vec<AcceptedRows<'_>> = Vec::new();
-            let mut ledger: Vec<LedgerRow<'_>> = Vec::new();
+            let mut ledger: Vec<LedgerWrite<'_>> = Vec::new();
             let mut outcomes = Vec::with_capacity(drafts.len());
             for d in drafts {
                 let key = (d.agent_id.clone(), d.idempotency_key.clone());
@@ -924,10 +611,12 @@ macro_rules! accept_bulk {
                     outcomes.push(if *hash == d.request_hash { AcceptOutcome::Replay { intent_id: intent_id.clone() } } else { AcceptOutcome::KeyReused });
                     continue;
                 }
+                // A derived key's record from before the window is replaced, once this draft is accepted
+                // (a refused draft changes nothing).
+                let mut replaces_stale = false;
                 if let Some((hash, intent_id, created_at)) = existing.get(&key) {
                     if d.replace_idempotency_before.is_some_and(|t| *created_at < t) {
-                        stale.push(key.clone());
-                        existing.remove(&key);
+                        replaces_stale = true;
                     } else {
                         outcomes.push(if hash.as_slice() == d.request_hash.as_slice() {
                             AcceptOutcome::Replay { intent_id: intent_id.clone() }
@@ -961,12 +650,13 @@ macro_rules! accept_bulk {
                     let new_free = if free { free_today + 1 } else { free_today };
                     *state = (balance - reserve, reserved + reserve, d.day, i32::try_from(new_free).map_err(err)?);
                     let reason = format!("{} x{}", d.action, users.len());
-                    ledger.push(LedgerRow {
+                    ledger.push(LedgerWrite {
                         account_id: &d.account_id,
-                        agent_id: &d.agent_id,
+                        agent_id: Some(&d.agent_id),
                         kind: if free { "free" } else { "reserve" },
                         reason,
-                        intent_id: &d.id,
+                        intent_id: Some(&d.id),
+                        invoice_id: None,
                         before: (balance, reserved),
                         after: (balance - reserve, reserved + reserve),
                         now: d.now,
@@ -977,6 +667,10 @@ macro_rules! accept_bulk {
                     if d.amount_micros > 0 {
                         *added_usage.entry((d.agent_id.clone(), d.day)).or_insert(0) += d.amount_micros;
                     }
+                }
+                if replaces_stale {
+                    existing.remove(&key);
+                    stale.push(key.clone());
                 }
                 in_batch.insert(key, (d.request_hash, d.id.clone()));
                 outcomes.push(AcceptOutcome::Accepted { total: u32::try_from(users.len()).map_err(err)?, reserved_credits: reserve, free_request: free });
@@ -1066,8 +760,9 @@ macro_rules! accept_bulk {
 /// A draft waiting for the batcher, with where its answer goes.
 type AcceptJob = (IntentDraft, tokio::sync::oneshot::Sender<Result<AcceptOutcome, StoreError>>);
 
-/// Accepts drafts in one transaction and one commit (group commit): each draft runs inside its own
-/// savepoint, so a refused draft leaves nothing while the others commit.
+/// Accepts drafts in one transaction and one commit (group commit), decided together by
+/// [`accept_bulk`]; should that fail, each draft is accepted inside its own savepoint, so that one
+/// draft's error leaves nothing while the others commit.
 async fn accept_batch(backend: &Backend, drafts: &[IntentDraft]) -> Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError> {
     // The batch decided in memory and written with a few multi-row statements; should anything fail,
     // it is rolled back whole and the drafts are accepted one savepoint at a time.
@@ -1101,7 +796,7 @@ async fn accept_batch(backend: &Backend, drafts: &[IntentDraft]) -> Result<Vec<R
             for i in order {
                 let d = &drafts[i];
                 sqlx::query("SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
-                let outcome = async { accept_draft!(tx, d) }.await;
+                let outcome = async { accept_bulk!(tx, std::slice::from_ref(d)) }.await.map(|mut o| o.remove(0));
                 if !matches!(outcome, Ok(AcceptOutcome::Accepted { .. })) {
                     sqlx::query("ROLLBACK TO SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
                 }
@@ -1423,14 +1118,6 @@ impl Store for SqlStore {
             .map_err(err))
     }
 
-    async fn find_agent_by_key(&self, key_hash: &SecretHash) -> Result<Option<AgentRecord>, StoreError> {
-        let sql = select_agents!("WHERE key_hash = $1");
-        on_pool!(self, pool => {
-            let row = sqlx::query(sql).bind(key_hash.0.to_vec()).fetch_optional(pool).await.map_err(err)?;
-            row.as_ref().map(agent_from_row).transpose()
-        })
-    }
-
     async fn find_agent_and_policy(&self, key_hash: &SecretHash) -> Result<Option<(AgentRecord, Option<PolicyRecord>)>, StoreError> {
         on_pool!(self, pool => {
             let row = sqlx::query(
@@ -1700,9 +1387,14 @@ impl Store for SqlStore {
     async fn finish_intent(&self, intent_id: &str, now: i64) -> Result<Option<IntentRecord>, StoreError> {
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let settled = settle_intent!(tx, intent_id, now)?;
+            settle_bulk!(tx, &[intent_id.to_owned()], now)?;
+            let row = sqlx::query(concat!("SELECT ", intent_columns!(), " FROM intents WHERE id = $1"))
+                .bind(intent_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(err)?;
             tx.commit().await.map_err(err)?;
-            Ok(settled)
+            row.as_ref().map(intent_from_row).transpose()
         })
     }
 
@@ -1781,36 +1473,9 @@ impl Store for SqlStore {
         }
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            sqlx::query(
-                "INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2) ON CONFLICT (account_id) DO NOTHING",
-            )
-            .bind(account_id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(err)?;
-            let (balance, reserved, free_day, free_used): (i64, i64, i64, i32) = sqlx::query_as(
-                "UPDATE credit_accounts SET balance = balance + $2, updated_at = $3 WHERE account_id = $1
-                 RETURNING balance, reserved, free_day, free_used",
-            )
-            .bind(account_id)
-            .bind(amount)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(err)?;
-            write_ledger!(tx, &LedgerWrite { invoice_id: None,
-                account_id,
-                agent_id: None,
-                kind,
-                reason,
-                intent_id: None,
-                before: (balance - amount, reserved),
-                after: (balance, reserved),
-                now,
-            });
+            let account = credit_account!(tx, account_id, None, amount, kind, reason, None, now);
             tx.commit().await.map_err(err)?;
-            Ok(CreditAccount { balance, reserved, free_day, free_used: u32::try_from(free_used).unwrap_or(0) })
+            Ok(account)
         })
     }
 
@@ -1904,13 +1569,13 @@ impl Store for SqlStore {
     async fn active_delegation(&self, agent_id: &str, chain_id: u64, delegator: &str, now: i64) -> Result<Option<DelegationRecord>, StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
         let row: Option<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!(
-            "SELECT ", delegation_columns!(), " FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND lower(delegator) = lower($3)
-               AND status = 'active' AND (expires_at IS NULL OR expires_at > $4) ORDER BY created_at DESC, hash LIMIT 1"
+            "SELECT ", delegation_columns!(), " ", usable_delegations!(), " AND lower(delegator) = lower($4)
+               ORDER BY created_at DESC, hash LIMIT 1"
         ))
         .bind(agent_id)
         .bind(chain)
-        .bind(delegator)
         .bind(now)
+        .bind(delegator)
         .fetch_optional(pool)
         .await
         .map_err(err)?);
@@ -1975,10 +1640,7 @@ impl Store for SqlStore {
 
     async fn count_active_delegations(&self, agent_id: &str, chain_id: u64, now: i64) -> Result<u64, StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
-        let n: i64 = on_pool!(self, pool => sqlx::query_scalar(
-            "SELECT COUNT(DISTINCT lower(delegator)) FROM delegations WHERE agent_id = $1 AND chain_id = $2 AND status = 'active'
-               AND (expires_at IS NULL OR expires_at > $3)",
-        )
+        let n: i64 = on_pool!(self, pool => sqlx::query_scalar(concat!("SELECT COUNT(DISTINCT lower(delegator)) ", usable_delegations!()))
         .bind(agent_id)
         .bind(chain)
         .bind(now)
@@ -2218,7 +1880,7 @@ impl Store for SqlStore {
             }
             let reason = format!("bought {} ({} credits) with x402, tx {tx_hash}", invoice.sku, invoice.credits);
             let balance = match &account {
-                Some(a) => credit_account!(tx, a, invoice.agent_id.as_deref(), invoice.credits, "purchase", &reason, Some(invoice_id), now),
+                Some(a) => credit_account!(tx, a, invoice.agent_id.as_deref(), invoice.credits, "purchase", &reason, Some(invoice_id), now).balance,
                 None => {
                     sqlx::query("INSERT INTO held_credits (invoice_id, address, credits, created_at) VALUES ($1, $2, $3, $4)")
                         .bind(invoice_id).bind(&invoice.payer).bind(invoice.credits).bind(now)

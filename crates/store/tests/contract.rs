@@ -94,7 +94,7 @@ async fn onboarding_creates_once_then_signs_in() {
         let agents = s.list_agents("acc1").await.unwrap_or_default();
         assert_eq!(agents.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), ["ag1"], "{name}");
         assert!(s.list_agents("acc3").await.unwrap_or_default().is_empty(), "{name}");
-        assert!(s.find_agent_by_key(&h(3)).await.ok().flatten().is_none(), "{name}");
+        assert!(s.find_agent_and_policy(&h(3)).await.ok().flatten().is_none(), "{name}");
         // Both sessions work; expired ones do not.
         for sess in [11, 13] {
             let found = s.find_session(&h(sess), 2_000).await.ok().flatten().map(|s| s.account_id);
@@ -154,14 +154,14 @@ async fn agents_keys_and_policies() {
         assert!(s.create_agent(&agent("ag3", "acc1", 2), &policy("ag3")).await.is_err(), "{name}");
         assert!(s.get_agent("ag3").await.ok().flatten().is_none(), "{name}: a failed create left a row");
 
-        let found = s.find_agent_by_key(&h(2)).await.ok().flatten().map(|a| a.id);
+        let found = s.find_agent_and_policy(&h(2)).await.ok().flatten().map(|(a, _)| a.id);
         assert_eq!(found.as_deref(), Some("ag2"), "{name}");
         assert_eq!(s.agent_wallet_sealed("ag2").await.ok().flatten(), Some(vec![1, 2, 3]), "{name}");
 
         assert_eq!(s.rotate_agent_key("ag2", &h(5), 3_000).await.ok(), Some(true), "{name}");
-        assert!(s.find_agent_by_key(&h(2)).await.ok().flatten().is_none(), "{name}: old key still works");
-        let rotated = s.find_agent_by_key(&h(5)).await.ok().flatten();
-        assert_eq!(rotated.and_then(|a| a.key_rotated_at), Some(3_000), "{name}");
+        assert!(s.find_agent_and_policy(&h(2)).await.ok().flatten().is_none(), "{name}: old key still works");
+        let rotated = s.find_agent_and_policy(&h(5)).await.ok().flatten();
+        assert_eq!(rotated.and_then(|(a, _)| a.key_rotated_at), Some(3_000), "{name}");
         assert_eq!(s.rotate_agent_key("nope", &h(6), 3_000).await.ok(), Some(false), "{name}");
 
         assert_eq!(s.get_policy("ag2").await.ok().flatten(), Some(policy("ag2")), "{name}");
@@ -170,7 +170,10 @@ async fn agents_keys_and_policies() {
         p.max_per_action_micros = Some(5);
         p.updated_at = 4_000;
         s.put_policy(&p).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(s.get_policy("ag2").await.ok().flatten(), Some(p), "{name}");
+        assert_eq!(s.get_policy("ag2").await.ok().flatten(), Some(p.clone()), "{name}");
+        // The agent of a key comes with its policy in one read.
+        let with_policy = s.find_agent_and_policy(&h(5)).await.ok().flatten().and_then(|(_, policy)| policy);
+        assert_eq!(with_policy, Some(p), "{name}");
         assert_eq!(s.get_policy("nope").await.ok().flatten(), None, "{name}");
         assert_eq!(s.list_agents("acc1").await.unwrap_or_default().len(), 2, "{name}");
     }
