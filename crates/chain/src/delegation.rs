@@ -585,12 +585,17 @@ impl FrameworkChains {
             .ok_or_else(|| Error::new(ErrorCode::ChainNotConfigured, format!("Chain {chain_id} has no RPC URL here: its delegations cannot be read onchain.")))
     }
 
+    /// The delegator's code, when the chain has an RPC URL to ask.
+    async fn code_of(&self, chain_id: u64, delegator: Address) -> Result<Option<Bytes>, Error> {
+        match self.clients.get(chain_id) {
+            Some(client) => Ok(Some(client.provider.get_code_at(delegator).await.map_err(|e| rpc_error(client, e))?)),
+            None => Ok(None),
+        }
+    }
+
     /// Whether `signature` is the delegator's over `digest`: ERC-1271 when it has code, else ECDSA.
-    async fn signature_ok(&self, chain_id: u64, delegator: Address, digest: B256, signature: &Bytes) -> Result<(bool, &'static str), Error> {
-        let code = match self.clients.get(chain_id) {
-            Some(client) => Some(client.provider.get_code_at(delegator).await.map_err(|e| rpc_error(client, e))?),
-            None => None,
-        };
+    /// `code` is the delegator's code (`None`: the chain has no RPC URL).
+    async fn signature_ok(&self, chain_id: u64, code: Option<&Bytes>, delegator: Address, digest: B256, signature: &Bytes) -> Result<(bool, &'static str), Error> {
         let ecdsa = Signature::try_from(signature.as_ref()).ok().and_then(|s| s.recover_address_from_prehash(&digest).ok()) == Some(delegator);
         match code {
             Some(code) if !code.is_empty() => {
@@ -614,10 +619,13 @@ impl FrameworkChains {
     }
 
     async fn disabled(&self, chain_id: u64, hash: B256) -> Result<bool, Error> {
-        let framework = self.framework(chain_id)?;
-        let client = self.client(chain_id)?;
-        crate::plan::view(client, framework.manager, IDelegationManager::disabledDelegationsCall { delegationHash: hash }).await
+        is_disabled(self.client(chain_id)?, &self.framework(chain_id)?, hash).await
     }
+}
+
+/// Whether the chain's DelegationManager has the delegation disabled.
+pub async fn is_disabled(client: &ChainClient, framework: &Framework, hash: B256) -> Result<bool, Error> {
+    crate::plan::view(client, framework.manager, IDelegationManager::disabledDelegationsCall { delegationHash: hash }).await
 }
 
 #[async_trait]
@@ -630,8 +638,7 @@ impl DelegationChain for FrameworkChains {
         if delegator == Address::ZERO || delegator == delegate {
             return Err(Error::invalid("delegator must be the user's account, not zero and not the agent's own wallet"));
         }
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
-        let mut caveats = caveats_of(&framework, settings, req.action.as_deref(), &req.caveats, req.policy_native_cap_wei.as_deref(), now)?;
+        let mut caveats = caveats_of(&framework, settings, req.action.as_deref(), &req.caveats, req.policy_native_cap_wei.as_deref(), req.now_secs)?;
         bind_delegator(&mut caveats, &framework, delegator);
         let delegation = Delegation {
             delegate: delegate.to_string(),
@@ -691,12 +698,13 @@ impl DelegationChain for FrameworkChains {
         if d.signature.is_empty() {
             return Err(Error::new(ErrorCode::DelegationSignatureInvalid, "The delegation carries no signature."));
         }
-        let (ok, kind) = self.signature_ok(chain_id, d.delegator, d.digest(&framework), &d.signature).await?;
+        let code = self.code_of(chain_id, d.delegator).await?;
+        let (ok, kind) = self.signature_ok(chain_id, code.as_ref(), d.delegator, d.digest(&framework), &d.signature).await?;
         if !ok {
             // Signed for another chain's DelegationManager?
             for (&other, settings) in &self.chains.0 {
                 let Some(fw) = Framework::of(other, settings).filter(|_| other != chain_id) else { continue };
-                if matches!(self.signature_ok(chain_id, d.delegator, d.digest(&fw), &d.signature).await, Ok((true, _))) {
+                if matches!(self.signature_ok(chain_id, code.as_ref(), d.delegator, d.digest(&fw), &d.signature).await, Ok((true, _))) {
                     return Err(Error::new(
                         ErrorCode::DelegationWrongChain,
                         format!("The delegation was signed for chain {other}'s DelegationManager, not chain {chain_id}'s."),
@@ -705,10 +713,11 @@ impl DelegationChain for FrameworkChains {
             }
             return Err(Error::new(ErrorCode::DelegationSignatureInvalid, format!("The signature is not {}'s signature of this delegation on chain {chain_id}.", d.delegator)));
         }
-        if self.clients.get(chain_id).is_some() && self.disabled(chain_id, d.hash()).await? {
+        let hash = d.hash();
+        if self.clients.get(chain_id).is_some() && self.disabled(chain_id, hash).await? {
             return Err(Error::new(ErrorCode::DelegationRevoked, "The delegator has disabled this delegation onchain."));
         }
-        Ok(Validated { hash: d.hash().to_string(), delegator: d.delegator.to_string(), expires_at: expires, signature_kind: kind.into() })
+        Ok(Validated { hash: hash.to_string(), delegator: d.delegator.to_string(), expires_at: expires, signature_kind: kind.into() })
     }
 
     async fn verify(&self, chain_id: u64, delegation: &Delegation, now_secs: u64) -> Result<Vec<VerifyCheck>, Error> {
@@ -727,7 +736,7 @@ impl DelegationChain for FrameworkChains {
         ));
         let disabled = self.disabled(chain_id, d.hash()).await?;
         checks.push(check("notDisabled", !disabled, if disabled { "disabledDelegations(hash) is true".into() } else { "disabledDelegations(hash) is false".into() }));
-        let (sig_ok, kind) = self.signature_ok(chain_id, d.delegator, d.digest(&framework), &d.signature).await?;
+        let (sig_ok, kind) = self.signature_ok(chain_id, Some(&code), d.delegator, d.digest(&framework), &d.signature).await?;
         checks.push(check("signature", sig_ok, format!("{kind} signature {}", if sig_ok { "valid" } else { "not valid" })));
         let mut missing = Vec::new();
         for e in dedup(d.caveats.iter().map(|c| c.0).collect()) {

@@ -36,6 +36,11 @@ impl ChainPayments {
     }
 }
 
+/// An amount in the stablecoin's base units (never negative here).
+fn atomic(units: i64) -> U256 {
+    U256::from(u64::try_from(units).unwrap_or(u64::MAX))
+}
+
 fn parse<T: std::str::FromStr>(what: &str, text: &str) -> Result<T> {
     text.parse().map_err(|_| Error::internal(format!("{what} {text:?} does not parse")))
 }
@@ -75,7 +80,7 @@ impl PaymentVerifier for ChainPayments {
         if paid.is_zero() {
             return Ok(TransferCheck::Refused(ErrorCode::PaymentWrongPayer, format!("Transaction {} pays {recipient} from another wallet than {payer}.", e.tx_hash)));
         }
-        let needed = U256::from(u64::try_from(e.min_atomic).unwrap_or(u64::MAX));
+        let needed = atomic(e.min_atomic);
         if paid < needed {
             return Ok(TransferCheck::Refused(ErrorCode::PaymentAmountShort, format!("Transaction {} pays {paid} base units; the invoice is {needed}.", e.tx_hash)));
         }
@@ -93,7 +98,6 @@ sol! {
     /// EIP-3009 on the stablecoin (Circle's FiatToken v2 and the devnet's USDC).
     interface IEIP3009 {
         function authorizationState(address authorizer, bytes32 nonce) external view returns (bool);
-        function balanceOf(address owner) external view returns (uint256);
         function transferWithAuthorization(address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce, uint8 v, bytes32 r, bytes32 s) external;
     }
 
@@ -118,6 +122,7 @@ pub struct ChainSettler {
     clients: ChainClients,
     signer: PrivateKeySigner,
     sender: WalletSender,
+    clock: Arc<dyn Clock>,
     /// One settlement of an invoice at a time in this process.
     settling: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -125,8 +130,8 @@ pub struct ChainSettler {
 impl ChainSettler {
     pub fn new(clients: ChainClients, store: Arc<dyn Store>, clock: Arc<dyn Clock>, secret: &[u8; 32]) -> Result<Self> {
         let signer = PrivateKeySigner::from_bytes(&B256::from(*secret)).map_err(|_| Error::internal("the settlement key is not a secp256k1 key"))?;
-        let sender = WalletSender::new(store, clock, clients.options.clone(), None);
-        Ok(Self { clients, signer, sender, settling: Default::default() })
+        let sender = WalletSender::new(store, clock.clone(), clients.options.clone(), None);
+        Ok(Self { clients, signer, sender, clock, settling: Default::default() })
     }
 }
 
@@ -189,11 +194,11 @@ impl AuthorizationSettler for ChainSettler {
         if to != recipient {
             return Err(Error::new(ErrorCode::PaymentWrongRecipient, format!("The authorization pays {to}, not {recipient}.")));
         }
-        let amount = U256::from(u64::try_from(t.amount_atomic).unwrap_or(u64::MAX));
+        let amount = atomic(t.amount_atomic);
         if message.value != amount {
             return Err(invalid(format!("The authorization is for {} base units; the invoice is exactly {amount}.", message.value)));
         }
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+        let now = u64::try_from(self.clock.now().unix_timestamp()).unwrap_or_default();
         if message.validAfter > U256::from(now) || message.validBefore < U256::from(now + VALID_BEFORE_MARGIN) {
             return Err(invalid(format!("The authorization is valid from {} to {}; now is {now}.", message.validAfter, message.validBefore)));
         }
@@ -208,10 +213,10 @@ impl AuthorizationSettler for ChainSettler {
         }
         let balance = client
             .provider
-            .call(TransactionRequest::default().with_to(token).with_input(IEIP3009::balanceOfCall { owner: from }.abi_encode()))
+            .call(TransactionRequest::default().with_to(token).with_input(crate::bindings::IERC20::balanceOfCall { owner: from }.abi_encode()))
             .await
             .map_err(|e| rpc_error(client, e))?;
-        if IEIP3009::balanceOfCall::abi_decode_returns(&balance).unwrap_or_default() < amount {
+        if crate::bindings::IERC20::balanceOfCall::abi_decode_returns(&balance).unwrap_or_default() < amount {
             return Err(invalid(format!("{from} holds less than {amount} base units of the stablecoin.")));
         }
         let settle = IEIP3009::transferWithAuthorizationCall {

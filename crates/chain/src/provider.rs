@@ -22,8 +22,8 @@ use actiongate_api_types::delegation::Delegation;
 use actiongate_core::clock::to_millis;
 
 use crate::client::{ChainClient, ChainClients};
-use crate::delegation::{Framework, IDelegationManager, Parsed, redeem_call};
-use crate::plan::{Plan, READS, WRITES, plan, read, runs_on, view};
+use crate::delegation::{Framework, Parsed, is_disabled, redeem_call};
+use crate::plan::{Plan, READS, WRITES, plan, read, runs_on};
 use crate::sender::{AfterSend, WalletSender, fees, outcome_of, pending_nonce, quantity, simulate};
 
 /// The EVM provider.
@@ -97,7 +97,7 @@ impl EvmProvider {
         let delegation: Delegation = serde_json::from_str(body).map_err(Error::internal)?;
         let parsed = Parsed::from_wire(&delegation)?;
         let hash = parsed.hash();
-        if view(client, framework.manager, IDelegationManager::disabledDelegationsCall { delegationHash: hash }).await? {
+        if is_disabled(client, &framework, hash).await? {
             self.store.set_delegation_status(&record.hash, "revoked", now).await?;
             tracing::info!(delegation_hash = %record.hash, "a delegation disabled onchain is now revoked; its user is skipped");
             return Ok(ExecutionOutcome::failed(
@@ -126,7 +126,7 @@ impl EvmProvider {
                 Ok(Plan { calls: p.calls.iter().map(|c| redeem_call(&framework, &parsed, c)).collect(), summary: p.summary })
             })
             .await;
-        Ok(caveat_refusal(outcome))
+        Ok(outcome)
     }
 }
 
@@ -193,22 +193,4 @@ impl Provider for EvmProvider {
             .collect();
         Ok(BuildTxData { chain_id: ctx.chain_id, from: Some(from.to_string()), transactions })
     }
-}
-
-/// A refused simulation of a redemption, told by its reason: an enforcer's refusal is the caveat's
-/// (`DELEGATION_CAVEAT_REFUSED`), a disabled delegation is `DELEGATION_REVOKED`.
-fn caveat_refusal(mut outcome: ExecutionOutcome) -> ExecutionOutcome {
-    if outcome.success || outcome.tx_hash.is_some() {
-        return outcome;
-    }
-    if let Some((code, message)) = &mut outcome.error
-        && *code == ErrorCode::ExecutionReverted
-    {
-        if message.contains("Enforcer:") {
-            *code = ErrorCode::DelegationCaveatRefused;
-        } else if message.contains("CannotUseADisabledDelegation") {
-            *code = ErrorCode::DelegationRevoked;
-        }
-    }
-    outcome
 }

@@ -1,10 +1,25 @@
 //! Revert data decoded for a person: `Error(string)`, `Panic(uint256)`, the custom errors of
 //! [`crate::bindings::KnownErrors`], else the raw selector.
 
+use actiongate_api_types::ErrorCode;
 use alloy::primitives::Bytes;
 use alloy::sol_types::{SolInterface, decode_revert_reason};
 
 use crate::bindings::KnownErrors::KnownErrorsErrors;
+
+/// The code of a refused simulation, by its revert data and [`reason`]: the Delegation Framework's
+/// refusals have their own (an enforcer's `…Enforcer:` reason is a caveat's refusal; a disabled
+/// delegation is revoked); anything else is `EXECUTION_REVERTED`.
+pub fn code(data: Option<&Bytes>, reason: &str) -> ErrorCode {
+    let disabled = data.is_some_and(|d| matches!(KnownErrorsErrors::abi_decode(d), Ok(KnownErrorsErrors::CannotUseADisabledDelegation(_))));
+    if disabled {
+        ErrorCode::DelegationRevoked
+    } else if reason.contains("Enforcer:") {
+        ErrorCode::DelegationCaveatRefused
+    } else {
+        ErrorCode::ExecutionReverted
+    }
+}
 
 /// A sentence for the revert data of a failed call.
 pub fn reason(data: Option<&Bytes>, fallback: &str) -> String {

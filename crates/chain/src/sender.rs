@@ -78,10 +78,8 @@ pub async fn simulate(client: &ChainClient, from: Address, calls: &[Call]) -> Re
                 Some(e) => (e.data.as_ref().or(Some(&result.return_data)), e.message.as_str()),
                 None => (Some(&result.return_data), ""),
             };
-            return Err(Error::new(
-                ErrorCode::ExecutionReverted,
-                format!("{} would revert: {}", call.description, revert::reason(data, message)),
-            ));
+            let reason = revert::reason(data, message);
+            return Err(Error::new(revert::code(data, &reason), format!("{} would revert: {reason}", call.description)));
         }
         // The gas a call needs before refunds, not what it costs after them.
         let needed = result.max_used_gas.unwrap_or_default().max(result.gas_used).max(21_000);

@@ -332,7 +332,6 @@ fn not_available(what: &str, why: &str) -> Outcome {
     Outcome::failed("NOT_AVAILABLE", format!("{what} is not available on this gateway yet: {why}."))
 }
 
-/// A write without --confirm-writes: what would be sent, secrets masked.
 /// Links the payer's wallet to the signed-in owner's account (idempotent: a linked wallet stays so).
 async fn link_wallet(client: &Client, payer: &crate::pay::Payer) -> Result<(), Outcome> {
     let session = credentials::load().map(|s| s.owner_session).filter(|s| !s.is_empty()).ok_or_else(|| {
@@ -356,6 +355,7 @@ fn purchase_outcome(done: CreditPurchase) -> Outcome {
     Outcome::ok(to_value(&done), text)
 }
 
+/// A write without --confirm-writes: what would be sent, secrets masked.
 fn dry_run(method: &str, path: &str, body: Value) -> Outcome {
     let mut body = body;
     if let Some(k) = body.get_mut("agentApiKey") {

@@ -7,15 +7,12 @@ use alloy::network::EthereumWallet;
 use alloy::primitives::{Address, U256};
 use alloy::providers::ProviderBuilder;
 use alloy::signers::local::PrivateKeySigner;
-use alloy::sol;
+use actiongate_chain::bindings::IERC20;
 use actiongate_chain::payments::TransferWithAuthorization;
-
-sol! {
-    #[sol(rpc)]
-    interface IERC20 {
-        function transfer(address to, uint256 amount) external returns (bool);
-    }
-}
+use alloy::network::TransactionBuilder;
+use alloy::providers::Provider;
+use alloy::rpc::types::TransactionRequest;
+use alloy::sol_types::SolCall;
 
 /// A local paying wallet.
 pub struct Payer {
@@ -39,7 +36,8 @@ impl Payer {
         let (token, to): (Address, Address) = (token.parse().map_err(|_| "bad token address")?, to.parse().map_err(|_| "bad recipient address")?);
         let amount = U256::from_str_radix(atomic, 10).map_err(|_| "bad amount".to_owned())?;
         let wallet = ProviderBuilder::new().wallet(EthereumWallet::from(self.signer.clone())).connect_http(url);
-        let pending = IERC20::new(token, &wallet).transfer(to, amount).send().await.map_err(|e| format!("the transfer was not sent: {}", redact(&e.to_string(), rpc_url)))?;
+        let transfer = TransactionRequest::default().with_to(token).with_input(IERC20::transferCall { to, amount }.abi_encode());
+        let pending = wallet.send_transaction(transfer).await.map_err(|e| format!("the transfer was not sent: {}", redact(&e.to_string(), rpc_url)))?;
         let hash = *pending.tx_hash();
         let receipt = pending
             .get_receipt()

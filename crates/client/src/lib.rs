@@ -117,7 +117,7 @@ impl Client {
     /// A credit purchase on the agent route: the challenge (HTTP 402) or the completed purchase.
     /// `paid` is (invoiceId, transaction hash) for the retry.
     pub async fn buy_credits(&self, agent_key: &str, req: &BuyCreditsRequest, paid: Option<(&str, &str)>) -> Result<Purchase> {
-        let mut builder = self.http.post(self.url("/api/v1/agent/credits/buy-with-x402")).header("x-agent-api-key", agent_key).json(req);
+        let mut builder = self.http.post(self.url("/api/v1/agent/credits/buy-with-x402")).header(AGENT_KEY_HEADER, agent_key).json(req);
         if let Some((invoice, receipt)) = paid {
             builder = builder.header("X-Invoice-Id", invoice).header("X-Payment-Receipt", receipt);
         }
@@ -129,7 +129,7 @@ impl Client {
         let builder = self
             .http
             .post(self.url("/api/v1/agent/credits/buy-with-x402"))
-            .header("x-agent-api-key", agent_key)
+            .header(AGENT_KEY_HEADER, agent_key)
             .header("PAYMENT-SIGNATURE", payment_signature)
             .json(req);
         Self::purchase(builder).await
@@ -189,25 +189,10 @@ impl Client {
         self.data(self.http.get(self.url("/api/v1/agent/me")).header(AGENT_KEY_HEADER, agent_key)).await
     }
 
-    /// A personhood route with the owner session: `POST` with a body, or `GET` with a query.
-    pub async fn owner_call(&self, session: &str, method: &str, path: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+    /// `POST` with `body`, or `GET` with `body`'s fields (null ones left out) as the query.
+    fn routed(&self, method: &str, path: &str, body: &serde_json::Value) -> reqwest::RequestBuilder {
         let url = self.url(path);
-        let req = if method == "GET" {
-            let query: Vec<(String, String)> = body
-                .as_object()
-                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect())
-                .unwrap_or_default();
-            self.http.get(url).query(&query)
-        } else {
-            self.http.post(url).json(body)
-        };
-        self.data(req.bearer_auth(session)).await
-    }
-
-    /// A delegation route with the agent key: `POST` with a body, or `GET` with a query.
-    pub async fn agent_call(&self, agent_key: &str, method: &str, path: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
-        let url = self.url(path);
-        let req = if method == "GET" {
+        if method == "GET" {
             let query: Vec<(String, String)> = body
                 .as_object()
                 .map(|m| m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect())
@@ -215,8 +200,17 @@ impl Client {
             self.http.get(url).query(&query)
         } else {
             self.http.post(url).json(body)
-        };
-        self.data(req.header(AGENT_KEY_HEADER, agent_key)).await
+        }
+    }
+
+    /// A personhood route with the owner session: `POST` with a body, or `GET` with a query.
+    pub async fn owner_call(&self, session: &str, method: &str, path: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+        self.data(self.routed(method, path, body).bearer_auth(session)).await
+    }
+
+    /// A delegation route with the agent key: `POST` with a body, or `GET` with a query.
+    pub async fn agent_call(&self, agent_key: &str, method: &str, path: &str, body: &serde_json::Value) -> Result<serde_json::Value> {
+        self.data(self.routed(method, path, body).header(AGENT_KEY_HEADER, agent_key)).await
     }
 
     /// Revokes an owner session.

@@ -199,9 +199,22 @@ pub fn new_wallet() -> Result<NewWallet, CryptoError> {
 
 /// The EIP-55 checksummed address of a signing key.
 pub fn address_of(key: &SigningKey) -> String {
-    let point = key.verifying_key().to_encoded_point(false);
+    address_of_verifying(key.verifying_key())
+}
+
+/// The checksummed address of a public key.
+pub fn address_of_verifying(key: &k256::ecdsa::VerifyingKey) -> String {
+    let point = key.to_encoded_point(false);
     let hash = Keccak256::digest(&point.as_bytes()[1..]);
     to_checksum(&hash[12..])
+}
+
+/// The EIP-191 `personal_sign` digest of `message`.
+pub fn eip191_digest(message: &[u8]) -> [u8; 32] {
+    let mut hasher = Keccak256::new();
+    hasher.update(format!("\x19Ethereum Signed Message:\n{}", message.len()).as_bytes());
+    hasher.update(message);
+    hasher.finalize().into()
 }
 
 /// EIP-55 mixed-case checksum of a 20-byte address.

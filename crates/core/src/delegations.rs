@@ -35,6 +35,8 @@ pub struct BuildDelegation {
     /// coin, unless `caveats.maxNativeValue` says otherwise.
     pub policy_native_cap_wei: Option<String>,
     pub salt: [u8; 32],
+    /// The gateway clock's now, unix seconds (the default start of a periodic cap).
+    pub now_secs: u64,
 }
 
 /// A signed delegation that passed every check of `activate`.
@@ -127,6 +129,7 @@ impl Gateway {
             caveats,
             policy_native_cap_wei: native_cap,
             salt,
+            now_secs: self.now_secs(),
         };
         self.delegation_chain()?.build(&build)
     }

@@ -89,9 +89,7 @@ impl RpSigner {
     /// EIP-191 personal-sign of the message: 65 bytes r ‖ s ‖ v (v 27 or 28), 0x-hex.
     pub fn sign(&self, nonce: &[u8; 32], created_at: u64, expires_at: u64, action: &str) -> Result<String> {
         let message = Self::message(nonce, created_at, expires_at, action);
-        let mut prefixed = format!("\x19Ethereum Signed Message:\n{}", message.len()).into_bytes();
-        prefixed.extend_from_slice(&message);
-        let digest = Keccak256::digest(&prefixed);
+        let digest = crate::crypto::eip191_digest(&message);
         let (sig, recid) = self
             .key
             .sign_prehash_recoverable(&digest)
@@ -497,17 +495,9 @@ mod tests {
         assert_eq!(bytes.len(), 65);
         assert!(bytes[64] == 27 || bytes[64] == 28);
         let message = RpSigner::message(&nonce, 1000, 1300, "delegate-org:acme");
-        let mut prefixed = format!("\x19Ethereum Signed Message:\n{}", message.len()).into_bytes();
-        prefixed.extend_from_slice(&message);
-        let digest = Keccak256::digest(&prefixed);
-        let sig = k256::ecdsa::Signature::from_slice(&bytes[..64]).unwrap_or_else(|e| panic!("{e}"));
-        let recid = k256::ecdsa::RecoveryId::from_byte(bytes[64] - 27).unwrap_or_else(|| panic!("recid"));
-        let key = k256::ecdsa::VerifyingKey::recover_from_prehash(&digest, &sig, recid).unwrap_or_else(|e| panic!("{e}"));
-        let address = {
-            let point = key.to_encoded_point(false);
-            crate::crypto::to_checksum(&Keccak256::digest(&point.as_bytes()[1..])[12..])
-        };
-        assert_eq!(address, signer.address());
+        // An RP signature is a personal_sign of the message: it recovers like any wallet's (whose
+        // recovery is checked against a signature made by viem).
+        assert_eq!(crate::wallets::recover_personal_sign_bytes(&message, &sig).as_deref(), Some(signer.address().as_str()));
         assert_eq!(message.len(), 81);
     }
 }

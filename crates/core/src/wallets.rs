@@ -6,11 +6,10 @@
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::credits::{WalletLinkBegin, WalletLinkChallenge, WalletLinkRequest, WalletLinked};
 use k256::ecdsa::{RecoveryId, Signature, VerifyingKey};
-use sha3::{Digest, Keccak256};
 use time::Duration;
 
 use crate::clock::{rfc3339, to_millis};
-use crate::crypto::{random_bytes, to_checksum};
+use crate::crypto::{address_of_verifying, eip191_digest, random_bytes};
 use crate::error::{Error, Result};
 use crate::gateway::{Gateway, OwnerContext};
 use crate::purchases::checksum_address;
@@ -20,14 +19,16 @@ const LINK_TTL: Duration = Duration::minutes(10);
 
 /// The address whose key made an EIP-191 `personal_sign` signature of `message`.
 pub fn recover_personal_sign(message: &str, signature: &str) -> Option<String> {
+    recover_personal_sign_bytes(message.as_bytes(), signature)
+}
+
+/// [`recover_personal_sign`] of a message given as bytes.
+pub fn recover_personal_sign_bytes(message: &[u8], signature: &str) -> Option<String> {
     let bytes = hex::decode(signature.strip_prefix("0x").unwrap_or(signature)).ok()?;
     if bytes.len() != 65 {
         return None;
     }
-    let mut hasher = Keccak256::new();
-    hasher.update(format!("\x19Ethereum Signed Message:\n{}", message.len()).as_bytes());
-    hasher.update(message.as_bytes());
-    let digest = hasher.finalize();
+    let digest = eip191_digest(message);
     let v = match bytes[64] {
         27 | 28 => bytes[64] - 27,
         0 | 1 => bytes[64],
@@ -35,8 +36,7 @@ pub fn recover_personal_sign(message: &str, signature: &str) -> Option<String> {
     };
     let sig = Signature::from_slice(&bytes[..64]).ok()?;
     let key = VerifyingKey::recover_from_prehash(&digest, &sig, RecoveryId::from_byte(v)?).ok()?;
-    let point = key.to_encoded_point(false);
-    Some(to_checksum(&Keccak256::digest(&point.as_bytes()[1..])[12..]))
+    Some(address_of_verifying(&key))
 }
 
 impl Gateway {
@@ -87,18 +87,12 @@ mod tests {
 
     #[test]
     fn a_personal_sign_recovers_to_its_signer() {
-
-        let key = k256::ecdsa::SigningKey::from_slice(&[0x46; 32]).unwrap_or_else(|e| panic!("{e}"));
-        let message = "hello";
-        let mut hasher = Keccak256::new();
-        hasher.update(format!("\x19Ethereum Signed Message:\n{}", message.len()).as_bytes());
-        hasher.update(message.as_bytes());
-        let (sig, recid) = key.sign_prehash_recoverable(&hasher.finalize()).unwrap_or_else(|e| panic!("{e}"));
-        let mut bytes = sig.to_bytes().to_vec();
-        bytes.push(recid.to_byte() + 27);
-        let signer = crate::crypto::address_of(&key);
-        assert_eq!(recover_personal_sign(message, &hex::encode(&bytes)).as_deref(), Some(signer.as_str()));
-        assert_ne!(recover_personal_sign("hellO", &hex::encode(&bytes)).as_deref(), Some(signer.as_str()));
-        assert_eq!(recover_personal_sign(message, "0x1234"), None);
+        // Made outside this code: viem's `signMessage({message: "hello"})` with the key 0x4646…46.
+        let signature = "0xf63c93dc642a4839770b35abf9cb304ac2f1b5463d9a9abd87546feaa0af992e659cf087c433e45c45f6135cb819ab1922c6359dbb1b8c8d7a54141de2cd4beb1b";
+        let signer = "0x9d8A62f656a8d1615C1294fd71e9CFb3E4855A4F";
+        assert_eq!(recover_personal_sign("hello", signature).as_deref(), Some(signer));
+        assert_eq!(crate::crypto::address_of(&k256::ecdsa::SigningKey::from_slice(&[0x46; 32]).unwrap_or_else(|e| panic!("{e}"))), signer);
+        assert_ne!(recover_personal_sign("hellO", signature).as_deref(), Some(signer));
+        assert_eq!(recover_personal_sign("hello", "0x1234"), None);
     }
 }

@@ -238,6 +238,8 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     let disabled = result_of(&users[4]);
     assert_eq!((disabled["success"].clone(), disabled["code"].clone()), (json!(false), json!("DELEGATION_REVOKED")), "{disabled}");
     assert_eq!(after[4], before[4], "the user who disabled the delegation was skipped");
+    let (_, check) = get(format!("{}/api/v1/agent/delegation/check?delegator={}", gw.url, users[4].address), &agent.key).await;
+    assert_eq!(check["data"]["delegations"][0]["status"], json!("revoked"), "the runner recorded the revocation it met: {check}");
     // Credits: 6 reserved at 10 each, the 4 successes captured.
     assert_eq!(credits(&gw, &agent).await, 10_000 - 40);
 
@@ -292,6 +294,27 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     let other_agent = onboard(&gw, &database_url, "other@example.com", &["swap"]).await;
     let (status, _) = get(format!("{}/api/v1/agent/delegation/inspect?delegationHash={}", gw.url, hashes[0]), &other_agent.key).await;
     assert_eq!(status, 404, "another agent does not see this agent's delegations");
+
+    // verify and revoke each record a revocation made onchain behind the gateway's back (the sweep
+    // is off here): active in the database until one of them looks.
+    let status_of = |i: usize| {
+        let (url, key) = (format!("{}/api/v1/agent/delegation/check?delegator={}", gw.url, users[i].address), agent.key.clone());
+        async move { get(url, &key).await.1["data"]["delegations"][0]["status"].clone() }
+    };
+    for (i, route) in [(2, "verify"), (1, "revoke")] {
+        let (_, revoke) = post(format!("{}/api/v1/agent/delegation/revoke", gw.url), json!({"agentApiKey": agent.key, "delegationHash": hashes[i]})).await;
+        let tx = &revoke["data"]["transaction"];
+        let sent = node(&["send", &devnet_json, &users[i].key, tx["to"].as_str().unwrap_or_default(), tx["data"].as_str().unwrap_or_default()], None);
+        assert_eq!(sent["status"], "success", "{sent}");
+        assert_eq!(status_of(i).await, json!("active"), "user {i}: nobody looked yet");
+        let answer = if route == "verify" {
+            get(format!("{}/api/v1/agent/delegation/verify?delegationHash={}", gw.url, hashes[i]), &agent.key).await.1
+        } else {
+            post(format!("{}/api/v1/agent/delegation/revoke", gw.url), json!({"agentApiKey": agent.key, "delegationHash": hashes[i]})).await.1
+        };
+        assert_eq!(answer["data"]["status"], json!("revoked"), "{route}: {answer}");
+        assert_eq!(status_of(i).await, json!("revoked"), "{route} recorded it");
+    }
 
     // A codeless delegator (a plain EOA) is checked by ECDSA recovery.
     let (eoa, eoa_key) = devnet.account(9);
@@ -367,7 +390,8 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
     assert_eq!((status["status"].clone(), status["executed"].clone()), (json!("completed"), json!(3)), "{status}");
-    assert!(status["results"].as_array().is_some_and(|r| r.iter().all(|x| x["success"] == json!(true))), "{status}");
+    let results = status["results"].as_array().cloned().unwrap_or_default();
+    assert!(results.len() == 3 && results.iter().all(|x| x["success"] == json!(true)), "{status}");
     let after = balances(&devnet, &users, usdc_addr, weth_addr).await;
     for i in 0..3 {
         assert_eq!(before[i].0 - after[i].0, usdc(50), "user {i} paid once");

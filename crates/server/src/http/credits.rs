@@ -105,7 +105,7 @@ pub async fn metadata(State(state): State<AppState>) -> Result<Json<Envelope<X40
         (status = 400, description = "INVALID_REQUEST", body = ErrorBody),
         (status = 404, description = "INVOICE_NOT_FOUND", body = ErrorBody),
         (status = 409, description = "PAYMENT_ALREADY_USED, INVOICE_ALREADY_PAID", body = ErrorBody),
-        (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_SHORT", body = ErrorBody),
+        (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_SHORT, PAYMENT_AUTHORIZATION_INVALID", body = ErrorBody),
         (status = 503, description = "NOT_AVAILABLE", body = ErrorBody),
     )
 )]
@@ -125,6 +125,7 @@ pub async fn buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req)
         ("x-agent-api-key" = String, Header, description = "The agent key"),
         ("X-Payment-Receipt" = Option<String>, Header, description = "The payment transaction's hash"),
         ("X-Invoice-Id" = Option<String>, Header, description = "The invoiceId of the challenge"),
+        ("PAYMENT-SIGNATURE" = Option<String>, Header, description = "x402 v2: base64 JSON payment payload with an EIP-3009 authorization"),
     ),
     responses(
         (status = 200, body = CreditPurchase),
@@ -132,12 +133,12 @@ pub async fn buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req)
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 404, description = "INVOICE_NOT_FOUND", body = ErrorBody),
         (status = 409, description = "PAYMENT_ALREADY_USED, INVOICE_ALREADY_PAID", body = ErrorBody),
-        (status = 422, description = "a payment that does not pay the invoice (its own code)", body = ErrorBody),
+        (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_SHORT, PAYMENT_AUTHORIZATION_INVALID", body = ErrorBody),
     )
 )]
 pub async fn agent_buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<BuyCreditsRequest>) -> Result<Response, ApiError> {
-    let key = header_text(&headers, "x-agent-api-key").unwrap_or_default();
-    let answer = state.gateway.buy_credits(&req, &proof(&headers), Some(&key)).await?;
+    let key = super::intents::header_key(&headers).unwrap_or_default();
+    let answer = state.gateway.buy_credits(&req, &proof(&headers), Some(key)).await?;
     Ok(render(answer, &resource_of(&headers, "/api/v1/agent/credits/buy-with-x402")))
 }
 

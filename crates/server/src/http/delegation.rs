@@ -20,20 +20,21 @@ use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery};
 use super::intents::header_key;
 
-/// The key of a request: the header's, or the body's when the header has none.
-fn key_of<'a>(headers: &'a HeaderMap, passed: Option<&'a str>) -> Option<&'a str> {
-    header_key(headers).or(passed)
-}
-
-/// The agent of a request: the header's key, or the body's / query's when the header has none.
-async fn agent(state: &AppState, headers: &HeaderMap, passed: Option<&str>) -> Result<AgentContext, ApiError> {
+/// The key of a request: the header's, or the body's / query's when the header has none; both given
+/// and different is `AGENT_IDENTITY_MISMATCH`.
+fn key_of<'a>(headers: &'a HeaderMap, passed: Option<&'a str>) -> Result<Option<&'a str>, ApiError> {
     let header = header_key(headers);
     if let (Some(h), Some(p)) = (header, passed)
         && h != p
     {
         return Err(Error::new(ErrorCode::AgentIdentityMismatch, "The agent key in the body differs from the one in x-agent-api-key.").into());
     }
-    Ok(state.gateway.authenticate_agent(header.or(passed)).await?)
+    Ok(header.or(passed))
+}
+
+/// The agent of a request (its key as [`key_of`] finds it).
+async fn agent(state: &AppState, headers: &HeaderMap, passed: Option<&str>) -> Result<AgentContext, ApiError> {
+    Ok(state.gateway.authenticate_agent(key_of(headers, passed)?).await?)
 }
 
 /// Builds a delegation for the owner to sign.
@@ -46,6 +47,7 @@ async fn agent(state: &AppState, headers: &HeaderMap, passed: Option<&str>) -> R
         (status = 200, body = Envelope<DelegationCreated>),
         (status = 400, description = "INVALID_REQUEST, UNKNOWN_CHAIN", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "AGENT_IDENTITY_MISMATCH", body = ErrorBody),
         (status = 404, description = "UNKNOWN_ACTION", body = ErrorBody),
         (status = 422, description = "CHAIN_NOT_CONFIGURED, DELEGATION_EXPIRED", body = ErrorBody),
     )
@@ -65,6 +67,7 @@ pub async fn create(State(state): State<AppState>, headers: HeaderMap, ApiJson(r
         (status = 200, body = Envelope<DelegationActivated>),
         (status = 400, description = "INVALID_REQUEST, UNKNOWN_CHAIN", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "AGENT_IDENTITY_MISMATCH", body = ErrorBody),
         (status = 422, description = "DELEGATION_SIGNATURE_INVALID, DELEGATION_WRONG_DELEGATE, DELEGATION_WRONG_CHAIN, DELEGATION_EXPIRED, DELEGATION_INVALID, DELEGATION_REVOKED, CHAIN_NOT_CONFIGURED", body = ErrorBody),
     )
 )]
@@ -88,7 +91,7 @@ pub struct CheckQuery {
     path = "/api/v1/agent/delegation/check",
     tag = "delegation",
     params(CheckQuery, ("x-agent-api-key" = String, Header, description = "The agent key")),
-    responses((status = 200, body = Envelope<DelegationCheck>), (status = 401, description = "UNAUTHORIZED", body = ErrorBody))
+    responses((status = 200, body = Envelope<DelegationCheck>), (status = 401, description = "UNAUTHORIZED", body = ErrorBody), (status = 403, description = "AGENT_IDENTITY_MISMATCH", body = ErrorBody),)
 )]
 pub async fn check(State(state): State<AppState>, headers: HeaderMap, ApiQuery(q): ApiQuery<CheckQuery>) -> Result<Json<Envelope<DelegationCheck>>, ApiError> {
     let agent = agent(&state, &headers, q.agent_api_key.as_deref()).await?;
@@ -113,8 +116,10 @@ pub struct HashQuery {
     responses(
         (status = 200, body = Envelope<DelegationVerified>),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "AGENT_IDENTITY_MISMATCH", body = ErrorBody),
         (status = 404, description = "NOT_FOUND", body = ErrorBody),
         (status = 422, description = "CHAIN_NOT_CONFIGURED", body = ErrorBody),
+        (status = 503, description = "NOT_AVAILABLE: the chain's node did not answer", body = ErrorBody),
     )
 )]
 pub async fn verify(State(state): State<AppState>, headers: HeaderMap, ApiQuery(q): ApiQuery<HashQuery>) -> Result<Json<Envelope<DelegationVerified>>, ApiError> {
@@ -128,7 +133,14 @@ pub async fn verify(State(state): State<AppState>, headers: HeaderMap, ApiQuery(
     path = "/api/v1/agent/delegation/inspect",
     tag = "delegation",
     params(HashQuery, ("x-agent-api-key" = String, Header, description = "The agent key")),
-    responses((status = 200, body = Envelope<DelegationInspected>), (status = 404, description = "NOT_FOUND", body = ErrorBody))
+    responses(
+        (status = 200, body = Envelope<DelegationInspected>),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "AGENT_IDENTITY_MISMATCH", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND", body = ErrorBody),
+        (status = 422, description = "CHAIN_NOT_CONFIGURED", body = ErrorBody),
+        (status = 503, description = "NOT_AVAILABLE: the chain's node did not answer", body = ErrorBody),
+    )
 )]
 pub async fn inspect(State(state): State<AppState>, headers: HeaderMap, ApiQuery(q): ApiQuery<HashQuery>) -> Result<Json<Envelope<DelegationInspected>>, ApiError> {
     let agent = agent(&state, &headers, q.agent_api_key.as_deref()).await?;
@@ -141,7 +153,14 @@ pub async fn inspect(State(state): State<AppState>, headers: HeaderMap, ApiQuery
     path = "/api/v1/agent/delegation/balance",
     tag = "delegation",
     params(HashQuery, ("x-agent-api-key" = String, Header, description = "The agent key")),
-    responses((status = 200, body = Envelope<DelegationBalance>), (status = 404, description = "NOT_FOUND", body = ErrorBody))
+    responses(
+        (status = 200, body = Envelope<DelegationBalance>),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "AGENT_IDENTITY_MISMATCH", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND", body = ErrorBody),
+        (status = 422, description = "CHAIN_NOT_CONFIGURED", body = ErrorBody),
+        (status = 503, description = "NOT_AVAILABLE: the chain's node did not answer", body = ErrorBody),
+    )
 )]
 pub async fn balance(State(state): State<AppState>, headers: HeaderMap, ApiQuery(q): ApiQuery<HashQuery>) -> Result<Json<Envelope<DelegationBalance>>, ApiError> {
     let agent = agent(&state, &headers, q.agent_api_key.as_deref()).await?;
@@ -155,7 +174,14 @@ pub async fn balance(State(state): State<AppState>, headers: HeaderMap, ApiQuery
     path = "/api/v1/agent/delegation/revoke",
     tag = "delegation",
     request_body = DelegationRevokeRequest,
-    responses((status = 200, body = Envelope<DelegationRevoke>), (status = 404, description = "NOT_FOUND", body = ErrorBody))
+    responses(
+        (status = 200, body = Envelope<DelegationRevoke>),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "AGENT_IDENTITY_MISMATCH", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND", body = ErrorBody),
+        (status = 422, description = "CHAIN_NOT_CONFIGURED", body = ErrorBody),
+        (status = 503, description = "NOT_AVAILABLE: the chain's node did not answer", body = ErrorBody),
+    )
 )]
 pub async fn revoke(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<DelegationRevokeRequest>) -> Result<Json<Envelope<DelegationRevoke>>, ApiError> {
     let agent = agent(&state, &headers, req.agent_api_key.as_deref()).await?;
@@ -171,13 +197,17 @@ pub async fn revoke(State(state): State<AppState>, headers: HeaderMap, ApiJson(r
     request_body = DelegationRedeemRequest,
     responses(
         (status = 200, body = Envelope<DelegationRedeemed>),
-        (status = 403, description = "ACTION_NOT_ALLOWED, POLICY_AMOUNT_LIMIT, POLICY_DAILY_LIMIT", body = ErrorBody),
-        (status = 404, description = "NOT_FOUND", body = ErrorBody),
-        (status = 422, description = "DELEGATION_REVOKED, DELEGATION_EXPIRED", body = ErrorBody),
+        (status = 400, description = "INVALID_REQUEST, INVALID_PARAMS", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 402, description = "INSUFFICIENT_CREDITS, DAILY_FREE_LIMIT_EXCEEDED", body = ErrorBody),
+        (status = 403, description = "ACTION_NOT_ALLOWED, POLICY_AMOUNT_LIMIT, POLICY_DAILY_LIMIT, AGENT_IDENTITY_MISMATCH", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND, UNKNOWN_ACTION", body = ErrorBody),
+        (status = 409, description = "IDEMPOTENCY_KEY_REUSED", body = ErrorBody),
+        (status = 422, description = "DELEGATION_REVOKED, DELEGATION_EXPIRED, DELEGATION_INVALID, ACTION_DISABLED, CHAIN_NOT_CONFIGURED", body = ErrorBody),
     )
 )]
 pub async fn redeem(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<DelegationRedeemRequest>) -> Result<Json<Envelope<DelegationRedeemed>>, ApiError> {
     let agent = agent(&state, &headers, req.agent_api_key.as_deref()).await?;
-    let key = key_of(&headers, req.agent_api_key.as_deref()).unwrap_or_default().to_owned();
+    let key = key_of(&headers, req.agent_api_key.as_deref())?.unwrap_or_default().to_owned();
     Ok(Json(Envelope::new(state.gateway.delegation_redeem(&agent, &key, &req).await?)))
 }

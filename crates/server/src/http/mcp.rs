@@ -317,41 +317,23 @@ fn provider_actions(g: &Gateway, provider: Option<&str>) -> Result<ActionList, E
 /// The delegation tools: the same core methods as the delegation routes.
 async fn delegation_tool(g: &Gateway, name: &str, agent: &AgentContext, key: &str, args: Map<String, Value>) -> CallToolResult {
     let text = |f: &str| args.get(f).and_then(Value::as_str).map(str::to_owned);
-    let hash = || text("delegationHash").ok_or_else(|| Error::invalid("delegationHash is required"));
-    match name {
-        "delegationCreate" => match parse::<DelegationCreateRequest>(Value::Object(args.clone())) {
-            Ok(req) => enveloped(g.delegation_create(agent, &req).await),
-            Err(e) => refusal(&e),
-        },
-        "delegationActivate" => match parse::<DelegationActivateRequest>(Value::Object(args.clone())) {
-            Ok(req) => enveloped(g.delegation_activate(agent, &req).await),
-            Err(e) => refusal(&e),
-        },
-        "delegationRedeem" => match parse::<DelegationRedeemRequest>(Value::Object(args.clone())) {
-            Ok(req) => enveloped(g.delegation_redeem(agent, key, &req).await),
-            Err(e) => refusal(&e),
-        },
-        "delegationRevoke" => match parse::<DelegationRevokeRequest>(Value::Object(args.clone())) {
-            Ok(req) => enveloped(g.delegation_revoke(agent, &req).await),
-            Err(e) => refusal(&e),
-        },
-        "delegationStatus" if args.get("verify").and_then(Value::as_bool) == Some(true) => match hash() {
-            Ok(h) => enveloped(g.delegation_verify(agent, &h).await),
-            Err(e) => refusal(&e),
-        },
-        "delegationStatus" => {
-            let chain = args.get("chainId").and_then(Value::as_u64);
-            enveloped(g.delegation_check(agent, chain, text("delegator").as_deref()).await)
-        }
-        "delegationInspect" => match hash() {
-            Ok(h) => enveloped(g.delegation_inspect(agent, &h).await),
-            Err(e) => refusal(&e),
-        },
-        _ => match hash() {
-            Ok(h) => enveloped(g.delegation_balance(agent, &h).await),
-            Err(e) => refusal(&e),
-        },
-    }
+    let (hash, delegator, chain) = (text("delegationHash"), text("delegator"), args.get("chainId").and_then(Value::as_u64));
+    let verify = args.get("verify").and_then(Value::as_bool) == Some(true);
+    let body = Value::Object(args);
+    let answer = async {
+        let hash = || hash.clone().ok_or_else(|| Error::invalid("delegationHash is required"));
+        Ok::<_, Error>(match name {
+            "delegationCreate" => enveloped(g.delegation_create(agent, &parse::<DelegationCreateRequest>(body)?).await),
+            "delegationActivate" => enveloped(g.delegation_activate(agent, &parse::<DelegationActivateRequest>(body)?).await),
+            "delegationRedeem" => enveloped(g.delegation_redeem(agent, key, &parse::<DelegationRedeemRequest>(body)?).await),
+            "delegationRevoke" => enveloped(g.delegation_revoke(agent, &parse::<DelegationRevokeRequest>(body)?).await),
+            "delegationStatus" if verify => enveloped(g.delegation_verify(agent, &hash()?).await),
+            "delegationStatus" => enveloped(g.delegation_check(agent, chain, delegator.as_deref()).await),
+            "delegationInspect" => enveloped(g.delegation_inspect(agent, &hash()?).await),
+            _ => enveloped(g.delegation_balance(agent, &hash()?).await),
+        })
+    };
+    answer.await.unwrap_or_else(|e| refusal(&e))
 }
 
 /// Submits an intent and waits (bounded) for it to end; answers the intent as it then stands.

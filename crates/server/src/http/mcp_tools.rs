@@ -134,8 +134,8 @@ pub static TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         name: "buyCredits",
-        description: "Buy a credit package for the agent's account with x402 (credits_100 for 2.00, credits_1000 for 18.00, \
-            credits_10000 for 160.00 in USDC). Call it with sku (and userAddress, the paying wallet; the agent's wallet by \
+        description: "Buy a credit package for the agent's account with x402 (the packages, their prices and the \
+            stablecoin are in GET /api/v1/credits/x402-metadata). Call it with sku (and userAddress, the paying wallet; the agent's wallet by \
             default): the answer is {x402Challenge: {invoiceId, amount, recipient, currency, network}}. After the wallet has \
             transferred amount to recipient, call it again with invoiceId and paymentReceipt (the transfer's hash): the answer \
             is {success, credits, balance, message}, or the same challenge again while the transfer is not confirmed (wait \
