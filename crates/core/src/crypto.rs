@@ -105,7 +105,7 @@ impl std::fmt::Debug for Keyring {
 }
 
 /// A keyed hash of a secret: what the database stores instead of the secret.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct SecretHash(pub [u8; 32]);
 
 impl SecretHash {

@@ -114,6 +114,49 @@ pub struct OwnerContext {
     pub account_id: String,
 }
 
+/// An agent and its stored policy as read for a submit, with the hash of the key that found them.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentBasis {
+    pub agent: AgentContext,
+    pub policy: Option<PolicyRecord>,
+    pub key_hash: SecretHash,
+}
+
+/// Agents with their stored policies by key hash, so that a submit need not read them. An entry is
+/// trusted only for an acceptance, which the accepting transaction confirms against the database
+/// (`AcceptOutcome::Stale` otherwise); a refusal is always decided again on a fresh read. Entries
+/// live [`AGENT_CACHE_TTL`]; the map is emptied when it holds [`AGENT_CACHE_MAX`].
+#[derive(Default)]
+struct AgentCache {
+    entries: std::sync::Mutex<std::collections::HashMap<SecretHash, (std::time::Instant, AgentBasis)>>,
+}
+
+const AGENT_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+const AGENT_CACHE_MAX: usize = 10_000;
+
+impl AgentCache {
+    fn get(&self, hash: &SecretHash) -> Option<AgentBasis> {
+        let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries.get(hash).filter(|(at, _)| at.elapsed() < AGENT_CACHE_TTL).map(|(_, b)| b.clone())
+    }
+
+    fn put(&self, basis: &AgentBasis) {
+        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if entries.len() >= AGENT_CACHE_MAX {
+            entries.clear();
+        }
+        entries.insert(basis.key_hash.clone(), (std::time::Instant::now(), basis.clone()));
+    }
+
+    fn forget(&self, hash: &SecretHash) {
+        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(hash);
+    }
+
+    fn forget_agent(&self, agent_id: &str) {
+        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|_, (_, b)| b.agent.agent.id != agent_id);
+    }
+}
+
 /// The core: holds the ports and the catalog.
 pub struct Gateway {
     store: Arc<dyn Store>,
@@ -131,6 +174,7 @@ pub struct Gateway {
     default_allowed: Vec<String>,
     default_daily_micros: i64,
     default_per_action_micros: Option<i64>,
+    agents: AgentCache,
 }
 
 impl Gateway {
@@ -179,6 +223,7 @@ impl Gateway {
             default_allowed,
             default_daily_micros,
             default_per_action_micros,
+            agents: AgentCache::default(),
         })
     }
 
@@ -371,15 +416,38 @@ impl Gateway {
     /// [`Gateway::authenticate_agent`] with the agent's stored policy (none: the default applies),
     /// in one read.
     pub async fn authenticate_agent_with_policy(&self, key: Option<&str>) -> Result<(AgentContext, Option<PolicyRecord>)> {
+        let basis = self.read_agent_basis(key).await?;
+        Ok((basis.agent, basis.policy))
+    }
+
+    fn agent_key_hash(&self, key: Option<&str>) -> Result<SecretHash> {
         let key = key.map(str::trim).filter(|k| !k.is_empty()).ok_or_else(|| Error::unauthorized("An agent API key is required."))?;
         if !key.starts_with(AGENT_KEY_PREFIX) {
             return Err(Error::unauthorized("The agent API key is invalid or revoked."));
         }
-        let hash = self.keys.hash_secret(HASH_AGENT_KEY, key);
-        match self.store.find_agent_and_policy(&hash).await? {
-            Some((agent, policy)) => Ok((AgentContext { agent }, policy)),
-            None => Err(Error::unauthorized("The agent API key is invalid or revoked.")),
+        Ok(self.keys.hash_secret(HASH_AGENT_KEY, key))
+    }
+
+    /// The agent and policy of a key, read from the database (and cached for [`Gateway::cached_agent_basis`]).
+    pub(crate) async fn read_agent_basis(&self, key: Option<&str>) -> Result<AgentBasis> {
+        let key_hash = self.agent_key_hash(key)?;
+        match self.store.find_agent_and_policy(&key_hash).await? {
+            Some((agent, policy)) => {
+                let basis = AgentBasis { agent: AgentContext { agent }, policy, key_hash };
+                self.agents.put(&basis);
+                Ok(basis)
+            }
+            None => {
+                self.agents.forget(&key_hash);
+                Err(Error::unauthorized("The agent API key is invalid or revoked."))
+            }
         }
+    }
+
+    /// The agent and policy of a key as last read by this process, if recently: only for a decision
+    /// the database confirms (see [`AgentCache`]).
+    pub(crate) fn cached_agent_basis(&self, key: Option<&str>) -> Option<AgentBasis> {
+        self.agent_key_hash(key).ok().and_then(|hash| self.agents.get(&hash))
     }
 
     /// The owner a session token belongs to. An agent key is refused: owner routes need a session.
@@ -486,6 +554,7 @@ impl Gateway {
             return Err(Error::not_found(format!("No agent {agent_id} in this account.")));
         }
         agent.key_rotated_at = Some(to_millis(now));
+        self.agents.forget_agent(agent_id);
         tracing::info!(account_id = owner.account_id, agent_id, "agent key rotated");
         Ok(AgentKeyIssued { bootstrap: bootstrap(&agent, key) })
     }
@@ -519,6 +588,7 @@ impl Gateway {
             updated_at: to_millis(self.clock.now()),
         };
         self.store.put_policy(&policy).await?;
+        self.agents.forget_agent(agent_id);
         tracing::info!(account_id = owner.account_id, agent_id, "policy replaced");
         Ok(policy_view(&policy))
     }

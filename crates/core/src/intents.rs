@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, Subject};
 use crate::gateway::{AgentContext, Gateway};
 use crate::money::{micros_to_usd, usd_to_micros};
+use crate::gateway::AgentBasis;
 use crate::store::{AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord, PolicyRecord};
 
 /// The default chain (SPEC).
@@ -80,31 +81,62 @@ impl Gateway {
     /// [`Gateway::submit`], a fan-out addressing only one delegator (a redemption of one delegation,
     /// given as (delegator, delegation hash)), which runs in the request like a direct execution.
     pub(crate) async fn submit_scoped(&self, req: &ExecuteIntentRequest, lane: Lane, only: Option<(&str, &str)>) -> Result<Submitted> {
+        // The first attempt checks against this process's cached agent and policy: an acceptance is
+        // confirmed by the accepting transaction, and anything else is decided again on a fresh
+        // read. A fresh attempt that finds them changed meanwhile (a concurrent key rotation or
+        // policy change) reads once more.
+        let key = Some(req.agent_api_key.as_str());
+        if let Some(basis) = self.cached_agent_basis(key) {
+            if let Ok(Some(done)) = self.submit_with(req, lane, only, basis, false).await {
+                return Ok(done);
+            }
+        }
+        for _ in 0..2 {
+            let basis = self.read_agent_basis(key).await?;
+            if let Some(done) = self.submit_with(req, lane, only, basis, true).await? {
+                return Ok(done);
+            }
+        }
+        Err(Error::new(ErrorCode::NotAvailable, "The agent's key or policy changed while this request was checked; send it again.")
+            .with_retry_after(1))
+    }
+
+    /// One attempt of a submit against `basis` (`fresh`: read for this attempt). `None`: the basis is
+    /// not the agent's any more, or a cached basis met a refusal; nothing was written.
+    async fn submit_with(
+        &self,
+        req: &ExecuteIntentRequest,
+        lane: Lane,
+        only: Option<(&str, &str)>,
+        basis: AgentBasis,
+        fresh: bool,
+    ) -> Result<Option<Submitted>> {
         let only_delegator = only.map(|(delegator, _)| delegator);
-        let (agent, stored_policy) = self.authenticate_agent_with_policy(Some(&req.agent_api_key)).await?;
-        let spec = self.catalog().resolve(&req.action).ok_or_else(|| {
-            refusal(ErrorCode::UnknownAction, format!("No action named {:?} is in the catalog.", req.action))
-        })?;
+        let AgentBasis { agent, policy: stored_policy, key_hash } = basis;
+        let refuse = |e: Error| if fresh { Err(e) } else { Ok(None) };
+        let Some(spec) = self.catalog().resolve(&req.action) else {
+            return refuse(refusal(ErrorCode::UnknownAction, format!("No action named {:?} is in the catalog.", req.action)));
+        };
         let explicit_key = match &req.idempotency_key {
             Some(k) if k.is_empty() || k.len() > MAX_IDEMPOTENCY_KEY || k.chars().any(char::is_control) => {
-                return Err(Error::invalid(format!(
+                return refuse(Error::invalid(format!(
                     "idempotencyKey must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters"
                 )));
             }
             other => other.clone(),
         };
         if lane == Lane::Execute && !spec.is_read() && explicit_key.is_none() {
-            return Err(refusal(
+            return refuse(refusal(
                 ErrorCode::WalletIdempotencyKeyRequired,
                 "A write from the agent wallet needs an explicit idempotencyKey, so that a retry cannot pay twice.",
             ));
         }
         let chain_id = req.chain_id.unwrap_or(DEFAULT_CHAIN_ID);
         if !req.params.is_object() {
-            return Err(refusal(ErrorCode::InvalidParams, "params must be a JSON object."));
+            return refuse(refusal(ErrorCode::InvalidParams, "params must be a JSON object."));
         }
-        if let Some(v) = req.estimated_amount_usd {
-            usd_to_micros("estimatedAmountUsd", v)?;
+        if let Some(Err(e)) = req.estimated_amount_usd.map(|v| usd_to_micros("estimatedAmountUsd", v)) {
+            return refuse(e);
         }
 
         // A retry of an accepted request answers the first response even if the policy has changed
@@ -129,7 +161,7 @@ impl Gateway {
             Some(k) => (format!("k:{k}"), None),
             None => (format!("d:{}", hex::encode(request_hash)), Some(to_millis(now - window))),
         };
-        let policy = stored_policy.unwrap_or_else(|| self.default_policy(&agent.agent.id, now));
+        let policy = stored_policy.clone().unwrap_or_else(|| self.default_policy(&agent.agent.id, now));
         let checked = (|| {
             check_allowed(spec, &policy)?;
             check_lane(spec, lane)?;
@@ -139,18 +171,27 @@ impl Gateway {
         })();
         let amount = match checked {
             Ok(v) => v,
+            Err(refused) if !fresh => return refuse(refused),
             Err(refused) => {
                 return match self.replay(&agent, &idempotency_key, &request_hash, replace_before).await? {
-                    Some(replayed) => Ok(Submitted::Replay(replayed)),
+                    Some(replayed) => Ok(Some(Submitted::Replay(replayed))),
                     None => Err(refused),
                 };
             }
         };
 
         let intent_id = uuid::Uuid::now_v7().to_string();
-        let lease = (lane == Lane::Execute || only_delegator.is_some()).then(|| {
-            (self.runner().owner().to_owned(), to_millis(now + self.settings().direct_timeout + self.settings().lease))
-        });
+        let fan_out = spec.entry.requires_subscription && lane == Lane::ExecuteIntent;
+        // A direct execution or a redemption runs in the request; a read for the agent itself is
+        // handed to this process's runner as accepted (no claim); the rest wait to be claimed.
+        let lease = if lane == Lane::Execute || only_delegator.is_some() {
+            Some((self.runner().owner().to_owned(), to_millis(now + self.settings().direct_timeout + self.settings().lease)))
+        } else if spec.is_read() && !fan_out {
+            self.runner().read_lease()
+        } else {
+            None
+        };
+        let handed = lease.is_some() && lane == Lane::ExecuteIntent && only_delegator.is_none();
         let draft = IntentDraft {
             id: intent_id.clone(),
             agent_id: agent.agent.id.clone(),
@@ -167,7 +208,7 @@ impl Gateway {
             idempotency_key,
             request_hash,
             replace_idempotency_before: replace_before,
-            fan_out: spec.entry.requires_subscription && lane == Lane::ExecuteIntent,
+            fan_out,
             only_delegator: only_delegator.map(str::to_owned),
             own: ExecutionDraft {
                 user_did: format!("did:pkh:eip155:{chain_id}:{}", agent.agent.wallet_address),
@@ -176,10 +217,13 @@ impl Gateway {
             lease,
             day: day_of(to_millis(now)),
             now: to_millis(now),
+            key_hash,
+            policy: stored_policy,
         };
         let (total, reserved_credits, free_request) = match self.store().accept_intent(&draft).await? {
             AcceptOutcome::Accepted { total, reserved_credits, free_request } => (total, reserved_credits, free_request),
-            AcceptOutcome::Replay { intent_id } => return Ok(Submitted::Replay(self.intent_record(&intent_id).await?)),
+            AcceptOutcome::Replay { intent_id } => return Ok(Some(Submitted::Replay(self.intent_record(&intent_id).await?))),
+            AcceptOutcome::Stale => return Ok(None),
             AcceptOutcome::KeyReused => return Err(key_reused()),
             AcceptOutcome::DailyLimit { used_micros } => {
                 return Err(refusal(
@@ -215,11 +259,7 @@ impl Gateway {
             }
         };
         tracing::info!(intent_id, agent_id = agent.agent.id, action = spec.name(), lane = lane.as_str(), "intent accepted");
-        // An intent leased at submit runs in the request; the others wait for the runner.
-        if draft.lease.is_none() {
-            self.runner().wake();
-        }
-        Ok(Submitted::New(IntentRecord {
+        let record = IntentRecord {
             id: draft.id,
             agent_id: draft.agent_id,
             account_id: draft.account_id,
@@ -235,7 +275,26 @@ impl Gateway {
             total,
             created_at: draft.now,
             finished_at: None,
-        }))
+        };
+        if handed {
+            let execution = ExecutionRecord {
+                intent_id: record.id.clone(),
+                seq: 0,
+                execution_key: format!("{}:0", record.id),
+                user_did: draft.own.user_did,
+                wallet_address: draft.own.wallet_address,
+                chain_id,
+                state: "pending".into(),
+                tx_hash: None,
+                error_code: None,
+                error_message: None,
+                data: None,
+            };
+            self.runner().hand(record.clone(), execution);
+        } else if draft.lease.is_none() {
+            self.runner().wake();
+        }
+        Ok(Some(Submitted::New(record)))
     }
 
     async fn replay(

@@ -4,6 +4,7 @@
 //! started before it is attempted and as ended after; one found started-but-not-ended is reconciled
 //! by its provider through its deterministic execution key, so it runs at most once.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +28,8 @@ impl Drop for AbortOnDrop {
 
 /// How many intents a worker leases at once.
 const BATCH: u32 = 32;
+/// How many handed-over reads run and are recorded together.
+const HANDED_BATCH: usize = 256;
 
 fn finish_of(outcome: ExecutionOutcome) -> ExecutionFinish {
     ExecutionFinish {
@@ -48,6 +51,12 @@ pub struct IntentRunner {
     lease: time::Duration,
     poll: Duration,
     wake: Notify,
+    /// Reads this process accepted already leased to itself, run without a claim (see
+    /// [`IntentRunner::hand`]); taken by the task [`IntentRunner::spawn`] starts.
+    handed: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<(IntentRecord, ExecutionRecord)>>>,
+    hand: tokio::sync::mpsc::UnboundedSender<(IntentRecord, ExecutionRecord)>,
+    /// Whether workers run here (a process without workers leaves its intents to others).
+    running: std::sync::atomic::AtomicBool,
 }
 
 impl IntentRunner {
@@ -58,6 +67,7 @@ impl IntentRunner {
         clock: Arc<dyn Clock>,
         lease: time::Duration,
     ) -> Self {
+        let (hand, handed) = tokio::sync::mpsc::unbounded_channel();
         Self {
             store,
             registry,
@@ -67,6 +77,9 @@ impl IntentRunner {
             lease,
             poll: Duration::from_millis(250),
             wake: Notify::new(),
+            handed: std::sync::Mutex::new(Some(handed)),
+            hand,
+            running: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -80,10 +93,58 @@ impl IntentRunner {
         self.wake.notify_one();
     }
 
-    /// Starts `workers` workers; each stops taking new intents once `stop` turns true and ends after
-    /// the intent in hand.
+    /// The lease a read accepted by this process takes at once, when this process runs intents: it
+    /// is then given to [`IntentRunner::hand`] and runs without a claim. Should the process die
+    /// first, the lease runs out and any process claims the read as usual.
+    pub fn read_lease(&self) -> Option<(String, i64)> {
+        self.running.load(std::sync::atomic::Ordering::Acquire).then(|| (self.owner.clone(), self.lease_until()))
+    }
+
+    /// Runs a read accepted with [`IntentRunner::read_lease`], with its one (pending) execution.
+    pub fn hand(&self, intent: IntentRecord, execution: ExecutionRecord) {
+        if self.hand.send((intent, execution)).is_err() {
+            // The reads task has ended (shutting down): the lease runs out and the read is claimed.
+            tracing::debug!("read handed over after the runner stopped");
+        }
+    }
+
+    /// Starts `workers` workers, and the task that runs handed-over reads; each stops taking new
+    /// intents once `stop` turns true and ends after the intent in hand.
     pub fn spawn(self: &Arc<Self>, workers: usize, stop: watch::Receiver<bool>) -> Vec<tokio::task::JoinHandle<()>> {
-        (0..workers)
+        let handed = self.handed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let mut tasks = Vec::new();
+        if let (Some(mut handed), true) = (handed, workers > 0) {
+            self.running.store(true, std::sync::atomic::Ordering::Release);
+            let runner = self.clone();
+            let mut stop = stop.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let first = tokio::select! {
+                        first = handed.recv() => first,
+                        _ = stop.changed() => None,
+                    };
+                    let Some(first) = first else { break };
+                    let mut reads = vec![first];
+                    while reads.len() < HANDED_BATCH {
+                        match handed.try_recv() {
+                            Ok(read) => reads.push(read),
+                            Err(_) => break,
+                        }
+                    }
+                    let executions = reads.iter().map(|(i, e)| (i.id.clone(), vec![e.clone()])).collect();
+                    let reads: Vec<IntentRecord> = reads.into_iter().map(|(i, _)| i).collect();
+                    if let Err(e) = runner.run_reads(&reads, executions).await {
+                        // Their leases run out and a worker claims them.
+                        tracing::error!(code = %e.code, detail = e.detail.as_deref().unwrap_or(""), "handed-over reads failed");
+                    }
+                    if *stop.borrow() {
+                        break;
+                    }
+                }
+                runner.running.store(false, std::sync::atomic::Ordering::Release);
+            }));
+        }
+        tasks.extend((0..workers)
             .map(|_| {
                 let runner = self.clone();
                 let mut stop = stop.clone();
@@ -101,8 +162,8 @@ impl IntentRunner {
                         }
                     }
                 })
-            })
-            .collect()
+            }));
+        tasks
     }
 
     fn lease_until(&self) -> i64 {
@@ -128,13 +189,26 @@ impl IntentRunner {
         for rest in others {
             self.store.release_lease(&rest.id, &self.owner).await?;
         }
+        if !reads.is_empty() {
+            let ids: Vec<String> = reads.iter().map(|i| i.id.clone()).collect();
+            let mut executions: HashMap<String, Vec<ExecutionRecord>> = HashMap::new();
+            for e in self.store.list_executions_of(&ids).await? {
+                executions.entry(e.intent_id.clone()).or_default().push(e);
+            }
+            self.run_reads(&reads, executions).await?;
+        }
+        if let Some(intent) = write {
+            self.process(intent).await?;
+        }
+        Ok(true)
+    }
+
+    /// Runs leased reads (side-effect free) together and records and settles them in one
+    /// transaction, as long as their leases are still this process's.
+    async fn run_reads(&self, reads: &[IntentRecord], mut executions: HashMap<String, Vec<ExecutionRecord>>) -> Result<()> {
         let mut done = Vec::new();
         let ids: Vec<String> = reads.iter().map(|i| i.id.clone()).collect();
-        let mut executions: std::collections::HashMap<String, Vec<ExecutionRecord>> = std::collections::HashMap::new();
-        for e in self.store.list_executions_of(&ids).await? {
-            executions.entry(e.intent_id.clone()).or_default().push(e);
-        }
-        for intent in &reads {
+        for intent in reads {
             let params: serde_json::Value = serde_json::from_str(&intent.params).unwrap_or_default();
             for execution in executions.remove(&intent.id).unwrap_or_default() {
                 if execution.state == "pending" || execution.state == "started" {
@@ -145,10 +219,7 @@ impl IntentRunner {
             }
         }
         self.store.finish_reads(&self.owner, &ids, &done, to_millis(self.clock.now())).await?;
-        if let Some(intent) = write {
-            self.process(intent).await?;
-        }
-        Ok(true)
+        Ok(())
     }
 
     fn context(&self, intent: &IntentRecord, execution: &ExecutionRecord, params: &serde_json::Value, agent_address: String) -> ExecutionContext {

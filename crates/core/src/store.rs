@@ -133,6 +133,11 @@ pub struct IntentDraft {
     /// UTC day number (days since the epoch).
     pub day: i64,
     pub now: i64,
+    /// What the submit's checks ran against: the hash of the key it came with and the agent's stored
+    /// policy (none: the default). The accepting transaction answers [`AcceptOutcome::Stale`] when
+    /// either is no longer the agent's, so that a submit may check against a cached copy.
+    pub key_hash: SecretHash,
+    pub policy: Option<PolicyRecord>,
 }
 
 /// What [`Store::accept_intent`] decided.
@@ -150,6 +155,9 @@ pub enum AcceptOutcome {
     InsufficientCredits { balance: i64, price: i64 },
     /// The paid balance is empty and the free allowance is used.
     DailyFreeLimitExceeded,
+    /// The agent's key or policy is no longer what the draft was checked against (rotated, replaced,
+    /// agent gone): nothing was written; check again against a fresh read.
+    Stale,
 }
 
 /// An intent row.

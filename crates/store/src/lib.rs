@@ -16,7 +16,7 @@ use actiongate_core::store::{
 };
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Postgres, Row, Sqlite};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -24,9 +24,10 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 
 #[derive(Clone)]
 enum Backend {
-    /// SQLite has one writer: writes go through a pool of one connection, so that writers queue in
-    /// the process (in order) instead of sleeping in SQLite's busy handler; reads use the other pool.
-    Sqlite { read: SqlitePool, write: SqlitePool },
+    /// SQLite has one writer: every write of the process, the batcher's included, runs on one
+    /// connection taken in turn (a fair queue in the process, instead of SQLite's busy handler, and
+    /// no pool round trips); reads use the pool.
+    Sqlite { read: SqlitePool, writer: std::sync::Arc<tokio::sync::Mutex<Option<SqliteConnection>>> },
     Postgres(PgPool),
 }
 
@@ -45,18 +46,23 @@ macro_rules! on_pool {
 macro_rules! on_writer {
     ($self:expr, $pool:ident => $body:expr) => {
         match &$self.backend {
-            Backend::Sqlite { write: $pool, .. } => $body,
+            Backend::Sqlite { writer, .. } => {
+                let mut turn = writer.lock().await;
+                let $pool: &mut SqliteConnection = turn.as_mut().ok_or_else(closed)?;
+                $body
+            }
             Backend::Postgres($pool) => $body,
         }
     };
 }
 
-/// How each backend opens a transaction that will write, and the few statements whose text differs.
-trait Dialect {
+/// How each backend opens a transaction that will write, and the few statements whose text differs;
+/// implemented by what [`on_writer`] hands its body.
+trait Dialect<'c>: Sized {
     type Db: sqlx::Database;
     /// SQLite takes the write lock at once (`BEGIN IMMEDIATE`), so that a transaction that reads
     /// first never fails to upgrade; PostgreSQL locks rows as it goes.
-    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Self::Db>, StoreError>;
+    async fn begin_write(self) -> Result<sqlx::Transaction<'c, Self::Db>, StoreError>;
     /// Leases up to `$4` of the oldest runnable intents.
     fn claim_many_sql(&self) -> &'static str;
 }
@@ -78,19 +84,44 @@ macro_rules! intent_columns {
     };
 }
 
-impl Dialect for SqlitePool {
+/// The stored policy joined to an agent row (`LEFT JOIN agent_policies`, its `updated_at` as
+/// `policy_updated_at`): none when the agent has never had one stored.
+fn policy_from_row<R: Row>(row: &R, agent_id: &str) -> Result<Option<PolicyRecord>, StoreError>
+where
+    for<'a> &'a str: sqlx::ColumnIndex<R>,
+    Option<String>: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<i64>: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let Some(allowed) = row.try_get::<Option<String>, _>("allowed_actions").map_err(err)? else { return Ok(None) };
+    Ok(Some(PolicyRecord {
+        agent_id: agent_id.to_owned(),
+        allowed_actions: serde_json::from_str(&allowed).map_err(err)?,
+        daily_limit_micros: row.try_get::<Option<i64>, _>("daily_limit_micros").map_err(err)?.unwrap_or_default(),
+        max_per_action_micros: row.try_get("max_per_action_micros").map_err(err)?,
+        updated_at: row.try_get::<Option<i64>, _>("policy_updated_at").map_err(err)?.unwrap_or_default(),
+    }))
+}
+
+/// The policy columns [`policy_from_row`] reads, from `agent_policies p`.
+macro_rules! policy_columns {
+    () => {
+        "p.allowed_actions, p.daily_limit_micros, p.max_per_action_micros, p.updated_at AS policy_updated_at"
+    };
+}
+
+impl<'c> Dialect<'c> for &'c mut SqliteConnection {
     type Db = Sqlite;
-    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Sqlite>, StoreError> {
-        self.begin_with("BEGIN IMMEDIATE").await.map_err(err)
+    async fn begin_write(self) -> Result<sqlx::Transaction<'c, Sqlite>, StoreError> {
+        sqlx::Connection::begin_with(self, "BEGIN IMMEDIATE").await.map_err(err)
     }
     fn claim_many_sql(&self) -> &'static str {
         claim_many_sql!("")
     }
 }
 
-impl Dialect for PgPool {
+impl<'c> Dialect<'c> for &'c PgPool {
     type Db = Postgres;
-    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Postgres>, StoreError> {
+    async fn begin_write(self) -> Result<sqlx::Transaction<'c, Postgres>, StoreError> {
         self.begin().await.map_err(err)
     }
     fn claim_many_sql(&self) -> &'static str {
@@ -564,6 +595,26 @@ macro_rules! accept_bulk {
         let result: Result<Vec<AcceptOutcome>, StoreError> = async {
             use std::collections::{BTreeMap, HashMap};
             let now = drafts.iter().map(|d| d.now).max().unwrap_or(0);
+            // The agents' keys and policies now, to confirm what each draft was checked against.
+            let mut q = sqlx::QueryBuilder::new(concat!(
+                "SELECT a.id, a.key_hash, ",
+                policy_columns!(),
+                " FROM agents a LEFT JOIN agent_policies p ON p.agent_id = a.id WHERE a.id IN ("
+            ));
+            let mut agent_ids: Vec<&str> = drafts.iter().map(|d| d.agent_id.as_str()).collect();
+            agent_ids.sort_unstable();
+            agent_ids.dedup();
+            let mut list = q.separated(", ");
+            for id in &agent_ids {
+                list.push_bind(*id);
+            }
+            q.push(")");
+            let mut current: HashMap<String, (Vec<u8>, Option<PolicyRecord>)> = HashMap::new();
+            for row in q.build().fetch_all(&mut *$tx).await.map_err(err)? {
+                let id: String = row.try_get("id").map_err(err)?;
+                let policy = policy_from_row(&row, &id)?;
+                current.insert(id, (row.try_get("key_hash").map_err(err)?, policy));
+            }
             // Credit rows, locked in account order: (balance, reserved, free_day, free_used).
             let mut accounts = lock_accounts!($tx, drafts.iter().map(|d| d.account_id.as_str()), now);
             let before = accounts.clone();
@@ -606,6 +657,11 @@ macro_rules! accept_bulk {
             let mut ledger: Vec<LedgerWrite<'_>> = Vec::new();
             let mut outcomes = Vec::with_capacity(drafts.len());
             for d in drafts {
+                let confirmed = current.get(&d.agent_id).is_some_and(|(hash, policy)| hash.as_slice() == d.key_hash.0.as_slice() && *policy == d.policy);
+                if !confirmed {
+                    outcomes.push(AcceptOutcome::Stale);
+                    continue;
+                }
                 let key = (d.agent_id.clone(), d.idempotency_key.clone());
                 if let Some((hash, intent_id)) = in_batch.get(&key) {
                     outcomes.push(if *hash == d.request_hash { AcceptOutcome::Replay { intent_id: intent_id.clone() } } else { AcceptOutcome::KeyReused });
@@ -760,82 +816,112 @@ macro_rules! accept_bulk {
 /// A draft waiting for the batcher, with where its answer goes.
 type AcceptJob = (IntentDraft, tokio::sync::oneshot::Sender<Result<AcceptOutcome, StoreError>>);
 
-/// Accepts drafts in one transaction and one commit (group commit), decided together by
-/// [`accept_bulk`]; should that fail, each draft is accepted inside its own savepoint, so that one
-/// draft's error leaves nothing while the others commit.
-async fn accept_batch(backend: &Backend, drafts: &[IntentDraft]) -> Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError> {
-    // The batch decided in memory and written with a few multi-row statements; should anything fail,
-    // it is rolled back whole and the drafts are accepted one savepoint at a time.
-    macro_rules! bulk {
-        ($pool:ident) => {{
-            let attempt: Result<Vec<AcceptOutcome>, StoreError> = async {
-                let mut tx = $pool.begin_write().await?;
-                let outcomes = accept_bulk!(tx, drafts)?;
-                tx.commit().await.map_err(err)?;
-                Ok(outcomes)
-            }
-            .await;
-            attempt
-        }};
-    }
-    let bulk = match backend {
-        Backend::Sqlite { write, .. } => bulk!(write),
-        Backend::Postgres(pool) => bulk!(pool),
-    };
-    match bulk {
-        Ok(outcomes) => return Ok(outcomes.into_iter().map(Ok).collect()),
-        Err(e) => tracing::warn!(error = %e.0, size = drafts.len(), "bulk accept failed; accepting the drafts one by one"),
-    }
-    macro_rules! run {
-        ($pool:ident) => {{
-            let mut tx = $pool.begin_write().await?;
-            // Lock accounts in one order (by id) in every transaction that takes several: no deadlock.
-            let mut order: Vec<usize> = (0..drafts.len()).collect();
-            order.sort_by(|a, b| drafts[*a].account_id.cmp(&drafts[*b].account_id));
-            let mut outcomes: Vec<Option<Result<AcceptOutcome, StoreError>>> = (0..drafts.len()).map(|_| None).collect();
-            for i in order {
-                let d = &drafts[i];
-                sqlx::query("SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
-                let outcome = async { accept_bulk!(tx, std::slice::from_ref(d)) }.await.map(|mut o| o.remove(0));
-                if !matches!(outcome, Ok(AcceptOutcome::Accepted { .. })) {
-                    sqlx::query("ROLLBACK TO SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
-                }
-                sqlx::query("RELEASE SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
-                outcomes[i] = Some(outcome);
-            }
+/// Accepts drafts in one transaction and one commit (group commit) on the batcher's connection,
+/// decided together by [`accept_bulk`]; should that fail, the batch is rolled back whole and each
+/// draft is accepted inside its own savepoint, so that one draft's error leaves nothing while the
+/// others commit. `$begin` opens a write transaction on `$conn`.
+macro_rules! accept_batch {
+    ($conn:expr, $begin:literal, $drafts:expr) => {{
+        let (conn, drafts) = ($conn, $drafts);
+        let bulk: Result<Vec<AcceptOutcome>, StoreError> = async {
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(err)?;
+            let outcomes = accept_bulk!(tx, drafts)?;
             tx.commit().await.map_err(err)?;
-            Ok(outcomes.into_iter().map(|o| o.unwrap_or_else(|| Err(StoreError("draft skipped".into())))).collect())
-        }};
+            Ok(outcomes)
+        }
+        .await;
+        match bulk {
+            Ok(outcomes) => Ok(outcomes.into_iter().map(Ok).collect()),
+            Err(e) => {
+                tracing::warn!(error = %e.0, size = drafts.len(), "bulk accept failed; accepting the drafts one by one");
+                let one_by_one: Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError> = async {
+                    let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(err)?;
+                    // Lock accounts in one order (by id) in every transaction that takes several: no deadlock.
+                    let mut order: Vec<usize> = (0..drafts.len()).collect();
+                    order.sort_by(|a, b| drafts[*a].account_id.cmp(&drafts[*b].account_id));
+                    let mut outcomes: Vec<Option<Result<AcceptOutcome, StoreError>>> = (0..drafts.len()).map(|_| None).collect();
+                    for i in order {
+                        let d = &drafts[i];
+                        sqlx::query("SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
+                        let outcome = async { accept_bulk!(tx, std::slice::from_ref(d)) }.await.map(|mut o| o.remove(0));
+                        if !matches!(outcome, Ok(AcceptOutcome::Accepted { .. })) {
+                            sqlx::query("ROLLBACK TO SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
+                        }
+                        sqlx::query("RELEASE SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
+                        outcomes[i] = Some(outcome);
+                    }
+                    tx.commit().await.map_err(err)?;
+                    Ok(outcomes.into_iter().map(|o| o.unwrap_or_else(|| Err(StoreError("draft skipped".into())))).collect())
+                }
+                .await;
+                one_by_one
+            }
+        }
+    }};
+}
+
+/// The next drafts waiting (at least one, up to 256); none once the store is gone.
+async fn next_batch(jobs: &mut tokio::sync::mpsc::Receiver<AcceptJob>) -> Option<Vec<AcceptJob>> {
+    let mut batch = vec![jobs.recv().await?];
+    while batch.len() < 256 {
+        match jobs.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
     }
-    match backend {
-        Backend::Sqlite { write, .. } => run!(write),
-        Backend::Postgres(pool) => run!(pool),
+    Some(batch)
+}
+
+fn answer(batch: Vec<AcceptJob>, result: Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError>) {
+    match result {
+        Ok(outcomes) => {
+            for ((_, reply), outcome) in batch.into_iter().zip(outcomes) {
+                let _ = reply.send(outcome);
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e.0, size = batch.len(), "accept batch failed");
+            for (_, reply) in batch {
+                let _ = reply.send(Err(StoreError(e.0.clone())));
+            }
+        }
     }
 }
 
-/// The one task that accepts intents: it takes every draft that is waiting (up to 256) and
-/// accepts them together.
+/// The one task that accepts intents: it takes every draft that is waiting and accepts them
+/// together. On SQLite it takes the writer's turn per batch; on PostgreSQL it keeps one connection
+/// from batch to batch (a pool's acquire and release each cost a round trip), replaced after an
+/// error and given back when the pool closes.
 async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<AcceptJob>) {
-    while let Some(first) = jobs.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < 256 {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
+    match backend {
+        Backend::Sqlite { writer, .. } => {
+            while let Some(batch) = next_batch(&mut jobs).await {
+                let drafts: Vec<IntentDraft> = batch.iter().map(|(d, _)| d.clone()).collect();
+                let result = async {
+                    let mut turn = writer.lock().await;
+                    let conn = turn.as_mut().ok_or_else(closed)?;
+                    accept_batch!(conn, "BEGIN IMMEDIATE", &drafts)
+                }
+                .await;
+                answer(batch, result);
             }
         }
-        let drafts: Vec<IntentDraft> = batch.iter().map(|(d, _)| d.clone()).collect();
-        match accept_batch(&backend, &drafts).await {
-            Ok(outcomes) => {
-                for ((_, reply), outcome) in batch.into_iter().zip(outcomes) {
-                    let _ = reply.send(outcome);
+        Backend::Postgres(pool) => {
+            let mut held: Option<sqlx::pool::PoolConnection<Postgres>> = None;
+            while let Ok(Some(batch)) = pool.close_event().do_until(next_batch(&mut jobs)).await {
+                let drafts: Vec<IntentDraft> = batch.iter().map(|(d, _)| d.clone()).collect();
+                let result = async {
+                    let conn = match &mut held {
+                        Some(conn) => conn,
+                        None => held.insert(pool.acquire().await.map_err(err)?),
+                    };
+                    accept_batch!(&mut **conn, "BEGIN", &drafts)
                 }
-            }
-            Err(e) => {
-                tracing::error!(error = %e.0, size = drafts.len(), "accept batch failed");
-                for (_, reply) in batch {
-                    let _ = reply.send(Err(StoreError(e.0.clone())));
+                .await;
+                if result.is_err() {
+                    held = None;
                 }
+                answer(batch, result);
             }
         }
     }
@@ -845,7 +931,11 @@ async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<Acc
 pub struct SqlStore {
     backend: Backend,
     /// Where intent drafts go to be accepted in batches (one commit for all that wait).
-    batcher: Option<tokio::sync::mpsc::Sender<AcceptJob>>,
+    batcher: tokio::sync::mpsc::Sender<AcceptJob>,
+}
+
+fn closed() -> StoreError {
+    StoreError("the store is closed".into())
 }
 
 fn err(e: impl std::fmt::Display) -> StoreError {
@@ -884,18 +974,14 @@ impl SqlStore {
                     .synchronous(SqliteSynchronous::Full)
                     .foreign_keys(true)
                     .busy_timeout(Duration::from_secs(10));
-                let write = SqlitePoolOptions::new()
-                    .max_connections(1)
-                    .acquire_timeout(Duration::from_secs(60))
-                    .connect_with(options.clone())
-                    .await
-                    .map_err(err)?;
+                let writer = sqlx::ConnectOptions::connect(&options).await.map_err(err)?;
                 let read = SqlitePoolOptions::new()
                     .max_connections(8)
+                    .test_before_acquire(false)
                     .connect_with(options)
                     .await
                     .map_err(err)?;
-                Backend::Sqlite { read, write }
+                Backend::Sqlite { read, writer: std::sync::Arc::new(tokio::sync::Mutex::new(Some(writer))) }
             }
             BackendKind::Postgres => {
                 let options = PgConnectOptions::from_str(url).map_err(err)?;
@@ -910,7 +996,7 @@ impl SqlStore {
         };
         let (tx, rx) = tokio::sync::mpsc::channel(4096);
         tokio::spawn(run_batcher(backend.clone(), rx));
-        Ok(Self { backend, batcher: Some(tx) })
+        Ok(Self { backend, batcher: tx })
     }
 
     pub fn kind(&self) -> BackendKind {
@@ -924,7 +1010,10 @@ impl SqlStore {
     /// takes an advisory lock; SQLite has one writer).
     pub async fn migrate(&self) -> Result<(), StoreError> {
         match &self.backend {
-            Backend::Sqlite { write, .. } => SQLITE_MIGRATIONS.run(write).await.map_err(err),
+            Backend::Sqlite { writer, .. } => {
+                let mut turn = writer.lock().await;
+                SQLITE_MIGRATIONS.run(turn.as_mut().ok_or_else(closed)?).await.map_err(err)
+            }
             Backend::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await.map_err(err),
         }
     }
@@ -941,8 +1030,11 @@ impl SqlStore {
 
     /// Closes the pool, waiting for connections in use to be returned.
     pub async fn close(&self) {
-        if let Backend::Sqlite { write, .. } = &self.backend {
-            write.close().await;
+        if let Backend::Sqlite { writer, .. } = &self.backend {
+            let taken = writer.lock().await.take();
+            if let Some(conn) = taken {
+                let _ = sqlx::Connection::close(conn).await;
+            }
         }
         on_pool!(self, pool => pool.close().await)
     }
@@ -1034,7 +1126,7 @@ impl Store for SqlStore {
     async fn complete_onboarding(&self, o: &Onboarding) -> Result<OnboardingOutcome, StoreError> {
         let allowed = serde_json::to_string(&o.first_policy.allowed_actions).map_err(err)?;
         on_writer!(self, pool => {
-            let mut tx = pool.begin().await.map_err(err)?;
+            let mut tx = pool.begin_write().await?;
             // The write comes first, so that SQLite takes its write lock before any read.
             let consumed = sqlx::query(
                 "DELETE FROM email_challenges WHERE email = $1 AND code_hash = $2 AND expires_at > $3 AND attempts <= $4",
@@ -1120,28 +1212,18 @@ impl Store for SqlStore {
 
     async fn find_agent_and_policy(&self, key_hash: &SecretHash) -> Result<Option<(AgentRecord, Option<PolicyRecord>)>, StoreError> {
         on_pool!(self, pool => {
-            let row = sqlx::query(
-                "SELECT a.id, a.account_id, a.name, a.wallet_address, a.created_at, a.key_rotated_at,
-                        p.allowed_actions, p.daily_limit_micros, p.max_per_action_micros, p.updated_at AS policy_updated_at
-                 FROM agents a LEFT JOIN agent_policies p ON p.agent_id = a.id WHERE a.key_hash = $1",
-            )
+            let row = sqlx::query(concat!(
+                "SELECT a.id, a.account_id, a.name, a.wallet_address, a.created_at, a.key_rotated_at, ",
+                policy_columns!(),
+                " FROM agents a LEFT JOIN agent_policies p ON p.agent_id = a.id WHERE a.key_hash = $1"
+            ))
             .bind(key_hash.0.to_vec())
             .fetch_optional(pool)
             .await
             .map_err(err)?;
             let Some(row) = row else { return Ok(None) };
             let agent = agent_from_row(&row)?;
-            let allowed: Option<String> = row.try_get("allowed_actions").map_err(err)?;
-            let policy = match allowed {
-                Some(allowed) => Some(PolicyRecord {
-                    agent_id: agent.id.clone(),
-                    allowed_actions: serde_json::from_str(&allowed).map_err(err)?,
-                    daily_limit_micros: row.try_get::<Option<i64>, _>("daily_limit_micros").map_err(err)?.unwrap_or_default(),
-                    max_per_action_micros: row.try_get("max_per_action_micros").map_err(err)?,
-                    updated_at: row.try_get::<Option<i64>, _>("policy_updated_at").map_err(err)?.unwrap_or_default(),
-                }),
-                None => None,
-            };
+            let policy = policy_from_row(&row, &agent.id)?;
             Ok(Some((agent, policy)))
         })
     }
@@ -1165,7 +1247,7 @@ impl Store for SqlStore {
     async fn create_agent(&self, a: &NewAgent, p: &PolicyRecord) -> Result<(), StoreError> {
         let allowed = serde_json::to_string(&p.allowed_actions).map_err(err)?;
         on_writer!(self, pool => {
-            let mut tx = pool.begin().await.map_err(err)?;
+            let mut tx = pool.begin_write().await?;
             insert_agent_with_policy!(tx, a, p, &allowed);
             tx.commit().await.map_err(err)
         })
@@ -1247,18 +1329,13 @@ impl Store for SqlStore {
     }
 
     async fn accept_intent(&self, d: &IntentDraft) -> Result<AcceptOutcome, StoreError> {
-        match &self.batcher {
-            Some(batcher) => {
-                let (reply, answer) = tokio::sync::oneshot::channel();
-                if batcher.send((d.clone(), reply)).await.is_ok()
-                    && let Ok(outcome) = answer.await
-                {
-                    return outcome;
-                }
-                Err(StoreError("the accept batcher stopped".into()))
-            }
-            None => accept_batch(&self.backend, std::slice::from_ref(d)).await?.pop().unwrap_or(Err(StoreError("empty batch".into()))),
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if self.batcher.send((d.clone(), reply)).await.is_ok()
+            && let Ok(outcome) = answer.await
+        {
+            return outcome;
         }
+        Err(StoreError("the accept batcher stopped".into()))
     }
 
     async fn get_intent(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError> {
@@ -1802,6 +1879,7 @@ impl Store for SqlStore {
 
     async fn consume_receipt(&self, receipt_id: &str, subject: &str, details: &str, now: i64) -> Result<ConsumeOutcome, StoreError> {
         on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
             let done = sqlx::query(
                 "UPDATE deposit_receipts SET consumed_at = $3, consumed = $4
                  WHERE id = $1 AND subject = $2 AND consumed_at IS NULL",
@@ -1810,17 +1888,18 @@ impl Store for SqlStore {
             .bind(subject)
             .bind(now)
             .bind(details)
-            .execute(pool)
+            .execute(&mut *tx)
             .await
             .map_err(err)?
             .rows_affected();
             if done == 1 {
+                tx.commit().await.map_err(err)?;
                 return Ok(ConsumeOutcome::Consumed { consumed_at: now });
             }
             let exists: Option<i64> = sqlx::query_scalar("SELECT created_at FROM deposit_receipts WHERE id = $1 AND subject = $2")
                 .bind(receipt_id)
                 .bind(subject)
-                .fetch_optional(pool)
+                .fetch_optional(&mut *tx)
                 .await
                 .map_err(err)?;
             Ok(if exists.is_some() { ConsumeOutcome::AlreadyUsed } else { ConsumeOutcome::NotFound })

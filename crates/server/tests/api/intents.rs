@@ -505,6 +505,49 @@ async fn direct_execution_needs_a_key_and_never_runs_twice(backend: Backend) {
     assert_eq!(footprint(&app, &owner).await.credits, Some((90, 0, 0)), "a failed execution is not charged");
 }
 
+/// A gateway process answers a submit from the agent and policy it read last (no read per submit);
+/// another process changing them must still take effect at once there: a rotated key is refused, a
+/// withdrawn action refused, a newly allowed one accepted, and a refusal creates nothing.
+async fn a_cached_agent_never_outlives_its_key_or_policy(backend: Backend) {
+    // Processes sharing a database share the master key.
+    let keys = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let key_file = keys.path().join("master.key");
+    std::fs::write(&key_file, "11".repeat(32)).unwrap_or_else(|e| panic!("{e}"));
+    let config_toml = format!("master-key-file = \"{}\"\n", key_file.display());
+    let a = spawn_app_with(backend, Options { config_toml: config_toml.clone(), ..Options::default() }).await;
+    let b = spawn_app_with(backend, Options { database_url: Some(a.database_url.clone()), config_toml, ..Options::default() }).await;
+    let owner = a.onboard("cached@example.com").await;
+    grant(&a, &owner, 100).await;
+    allow(&a, &owner, &["get-fx-supported-assets"], 10.0).await;
+    let fx = |key: &str, idem: &str| json!({"agentApiKey": key, "action": "get-fx-supported-assets", "params": {}, "idempotencyKey": idem});
+    assert_eq!(a.post(SUBMIT, fx(&owner.agent_key, "c1")).await.status, 200);
+    let count = || async { a.store().count_intents(&owner.agent_id).await.unwrap_or_else(|e| panic!("{e}")) };
+    assert_eq!(count().await, 1);
+
+    // The owner withdraws the read and allows another one, through the other process.
+    allow(&b, &owner, &["get-earn-provider"], 10.0).await;
+    let refused = a.post(SUBMIT, fx(&owner.agent_key, "c2")).await;
+    assert_eq!((refused.status, refused.body["code"].clone()), (403, json!("ACTION_NOT_ALLOWED")), "{}", refused.text);
+    let r = a.post(SUBMIT, json!({"agentApiKey": owner.agent_key, "action": "get-earn-provider", "params": {"providerId": "aave"}, "idempotencyKey": "c3"})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(count().await, 2);
+
+    // The owner rotates the key through the other process: the old key stops at once here too.
+    let rotated = b.post_as(&format!("/api/v1/agents/{}/rotate-key", owner.agent_id), &owner.session, None).await;
+    let new_key = rotated.assert_ok()["bootstrap"]["agentApiKey"].as_str().unwrap_or("").to_owned();
+    let old = a.post(SUBMIT, json!({"agentApiKey": owner.agent_key, "action": "get-earn-provider", "params": {"providerId": "aave"}, "idempotencyKey": "c4"})).await;
+    old.assert_error(401, "UNAUTHORIZED");
+    // Not even a replay of an accepted request answers the old key.
+    let replay = a.post(SUBMIT, json!({"agentApiKey": owner.agent_key, "action": "get-earn-provider", "params": {"providerId": "aave"}, "idempotencyKey": "c3"})).await;
+    replay.assert_error(401, "UNAUTHORIZED");
+    assert_eq!(count().await, 2);
+    let fresh = a.post(SUBMIT, json!({"agentApiKey": new_key, "action": "get-earn-provider", "params": {"providerId": "aave"}, "idempotencyKey": "c4"})).await;
+    assert_eq!(fresh.status, 200, "{}", fresh.text);
+    assert_eq!(count().await, 3);
+    b.stop().await;
+    a.stop().await;
+}
+
 on_both_backends!(
     a_read_runs_end_to_end,
     every_refusal_has_its_code_and_creates_nothing,
@@ -515,4 +558,5 @@ on_both_backends!(
     concurrent_submits_never_overspend,
     the_daily_limit_holds_under_concurrency,
     direct_execution_needs_a_key_and_never_runs_twice,
+    a_cached_agent_never_outlives_its_key_or_policy,
 );
