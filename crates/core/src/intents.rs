@@ -184,14 +184,15 @@ impl Gateway {
         let fan_out = spec.entry.requires_subscription && lane == Lane::ExecuteIntent;
         // A direct execution or a redemption runs in the request; a read for the agent itself is
         // handed to this process's runner as accepted (no claim); the rest wait to be claimed.
-        let lease = if lane == Lane::Execute || only_delegator.is_some() {
+        let in_request = lane == Lane::Execute || only_delegator.is_some();
+        let lease = if in_request {
             Some((self.runner().owner().to_owned(), to_millis(now + self.settings().direct_timeout + self.settings().lease)))
         } else if spec.is_read() && !fan_out {
             self.runner().read_lease()
         } else {
             None
         };
-        let handed = lease.is_some() && lane == Lane::ExecuteIntent && only_delegator.is_none();
+        let handed = !in_request && lease.is_some();
         let draft = IntentDraft {
             id: intent_id.clone(),
             agent_id: agent.agent.id.clone(),
@@ -277,19 +278,7 @@ impl Gateway {
             finished_at: None,
         };
         if handed {
-            let execution = ExecutionRecord {
-                intent_id: record.id.clone(),
-                seq: 0,
-                execution_key: format!("{}:0", record.id),
-                user_did: draft.own.user_did,
-                wallet_address: draft.own.wallet_address,
-                chain_id,
-                state: "pending".into(),
-                tx_hash: None,
-                error_code: None,
-                error_message: None,
-                data: None,
-            };
+            let execution = ExecutionRecord::pending(&record.id, 0, draft.own, chain_id);
             self.runner().hand(record.clone(), execution);
         } else if draft.lease.is_none() {
             self.runner().wake();

@@ -198,6 +198,30 @@ pub struct ExecutionRecord {
     pub data: Option<String>,
 }
 
+/// The deterministic key of an intent's `seq`-th execution (how a provider re-identifies it).
+pub fn execution_key(intent_id: &str, seq: u32) -> String {
+    format!("{intent_id}:{seq}")
+}
+
+impl ExecutionRecord {
+    /// An execution as accepted, before it runs.
+    pub fn pending(intent_id: &str, seq: u32, user: ExecutionDraft, chain_id: u64) -> Self {
+        Self {
+            intent_id: intent_id.to_owned(),
+            seq,
+            execution_key: execution_key(intent_id, seq),
+            user_did: user.user_did,
+            wallet_address: user.wallet_address,
+            chain_id,
+            state: "pending".into(),
+            tx_hash: None,
+            error_code: None,
+            error_message: None,
+            data: None,
+        }
+    }
+}
+
 /// How an execution ended, for [`Store::finish_execution`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecutionFinish {

@@ -10,7 +10,7 @@ use actiongate_core::crypto::SecretHash;
 use actiongate_core::pricing::{Coverage, coverage, fits_daily_limit};
 use actiongate_core::store::{
     ConsumeOutcome, PersonhoodChallenge, PersonhoodEffect, PersonhoodOutcome,
-    AcceptOutcome, AgentRecord, ChainTxRecord, CreditAccount, InvoiceRecord, SettleOutcome, SignedTx, DelegationRecord, EmailChallenge, ExecutionFinish, ExecutionRecord,
+    execution_key, AcceptOutcome, AgentRecord, ChainTxRecord, CreditAccount, InvoiceRecord, SettleOutcome, SignedTx, DelegationRecord, EmailChallenge, ExecutionFinish, ExecutionRecord,
     IdempotencyRecord, IntentDraft, IntentRecord, LedgerEntry, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord,
     SessionRecord, Store, StoreError,
 };
@@ -774,7 +774,8 @@ macro_rules! accept_bulk {
                 let mut execs = Vec::new();
                 for (a, chain, _) in &rows {
                     for (seq, (did, wallet)) in a.users.iter().enumerate() {
-                        execs.push((&a.draft.id, i32::try_from(seq).map_err(err)?, format!("{}:{seq}", a.draft.id), did, wallet, *chain));
+                        let seq = u32::try_from(seq).map_err(err)?;
+                        execs.push((&a.draft.id, i32::try_from(seq).map_err(err)?, execution_key(&a.draft.id, seq), did, wallet, *chain));
                     }
                 }
                 // At most 6 binds an execution: keep a statement well under every parameter limit.
@@ -814,7 +815,7 @@ macro_rules! accept_bulk {
 }
 
 /// A draft waiting for the batcher, with where its answer goes.
-type AcceptJob = (IntentDraft, tokio::sync::oneshot::Sender<Result<AcceptOutcome, StoreError>>);
+type AcceptJob = (IntentDraft, Reply);
 
 /// Accepts drafts in one transaction and one commit (group commit) on the batcher's connection,
 /// decided together by [`accept_bulk`]; should that fail, the batch is rolled back whole and each
@@ -872,16 +873,18 @@ async fn next_batch(jobs: &mut tokio::sync::mpsc::Receiver<AcceptJob>) -> Option
     Some(batch)
 }
 
-fn answer(batch: Vec<AcceptJob>, result: Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError>) {
+type Reply = tokio::sync::oneshot::Sender<Result<AcceptOutcome, StoreError>>;
+
+fn answer(replies: Vec<Reply>, result: Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError>) {
     match result {
         Ok(outcomes) => {
-            for ((_, reply), outcome) in batch.into_iter().zip(outcomes) {
+            for (reply, outcome) in replies.into_iter().zip(outcomes) {
                 let _ = reply.send(outcome);
             }
         }
         Err(e) => {
-            tracing::error!(error = %e.0, size = batch.len(), "accept batch failed");
-            for (_, reply) in batch {
+            tracing::error!(error = %e.0, size = replies.len(), "accept batch failed");
+            for reply in replies {
                 let _ = reply.send(Err(StoreError(e.0.clone())));
             }
         }
@@ -896,20 +899,20 @@ async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<Acc
     match backend {
         Backend::Sqlite { writer, .. } => {
             while let Some(batch) = next_batch(&mut jobs).await {
-                let drafts: Vec<IntentDraft> = batch.iter().map(|(d, _)| d.clone()).collect();
+                let (drafts, replies): (Vec<IntentDraft>, Vec<Reply>) = batch.into_iter().unzip();
                 let result = async {
                     let mut turn = writer.lock().await;
                     let conn = turn.as_mut().ok_or_else(closed)?;
                     accept_batch!(conn, "BEGIN IMMEDIATE", &drafts)
                 }
                 .await;
-                answer(batch, result);
+                answer(replies, result);
             }
         }
         Backend::Postgres(pool) => {
             let mut held: Option<sqlx::pool::PoolConnection<Postgres>> = None;
             while let Ok(Some(batch)) = pool.close_event().do_until(next_batch(&mut jobs)).await {
-                let drafts: Vec<IntentDraft> = batch.iter().map(|(d, _)| d.clone()).collect();
+                let (drafts, replies): (Vec<IntentDraft>, Vec<Reply>) = batch.into_iter().unzip();
                 let result = async {
                     let conn = match &mut held {
                         Some(conn) => conn,
@@ -921,7 +924,7 @@ async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<Acc
                 if result.is_err() {
                     held = None;
                 }
-                answer(batch, result);
+                answer(replies, result);
             }
         }
     }
@@ -1273,24 +1276,17 @@ impl Store for SqlStore {
     }
 
     async fn get_policy(&self, agent_id: &str) -> Result<Option<PolicyRecord>, StoreError> {
-        let row: Option<(String, String, i64, Option<i64>, i64)> = on_pool!(self, pool => sqlx::query_as(
-            "SELECT agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, updated_at
-             FROM agent_policies WHERE agent_id = $1",
-        )
-        .bind(agent_id)
-        .fetch_optional(pool)
-        .await
-        .map_err(err)?);
-        row.map(|(agent_id, allowed, daily, per_action, updated_at)| {
-            Ok(PolicyRecord {
-                agent_id,
-                allowed_actions: serde_json::from_str(&allowed).map_err(err)?,
-                daily_limit_micros: daily,
-                max_per_action_micros: per_action,
-                updated_at,
+        on_pool!(self, pool => {
+            let row = sqlx::query(concat!("SELECT ", policy_columns!(), " FROM agent_policies p WHERE p.agent_id = $1"))
+                .bind(agent_id)
+                .fetch_optional(pool)
+                .await
+                .map_err(err)?;
+            Ok(match row {
+                Some(row) => policy_from_row(&row, agent_id)?,
+                None => None,
             })
         })
-        .transpose()
     }
 
     async fn put_policy(&self, p: &PolicyRecord) -> Result<(), StoreError> {
