@@ -440,9 +440,9 @@ pub trait Store: Send + Sync + 'static {
     /// Leases up to `limit` of the oldest queued intents whose lease is free or expired.
     async fn claim_intents(&self, owner: &str, now: i64, lease_until: i64, limit: u32) -> Result<Vec<IntentRecord>, StoreError>;
     /// Records the outcomes of reads (side-effect free, so never marked started first) and settles
-    /// their intents, in one transaction; only while `owner` holds each intent's lease.
-    /// Their accounts are locked in account order; within an account, the intents are settled in the
-    /// order given.
+    /// their intents, in one transaction (the SQL store's: the batcher's next one, shared with the
+    /// drafts accepted at that moment); only while `owner` holds each intent's lease. Their accounts
+    /// are locked in account order; within an account, the intents are settled in the order given.
     async fn finish_reads(&self, owner: &str, intents: &[String], done: &[(String, u32, ExecutionFinish)], now: i64) -> Result<(), StoreError>;
     /// Gives a lease back (an intent claimed in a batch but left for another worker).
     async fn release_lease(&self, intent_id: &str, owner: &str) -> Result<(), StoreError>;

@@ -474,37 +474,42 @@ macro_rules! write_credit_changes {
     }};
 }
 
-/// Ends the intents `$ids` whose executions have all ended, with a few statements for all of them:
-/// the queued ones are locked and read at once (a concurrent settle of the same intent waits here,
-/// then finds it no longer queued and changes nothing), their accounts locked in account order, the
-/// successful executions' price captured and the rest of the reservation released (a free request
-/// that did not succeed is given back) in memory in the given order, and the ledger rows and status
-/// changes written with one statement each.
-macro_rules! settle_bulk {
-    ($tx:ident, $ids:expr, $now:expr) => {{
-        let (ids, now): (&[String], i64) = ($ids, $now);
-        let result: Result<(), StoreError> = async {
-            use std::collections::{BTreeMap, HashMap};
-            if ids.is_empty() {
-                return Ok(());
-            }
-            let mut q = sqlx::QueryBuilder::new("UPDATE intents SET lease_until = lease_until WHERE status = 'queued' AND id IN (");
+/// Locks the intents `$ids` and reads the queued ones (a concurrent settle of the same intent
+/// waits here, then finds it no longer queued and changes nothing): id -> (record, lease owner).
+/// By primary key alone, and the status checked here: a `status = 'queued'` condition lets
+/// PostgreSQL pick the partial index of queued intents, whose dead entries it then walks.
+macro_rules! lock_queued_intents {
+    ($tx:ident, $ids:expr) => {{
+        let ids: &[String] = $ids;
+        let mut intents: std::collections::HashMap<String, (IntentRecord, Option<String>)> = std::collections::HashMap::new();
+        if !ids.is_empty() {
+            let mut q = sqlx::QueryBuilder::new("UPDATE intents SET lease_until = lease_until WHERE id IN (");
             let mut list = q.separated(", ");
             for id in ids {
                 list.push_bind(id);
             }
-            q.push(concat!(") RETURNING ", intent_columns!()));
-            let rows = q.build().fetch_all(&mut *$tx).await.map_err(err)?;
-            let mut intents: HashMap<String, IntentRecord> = HashMap::new();
-            for row in &rows {
+            q.push(concat!(") RETURNING lease_owner, ", intent_columns!()));
+            for row in &q.build().fetch_all(&mut *$tx).await.map_err(err)? {
                 let i = intent_from_row(row)?;
-                intents.insert(i.id.clone(), i);
+                if i.status == "queued" {
+                    intents.insert(i.id.clone(), (i, row.try_get("lease_owner").map_err(err)?));
+                }
             }
-            if intents.is_empty() {
-                return Ok(());
-            }
-            let mut accounts = lock_accounts!($tx, intents.values().map(|i| i.account_id.as_str()), now);
-            let before = accounts.clone();
+        }
+        intents
+    }};
+}
+
+/// Decides in memory how the intents `$ids` end whose executions have all ended (`$intents`, from
+/// [`lock_queued_intents`]; their accounts locked in `$accounts`): the successful executions' price
+/// captured and the rest of the reservation released (a free request that did not succeed is given
+/// back), in the given order, changing `$accounts` and adding to `$ledger`. Evaluates to the ended
+/// intents by status, for [`write_finished`].
+macro_rules! settle_locked {
+    ($tx:ident, $ids:expr, $intents:expr, $accounts:expr, $ledger:expr, $now:expr) => {{
+        let (ids, intents, now): (&[String], &std::collections::HashMap<String, (IntentRecord, Option<String>)>, i64) = ($ids, $intents, $now);
+        let mut finished: std::collections::BTreeMap<&'static str, Vec<&str>> = std::collections::BTreeMap::new();
+        if !intents.is_empty() {
             let mut q = sqlx::QueryBuilder::new("SELECT intent_id, state FROM intent_executions WHERE intent_id IN (");
             let mut list = q.separated(", ");
             for id in intents.keys() {
@@ -512,15 +517,12 @@ macro_rules! settle_bulk {
             }
             q.push(")");
             let states: Vec<(String, String)> = q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
-            let mut by_intent: HashMap<&str, Vec<&str>> = HashMap::new();
+            let mut by_intent: std::collections::HashMap<&str, Vec<&str>> = std::collections::HashMap::new();
             for (intent, state) in &states {
                 by_intent.entry(intent.as_str()).or_default().push(state.as_str());
             }
-
-            let mut ledger: Vec<LedgerWrite<'_>> = Vec::new();
-            let mut finished: BTreeMap<&'static str, Vec<&str>> = BTreeMap::new();
             for id in ids {
-                let Some(intent) = intents.get(id) else { continue };
+                let Some((intent, _)) = intents.get(id) else { continue };
                 let states = by_intent.get(id.as_str()).cloned().unwrap_or_default();
                 if states.iter().any(|s| *s == "pending" || *s == "started") {
                     continue;
@@ -529,7 +531,7 @@ macro_rules! settle_bulk {
                 let status = if states.is_empty() || successes > 0 { "completed" } else { "failed" };
                 let capture = intent.price_per_execution.saturating_mul(successes).min(intent.reserved_credits);
                 let release = intent.reserved_credits - capture;
-                let state = accounts.get_mut(intent.account_id.as_str()).ok_or_else(|| StoreError("an account was not locked".into()))?;
+                let state = $accounts.get_mut(intent.account_id.as_str()).ok_or_else(|| StoreError("an account was not locked".into()))?;
                 let (balance, reserved, free_day, free_used) = *state;
                 let refund_free = intent.free_request && successes == 0 && free_day == day_of(intent.created_at) && free_used > 0;
                 let after = (balance + release, reserved - intent.reserved_credits);
@@ -546,32 +548,96 @@ macro_rules! settle_bulk {
                     now,
                 };
                 if capture > 0 {
-                    ledger.push(row("capture", format!("{} x{successes} succeeded", intent.action), (balance, reserved), (balance, reserved - capture)));
+                    $ledger.push(row("capture", format!("{} x{successes} succeeded", intent.action), (balance, reserved), (balance, reserved - capture)));
                 }
                 if release > 0 {
-                    ledger.push(row("release", format!("{} unused reservation", intent.action), (balance, reserved - capture), after));
+                    $ledger.push(row("release", format!("{} unused reservation", intent.action), (balance, reserved - capture), after));
                 }
                 if refund_free {
-                    ledger.push(row("free_refund", format!("{} did not succeed", intent.action), after, after));
+                    $ledger.push(row("free_refund", format!("{} did not succeed", intent.action), after, after));
                 }
                 finished.entry(status).or_default().push(id.as_str());
             }
-            write_credit_changes!($tx, &before, &accounts, &ledger);
-            for (status, ended) in &finished {
-                let mut q = sqlx::QueryBuilder::new("UPDATE intents SET status = ");
-                q.push_bind(*status).push(", finished_at = ").push_bind(now);
-                q.push(", lease_owner = NULL, lease_until = NULL WHERE status = 'queued' AND id IN (");
-                let mut list = q.separated(", ");
-                for id in ended {
-                    list.push_bind(*id);
-                }
-                q.push(")");
-                q.build().execute(&mut *$tx).await.map_err(err)?;
+        }
+        finished
+    }};
+}
+
+/// Writes the status of the intents [`settle_locked`] ended, one statement per status (they are
+/// locked by this transaction and were queued: by primary key alone).
+macro_rules! write_finished {
+    ($tx:ident, $finished:expr, $now:expr) => {{
+        let (finished, now): (&std::collections::BTreeMap<&'static str, Vec<&str>>, i64) = ($finished, $now);
+        for (status, ended) in finished {
+            let mut q = sqlx::QueryBuilder::new("UPDATE intents SET status = ");
+            q.push_bind(*status).push(", finished_at = ").push_bind(now);
+            q.push(", lease_owner = NULL, lease_until = NULL WHERE id IN (");
+            let mut list = q.separated(", ");
+            for id in ended {
+                list.push_bind(*id);
             }
+            q.push(")");
+            q.build().execute(&mut *$tx).await.map_err(err)?;
+        }
+    }};
+}
+
+/// Ends the intents `$ids` whose executions have all ended, with a few statements for all of them:
+/// the queued ones locked and read at once, their accounts locked in account order, decided in
+/// memory by [`settle_locked`], and the ledger rows and status changes written with one statement
+/// each.
+macro_rules! settle_bulk {
+    ($tx:ident, $ids:expr, $now:expr) => {{
+        let (ids, now): (&[String], i64) = ($ids, $now);
+        let result: Result<(), StoreError> = async {
+            let intents = lock_queued_intents!($tx, ids);
+            if intents.is_empty() {
+                return Ok(());
+            }
+            let mut accounts = lock_accounts!($tx, intents.values().map(|(i, _)| i.account_id.as_str()), now);
+            let before = accounts.clone();
+            let mut ledger: Vec<LedgerWrite<'_>> = Vec::new();
+            let finished = settle_locked!($tx, ids, &intents, accounts, ledger, now);
+            write_credit_changes!($tx, &before, &accounts, &ledger);
+            write_finished!($tx, &finished, now);
             Ok(())
         }
         .await;
         result
+    }};
+}
+
+/// Records how reads ended (`$done`: intent, seq, finish), in one statement per 500, each only if
+/// it has not ended already; the caller has locked their intents and checked that they are queued
+/// and leased to the recording owner. Reads are side-effect free, so they are never marked started
+/// first.
+macro_rules! record_reads {
+    ($tx:ident, $done:expr, $now:expr) => {{
+        let (done, now): (&[&(String, u32, ExecutionFinish)], i64) = ($done, $now);
+        for chunk in done.chunks(500) {
+            let mut q = sqlx::QueryBuilder::new("WITH v (intent_id, seq, state, tx_hash, error_code, error_message, data) AS (");
+            q.push_values(chunk, |mut b, (intent_id, seq, f)| {
+                b.push_bind(intent_id)
+                    .push("CAST(")
+                    .push_bind_unseparated(i64::from(*seq))
+                    .push_unseparated(" AS INTEGER)")
+                    .push_bind(if f.success { "succeeded" } else { "failed" })
+                    .push_bind(&f.tx_hash)
+                    .push_bind(&f.error_code)
+                    .push_bind(&f.error_message)
+                    .push_bind(&f.data);
+            });
+            q.push(
+                ") UPDATE intent_executions SET state = v.state, tx_hash = v.tx_hash, error_code = v.error_code,
+                     error_message = v.error_message, data = v.data, started_at = COALESCE(intent_executions.started_at, ",
+            );
+            q.push_bind(now).push("), finished_at = ").push_bind(now);
+            q.push(
+                " FROM v WHERE intent_executions.intent_id = v.intent_id AND intent_executions.seq = v.seq
+                   AND intent_executions.state IN ('pending', 'started')",
+            );
+            q.build().execute(&mut *$tx).await.map_err(err)?;
+        }
     }};
 }
 
@@ -584,17 +650,18 @@ struct AcceptedRows<'a> {
 }
 
 /// Decides a batch of drafts in memory after reading what they depend on in a few statements (the
-/// accounts' credit rows, locked in account order; the batch's idempotency keys; today's usage), then
-/// writes every accepted draft's rows with one multi-row statement per table. Checks in order:
-/// idempotency, daily limit, delegation (the users addressed), credits; drafts are decided in
-/// arrival order, each seeing the ones before it, and a refused draft writes nothing. Evaluates to
-/// one outcome per draft; on any error the caller rolls the whole transaction back.
-macro_rules! accept_bulk {
-    ($tx:ident, $drafts:expr) => {{
+/// agents' keys and policies; the batch's idempotency keys; today's usage) against their credit rows,
+/// already locked in `$accounts`, then writes every accepted draft's rows with one multi-row
+/// statement per table, except the credit changes: those stay in `$accounts` and `$ledger` for the
+/// caller to write. Checks in order: idempotency, daily limit, delegation (the users addressed),
+/// credits; drafts are decided in arrival order, each seeing the ones before it, and a refused draft
+/// writes nothing. Evaluates to one outcome per draft (a `?` inside returns from the caller's block;
+/// on any error the caller rolls the whole transaction back).
+macro_rules! accept_locked {
+    ($tx:ident, $drafts:expr, $accounts:expr, $ledger:expr) => {{
         let drafts: &[IntentDraft] = $drafts;
-        let result: Result<Vec<AcceptOutcome>, StoreError> = async {
+        {
             use std::collections::{BTreeMap, HashMap};
-            let now = drafts.iter().map(|d| d.now).max().unwrap_or(0);
             // The agents' keys and policies now, to confirm what each draft was checked against.
             let mut q = sqlx::QueryBuilder::new(concat!(
                 "SELECT a.id, a.key_hash, ",
@@ -615,18 +682,25 @@ macro_rules! accept_bulk {
                 let policy = policy_from_row(&row, &id)?;
                 current.insert(id, (row.try_get("key_hash").map_err(err)?, policy));
             }
-            // Credit rows, locked in account order: (balance, reserved, free_day, free_used).
-            let mut accounts = lock_accounts!($tx, drafts.iter().map(|d| d.account_id.as_str()), now);
-            let before = accounts.clone();
-
             // Idempotency records of the batch's keys.
+            // One `agent_id = … AND key IN (…)` per agent: both key columns reach the index (an OR of
+            // (agent, key) pairs lets PostgreSQL factor the agent out and scan all of its keys).
             let mut existing: HashMap<(String, String), (Vec<u8>, String, i64)> = HashMap::new();
+            let mut keys_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for d in drafts {
+                keys_of.entry(d.agent_id.as_str()).or_default().push(d.idempotency_key.as_str());
+            }
             let mut q = sqlx::QueryBuilder::new("SELECT agent_id, key, request_hash, intent_id, created_at FROM idempotency_keys WHERE ");
-            for (i, d) in drafts.iter().enumerate() {
+            for (i, (agent, keys)) in keys_of.iter().enumerate() {
                 if i > 0 {
                     q.push(" OR ");
                 }
-                q.push("(agent_id = ").push_bind(&d.agent_id).push(" AND key = ").push_bind(&d.idempotency_key).push(")");
+                q.push("(agent_id = ").push_bind(*agent).push(" AND key IN (");
+                let mut list = q.separated(", ");
+                for key in keys {
+                    list.push_bind(*key);
+                }
+                q.push("))");
             }
             let rows: Vec<(String, String, Vec<u8>, String, i64)> = q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
             for (agent, key, hash, intent, created) in rows {
@@ -654,7 +728,6 @@ macro_rules! accept_bulk {
             let mut stale: Vec<(String, String)> = Vec::new();
             let mut added_usage: BTreeMap<(String, i64), i64> = BTreeMap::new();
             let mut accepted: Vec<AcceptedRows<'_>> = Vec::new();
-            let mut ledger: Vec<LedgerWrite<'_>> = Vec::new();
             let mut outcomes = Vec::with_capacity(drafts.len());
             for d in drafts {
                 let confirmed = current.get(&d.agent_id).is_some_and(|(hash, policy)| hash.as_slice() == d.key_hash.0.as_slice() && *policy == d.policy);
@@ -693,7 +766,7 @@ macro_rules! accept_bulk {
                     outcomes.push(AcceptOutcome::DelegationRequired);
                     continue;
                 }
-                let state = accounts.get_mut(d.account_id.as_str()).ok_or_else(|| StoreError("an account was not locked".into()))?;
+                let state = $accounts.get_mut(d.account_id.as_str()).ok_or_else(|| StoreError("an account was not locked".into()))?;
                 let (balance, reserved, free_day, free_used) = *state;
                 let (reserve, free, free_today) = match cover(d, users.len(), balance, free_day, free_used)? {
                     Ok(c) => c,
@@ -706,7 +779,7 @@ macro_rules! accept_bulk {
                     let new_free = if free { free_today + 1 } else { free_today };
                     *state = (balance - reserve, reserved + reserve, d.day, i32::try_from(new_free).map_err(err)?);
                     let reason = format!("{} x{}", d.action, users.len());
-                    ledger.push(LedgerWrite {
+                    $ledger.push(LedgerWrite {
                         account_id: &d.account_id,
                         agent_id: Some(&d.agent_id),
                         kind: if free { "free" } else { "reserve" },
@@ -806,6 +879,22 @@ macro_rules! accept_bulk {
                 .await
                 .map_err(err)?;
             }
+            outcomes
+        }
+    }};
+}
+
+/// [`accept_locked`] on its own: the drafts' accounts locked, and their credit changes written.
+macro_rules! accept_bulk {
+    ($tx:ident, $drafts:expr) => {{
+        let drafts: &[IntentDraft] = $drafts;
+        let result: Result<Vec<AcceptOutcome>, StoreError> = async {
+            let now = drafts.iter().map(|d| d.now).max().unwrap_or(0);
+            // Credit rows, locked in account order: (balance, reserved, free_day, free_used).
+            let mut accounts = lock_accounts!($tx, drafts.iter().map(|d| d.account_id.as_str()), now);
+            let before = accounts.clone();
+            let mut ledger: Vec<LedgerWrite<'_>> = Vec::new();
+            let outcomes = accept_locked!($tx, drafts, accounts, ledger);
             write_credit_changes!($tx, &before, &accounts, &ledger);
             Ok(outcomes)
         }
@@ -814,28 +903,117 @@ macro_rules! accept_bulk {
     }};
 }
 
-/// A draft waiting for the batcher, with where its answer goes.
-type AcceptJob = (IntentDraft, Reply);
+/// Reads that ended, to be recorded and their intents settled ([`Store::finish_reads`]).
+struct ReadsDone {
+    owner: String,
+    intents: Vec<String>,
+    done: Vec<(String, u32, ExecutionFinish)>,
+    now: i64,
+}
 
-/// Accepts drafts in one transaction and one commit (group commit) on the batcher's connection,
-/// decided together by [`accept_bulk`]; should that fail, the batch is rolled back whole and each
-/// draft is accepted inside its own savepoint, so that one draft's error leaves nothing while the
-/// others commit. `$begin` opens a write transaction on `$conn`.
-macro_rules! accept_batch {
-    ($conn:expr, $begin:literal, $drafts:expr) => {{
-        let (conn, drafts) = ($conn, $drafts);
-        let bulk: Result<Vec<AcceptOutcome>, StoreError> = async {
+type Reply = tokio::sync::oneshot::Sender<Result<AcceptOutcome, StoreError>>;
+type ReadsReply = tokio::sync::oneshot::Sender<Result<(), StoreError>>;
+
+/// Work for the batcher, with where its answer goes.
+enum Job {
+    Accept(IntentDraft, Reply),
+    Reads(ReadsDone, ReadsReply),
+}
+
+/// What the batcher found waiting.
+#[derive(Default)]
+struct Batch {
+    reads: Vec<ReadsDone>,
+    read_replies: Vec<ReadsReply>,
+    drafts: Vec<IntentDraft>,
+    replies: Vec<Reply>,
+}
+
+impl Batch {
+    fn push(&mut self, job: Job) {
+        match job {
+            Job::Accept(draft, reply) => {
+                self.drafts.push(draft);
+                self.replies.push(reply);
+            }
+            Job::Reads(reads, reply) => {
+                self.reads.push(reads);
+                self.read_replies.push(reply);
+            }
+        }
+    }
+}
+
+/// Records ended reads and settles their intents, then accepts drafts, in the open transaction
+/// `$tx`: the settled intents and the drafts share one lock of their credit rows (taken in account
+/// order, so two processes' batches never wait on each other in a cycle) and one write of the credit
+/// changes and the ledger. Evaluates to one outcome per draft.
+macro_rules! settle_and_accept {
+    ($tx:ident, $reads:expr, $drafts:expr) => {{
+        let (reads, drafts): (&[ReadsDone], &[IntentDraft]) = ($reads, $drafts);
+        let result: Result<Vec<AcceptOutcome>, StoreError> = async {
+            let now = reads.iter().map(|r| r.now).chain(drafts.iter().map(|d| d.now)).max().unwrap_or(0);
+            let ids: Vec<String> = reads.iter().flat_map(|r| r.intents.iter().cloned()).collect();
+            let intents = lock_queued_intents!($tx, &ids);
+            // Only while each intent is still queued and leased to the owner recording it.
+            for r in reads {
+                let done: Vec<&(String, u32, ExecutionFinish)> = r
+                    .done
+                    .iter()
+                    .filter(|(id, _, _)| intents.get(id).is_some_and(|(_, owner)| owner.as_deref() == Some(r.owner.as_str())))
+                    .collect();
+                record_reads!($tx, &done, r.now);
+            }
+            let mut accounts = lock_accounts!(
+                $tx,
+                intents.values().map(|(i, _)| i.account_id.as_str()).chain(drafts.iter().map(|d| d.account_id.as_str())),
+                now
+            );
+            let before = accounts.clone();
+            let mut ledger: Vec<LedgerWrite<'_>> = Vec::new();
+            let finished = settle_locked!($tx, &ids, &intents, accounts, ledger, now);
+            write_finished!($tx, &finished, now);
+            let outcomes = if drafts.is_empty() { Vec::new() } else { accept_locked!($tx, drafts, accounts, ledger) };
+            write_credit_changes!($tx, &before, &accounts, &ledger);
+            Ok(outcomes)
+        }
+        .await;
+        result
+    }};
+}
+
+/// Runs a batch on the batcher's connection `$conn` (`$begin` opens a write transaction on it): the
+/// reads and the drafts in one transaction and one commit (group commit). Should that fail, it is
+/// rolled back whole, the reads are recorded in a transaction of their own and each draft is accepted
+/// inside its own savepoint, so that one draft's error leaves nothing while the others commit.
+/// Evaluates to (the reads' result, one result per draft).
+macro_rules! write_batch {
+    ($conn:expr, $begin:literal, $reads:expr, $drafts:expr) => {{
+        let (conn, reads, drafts): (_, &[ReadsDone], &[IntentDraft]) = ($conn, $reads, $drafts);
+        let together: Result<Vec<AcceptOutcome>, StoreError> = async {
             let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(err)?;
-            let outcomes = accept_bulk!(tx, drafts)?;
+            let outcomes = settle_and_accept!(tx, reads, drafts)?;
             tx.commit().await.map_err(err)?;
             Ok(outcomes)
         }
         .await;
-        match bulk {
-            Ok(outcomes) => Ok(outcomes.into_iter().map(Ok).collect()),
+        match together {
+            Ok(outcomes) => (Ok(()), Ok(outcomes.into_iter().map(Ok).collect())),
             Err(e) => {
-                tracing::warn!(error = %e.0, size = drafts.len(), "bulk accept failed; accepting the drafts one by one");
+                tracing::warn!(error = %e.0, reads = reads.len(), drafts = drafts.len(), "batch failed; recording the reads alone and accepting the drafts one by one");
+                let settled: Result<(), StoreError> = async {
+                    if reads.is_empty() {
+                        return Ok(());
+                    }
+                    let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(err)?;
+                    settle_and_accept!(tx, reads, &[])?;
+                    tx.commit().await.map_err(err)
+                }
+                .await;
                 let one_by_one: Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError> = async {
+                    if drafts.is_empty() {
+                        return Ok(Vec::new());
+                    }
                     let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(err)?;
                     // Lock accounts in one order (by id) in every transaction that takes several: no deadlock.
                     let mut order: Vec<usize> = (0..drafts.len()).collect();
@@ -855,16 +1033,17 @@ macro_rules! accept_batch {
                     Ok(outcomes.into_iter().map(|o| o.unwrap_or_else(|| Err(StoreError("draft skipped".into())))).collect())
                 }
                 .await;
-                one_by_one
+                (settled, one_by_one)
             }
         }
     }};
 }
 
-/// The next drafts waiting (at least one, up to 256); none once the store is gone.
-async fn next_batch(jobs: &mut tokio::sync::mpsc::Receiver<AcceptJob>) -> Option<Vec<AcceptJob>> {
-    let mut batch = vec![jobs.recv().await?];
-    while batch.len() < 256 {
+/// Everything waiting (at least one job, up to 256); none once the store is gone.
+async fn next_batch(jobs: &mut tokio::sync::mpsc::Receiver<Job>) -> Option<Batch> {
+    let mut batch = Batch::default();
+    batch.push(jobs.recv().await?);
+    for _ in 1..256 {
         match jobs.try_recv() {
             Ok(job) => batch.push(job),
             Err(_) => break,
@@ -873,10 +1052,19 @@ async fn next_batch(jobs: &mut tokio::sync::mpsc::Receiver<AcceptJob>) -> Option
     Some(batch)
 }
 
-type Reply = tokio::sync::oneshot::Sender<Result<AcceptOutcome, StoreError>>;
-
-fn answer(replies: Vec<Reply>, result: Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError>) {
-    match result {
+/// Sends each job its answer.
+fn answer(
+    read_replies: Vec<ReadsReply>,
+    replies: Vec<Reply>,
+    (settled, accepted): (Result<(), StoreError>, Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError>),
+) {
+    if let Err(e) = &settled {
+        tracing::error!(error = %e.0, size = read_replies.len(), "recording reads failed");
+    }
+    for reply in read_replies {
+        let _ = reply.send(settled.as_ref().map(|_| ()).map_err(|e| StoreError(e.0.clone())));
+    }
+    match accepted {
         Ok(outcomes) => {
             for (reply, outcome) in replies.into_iter().zip(outcomes) {
                 let _ = reply.send(outcome);
@@ -891,40 +1079,40 @@ fn answer(replies: Vec<Reply>, result: Result<Vec<Result<AcceptOutcome, StoreErr
     }
 }
 
-/// The one task that accepts intents: it takes every draft that is waiting and accepts them
-/// together. On SQLite it takes the writer's turn per batch; on PostgreSQL it keeps one connection
-/// from batch to batch (a pool's acquire and release each cost a round trip), replaced after an
-/// error and given back when the pool closes.
-async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<AcceptJob>) {
+/// The one task that accepts intents and records ended reads: it takes every job that is waiting and
+/// runs them together ([`write_batch`]). On SQLite it takes the writer's turn per batch; on
+/// PostgreSQL it keeps one connection from batch to batch (a pool's acquire and release each cost a
+/// round trip), replaced after an error and given back when the pool closes.
+async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<Job>) {
     match backend {
         Backend::Sqlite { writer, .. } => {
             while let Some(batch) = next_batch(&mut jobs).await {
-                let (drafts, replies): (Vec<IntentDraft>, Vec<Reply>) = batch.into_iter().unzip();
-                let result = async {
-                    let mut turn = writer.lock().await;
-                    let conn = turn.as_mut().ok_or_else(closed)?;
-                    accept_batch!(conn, "BEGIN IMMEDIATE", &drafts)
-                }
-                .await;
-                answer(replies, result);
+                let Batch { reads, read_replies, drafts, replies } = batch;
+                let mut turn = writer.lock().await;
+                let result = match turn.as_mut() {
+                    Some(conn) => write_batch!(conn, "BEGIN IMMEDIATE", &reads, &drafts),
+                    None => (Err(closed()), Err(closed())),
+                };
+                drop(turn);
+                answer(read_replies, replies, result);
             }
         }
         Backend::Postgres(pool) => {
             let mut held: Option<sqlx::pool::PoolConnection<Postgres>> = None;
             while let Ok(Some(batch)) = pool.close_event().do_until(next_batch(&mut jobs)).await {
-                let (drafts, replies): (Vec<IntentDraft>, Vec<Reply>) = batch.into_iter().unzip();
-                let result = async {
-                    let conn = match &mut held {
-                        Some(conn) => conn,
-                        None => held.insert(pool.acquire().await.map_err(err)?),
-                    };
-                    accept_batch!(&mut **conn, "BEGIN", &drafts)
-                }
-                .await;
-                if result.is_err() {
+                let Batch { reads, read_replies, drafts, replies } = batch;
+                let conn = match &mut held {
+                    Some(conn) => Ok(conn),
+                    None => pool.acquire().await.map(|c| held.insert(c)).map_err(err),
+                };
+                let result = match conn {
+                    Ok(conn) => write_batch!(&mut **conn, "BEGIN", &reads, &drafts),
+                    Err(e) => (Err(StoreError(e.0.clone())), Err(e)),
+                };
+                if result.0.is_err() || result.1.is_err() {
                     held = None;
                 }
-                answer(replies, result);
+                answer(read_replies, replies, result);
             }
         }
     }
@@ -933,8 +1121,9 @@ async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<Acc
 /// A SQL store.
 pub struct SqlStore {
     backend: Backend,
-    /// Where intent drafts go to be accepted in batches (one commit for all that wait).
-    batcher: tokio::sync::mpsc::Sender<AcceptJob>,
+    /// Where intent drafts go to be accepted, and ended reads to be recorded, in batches (one
+    /// commit for all that wait).
+    batcher: tokio::sync::mpsc::Sender<Job>,
 }
 
 fn closed() -> StoreError {
@@ -1326,7 +1515,7 @@ impl Store for SqlStore {
 
     async fn accept_intent(&self, d: &IntentDraft) -> Result<AcceptOutcome, StoreError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        if self.batcher.send((d.clone(), reply)).await.is_ok()
+        if self.batcher.send(Job::Accept(d.clone(), reply)).await.is_ok()
             && let Ok(outcome) = answer.await
         {
             return outcome;
@@ -1489,39 +1678,14 @@ impl Store for SqlStore {
         if intents.is_empty() {
             return Ok(());
         }
-        on_writer!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            // Every ended execution in one statement: its row, only while its intent is still leased
-            // here and queued, and only if it has not ended already.
-            for chunk in done.chunks(500) {
-                let mut q = sqlx::QueryBuilder::new("WITH v (intent_id, seq, state, tx_hash, error_code, error_message, data) AS (");
-                q.push_values(chunk, |mut b, (intent_id, seq, f)| {
-                    b.push_bind(intent_id)
-                        .push("CAST(")
-                        .push_bind_unseparated(i64::from(*seq))
-                        .push_unseparated(" AS INTEGER)")
-                        .push_bind(if f.success { "succeeded" } else { "failed" })
-                        .push_bind(&f.tx_hash)
-                        .push_bind(&f.error_code)
-                        .push_bind(&f.error_message)
-                        .push_bind(&f.data);
-                });
-                q.push(
-                    ") UPDATE intent_executions SET state = v.state, tx_hash = v.tx_hash, error_code = v.error_code,
-                         error_message = v.error_message, data = v.data, started_at = COALESCE(intent_executions.started_at, ",
-                );
-                q.push_bind(now).push("), finished_at = ").push_bind(now);
-                q.push(
-                    " FROM v WHERE intent_executions.intent_id = v.intent_id AND intent_executions.seq = v.seq
-                       AND intent_executions.state IN ('pending', 'started')
-                       AND EXISTS (SELECT 1 FROM intents WHERE intents.id = v.intent_id AND intents.lease_owner = ",
-                );
-                q.push_bind(owner).push(" AND intents.status = 'queued')");
-                q.build().execute(&mut *tx).await.map_err(err)?;
-            }
-            settle_bulk!(tx, intents, now)?;
-            tx.commit().await.map_err(err)
-        })
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let reads = ReadsDone { owner: owner.to_owned(), intents: intents.to_vec(), done: done.to_vec(), now };
+        if self.batcher.send(Job::Reads(reads, reply)).await.is_ok()
+            && let Ok(outcome) = answer.await
+        {
+            return outcome;
+        }
+        Err(StoreError("the accept batcher stopped".into()))
     }
 
     async fn credit_account(&self, account_id: &str) -> Result<Option<CreditAccount>, StoreError> {
