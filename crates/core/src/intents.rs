@@ -16,9 +16,8 @@ use crate::catalog::{ActionSpec, Lane};
 use crate::clock::{from_millis, rfc3339, to_millis};
 use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, Subject};
-use crate::gateway::{AgentContext, Gateway};
+use crate::gateway::{AgentBasis, AgentContext, Gateway};
 use crate::money::{micros_to_usd, usd_to_micros};
-use crate::gateway::AgentBasis;
 use crate::store::{AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord, PolicyRecord};
 
 /// The default chain (SPEC).

@@ -600,31 +600,6 @@ macro_rules! write_finished {
     }};
 }
 
-/// Ends the intents `$ids` whose executions have all ended, with a few statements for all of them:
-/// the queued ones locked and read at once, their accounts locked in account order, decided in
-/// memory by [`settle_locked`], and the ledger rows and status changes written with one statement
-/// each.
-macro_rules! settle_bulk {
-    ($tx:ident, $ids:expr, $now:expr) => {{
-        let (ids, now): (&[String], i64) = ($ids, $now);
-        let result: Result<(), StoreError> = async {
-            let intents = lock_queued_intents!($tx, ids);
-            if intents.is_empty() {
-                return Ok(());
-            }
-            let mut accounts = lock_accounts!($tx, intents.values().map(|(i, _)| i.account_id.as_str()), now);
-            let before = accounts.clone();
-            let mut ledger: Vec<LedgerWrite<'_>> = Vec::new();
-            let finished = settle_locked!($tx, ids, &intents, accounts, ledger, now);
-            write_credit_changes!($tx, &before, &accounts, &ledger);
-            write_finished!($tx, &finished, now);
-            Ok(())
-        }
-        .await;
-        result
-    }};
-}
-
 /// Records how reads ended (`$done`: intent, seq, finish), in one statement per 500, each only if
 /// it has not ended already; the caller has locked their intents and checked that they are queued
 /// and leased to the recording owner. Reads are side-effect free, so they are never marked started
@@ -659,7 +634,7 @@ macro_rules! record_reads {
     }};
 }
 
-/// One intent's rows, decided in memory by [`accept_bulk`].
+/// One intent's rows, decided in memory by [`accept_locked`].
 struct AcceptedRows<'a> {
     draft: &'a IntentDraft,
     users: Vec<(String, String)>,
@@ -894,27 +869,10 @@ macro_rules! accept_locked {
     }};
 }
 
-/// [`accept_locked`] on its own: the drafts' accounts locked, and their credit changes written.
-macro_rules! accept_bulk {
-    ($tx:ident, $drafts:expr) => {{
-        let drafts: &[IntentDraft] = $drafts;
-        let result: Result<Vec<AcceptOutcome>, StoreError> = async {
-            let now = drafts.iter().map(|d| d.now).max().unwrap_or(0);
-            // Credit rows, locked in account order: (balance, reserved, free_day, free_used).
-            let mut accounts = lock_accounts!($tx, drafts.iter().map(|d| d.account_id.as_str()), now);
-            let before = accounts.clone();
-            let mut ledger: Vec<LedgerWrite<'_>> = Vec::new();
-            let outcomes = accept_locked!($tx, drafts, accounts, ledger);
-            write_credit_changes!($tx, &before, &accounts, &ledger);
-            Ok(outcomes)
-        }
-        .await;
-        result
-    }};
-}
-
-/// Reads that ended, to be recorded and their intents settled ([`Store::finish_reads`]).
-struct ReadsDone {
+/// Intents to settle, once the outcomes of their reads in `done` (leased to `owner`) are recorded
+/// ([`Store::finish_reads`]); `done` is empty for intents whose executions were recorded one by one
+/// ([`Store::finish_intent`]).
+struct Settle {
     owner: String,
     intents: Vec<String>,
     done: Vec<(String, u32, ExecutionFinish)>,
@@ -922,19 +880,19 @@ struct ReadsDone {
 }
 
 type Reply = tokio::sync::oneshot::Sender<Result<AcceptOutcome, StoreError>>;
-type ReadsReply = tokio::sync::oneshot::Sender<Result<(), StoreError>>;
+type SettleReply = tokio::sync::oneshot::Sender<Result<(), StoreError>>;
 
 /// Work for the batcher, with where its answer goes.
 enum Job {
     Accept(IntentDraft, Reply),
-    Reads(ReadsDone, ReadsReply),
+    Settle(Settle, SettleReply),
 }
 
 /// What the batcher found waiting.
 #[derive(Default)]
 struct Batch {
-    reads: Vec<ReadsDone>,
-    read_replies: Vec<ReadsReply>,
+    settles: Vec<Settle>,
+    settle_replies: Vec<SettleReply>,
     drafts: Vec<IntentDraft>,
     replies: Vec<Reply>,
 }
@@ -946,33 +904,34 @@ impl Batch {
                 self.drafts.push(draft);
                 self.replies.push(reply);
             }
-            Job::Reads(reads, reply) => {
-                self.reads.push(reads);
-                self.read_replies.push(reply);
+            Job::Settle(settle, reply) => {
+                self.settles.push(settle);
+                self.settle_replies.push(reply);
             }
         }
     }
 }
 
-/// Records ended reads and settles their intents, then accepts drafts, in the open transaction
-/// `$tx`: the settled intents and the drafts share one lock of their credit rows (taken in account
+/// Records the ended reads of `$settles` and settles their intents, then accepts `$drafts`, in the
+/// open transaction `$tx` (either may be empty): the settled intents and the drafts share one lock of their credit rows (taken in account
 /// order, so two processes' batches never wait on each other in a cycle) and one write of the credit
-/// changes and the ledger. Evaluates to one outcome per draft.
+/// changes and the ledger. Evaluates to one outcome per draft. The one path of every accept and
+/// settle: a batch, its fallbacks, and [`Store::finish_intent`].
 macro_rules! settle_and_accept {
-    ($tx:ident, $reads:expr, $drafts:expr) => {{
-        let (reads, drafts): (&[ReadsDone], &[IntentDraft]) = ($reads, $drafts);
+    ($tx:ident, $settles:expr, $drafts:expr) => {{
+        let (settles, drafts): (&[Settle], &[IntentDraft]) = ($settles, $drafts);
         let result: Result<Vec<AcceptOutcome>, StoreError> = async {
-            let now = reads.iter().map(|r| r.now).chain(drafts.iter().map(|d| d.now)).max().unwrap_or(0);
-            let ids: Vec<String> = reads.iter().flat_map(|r| r.intents.iter().cloned()).collect();
+            let now = settles.iter().map(|s| s.now).chain(drafts.iter().map(|d| d.now)).max().unwrap_or(0);
+            let ids: Vec<String> = settles.iter().flat_map(|s| s.intents.iter().cloned()).collect();
             let intents = lock_queued_intents!($tx, &ids);
             // Only while each intent is still queued and leased to the owner recording it.
-            for r in reads {
-                let done: Vec<&(String, u32, ExecutionFinish)> = r
+            for s in settles {
+                let done: Vec<&(String, u32, ExecutionFinish)> = s
                     .done
                     .iter()
-                    .filter(|(id, _, _)| intents.get(id).is_some_and(|(_, owner)| owner.as_deref() == Some(r.owner.as_str())))
+                    .filter(|(id, _, _)| intents.get(id).is_some_and(|(_, owner)| owner.as_deref() == Some(s.owner.as_str())))
                     .collect();
-                record_reads!($tx, &done, r.now);
+                record_reads!($tx, &done, s.now);
             }
             let mut accounts = lock_accounts!(
                 $tx,
@@ -993,16 +952,16 @@ macro_rules! settle_and_accept {
 }
 
 /// Runs a batch on the batcher's connection `$conn` (`$begin` opens a write transaction on it): the
-/// reads and the drafts in one transaction and one commit (group commit). Should that fail, it is
-/// rolled back whole, the reads are recorded in a transaction of their own and each draft is accepted
+/// settles and the drafts in one transaction and one commit (group commit). Should that fail, it is
+/// rolled back whole, the settles run in a transaction of their own and each draft is accepted
 /// inside its own savepoint, so that one draft's error leaves nothing while the others commit.
-/// Evaluates to (the reads' result, one result per draft).
+/// Evaluates to (the settles' result, one result per draft).
 macro_rules! write_batch {
-    ($conn:expr, $begin:literal, $reads:expr, $drafts:expr) => {{
-        let (conn, reads, drafts): (_, &[ReadsDone], &[IntentDraft]) = ($conn, $reads, $drafts);
+    ($conn:expr, $begin:literal, $settles:expr, $drafts:expr) => {{
+        let (conn, settles, drafts): (_, &[Settle], &[IntentDraft]) = ($conn, $settles, $drafts);
         let together: Result<Vec<AcceptOutcome>, StoreError> = async {
             let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(err)?;
-            let outcomes = settle_and_accept!(tx, reads, drafts)?;
+            let outcomes = settle_and_accept!(tx, settles, drafts)?;
             tx.commit().await.map_err(err)?;
             Ok(outcomes)
         }
@@ -1010,13 +969,13 @@ macro_rules! write_batch {
         match together {
             Ok(outcomes) => (Ok(()), Ok(outcomes.into_iter().map(Ok).collect())),
             Err(e) => {
-                tracing::warn!(error = %e.0, reads = reads.len(), drafts = drafts.len(), "batch failed; recording the reads alone and accepting the drafts one by one");
+                tracing::warn!(error = %e.0, settles = settles.len(), drafts = drafts.len(), "batch failed; settling alone and accepting the drafts one by one");
                 let settled: Result<(), StoreError> = async {
-                    if reads.is_empty() {
+                    if settles.is_empty() {
                         return Ok(());
                     }
                     let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(err)?;
-                    settle_and_accept!(tx, reads, &[])?;
+                    settle_and_accept!(tx, settles, &[])?;
                     tx.commit().await.map_err(err)
                 }
                 .await;
@@ -1032,7 +991,7 @@ macro_rules! write_batch {
                     for i in order {
                         let d = &drafts[i];
                         sqlx::query("SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
-                        let outcome = async { accept_bulk!(tx, std::slice::from_ref(d)) }.await.map(|mut o| o.remove(0));
+                        let outcome = async { settle_and_accept!(tx, &[], std::slice::from_ref(d)) }.await.map(|mut o| o.remove(0));
                         if !matches!(outcome, Ok(AcceptOutcome::Accepted { .. })) {
                             sqlx::query("ROLLBACK TO SAVEPOINT draft").execute(&mut *tx).await.map_err(err)?;
                         }
@@ -1064,14 +1023,14 @@ async fn next_batch(jobs: &mut tokio::sync::mpsc::Receiver<Job>) -> Option<Batch
 
 /// Sends each job its answer.
 fn answer(
-    read_replies: Vec<ReadsReply>,
+    settle_replies: Vec<SettleReply>,
     replies: Vec<Reply>,
     (settled, accepted): (Result<(), StoreError>, Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError>),
 ) {
     if let Err(e) = &settled {
-        tracing::error!(error = %e.0, size = read_replies.len(), "recording reads failed");
+        tracing::error!(error = %e.0, size = settle_replies.len(), "settling failed");
     }
-    for reply in read_replies {
+    for reply in settle_replies {
         let _ = reply.send(settled.as_ref().map(|_| ()).map_err(|e| StoreError(e.0.clone())));
     }
     match accepted {
@@ -1120,14 +1079,14 @@ async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<Job
     match backend {
         Backend::Sqlite { writer, .. } => {
             while let Some(batch) = next_batch(&mut jobs).await {
-                let Batch { reads, read_replies, drafts, replies } = batch;
+                let Batch { settles, settle_replies, drafts, replies } = batch;
                 let mut turn = writer.lock().await;
                 let result = match turn.as_mut() {
-                    Some(conn) => write_batch!(conn, "BEGIN IMMEDIATE", &reads, &drafts),
+                    Some(conn) => write_batch!(conn, "BEGIN IMMEDIATE", &settles, &drafts),
                     None => (Err(closed()), Err(closed())),
                 };
                 drop(turn);
-                answer(read_replies, replies, result);
+                answer(settle_replies, replies, result);
             }
         }
         Backend::Postgres(pool) => {
@@ -1140,19 +1099,19 @@ async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<Job
             ]);
             let mut held: Option<sqlx::PgConnection> = None;
             while let Ok(Some(batch)) = pool.close_event().do_until(next_batch(&mut jobs)).await {
-                let Batch { reads, read_replies, drafts, replies } = batch;
+                let Batch { settles, settle_replies, drafts, replies } = batch;
                 let conn = match &mut held {
                     Some(conn) => Ok(conn),
                     None => sqlx::ConnectOptions::connect(&options).await.map(|c| held.insert(c)).map_err(err),
                 };
                 let result = match conn {
-                    Ok(conn) => write_batch!(conn, "BEGIN", &reads, &drafts),
+                    Ok(conn) => write_batch!(conn, "BEGIN", &settles, &drafts),
                     Err(e) => (Err(StoreError(e.0.clone())), Err(e)),
                 };
                 if result.0.is_err() || result.1.is_err() {
                     held = None;
                 }
-                answer(read_replies, replies, result);
+                answer(settle_replies, replies, result);
             }
             if let Some(conn) = held {
                 let _ = sqlx::Connection::close(conn).await;
@@ -1197,6 +1156,17 @@ impl BackendKind {
 }
 
 impl SqlStore {
+    /// Gives the batcher a job and waits for its answer.
+    async fn batch<T>(&self, job: impl FnOnce(tokio::sync::oneshot::Sender<Result<T, StoreError>>) -> Job) -> Result<T, StoreError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if self.batcher.send(job(reply)).await.is_ok()
+            && let Ok(outcome) = answer.await
+        {
+            return outcome;
+        }
+        Err(StoreError("the store's batcher stopped".into()))
+    }
+
     /// Connects to `url` (`sqlite://path` or `postgres://…`). SQLite files are created when missing
     /// and run in WAL mode with full synchronous commits.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
@@ -1572,13 +1542,7 @@ impl Store for SqlStore {
     }
 
     async fn accept_intent(&self, d: &IntentDraft) -> Result<AcceptOutcome, StoreError> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        if self.batcher.send(Job::Accept(d.clone(), reply)).await.is_ok()
-            && let Ok(outcome) = answer.await
-        {
-            return outcome;
-        }
-        Err(StoreError("the accept batcher stopped".into()))
+        self.batch(|reply| Job::Accept(d.clone(), reply)).await
     }
 
     async fn get_intent(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError> {
@@ -1707,7 +1671,8 @@ impl Store for SqlStore {
     async fn finish_intent(&self, intent_id: &str, now: i64) -> Result<Option<IntentRecord>, StoreError> {
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            settle_bulk!(tx, &[intent_id.to_owned()], now)?;
+            let settle = Settle { owner: String::new(), intents: vec![intent_id.to_owned()], done: Vec::new(), now };
+            settle_and_accept!(tx, std::slice::from_ref(&settle), &[])?;
             let row = sqlx::query(concat!("SELECT ", intent_columns!(), " FROM intents WHERE id = $1"))
                 .bind(intent_id)
                 .fetch_optional(&mut *tx)
@@ -1736,14 +1701,8 @@ impl Store for SqlStore {
         if intents.is_empty() {
             return Ok(());
         }
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let reads = ReadsDone { owner: owner.to_owned(), intents: intents.to_vec(), done: done.to_vec(), now };
-        if self.batcher.send(Job::Reads(reads, reply)).await.is_ok()
-            && let Ok(outcome) = answer.await
-        {
-            return outcome;
-        }
-        Err(StoreError("the accept batcher stopped".into()))
+        let settle = Settle { owner: owner.to_owned(), intents: intents.to_vec(), done: done.to_vec(), now };
+        self.batch(|reply| Job::Settle(settle, reply)).await
     }
 
     async fn credit_account(&self, account_id: &str) -> Result<Option<CreditAccount>, StoreError> {

@@ -3,7 +3,8 @@
 
 use actiongate_core::crypto::SecretHash;
 use actiongate_core::store::{
-    AgentRecord, EmailChallenge, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord, Store,
+    AcceptOutcome, AgentRecord, EmailChallenge, ExecutionDraft, IntentDraft, NewAgent, Onboarding, OnboardingOutcome,
+    PolicyRecord, Store,
 };
 use actiongate_store::{SqlStore, testing};
 
@@ -353,5 +354,72 @@ async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() 
         assert_eq!(page, ["0x01", "0x03"], "{name}");
         let page: Vec<String> = s.active_delegations(Some("0x03"), 2).await.unwrap_or_default().into_iter().map(|d| d.hash).collect();
         assert_eq!(page, ["0x04"], "{name}");
+    }
+}
+
+fn read_draft(n: u32, account: &str, key: u8) -> IntentDraft {
+    IntentDraft {
+        id: format!("intent-{n}"),
+        agent_id: "ag1".into(),
+        account_id: account.into(),
+        action: "get-fx-supported-assets".into(),
+        lane: "executeIntent".into(),
+        params: "{}".into(),
+        chain_id: 8453,
+        amount_micros: 0,
+        is_write: false,
+        daily_limit_micros: 1_000_000_000,
+        price_per_execution: 1,
+        free_per_day: 0,
+        idempotency_key: format!("k:{n}"),
+        request_hash: [u8::try_from(n % 256).unwrap_or(0); 32],
+        replace_idempotency_before: None,
+        fan_out: false,
+        only_delegator: None,
+        own: ExecutionDraft { user_did: "did:pkh:eip155:8453:0xag1".into(), wallet_address: "0xag1".into() },
+        lease: None,
+        day: 0,
+        now: 3_000,
+        key_hash: h(key),
+        policy: Some(policy("ag1")),
+    }
+}
+
+#[tokio::test]
+async fn drafts_accepted_together_fail_and_go_stale_one_by_one() {
+    for (name, f) in backends().await {
+        let s = &f.store;
+        challenge(s, "e@example.com", 9).await;
+        s.complete_onboarding(&onboarding("e@example.com", 9, "acc1", "ag1", 1, 11)).await.unwrap_or_else(|e| panic!("{e}"));
+        s.grant_credits("acc1", 100, "grant", "test", 2_500).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Submitted at once, so that the batcher takes them together: 20 good drafts, one whose
+        // account does not exist (its credit row cannot be written: the batch fails and every draft
+        // is accepted in its own savepoint) and one checked against a key the agent no longer has.
+        let mut tasks = tokio::task::JoinSet::new();
+        for n in 0..22 {
+            let (store, draft) = (s.clone(), match n {
+                10 => read_draft(n, "no-such-account", 1),
+                11 => read_draft(n, "acc1", 7),
+                _ => read_draft(n, "acc1", 1),
+            });
+            tasks.spawn(async move { (n, store.accept_intent(&draft).await) });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            let (n, outcome) = joined.unwrap_or_else(|e| panic!("{name}: {e}"));
+            match n {
+                10 => assert!(outcome.is_err(), "{name}: a draft of an unknown account was {outcome:?}"),
+                11 => assert!(matches!(outcome, Ok(AcceptOutcome::Stale)), "{name}: a stale key's draft was {outcome:?}"),
+                _ => assert!(matches!(outcome, Ok(AcceptOutcome::Accepted { total: 1, reserved_credits: 1, free_request: false })), "{name}: draft {n} was {outcome:?}"),
+            }
+        }
+        // The good ones are written and reserved; the failed and the stale one left nothing.
+        assert_eq!(s.count_intents("ag1").await.ok(), Some(20), "{name}");
+        for n in [10, 11] {
+            assert!(s.get_intent(&format!("intent-{n}")).await.ok().flatten().is_none(), "{name}: intent {n} was written");
+            assert!(s.find_idempotency("ag1", &format!("k:{n}")).await.ok().flatten().is_none(), "{name}: key {n} was kept");
+        }
+        let account = s.credit_account("acc1").await.ok().flatten().unwrap_or_else(|| panic!("{name}: no credit row"));
+        assert_eq!((account.balance, account.reserved), (80, 20), "{name}");
+        assert_eq!(s.ledger("acc1").await.unwrap_or_default().len(), 21, "{name}: a grant and 20 reservations");
     }
 }
