@@ -220,7 +220,25 @@ impl Gateway {
             key_hash,
             policy: stored_policy,
         };
-        let (total, reserved_credits, free_request) = match self.store().accept_intent(&draft).await? {
+        let (outcome, draft) = if handed {
+            // Accepted and handed over in a task of its own: should the caller go away while the
+            // batch commits (a client that disconnects, a cancelled future), the accepted read still
+            // goes to the runner at once instead of waiting for its lease to run out.
+            let (store, runner) = (self.store().clone(), self.runner().clone());
+            tokio::spawn(async move {
+                let outcome = store.accept_intent(&draft).await;
+                if let Ok(AcceptOutcome::Accepted { total, reserved_credits, free_request }) = &outcome {
+                    let execution = ExecutionRecord::pending(&draft.id, 0, draft.own.clone(), draft.chain_id);
+                    runner.hand(accepted_record(&draft, *total, *reserved_credits, *free_request), execution);
+                }
+                (outcome, draft)
+            })
+            .await
+            .map_err(Error::internal)?
+        } else {
+            (self.store().accept_intent(&draft).await, draft)
+        };
+        let (total, reserved_credits, free_request) = match outcome? {
             AcceptOutcome::Accepted { total, reserved_credits, free_request } => (total, reserved_credits, free_request),
             AcceptOutcome::Replay { intent_id } => return Ok(Some(Submitted::Replay(self.intent_record(&intent_id).await?))),
             AcceptOutcome::Stale => return Ok(None),
@@ -259,27 +277,8 @@ impl Gateway {
             }
         };
         tracing::info!(intent_id, agent_id = agent.agent.id, action = spec.name(), lane = lane.as_str(), "intent accepted");
-        let record = IntentRecord {
-            id: draft.id,
-            agent_id: draft.agent_id,
-            account_id: draft.account_id,
-            action: draft.action,
-            lane: draft.lane,
-            params: draft.params,
-            chain_id: draft.chain_id,
-            amount_micros: draft.amount_micros,
-            price_per_execution: draft.price_per_execution,
-            reserved_credits,
-            free_request,
-            status: "queued".into(),
-            total,
-            created_at: draft.now,
-            finished_at: None,
-        };
-        if handed {
-            let execution = ExecutionRecord::pending(&record.id, 0, draft.own, chain_id);
-            self.runner().hand(record.clone(), execution);
-        } else if draft.lease.is_none() {
+        let record = accepted_record(&draft, total, reserved_credits, free_request);
+        if !handed && draft.lease.is_none() {
             self.runner().wake();
         }
         Ok(Some(Submitted::New(record)))
@@ -699,5 +698,26 @@ mod tests {
         assert_eq!(day_of(86_399_999), 0);
         assert_eq!(day_of(86_400_000), 1);
         assert_eq!(day_of(-1), -1);
+    }
+}
+
+/// The record of a draft the store accepted, as it was written.
+fn accepted_record(draft: &IntentDraft, total: u32, reserved_credits: i64, free_request: bool) -> IntentRecord {
+    IntentRecord {
+        id: draft.id.clone(),
+        agent_id: draft.agent_id.clone(),
+        account_id: draft.account_id.clone(),
+        action: draft.action.clone(),
+        lane: draft.lane.clone(),
+        params: draft.params.clone(),
+        chain_id: draft.chain_id,
+        amount_micros: draft.amount_micros,
+        price_per_execution: draft.price_per_execution,
+        reserved_credits,
+        free_request,
+        status: "queued".into(),
+        total,
+        created_at: draft.now,
+        finished_at: None,
     }
 }

@@ -548,6 +548,69 @@ async fn a_cached_agent_never_outlives_its_key_or_policy(backend: Backend) {
     a.stop().await;
 }
 
+/// Holds the batcher's next write: SQLite's write lock (`BEGIN IMMEDIATE`), or on PostgreSQL the
+/// account's credit row, which every accepting transaction locks.
+enum WriteHold {
+    Sqlite(sqlx::SqliteConnection),
+    Postgres(sqlx::PgConnection),
+}
+
+impl WriteHold {
+    async fn take(app: &TestApp, account_id: &str) -> Self {
+        use sqlx::Connection;
+        if app.database_url.starts_with("sqlite:") {
+            let mut conn = sqlx::SqliteConnection::connect(&app.database_url).await.unwrap_or_else(|e| panic!("{e}"));
+            sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await.unwrap_or_else(|e| panic!("{e}"));
+            Self::Sqlite(conn)
+        } else {
+            let mut conn = sqlx::PgConnection::connect(&app.database_url).await.unwrap_or_else(|e| panic!("{e}"));
+            sqlx::query("BEGIN").execute(&mut conn).await.unwrap_or_else(|e| panic!("{e}"));
+            sqlx::query("SELECT 1 FROM credit_accounts WHERE account_id = $1 FOR UPDATE")
+                .bind(account_id)
+                .execute(&mut conn)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            Self::Postgres(conn)
+        }
+    }
+
+    async fn release(self) {
+        match self {
+            Self::Sqlite(mut conn) => sqlx::query("ROLLBACK").execute(&mut conn).await.map(drop),
+            Self::Postgres(mut conn) => sqlx::query("ROLLBACK").execute(&mut conn).await.map(drop),
+        }
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// A read accepted while its caller went away (a client that disconnects mid-request drops the
+/// request's future) still runs at once: it is not left for its lease to run out (the test clock
+/// never moves, so a lease never would).
+async fn a_read_accepted_after_its_caller_left_still_runs(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let owner = app.onboard("leaver@example.com").await;
+    let body = read(&owner.agent_key, Some("left-early"));
+    let request: actiongate_api_types::intents::ExecuteIntentRequest = serde_json::from_value(body.clone()).unwrap_or_else(|e| panic!("{e}"));
+    // The caller's submit waits in the batcher behind the held write, and is dropped there.
+    let hold = WriteHold::take(&app, &owner.account_id).await;
+    let gateway = app.gateway.clone();
+    let caller = tokio::spawn(async move { gateway.submit(&request, actiongate_core::catalog::Lane::ExecuteIntent).await.map(drop) });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!caller.is_finished(), "the submit should be waiting for the held write");
+    caller.abort();
+    assert!(caller.await.is_err_and(|e| e.is_cancelled()));
+    hold.release().await;
+
+    // The same request again is answered with the intent the dropped one created, which ends.
+    let r = app.post(SUBMIT, body).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(app.store().count_intents(&owner.agent_id).await.unwrap_or_else(|e| panic!("{e}")), 1);
+    let id = r.body["intentId"].as_str().unwrap_or("").to_owned();
+    let done = wait_terminal(&app, &owner.agent_key, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["results"][0]["success"], json!(true), "{done}");
+}
+
 on_both_backends!(
     a_read_runs_end_to_end,
     every_refusal_has_its_code_and_creates_nothing,
@@ -559,4 +622,5 @@ on_both_backends!(
     the_daily_limit_holds_under_concurrency,
     direct_execution_needs_a_key_and_never_runs_twice,
     a_cached_agent_never_outlives_its_key_or_policy,
+    a_read_accepted_after_its_caller_left_still_runs,
 );
