@@ -85,10 +85,10 @@ impl Gateway {
         // read. A fresh attempt that finds them changed meanwhile (a concurrent key rotation or
         // policy change) reads once more.
         let key = Some(req.agent_api_key.as_str());
-        if let Some(basis) = self.cached_agent_basis(key) {
-            if let Ok(Some(done)) = self.submit_with(req, lane, only, basis, false).await {
-                return Ok(done);
-            }
+        if let Some(basis) = self.cached_agent_basis(key)
+            && let Ok(Some(done)) = self.submit_with(req, lane, only, basis, false).await
+        {
+            return Ok(done);
         }
         for _ in 0..2 {
             let basis = self.read_agent_basis(key).await?;
@@ -278,7 +278,7 @@ impl Gateway {
         };
         tracing::info!(intent_id, agent_id = agent.agent.id, action = spec.name(), lane = lane.as_str(), "intent accepted");
         let record = accepted_record(&draft, total, reserved_credits, free_request);
-        if !handed && draft.lease.is_none() {
+        if draft.lease.is_none() {
             self.runner().wake();
         }
         Ok(Some(Submitted::New(record)))
@@ -683,24 +683,6 @@ impl Subject {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn canonical_sorts_nested_keys() {
-        let a = canonical(&json!({"b": 1, "a": {"d": [ {"z": 1, "y": 2} ], "c": 3}}));
-        assert_eq!(a.to_string(), r#"{"a":{"c":3,"d":[{"y":2,"z":1}]},"b":1}"#);
-    }
-
-    #[test]
-    fn day_numbers_turn_at_utc_midnight() {
-        assert_eq!(day_of(86_399_999), 0);
-        assert_eq!(day_of(86_400_000), 1);
-        assert_eq!(day_of(-1), -1);
-    }
-}
-
 /// The record of a draft the store accepted, as it was written.
 fn accepted_record(draft: &IntentDraft, total: u32, reserved_credits: i64, free_request: bool) -> IntentRecord {
     IntentRecord {
@@ -719,5 +701,23 @@ fn accepted_record(draft: &IntentDraft, total: u32, reserved_credits: i64, free_
         total,
         created_at: draft.now,
         finished_at: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_sorts_nested_keys() {
+        let a = canonical(&json!({"b": 1, "a": {"d": [ {"z": 1, "y": 2} ], "c": 3}}));
+        assert_eq!(a.to_string(), r#"{"a":{"c":3,"d":[{"y":2,"z":1}]},"b":1}"#);
+    }
+
+    #[test]
+    fn day_numbers_turn_at_utc_midnight() {
+        assert_eq!(day_of(86_399_999), 0);
+        assert_eq!(day_of(86_400_000), 1);
+        assert_eq!(day_of(-1), -1);
     }
 }

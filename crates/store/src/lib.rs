@@ -1021,12 +1021,17 @@ async fn next_batch(jobs: &mut tokio::sync::mpsc::Receiver<Job>) -> Option<Batch
     Some(batch)
 }
 
-/// Sends each job its answer.
+/// How a batch went ([`write_batch`]): the settles' result, and one result per draft.
+type BatchResult = (Result<(), StoreError>, Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError>);
+
+/// Sends each job of a batch begun at `started` its answer.
 fn answer(
+    started: std::time::Instant,
     settle_replies: Vec<SettleReply>,
     replies: Vec<Reply>,
-    (settled, accepted): (Result<(), StoreError>, Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError>),
+    (settled, accepted): BatchResult,
 ) {
+    tracing::debug!(settles = settle_replies.len(), drafts = replies.len(), ms = started.elapsed().as_secs_f64() * 1e3, "batch written");
     if let Err(e) = &settled {
         tracing::error!(error = %e.0, size = settle_replies.len(), "settling failed");
     }
@@ -1099,8 +1104,7 @@ async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<Job
                     None => (Err(closed()), Err(closed())),
                 };
                 drop(turn);
-                tracing::debug!(settles = settles.len(), drafts = drafts.len(), ms = started.elapsed().as_secs_f64() * 1e3, "batch written");
-                answer(settle_replies, replies, result);
+                answer(started, settle_replies, replies, result);
             }
         }
         Backend::Postgres(pool) => {
@@ -1123,11 +1127,10 @@ async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<Job
                     Ok(conn) => write_batch!(conn, "BEGIN", &settles, &drafts),
                     Err(e) => (Err(StoreError(e.0.clone())), Err(e)),
                 };
-                tracing::debug!(settles = settles.len(), drafts = drafts.len(), ms = started.elapsed().as_secs_f64() * 1e3, "batch written");
                 if result.0.is_err() || result.1.is_err() {
                     held = None;
                 }
-                answer(settle_replies, replies, result);
+                answer(started, settle_replies, replies, result);
             }
             if let Some(conn) = held {
                 let _ = sqlx::Connection::close(conn).await;

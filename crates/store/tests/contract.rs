@@ -77,6 +77,12 @@ async fn challenge(store: &SqlStore, email: &str, code: u8) {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// Account acc1 of `email` with its first agent ag1 (key 1).
+async fn onboarded(store: &SqlStore, email: &str) {
+    challenge(store, email, 9).await;
+    store.complete_onboarding(&onboarding(email, 9, "acc1", "ag1", 1, 11)).await.unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[tokio::test]
 async fn onboarding_creates_once_then_signs_in() {
     for (name, f) in backends().await {
@@ -148,8 +154,7 @@ async fn failed_attempts_count_atomically_and_reset_on_a_new_code() {
 async fn agents_keys_and_policies() {
     for (name, f) in backends().await {
         let s = &f.store;
-        challenge(s, "d@example.com", 9).await;
-        s.complete_onboarding(&onboarding("d@example.com", 9, "acc1", "ag1", 1, 11)).await.unwrap_or_else(|e| panic!("{e}"));
+        onboarded(s, "d@example.com").await;
         s.create_agent(&agent("ag2", "acc1", 2), &policy("ag2")).await.unwrap_or_else(|e| panic!("{name}: {e}"));
         // A key hash is unique: a second agent with the same hash is refused.
         assert!(s.create_agent(&agent("ag3", "acc1", 2), &policy("ag3")).await.is_err(), "{name}");
@@ -257,8 +262,7 @@ async fn an_invoice_is_paid_once_by_one_transaction_and_held_credits_join_a_link
     use actiongate_core::store::SettleOutcome;
     for (name, f) in backends().await {
         let s = f.store.clone();
-        challenge(&s, "buyer@example.com", 9).await;
-        s.complete_onboarding(&onboarding("buyer@example.com", 9, "acc1", "ag1", 1, 11)).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        onboarded(&s, "buyer@example.com").await;
         let wallet = "0x00000000000000000000000000000000000000aa";
         // An unlinked payer: the credits are held for the wallet.
         s.create_invoice(&invoice("inv1", wallet, None)).await.unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -311,8 +315,7 @@ fn delegation(hash: &str, agent: &str, delegator: &str, created_at: i64, expires
 async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() {
     for (name, f) in backends().await {
         let s = &f.store;
-        challenge(s, "g@example.com", 9).await;
-        s.complete_onboarding(&onboarding("g@example.com", 9, "acc1", "ag1", 1, 11)).await.unwrap_or_else(|e| panic!("{e}"));
+        onboarded(s, "g@example.com").await;
         s.create_agent(&agent("ag2", "acc1", 2), &policy("ag2")).await.unwrap_or_else(|e| panic!("{name}: {e}"));
         let (alice, bob) = ("0xA11ce00000000000000000000000000000000001", "0xB0b0000000000000000000000000000000000002");
         for d in [
@@ -389,8 +392,7 @@ fn read_draft(n: u32, account: &str, key: u8) -> IntentDraft {
 async fn drafts_accepted_together_fail_and_go_stale_one_by_one() {
     for (name, f) in backends().await {
         let s = &f.store;
-        challenge(s, "e@example.com", 9).await;
-        s.complete_onboarding(&onboarding("e@example.com", 9, "acc1", "ag1", 1, 11)).await.unwrap_or_else(|e| panic!("{e}"));
+        onboarded(s, "e@example.com").await;
         s.grant_credits("acc1", 100, "grant", "test", 2_500).await.unwrap_or_else(|e| panic!("{name}: {e}"));
         // Submitted at once, so that the batcher takes them together: 20 good drafts, one whose
         // account does not exist (its credit row cannot be written: the batch fails and every draft
