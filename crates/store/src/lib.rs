@@ -418,6 +418,9 @@ fn challenge_from(row: ChallengeRow) -> Result<PersonhoodChallenge, StoreError> 
     })
 }
 
+/// A credit row as a batch reads and changes it: (balance, reserved, free_day, free_used).
+type CreditState = (i64, i64, i64, i32);
+
 /// Locks the credit rows of `$ids` in account order (creating a missing one) and reads them:
 /// account id -> (balance, reserved, free_day, free_used).
 macro_rules! lock_accounts {
@@ -425,7 +428,7 @@ macro_rules! lock_accounts {
         let mut ids: Vec<&str> = $ids.collect();
         ids.sort_unstable();
         ids.dedup();
-        let mut accounts: std::collections::BTreeMap<&str, (i64, i64, i64, i32)> = std::collections::BTreeMap::new();
+        let mut accounts: std::collections::BTreeMap<&str, CreditState> = std::collections::BTreeMap::new();
         for id in ids {
             let row: Option<(i64, i64, i64, i32)> = sqlx::query_as(
                 "UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1 RETURNING balance, reserved, free_day, free_used",
@@ -449,28 +452,6 @@ macro_rules! lock_accounts {
             accounts.insert(id, row);
         }
         accounts
-    }};
-}
-
-/// Writes the credit rows that changed (balance, reserved, free allowance) and the ledger rows of a
-/// bulk change, one statement per account and one for the ledger.
-macro_rules! write_credit_changes {
-    ($tx:ident, $before:expr, $accounts:expr, $ledger:expr) => {{
-        let (before, accounts, ledger) = ($before, $accounts, $ledger);
-        for (id, state) in accounts.iter() {
-            if before.get(id) != Some(state) {
-                sqlx::query("UPDATE credit_accounts SET balance = $2, reserved = $3, free_day = $4, free_used = $5 WHERE account_id = $1")
-                    .bind(*id)
-                    .bind(state.0)
-                    .bind(state.1)
-                    .bind(state.2)
-                    .bind(state.3)
-                    .execute(&mut *$tx)
-                    .await
-                    .map_err(err)?;
-            }
-        }
-        write_ledger!($tx, ledger);
     }};
 }
 
@@ -519,24 +500,33 @@ macro_rules! lock_queued_intents {
 }
 
 /// Decides in memory how the intents `$ids` end whose executions have all ended (`$intents`, from
-/// [`lock_queued_intents`]; their accounts locked in `$accounts`): the successful executions' price
-/// captured and the rest of the reservation released (a free request that did not succeed is given
-/// back), in the given order, changing `$accounts` and adding to `$ledger`. Evaluates to the ended
-/// intents by status, for [`write_finished`].
+/// [`lock_queued_intents`]; their accounts locked in `$accounts`), counting the reads that end in
+/// this batch (`$rows.reads`): the successful executions' price captured and the rest of the
+/// reservation released (a free request that did not succeed is given back), in the given order,
+/// changing `$accounts` and adding the ended intents and the ledger rows to `$rows`.
 macro_rules! settle_locked {
-    ($tx:ident, $ids:expr, $intents:expr, $accounts:expr, $ledger:expr, $now:expr) => {{
+    ($tx:ident, $ids:expr, $intents:expr, $accounts:expr, $rows:expr, $now:expr) => {{
         let (ids, intents, now): (&[String], &std::collections::HashMap<String, (IntentRecord, Option<String>)>, i64) = ($ids, $intents, $now);
-        let mut finished: std::collections::BTreeMap<&'static str, Vec<&str>> = std::collections::BTreeMap::new();
         if !intents.is_empty() {
-            let mut q = sqlx::QueryBuilder::new("SELECT intent_id, state FROM intent_executions WHERE intent_id IN (");
+            let mut q = sqlx::QueryBuilder::new("SELECT intent_id, seq, state FROM intent_executions WHERE intent_id IN (");
             let mut list = q.separated(", ");
             for id in intents.keys() {
                 list.push_bind(id);
             }
             q.push(")");
-            let states: Vec<(String, String)> = q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
+            let mut states: Vec<(String, i32, String)> = q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
+            // The reads recorded by this batch, as they will be once written (only those not ended).
+            let ending: std::collections::HashMap<(&str, i64), bool> =
+                $rows.reads.iter().map(|(id, seq, f, _)| ((*id, i64::from(*seq)), f.success)).collect();
+            for (intent, seq, state) in &mut states {
+                if let Some(success) = ending.get(&(intent.as_str(), i64::from(*seq))) {
+                    if state == "pending" || state == "started" {
+                        *state = if *success { "succeeded" } else { "failed" }.to_string();
+                    }
+                }
+            }
             let mut by_intent: std::collections::HashMap<&str, Vec<&str>> = std::collections::HashMap::new();
-            for (intent, state) in &states {
+            for (intent, _, state) in &states {
                 by_intent.entry(intent.as_str()).or_default().push(state.as_str());
             }
             for id in ids {
@@ -566,51 +556,75 @@ macro_rules! settle_locked {
                     now,
                 };
                 if capture > 0 {
-                    $ledger.push(row("capture", format!("{} x{successes} succeeded", intent.action), (balance, reserved), (balance, reserved - capture)));
+                    $rows.ledger.push(row("capture", format!("{} x{successes} succeeded", intent.action), (balance, reserved), (balance, reserved - capture)));
                 }
                 if release > 0 {
-                    $ledger.push(row("release", format!("{} unused reservation", intent.action), (balance, reserved - capture), after));
+                    $rows.ledger.push(row("release", format!("{} unused reservation", intent.action), (balance, reserved - capture), after));
                 }
                 if refund_free {
-                    $ledger.push(row("free_refund", format!("{} did not succeed", intent.action), after, after));
+                    $rows.ledger.push(row("free_refund", format!("{} did not succeed", intent.action), after, after));
                 }
-                finished.entry(status).or_default().push(id.as_str());
+                $rows.finished.push((id.as_str(), status));
             }
-        }
-        finished
-    }};
-}
-
-/// Writes the status of the intents [`settle_locked`] ended, one statement per status (they are
-/// locked by this transaction and were queued: by primary key alone).
-macro_rules! write_finished {
-    ($tx:ident, $finished:expr, $now:expr) => {{
-        let (finished, now): (&std::collections::BTreeMap<&'static str, Vec<&str>>, i64) = ($finished, $now);
-        for (status, ended) in finished {
-            let mut q = sqlx::QueryBuilder::new("UPDATE intents SET status = ");
-            q.push_bind(*status).push(", finished_at = ").push_bind(now);
-            q.push(", lease_owner = NULL, lease_until = NULL WHERE id IN (");
-            let mut list = q.separated(", ");
-            for id in ended {
-                list.push_bind(*id);
-            }
-            q.push(")");
-            q.build().execute(&mut *$tx).await.map_err(err)?;
+            $rows.finished_at = now;
         }
     }};
 }
 
-/// Records how reads ended (`$done`: intent, seq, finish), in one statement per 500, each only if
-/// it has not ended already; the caller has locked their intents and checked that they are queued
-/// and leased to the recording owner. Reads are side-effect free, so they are never marked started
-/// first.
-macro_rules! record_reads {
-    ($tx:ident, $done:expr, $now:expr) => {{
-        let (done, now): (&[&(String, u32, ExecutionFinish)], i64) = ($done, $now);
-        for chunk in done.chunks(500) {
-            let mut q = sqlx::QueryBuilder::new("WITH v (intent_id, seq, state, tx_hash, error_code, error_message, data) AS (");
-            q.push_values(chunk, |mut b, (intent_id, seq, f)| {
-                b.push_bind(intent_id)
+/// One intent a batch accepted, with what its acceptance decided (its idempotency record is
+/// written with it).
+struct NewIntent<'a> {
+    draft: &'a IntentDraft,
+    reserve: i64,
+    free: bool,
+    total: i32,
+}
+
+/// One execution of an intent a batch accepted, written pending.
+struct NewExecution<'a> {
+    intent_id: &'a str,
+    seq: i32,
+    key: String,
+    user_did: String,
+    wallet: String,
+    chain_id: i64,
+}
+
+/// Everything a batch writes, decided in memory ([`settle_locked`], [`accept_locked`]) and written
+/// at its end by [`BatchWriter::write_rows`], inside the batch's transaction.
+#[derive(Default)]
+struct BatchRows<'a> {
+    /// Reads that ended: (intent, seq, how, when), each written only if it has not ended already.
+    /// Their intents are locked by the transaction, queued, and leased to the owner recording them.
+    /// Reads are side-effect free, so they are never marked started first.
+    reads: Vec<(&'a str, u32, &'a ExecutionFinish, i64)>,
+    /// Intents that ended (locked by the transaction, and queued), with their status.
+    finished: Vec<(&'a str, &'static str)>,
+    /// When the intents of `finished` ended.
+    finished_at: i64,
+    intents: Vec<NewIntent<'a>>,
+    executions: Vec<NewExecution<'a>>,
+    /// Daily usage to add: (agent, day, micros), one entry per (agent, day).
+    usage: Vec<(String, i64, i64)>,
+    /// Credit rows that changed: account, (balance, reserved, free_day, free_used).
+    credits: Vec<(&'a str, CreditState)>,
+    ledger: Vec<LedgerWrite<'a>>,
+}
+
+/// Writes a batch's rows ([`BatchRows`]) on a connection inside its open transaction.
+trait BatchWriter {
+    async fn write_rows(&mut self, rows: &BatchRows<'_>) -> Result<(), StoreError>;
+}
+
+/// SQLite: one multi-row statement per table (its connection is in-process: a statement costs a
+/// hop to the connection's thread, not a network round trip).
+impl BatchWriter for SqliteConnection {
+    async fn write_rows(&mut self, rows: &BatchRows<'_>) -> Result<(), StoreError> {
+        let conn = self;
+        for chunk in rows.reads.chunks(500) {
+            let mut q = sqlx::QueryBuilder::new("WITH v (intent_id, seq, state, tx_hash, error_code, error_message, data, now) AS (");
+            q.push_values(chunk, |mut b, (intent_id, seq, f, now)| {
+                b.push_bind(*intent_id)
                     .push("CAST(")
                     .push_bind_unseparated(i64::from(*seq))
                     .push_unseparated(" AS INTEGER)")
@@ -618,40 +632,249 @@ macro_rules! record_reads {
                     .push_bind(&f.tx_hash)
                     .push_bind(&f.error_code)
                     .push_bind(&f.error_message)
-                    .push_bind(&f.data);
+                    .push_bind(&f.data)
+                    .push_bind(*now);
             });
             q.push(
                 ") UPDATE intent_executions SET state = v.state, tx_hash = v.tx_hash, error_code = v.error_code,
-                     error_message = v.error_message, data = v.data, started_at = COALESCE(intent_executions.started_at, ",
-            );
-            q.push_bind(now).push("), finished_at = ").push_bind(now);
-            q.push(
-                " FROM v WHERE intent_executions.intent_id = v.intent_id AND intent_executions.seq = v.seq
+                     error_message = v.error_message, data = v.data, started_at = COALESCE(intent_executions.started_at, v.now),
+                     finished_at = v.now
+                 FROM v WHERE intent_executions.intent_id = v.intent_id AND intent_executions.seq = v.seq
                    AND intent_executions.state IN ('pending', 'started')",
             );
-            q.build().execute(&mut *$tx).await.map_err(err)?;
+            q.build().execute(&mut *conn).await.map_err(err)?;
         }
-    }};
+        let mut by_status: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+        for (id, status) in &rows.finished {
+            by_status.entry(*status).or_default().push(*id);
+        }
+        for (status, ended) in by_status {
+            let mut q = sqlx::QueryBuilder::new("UPDATE intents SET status = ");
+            q.push_bind(status).push(", finished_at = ").push_bind(rows.finished_at);
+            q.push(", lease_owner = NULL, lease_until = NULL WHERE id IN (");
+            let mut list = q.separated(", ");
+            for id in ended {
+                list.push_bind(id);
+            }
+            q.push(")");
+            q.build().execute(&mut *conn).await.map_err(err)?;
+        }
+        if !rows.intents.is_empty() {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO intents (id, agent_id, account_id, action, lane, params, chain_id, amount_micros,
+                     price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at) ",
+            );
+            let mut chains = Vec::with_capacity(rows.intents.len());
+            for i in &rows.intents {
+                chains.push(i64::try_from(i.draft.chain_id).map_err(err)?);
+            }
+            q.push_values(rows.intents.iter().zip(chains), |mut b, (i, chain)| {
+                let d = i.draft;
+                b.push_bind(&d.id)
+                    .push_bind(&d.agent_id)
+                    .push_bind(&d.account_id)
+                    .push_bind(&d.action)
+                    .push_bind(&d.lane)
+                    .push_bind(&d.params)
+                    .push_bind(chain)
+                    .push_bind(d.amount_micros)
+                    .push_bind(d.price_per_execution)
+                    .push_bind(i.reserve)
+                    .push_bind(i.free)
+                    .push_bind("queued")
+                    .push_bind(i.total)
+                    .push_bind(d.lease.as_ref().map(|(o, _)| o.as_str()))
+                    .push_bind(d.lease.as_ref().map(|(_, u)| *u))
+                    .push_bind(d.now);
+            });
+            q.build().execute(&mut *conn).await.map_err(err)?;
+            let mut q = sqlx::QueryBuilder::new("INSERT INTO idempotency_keys (agent_id, key, request_hash, intent_id, created_at) ");
+            q.push_values(&rows.intents, |mut b, i| {
+                let d = i.draft;
+                b.push_bind(&d.agent_id).push_bind(&d.idempotency_key).push_bind(d.request_hash.to_vec()).push_bind(&d.id).push_bind(d.now);
+            });
+            q.build().execute(&mut *conn).await.map_err(err)?;
+        }
+        // At most 7 binds an execution: keep a statement well under every parameter limit.
+        for chunk in rows.executions.chunks(2000) {
+            let mut q = sqlx::QueryBuilder::new("INSERT INTO intent_executions (intent_id, seq, execution_key, user_did, wallet_address, chain_id, state) ");
+            q.push_values(chunk, |mut b, e| {
+                b.push_bind(e.intent_id)
+                    .push_bind(e.seq)
+                    .push_bind(&e.key)
+                    .push_bind(&e.user_did)
+                    .push_bind(&e.wallet)
+                    .push_bind(e.chain_id)
+                    .push_bind("pending");
+            });
+            q.build().execute(&mut *conn).await.map_err(err)?;
+        }
+        for (agent, day, amount) in &rows.usage {
+            sqlx::query(
+                "INSERT INTO agent_daily_usage (agent_id, day, used_micros) VALUES ($1, $2, $3)
+                 ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = agent_daily_usage.used_micros + excluded.used_micros",
+            )
+            .bind(agent)
+            .bind(*day)
+            .bind(*amount)
+            .execute(&mut *conn)
+            .await
+            .map_err(err)?;
+        }
+        for (id, state) in &rows.credits {
+            sqlx::query("UPDATE credit_accounts SET balance = $2, reserved = $3, free_day = $4, free_used = $5 WHERE account_id = $1")
+                .bind(*id)
+                .bind(state.0)
+                .bind(state.1)
+                .bind(state.2)
+                .bind(state.3)
+                .execute(&mut *conn)
+                .await
+                .map_err(err)?;
+        }
+        write_ledger!(conn, &rows.ledger);
+        Ok(())
+    }
 }
 
-/// One intent's rows, decided in memory by [`accept_locked`].
-struct AcceptedRows<'a> {
-    draft: &'a IntentDraft,
-    users: Vec<(String, String)>,
-    reserve: i64,
-    free: bool,
+/// Every write of a batch on PostgreSQL, in one statement: each table's rows are bound as arrays
+/// (one per column) and written by a data-modifying `WITH` of its own, so that the batch costs one
+/// round trip for its writes whatever it holds, and the statement has one text (prepared once per
+/// connection). The parts touch different rows (the reads and intents that ended are not the ones
+/// inserted). These tables have no foreign keys on PostgreSQL (migration 0010: a query per row each).
+const PG_WRITE_ROWS: &str = "
+WITH ended_reads AS (
+    UPDATE intent_executions SET state = v.state, tx_hash = v.tx_hash, error_code = v.error_code,
+        error_message = v.error_message, data = v.data, started_at = COALESCE(intent_executions.started_at, v.now),
+        finished_at = v.now
+    FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[])
+        AS v (intent_id, seq, state, tx_hash, error_code, error_message, data, now)
+    WHERE intent_executions.intent_id = v.intent_id AND intent_executions.seq = v.seq
+      AND intent_executions.state IN ('pending', 'started')
+), ended_intents AS (
+    UPDATE intents SET status = v.status, finished_at = $9, lease_owner = NULL, lease_until = NULL
+    FROM unnest($10::text[], $11::text[]) AS v (id, status)
+    WHERE intents.id = v.id
+), new_intents AS (
+    INSERT INTO intents (id, agent_id, account_id, action, lane, params, chain_id, amount_micros,
+        price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at)
+    SELECT id, agent_id, account_id, action, lane, params, chain_id, amount_micros, price_per_execution,
+        reserved_credits, free_request, 'queued', total, lease_owner, lease_until, created_at
+    FROM unnest($12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::int8[], $19::int8[],
+        $20::int8[], $21::int8[], $22::bool[], $23::int4[], $24::text[], $25::int8[], $26::int8[])
+        AS v (id, agent_id, account_id, action, lane, params, chain_id, amount_micros, price_per_execution,
+            reserved_credits, free_request, total, lease_owner, lease_until, created_at)
+), new_keys AS (
+    INSERT INTO idempotency_keys (agent_id, key, request_hash, intent_id, created_at)
+    SELECT * FROM unnest($13::text[], $27::text[], $28::bytea[], $12::text[], $26::int8[])
+), new_executions AS (
+    INSERT INTO intent_executions (intent_id, seq, execution_key, user_did, wallet_address, chain_id, state)
+    SELECT intent_id, seq, execution_key, user_did, wallet_address, chain_id, 'pending'
+    FROM unnest($29::text[], $30::int4[], $31::text[], $32::text[], $33::text[], $34::int8[])
+        AS v (intent_id, seq, execution_key, user_did, wallet_address, chain_id)
+), usage AS (
+    INSERT INTO agent_daily_usage (agent_id, day, used_micros)
+    SELECT * FROM unnest($35::text[], $36::int8[], $37::int8[])
+    ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = agent_daily_usage.used_micros + excluded.used_micros
+), credits AS (
+    UPDATE credit_accounts SET balance = v.balance, reserved = v.reserved, free_day = v.free_day, free_used = v.free_used
+    FROM unnest($38::text[], $39::int8[], $40::int8[], $41::int8[], $42::int4[]) AS v (account_id, balance, reserved, free_day, free_used)
+    WHERE credit_accounts.account_id = v.account_id
+), ledger AS (
+    INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id, balance_before, balance_after,
+        reserved_before, reserved_after, created_at, invoice_id)
+    SELECT * FROM unnest($43::text[], $44::text[], $45::text[], $46::text[], $47::text[], $48::text[], $49::int8[],
+        $50::int8[], $51::int8[], $52::int8[], $53::int8[], $54::text[])
+)
+SELECT 1";
+
+/// PostgreSQL: the one statement [`PG_WRITE_ROWS`] (a statement per table costs a round trip each,
+/// a wait for the server's process to be scheduled on a busy machine, with the credit rows locked).
+impl BatchWriter for sqlx::PgConnection {
+    async fn write_rows(&mut self, rows: &BatchRows<'_>) -> Result<(), StoreError> {
+        fn column<'r, T, U>(items: &'r [T], f: impl FnMut(&'r T) -> U) -> Vec<U> {
+            items.iter().map(f).collect()
+        }
+        let (reads, intents, execs, ledger) = (&rows.reads[..], &rows.intents[..], &rows.executions[..], &rows.ledger[..]);
+        let mut chains = Vec::with_capacity(intents.len());
+        for i in intents {
+            chains.push(i64::try_from(i.draft.chain_id).map_err(err)?);
+        }
+        let mut seqs = Vec::with_capacity(reads.len());
+        for (_, seq, _, _) in reads {
+            seqs.push(i32::try_from(*seq).map_err(err)?);
+        }
+        sqlx::query(PG_WRITE_ROWS)
+            .bind(column(reads, |r| r.0))
+            .bind(seqs)
+            .bind(column(reads, |r| if r.2.success { "succeeded" } else { "failed" }))
+            .bind(column(reads, |r| r.2.tx_hash.as_deref()))
+            .bind(column(reads, |r| r.2.error_code.as_deref()))
+            .bind(column(reads, |r| r.2.error_message.as_deref()))
+            .bind(column(reads, |r| r.2.data.as_deref()))
+            .bind(column(reads, |r| r.3))
+            .bind(rows.finished_at)
+            .bind(column(&rows.finished, |f| f.0))
+            .bind(column(&rows.finished, |f| f.1))
+            .bind(column(intents, |i| i.draft.id.as_str()))
+            .bind(column(intents, |i| i.draft.agent_id.as_str()))
+            .bind(column(intents, |i| i.draft.account_id.as_str()))
+            .bind(column(intents, |i| i.draft.action.as_str()))
+            .bind(column(intents, |i| i.draft.lane.as_str()))
+            .bind(column(intents, |i| i.draft.params.as_str()))
+            .bind(chains)
+            .bind(column(intents, |i| i.draft.amount_micros))
+            .bind(column(intents, |i| i.draft.price_per_execution))
+            .bind(column(intents, |i| i.reserve))
+            .bind(column(intents, |i| i.free))
+            .bind(column(intents, |i| i.total))
+            .bind(column(intents, |i| i.draft.lease.as_ref().map(|(o, _)| o.as_str())))
+            .bind(column(intents, |i| i.draft.lease.as_ref().map(|(_, u)| *u)))
+            .bind(column(intents, |i| i.draft.now))
+            .bind(column(intents, |i| i.draft.idempotency_key.as_str()))
+            .bind(column(intents, |i| i.draft.request_hash.to_vec()))
+            .bind(column(execs, |e| e.intent_id))
+            .bind(column(execs, |e| e.seq))
+            .bind(column(execs, |e| e.key.as_str()))
+            .bind(column(execs, |e| e.user_did.as_str()))
+            .bind(column(execs, |e| e.wallet.as_str()))
+            .bind(column(execs, |e| e.chain_id))
+            .bind(column(&rows.usage, |u| u.0.as_str()))
+            .bind(column(&rows.usage, |u| u.1))
+            .bind(column(&rows.usage, |u| u.2))
+            .bind(column(&rows.credits, |c| c.0))
+            .bind(column(&rows.credits, |c| c.1.0))
+            .bind(column(&rows.credits, |c| c.1.1))
+            .bind(column(&rows.credits, |c| c.1.2))
+            .bind(column(&rows.credits, |c| c.1.3))
+            .bind(column(ledger, |_| new_id()))
+            .bind(column(ledger, |l| l.account_id))
+            .bind(column(ledger, |l| l.agent_id))
+            .bind(column(ledger, |l| l.kind))
+            .bind(column(ledger, |l| l.reason.as_str()))
+            .bind(column(ledger, |l| l.intent_id))
+            .bind(column(ledger, |l| l.before.0))
+            .bind(column(ledger, |l| l.after.0))
+            .bind(column(ledger, |l| l.before.1))
+            .bind(column(ledger, |l| l.after.1))
+            .bind(column(ledger, |l| l.now))
+            .bind(column(ledger, |l| l.invoice_id))
+            .execute(self)
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
 }
 
 /// Decides a batch of drafts in memory after reading what they depend on in a few statements (the
 /// agents' keys and policies; the batch's idempotency keys; today's usage) against their credit rows,
-/// already locked in `$accounts`, then writes every accepted draft's rows with one multi-row
-/// statement per table, except the credit changes: those stay in `$accounts` and `$ledger` for the
-/// caller to write. Checks in order: idempotency, daily limit, delegation (the users addressed),
+/// already locked in `$accounts`, and adds every accepted draft's rows to `$rows` (its credit change
+/// stays in `$accounts`, for the caller to write with the rest). Checks in order: idempotency, daily limit, delegation (the users addressed),
 /// credits; drafts are decided in arrival order, each seeing the ones before it, and a refused draft
 /// writes nothing. Evaluates to one outcome per draft (a `?` inside returns from the caller's block;
 /// on any error the caller rolls the whole transaction back).
 macro_rules! accept_locked {
-    ($tx:ident, $drafts:expr, $accounts:expr, $ledger:expr) => {{
+    ($tx:ident, $drafts:expr, $accounts:expr, $rows:expr) => {{
         let drafts: &[IntentDraft] = $drafts;
         {
             use std::collections::{BTreeMap, HashMap};
@@ -712,7 +935,6 @@ macro_rules! accept_locked {
             let mut in_batch: HashMap<(String, String), ([u8; 32], String)> = HashMap::new();
             let mut stale: Vec<(String, String)> = Vec::new();
             let mut added_usage: BTreeMap<(String, i64), i64> = BTreeMap::new();
-            let mut accepted: Vec<AcceptedRows<'_>> = Vec::new();
             let mut outcomes = Vec::with_capacity(drafts.len());
             for d in drafts {
                 let confirmed = current.get(&d.agent_id).is_some_and(|(hash, policy)| hash.as_slice() == d.key_hash.0.as_slice() && *policy == d.policy);
@@ -764,7 +986,7 @@ macro_rules! accept_locked {
                     let new_free = if free { free_today + 1 } else { free_today };
                     *state = (balance - reserve, reserved + reserve, d.day, i32::try_from(new_free).map_err(err)?);
                     let reason = format!("{} x{}", d.action, users.len());
-                    $ledger.push(LedgerWrite {
+                    $rows.ledger.push(LedgerWrite {
                         account_id: &d.account_id,
                         agent_id: Some(&d.agent_id),
                         kind: if free { "free" } else { "reserve" },
@@ -787,8 +1009,13 @@ macro_rules! accept_locked {
                     stale.push(key.clone());
                 }
                 in_batch.insert(key, (d.request_hash, d.id.clone()));
-                outcomes.push(AcceptOutcome::Accepted { total: u32::try_from(users.len()).map_err(err)?, reserved_credits: reserve, free_request: free });
-                accepted.push(AcceptedRows { draft: d, users, reserve, free });
+                let total = u32::try_from(users.len()).map_err(err)?;
+                outcomes.push(AcceptOutcome::Accepted { total, reserved_credits: reserve, free_request: free });
+                for (seq, (user_did, wallet)) in (0u32..).zip(users) {
+                    let key = execution_key(&d.id, seq);
+                    $rows.executions.push(NewExecution { intent_id: &d.id, seq: i32::try_from(seq).map_err(err)?, key, user_did, wallet, chain_id: chain });
+                }
+                $rows.intents.push(NewIntent { draft: d, reserve, free, total: i32::try_from(total).map_err(err)? });
             }
 
             for (agent, key) in &stale {
@@ -799,70 +1026,8 @@ macro_rules! accept_locked {
                     .await
                     .map_err(err)?;
             }
-            if !accepted.is_empty() {
-                let mut q = sqlx::QueryBuilder::new(
-                    "INSERT INTO intents (id, agent_id, account_id, action, lane, params, chain_id, amount_micros,
-                         price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at) ",
-                );
-                let mut rows = Vec::with_capacity(accepted.len());
-                for a in &accepted {
-                    rows.push((a, i64::try_from(a.draft.chain_id).map_err(err)?, i32::try_from(a.users.len()).map_err(err)?));
-                }
-                q.push_values(&rows, |mut b, (a, chain, total)| {
-                    let d = a.draft;
-                    b.push_bind(&d.id)
-                        .push_bind(&d.agent_id)
-                        .push_bind(&d.account_id)
-                        .push_bind(&d.action)
-                        .push_bind(&d.lane)
-                        .push_bind(&d.params)
-                        .push_bind(*chain)
-                        .push_bind(d.amount_micros)
-                        .push_bind(d.price_per_execution)
-                        .push_bind(a.reserve)
-                        .push_bind(a.free)
-                        .push_bind("queued")
-                        .push_bind(*total)
-                        .push_bind(d.lease.as_ref().map(|(o, _)| o.as_str()))
-                        .push_bind(d.lease.as_ref().map(|(_, u)| *u))
-                        .push_bind(d.now);
-                });
-                q.build().execute(&mut *$tx).await.map_err(err)?;
-
-                let mut execs = Vec::new();
-                for (a, chain, _) in &rows {
-                    for (seq, (did, wallet)) in a.users.iter().enumerate() {
-                        let seq = u32::try_from(seq).map_err(err)?;
-                        execs.push((&a.draft.id, i32::try_from(seq).map_err(err)?, execution_key(&a.draft.id, seq), did, wallet, *chain));
-                    }
-                }
-                // At most 6 binds an execution: keep a statement well under every parameter limit.
-                for chunk in execs.chunks(2000) {
-                    let mut q = sqlx::QueryBuilder::new("INSERT INTO intent_executions (intent_id, seq, execution_key, user_did, wallet_address, chain_id, state) ");
-                    q.push_values(chunk, |mut b, (id, seq, key, did, wallet, chain)| {
-                        b.push_bind(*id).push_bind(*seq).push_bind(key).push_bind(*did).push_bind(*wallet).push_bind(*chain).push_bind("pending");
-                    });
-                    q.build().execute(&mut *$tx).await.map_err(err)?;
-                }
-
-                let mut q = sqlx::QueryBuilder::new("INSERT INTO idempotency_keys (agent_id, key, request_hash, intent_id, created_at) ");
-                q.push_values(&accepted, |mut b, a| {
-                    let d = a.draft;
-                    b.push_bind(&d.agent_id).push_bind(&d.idempotency_key).push_bind(d.request_hash.to_vec()).push_bind(&d.id).push_bind(d.now);
-                });
-                q.build().execute(&mut *$tx).await.map_err(err)?;
-            }
-            for ((agent, day), amount) in &added_usage {
-                sqlx::query(
-                    "INSERT INTO agent_daily_usage (agent_id, day, used_micros) VALUES ($1, $2, $3)
-                     ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = agent_daily_usage.used_micros + excluded.used_micros",
-                )
-                .bind(agent)
-                .bind(*day)
-                .bind(*amount)
-                .execute(&mut *$tx)
-                .await
-                .map_err(err)?;
+            for ((agent, day), amount) in added_usage {
+                $rows.usage.push((agent, day, amount));
             }
             outcomes
         }
@@ -913,9 +1078,10 @@ impl Batch {
 }
 
 /// Records the ended reads of `$settles` and settles their intents, then accepts `$drafts`, in the
-/// open transaction `$tx` (either may be empty): the settled intents and the drafts share one lock of their credit rows (taken in account
-/// order, so two processes' batches never wait on each other in a cycle) and one write of the credit
-/// changes and the ledger. Evaluates to one outcome per draft. The one path of every accept and
+/// open transaction `$tx` (either may be empty): the settled intents and the drafts share one lock
+/// of their credit rows (taken in account order, so two processes' batches never wait on each other
+/// in a cycle), and everything they write is decided in memory and written at the end
+/// ([`BatchWriter`]: one statement on PostgreSQL). Evaluates to one outcome per draft. The one path of every accept and
 /// settle: a batch, its fallbacks, and [`Store::finish_intent`].
 macro_rules! settle_and_accept {
     ($tx:ident, $settles:expr, $drafts:expr) => {{
@@ -924,14 +1090,14 @@ macro_rules! settle_and_accept {
             let now = settles.iter().map(|s| s.now).chain(drafts.iter().map(|d| d.now)).max().unwrap_or(0);
             let ids: Vec<String> = settles.iter().flat_map(|s| s.intents.iter().cloned()).collect();
             let intents = lock_queued_intents!($tx, &ids);
+            let mut rows = BatchRows::default();
             // Only while each intent is still queued and leased to the owner recording it.
             for s in settles {
-                let done: Vec<&(String, u32, ExecutionFinish)> = s
-                    .done
-                    .iter()
-                    .filter(|(id, _, _)| intents.get(id).is_some_and(|(_, owner)| owner.as_deref() == Some(s.owner.as_str())))
-                    .collect();
-                record_reads!($tx, &done, s.now);
+                for (id, seq, f) in &s.done {
+                    if intents.get(id).is_some_and(|(_, owner)| owner.as_deref() == Some(s.owner.as_str())) {
+                        rows.reads.push((id.as_str(), *seq, f, s.now));
+                    }
+                }
             }
             let mut accounts = lock_accounts!(
                 $tx,
@@ -939,11 +1105,10 @@ macro_rules! settle_and_accept {
                 now
             );
             let before = accounts.clone();
-            let mut ledger: Vec<LedgerWrite<'_>> = Vec::new();
-            let finished = settle_locked!($tx, &ids, &intents, accounts, ledger, now);
-            write_finished!($tx, &finished, now);
-            let outcomes = if drafts.is_empty() { Vec::new() } else { accept_locked!($tx, drafts, accounts, ledger) };
-            write_credit_changes!($tx, &before, &accounts, &ledger);
+            settle_locked!($tx, &ids, &intents, accounts, rows, now);
+            let outcomes = if drafts.is_empty() { Vec::new() } else { accept_locked!($tx, drafts, accounts, rows) };
+            rows.credits = accounts.into_iter().filter(|(id, state)| before.get(id) != Some(state)).collect();
+            BatchWriter::write_rows(&mut *$tx, &rows).await?;
             Ok(outcomes)
         }
         .await;
