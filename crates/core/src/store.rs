@@ -232,6 +232,13 @@ pub struct ExecutionFinish {
     pub data: Option<String>,
 }
 
+impl ExecutionFinish {
+    /// The state the execution ends in.
+    pub fn state(&self) -> &'static str {
+        if self.success { "succeeded" } else { "failed" }
+    }
+}
+
 /// An account's credits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreditAccount {

@@ -430,7 +430,7 @@ macro_rules! lock_accounts {
         ids.dedup();
         let mut accounts: std::collections::BTreeMap<&str, CreditState> = std::collections::BTreeMap::new();
         for id in ids {
-            let row: Option<(i64, i64, i64, i32)> = sqlx::query_as(
+            let row: Option<CreditState> = sqlx::query_as(
                 "UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1 RETURNING balance, reserved, free_day, free_used",
             )
             .bind(id)
@@ -516,13 +516,13 @@ macro_rules! settle_locked {
             q.push(")");
             let mut states: Vec<(String, i32, String)> = q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
             // The reads recorded by this batch, as they will be once written (only those not ended).
-            let ending: std::collections::HashMap<(&str, i64), bool> =
-                $rows.reads.iter().map(|(id, seq, f, _)| ((*id, i64::from(*seq)), f.success)).collect();
+            let ending: std::collections::HashMap<(&str, i64), &str> =
+                $rows.reads.iter().map(|(id, seq, f, _)| ((*id, i64::from(*seq)), f.state())).collect();
             for (intent, seq, state) in &mut states {
-                if let Some(success) = ending.get(&(intent.as_str(), i64::from(*seq))) {
-                    if state == "pending" || state == "started" {
-                        *state = if *success { "succeeded" } else { "failed" }.to_string();
-                    }
+                if let Some(ended) = ending.get(&(intent.as_str(), i64::from(*seq)))
+                    && (state == "pending" || state == "started")
+                {
+                    *state = (*ended).to_owned();
                 }
             }
             let mut by_intent: std::collections::HashMap<&str, Vec<&str>> = std::collections::HashMap::new();
@@ -566,7 +566,6 @@ macro_rules! settle_locked {
                 }
                 $rows.finished.push((id.as_str(), status));
             }
-            $rows.finished_at = now;
         }
     }};
 }
@@ -575,6 +574,7 @@ macro_rules! settle_locked {
 /// written with it).
 struct NewIntent<'a> {
     draft: &'a IntentDraft,
+    chain_id: i64,
     reserve: i64,
     free: bool,
     total: i32,
@@ -600,7 +600,7 @@ struct BatchRows<'a> {
     reads: Vec<(&'a str, u32, &'a ExecutionFinish, i64)>,
     /// Intents that ended (locked by the transaction, and queued), with their status.
     finished: Vec<(&'a str, &'static str)>,
-    /// When the intents of `finished` ended.
+    /// When the intents of `finished` ended (the batch's time).
     finished_at: i64,
     intents: Vec<NewIntent<'a>>,
     executions: Vec<NewExecution<'a>>,
@@ -628,7 +628,7 @@ impl BatchWriter for SqliteConnection {
                     .push("CAST(")
                     .push_bind_unseparated(i64::from(*seq))
                     .push_unseparated(" AS INTEGER)")
-                    .push_bind(if f.success { "succeeded" } else { "failed" })
+                    .push_bind(f.state())
                     .push_bind(&f.tx_hash)
                     .push_bind(&f.error_code)
                     .push_bind(&f.error_message)
@@ -664,11 +664,7 @@ impl BatchWriter for SqliteConnection {
                 "INSERT INTO intents (id, agent_id, account_id, action, lane, params, chain_id, amount_micros,
                      price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at) ",
             );
-            let mut chains = Vec::with_capacity(rows.intents.len());
-            for i in &rows.intents {
-                chains.push(i64::try_from(i.draft.chain_id).map_err(err)?);
-            }
-            q.push_values(rows.intents.iter().zip(chains), |mut b, (i, chain)| {
+            q.push_values(&rows.intents, |mut b, i| {
                 let d = i.draft;
                 b.push_bind(&d.id)
                     .push_bind(&d.agent_id)
@@ -676,7 +672,7 @@ impl BatchWriter for SqliteConnection {
                     .push_bind(&d.action)
                     .push_bind(&d.lane)
                     .push_bind(&d.params)
-                    .push_bind(chain)
+                    .push_bind(i.chain_id)
                     .push_bind(d.amount_micros)
                     .push_bind(d.price_per_execution)
                     .push_bind(i.reserve)
@@ -796,10 +792,6 @@ impl BatchWriter for sqlx::PgConnection {
             items.iter().map(f).collect()
         }
         let (reads, intents, execs, ledger) = (&rows.reads[..], &rows.intents[..], &rows.executions[..], &rows.ledger[..]);
-        let mut chains = Vec::with_capacity(intents.len());
-        for i in intents {
-            chains.push(i64::try_from(i.draft.chain_id).map_err(err)?);
-        }
         let mut seqs = Vec::with_capacity(reads.len());
         for (_, seq, _, _) in reads {
             seqs.push(i32::try_from(*seq).map_err(err)?);
@@ -807,7 +799,7 @@ impl BatchWriter for sqlx::PgConnection {
         sqlx::query(PG_WRITE_ROWS)
             .bind(column(reads, |r| r.0))
             .bind(seqs)
-            .bind(column(reads, |r| if r.2.success { "succeeded" } else { "failed" }))
+            .bind(column(reads, |r| r.2.state()))
             .bind(column(reads, |r| r.2.tx_hash.as_deref()))
             .bind(column(reads, |r| r.2.error_code.as_deref()))
             .bind(column(reads, |r| r.2.error_message.as_deref()))
@@ -822,7 +814,7 @@ impl BatchWriter for sqlx::PgConnection {
             .bind(column(intents, |i| i.draft.action.as_str()))
             .bind(column(intents, |i| i.draft.lane.as_str()))
             .bind(column(intents, |i| i.draft.params.as_str()))
-            .bind(chains)
+            .bind(column(intents, |i| i.chain_id))
             .bind(column(intents, |i| i.draft.amount_micros))
             .bind(column(intents, |i| i.draft.price_per_execution))
             .bind(column(intents, |i| i.reserve))
@@ -869,9 +861,9 @@ impl BatchWriter for sqlx::PgConnection {
 /// Decides a batch of drafts in memory after reading what they depend on in a few statements (the
 /// agents' keys and policies; the batch's idempotency keys; today's usage) against their credit rows,
 /// already locked in `$accounts`, and adds every accepted draft's rows to `$rows` (its credit change
-/// stays in `$accounts`, for the caller to write with the rest). Checks in order: idempotency, daily limit, delegation (the users addressed),
-/// credits; drafts are decided in arrival order, each seeing the ones before it, and a refused draft
-/// writes nothing. Evaluates to one outcome per draft (a `?` inside returns from the caller's block;
+/// stays in `$accounts`, for the caller to write with the rest). Checks in order: idempotency, daily
+/// limit, delegation (the users addressed), credits; drafts are decided in arrival order, each
+/// seeing the ones before it, and a refused draft writes nothing. Evaluates to one outcome per draft (a `?` inside returns from the caller's block;
 /// on any error the caller rolls the whole transaction back).
 macro_rules! accept_locked {
     ($tx:ident, $drafts:expr, $accounts:expr, $rows:expr) => {{
@@ -1015,7 +1007,7 @@ macro_rules! accept_locked {
                     let key = execution_key(&d.id, seq);
                     $rows.executions.push(NewExecution { intent_id: &d.id, seq: i32::try_from(seq).map_err(err)?, key, user_did, wallet, chain_id: chain });
                 }
-                $rows.intents.push(NewIntent { draft: d, reserve, free, total: i32::try_from(total).map_err(err)? });
+                $rows.intents.push(NewIntent { draft: d, chain_id: chain, reserve, free, total: i32::try_from(total).map_err(err)? });
             }
 
             for (agent, key) in &stale {
@@ -1081,8 +1073,8 @@ impl Batch {
 /// open transaction `$tx` (either may be empty): the settled intents and the drafts share one lock
 /// of their credit rows (taken in account order, so two processes' batches never wait on each other
 /// in a cycle), and everything they write is decided in memory and written at the end
-/// ([`BatchWriter`]: one statement on PostgreSQL). Evaluates to one outcome per draft. The one path of every accept and
-/// settle: a batch, its fallbacks, and [`Store::finish_intent`].
+/// ([`BatchWriter`]: one statement on PostgreSQL). Evaluates to one outcome per draft. The one path
+/// of every accept and settle: a batch, its fallbacks, and [`Store::finish_intent`].
 macro_rules! settle_and_accept {
     ($tx:ident, $settles:expr, $drafts:expr) => {{
         let (settles, drafts): (&[Settle], &[IntentDraft]) = ($settles, $drafts);
@@ -1090,7 +1082,7 @@ macro_rules! settle_and_accept {
             let now = settles.iter().map(|s| s.now).chain(drafts.iter().map(|d| d.now)).max().unwrap_or(0);
             let ids: Vec<String> = settles.iter().flat_map(|s| s.intents.iter().cloned()).collect();
             let intents = lock_queued_intents!($tx, &ids);
-            let mut rows = BatchRows::default();
+            let mut rows = BatchRows { finished_at: now, ..BatchRows::default() };
             // Only while each intent is still queued and leased to the owner recording it.
             for s in settles {
                 for (id, seq, f) in &s.done {
@@ -1836,7 +1828,7 @@ impl Store for SqlStore {
 
     async fn finish_execution(&self, intent_id: &str, seq: u32, f: &ExecutionFinish, now: i64) -> Result<bool, StoreError> {
         let seq = i32::try_from(seq).map_err(err)?;
-        let state = if f.success { "succeeded" } else { "failed" };
+        let state = f.state();
         on_writer!(self, pool => sqlx::query(
             "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
                  finished_at = $8
