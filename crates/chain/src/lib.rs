@@ -8,6 +8,7 @@ pub mod payments;
 pub mod bindings;
 pub mod client;
 pub mod delegation;
+pub mod locks;
 pub mod plan;
 pub mod provider;
 pub mod revert;

@@ -21,6 +21,7 @@ use async_trait::async_trait;
 
 use crate::bindings::IERC20;
 use crate::client::ChainClients;
+use crate::locks::KeyedLocks;
 use crate::plan::{Call, Plan, rpc_error};
 use crate::sender::WalletSender;
 
@@ -124,7 +125,7 @@ pub struct ChainSettler {
     sender: WalletSender,
     clock: Arc<dyn Clock>,
     /// One settlement of an invoice at a time in this process.
-    settling: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    settling: KeyedLocks<String>,
 }
 
 impl ChainSettler {
@@ -151,11 +152,7 @@ impl AuthorizationSettler for ChainSettler {
 
     async fn settle(&self, t: &AuthorizationTerms<'_>, a: &Authorization, signature: &str) -> Result<String> {
         let client = self.clients.get(t.chain_id).ok_or_else(|| Error::new(ErrorCode::NotAvailable, format!("Chain {} has no RPC URL here.", t.chain_id)))?;
-        let lock = match self.settling.lock() {
-            Ok(mut m) => m.entry(t.settlement_key.to_owned()).or_default().clone(),
-            Err(poisoned) => poisoned.into_inner().entry(t.settlement_key.to_owned()).or_default().clone(),
-        };
-        let _one_at_a_time = lock.lock().await;
+        let _one_at_a_time = self.settling.lock(t.settlement_key.to_owned()).await;
         // A settlement of this invoice sent before (the process died before crediting, or the client
         // retried): its transaction is found by its reserved nonce and awaited, never sent again.
         if let Some(earlier) = self.sender.reconcile(client, &self.signer, t.settlement_key).await? {

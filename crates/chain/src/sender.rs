@@ -9,8 +9,7 @@
 //! or signed (it may have been sent: re-send the same bytes, which cannot pay twice, and wait for the
 //! receipt). A transaction that stays unmined is re-signed at the same nonce with higher fees.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
 use actiongate_core::clock::{Clock, to_millis};
@@ -29,6 +28,7 @@ use alloy::signers::local::PrivateKeySigner;
 use serde_json::json;
 
 use crate::client::{ChainClient, ChainOptions};
+use crate::locks::KeyedLocks;
 use crate::plan::{Call, Plan, rpc_error};
 use crate::revert;
 
@@ -117,27 +117,18 @@ fn rejected(e: &alloy::transports::TransportError) -> bool {
     })
 }
 
-type WalletLocks = HashMap<(u64, Address), Arc<tokio::sync::Mutex<()>>>;
-
 /// Sends from wallets the gateway holds; one lock per wallet in this process.
 pub struct WalletSender {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     options: ChainOptions,
-    locks: Mutex<WalletLocks>,
+    locks: KeyedLocks<(u64, Address)>,
     after_send: Option<AfterSend>,
 }
 
 impl WalletSender {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, options: ChainOptions, after_send: Option<AfterSend>) -> Self {
-        Self { store, clock, options, locks: Mutex::new(HashMap::new()), after_send }
-    }
-
-    fn lock_of(&self, chain_id: u64, wallet: Address) -> Arc<tokio::sync::Mutex<()>> {
-        match self.locks.lock() {
-            Ok(mut locks) => locks.entry((chain_id, wallet)).or_default().clone(),
-            Err(poisoned) => poisoned.into_inner().entry((chain_id, wallet)).or_default().clone(),
-        }
+        Self { store, clock, options, locks: KeyedLocks::default(), after_send }
     }
 
     fn now(&self) -> i64 {
@@ -165,11 +156,10 @@ impl WalletSender {
     {
         let wallet = signer.address();
         let wallet_text = wallet.to_string();
-        let lock = self.lock_of(client.chain_id, wallet);
         // One retry: a nonce the node says is taken (the wallet was used elsewhere) is given back and
         // the plan is sent again at fresh nonces.
         for attempt in 0..2 {
-            let _guard = lock.lock().await;
+            let _guard = self.locks.lock((client.chain_id, wallet)).await;
             let plan = make_plan().await?;
             let gas = simulate(client, wallet, &plan.calls).await?;
             let (max_fee, priority) = fees(client).await?;
