@@ -27,28 +27,26 @@ pub struct KeyedGuard<'a, K: Eq + Hash> {
     guard: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
-impl<K: Eq + Hash + Clone> KeyedLocks<K> {
+impl<K: Eq + Hash> KeyedLocks<K> {
     fn slots(&self) -> MutexGuard<'_, HashMap<K, Slot>> {
         // Nothing panics while holding it; should something, the map is still whole.
         self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// How many keys have a lock now (held or waited for).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.slots().len()
+    }
+}
+
+impl<K: Eq + Hash + Clone> KeyedLocks<K> {
     /// Waits for `key`'s lock.
     pub async fn lock(&self, key: K) -> KeyedGuard<'_, K> {
         let slot = self.slots().entry(key.clone()).or_default().clone();
         // Until it holds the lock, this call's clone keeps the slot in the map (see Drop).
         let guard = slot.lock_owned().await;
         KeyedGuard { locks: self, key: Some(key), guard: Some(guard) }
-    }
-
-    /// How many keys have a lock now (held or waited for).
-    pub fn len(&self) -> usize {
-        self.slots().len()
-    }
-
-    /// No key has a lock now.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -57,7 +55,7 @@ impl<K: Eq + Hash> Drop for KeyedGuard<'_, K> {
         let (Some(guard), Some(key)) = (self.guard.take(), self.key.take()) else { return };
         let slot = tokio::sync::OwnedMutexGuard::mutex(&guard).clone();
         drop(guard);
-        let mut slots = self.locks.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut slots = self.locks.slots();
         // The map's clone and `slot`: nobody else holds or waits for it (they take their clone under
         // this same mutex, so none can appear while it is held).
         if Arc::strong_count(&slot) == 2 {
@@ -80,7 +78,7 @@ mod tests {
             let _b = locks.lock("invoice-2".into()).await;
             assert_eq!(locks.len(), 2);
         }
-        assert!(locks.is_empty(), "both keys released: the map is empty again");
+        assert_eq!(locks.len(), 0, "both keys released: the map is empty again");
     }
 
     #[tokio::test]
@@ -103,10 +101,10 @@ mod tests {
             })
             .collect();
         for t in tasks {
-            t.await.expect("task");
+            t.await.unwrap_or_else(|e| panic!("{e}"));
         }
         assert_eq!(most.load(Ordering::SeqCst), 1, "never two holders of one key at once");
-        assert!(locks.is_empty());
+        assert_eq!(locks.len(), 0);
     }
 
     #[tokio::test]
