@@ -168,7 +168,12 @@ mod docs_tests {
         let rows: Vec<Vec<&str>> = doc
             .lines()
             .filter(|l| l.starts_with("| ") && l.matches('|').count() >= 5)
-            .map(|l| l.split('|').map(str::trim).filter(|c| !c.is_empty()).collect())
+            .map(|l| {
+                l.split('|')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
             .filter(|cells: &Vec<&str>| cells.len() >= 3 && cells[1].parse::<u16>().is_ok())
             .collect();
         for code in ErrorCode::ALL {
@@ -176,10 +181,22 @@ mod docs_tests {
             let row = rows.iter().find(|r| r[0] == code.as_str());
             assert!(row.is_some(), "docs/API.md has no row for {code}");
             if let Some(row) = row {
-                assert_eq!(row[1], code.http_status().to_string(), "status of {code} in docs/API.md");
-                assert_eq!(Some(row[2]), family.as_str(), "family of {code} in docs/API.md");
+                assert_eq!(
+                    row[1],
+                    code.http_status().to_string(),
+                    "status of {code} in docs/API.md"
+                );
+                assert_eq!(
+                    Some(row[2]),
+                    family.as_str(),
+                    "family of {code} in docs/API.md"
+                );
             }
         }
-        assert_eq!(rows.len(), ErrorCode::ALL.len(), "docs/API.md lists a code the code table lacks");
+        assert_eq!(
+            rows.len(),
+            ErrorCode::ALL.len(),
+            "docs/API.md lists a code the code table lacks"
+        );
     }
 }

@@ -25,7 +25,10 @@ pub struct Envelope<T> {
 
 impl<T> Envelope<T> {
     pub fn new(data: T) -> Self {
-        Self { success: true, data }
+        Self {
+            success: true,
+            data,
+        }
     }
 }
 

@@ -20,14 +20,21 @@ pub enum AmountError {
 pub fn parse_units(text: &str, decimals: u8) -> Result<U256, AmountError> {
     let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !digits(whole) || !digits(frac) || (text.contains('.') && frac.is_empty()) {
+    if whole.is_empty()
+        || !digits(whole)
+        || !digits(frac)
+        || (text.contains('.') && frac.is_empty())
+    {
         return Err(AmountError::NotDecimal);
     }
     let frac = frac.trim_end_matches('0');
     if frac.len() > usize::from(decimals) {
         return Err(AmountError::TooPrecise(decimals));
     }
-    let scaled = format!("{whole}{frac}{}", "0".repeat(usize::from(decimals) - frac.len()));
+    let scaled = format!(
+        "{whole}{frac}{}",
+        "0".repeat(usize::from(decimals) - frac.len())
+    );
     let value = U256::from_str_radix(&scaled, 10).map_err(|_| AmountError::TooLarge)?;
     if value.is_zero() {
         return Err(AmountError::Zero);
@@ -45,7 +52,11 @@ pub fn format_units(value: U256, decimals: u8) -> String {
     let padded = format!("{digits:0>width$}", width = d + 1);
     let (whole, frac) = padded.split_at(padded.len() - d);
     let frac = frac.trim_end_matches('0');
-    if frac.is_empty() { whole.to_owned() } else { format!("{whole}.{frac}") }
+    if frac.is_empty() {
+        whole.to_owned()
+    } else {
+        format!("{whole}.{frac}")
+    }
 }
 
 #[cfg(test)]
@@ -55,7 +66,10 @@ mod tests {
     #[test]
     fn parses_exactly() {
         assert_eq!(parse_units("25.5", 6), Ok(U256::from(25_500_000u64)));
-        assert_eq!(parse_units("1", 18), Ok(U256::from(10u64).pow(U256::from(18u64))));
+        assert_eq!(
+            parse_units("1", 18),
+            Ok(U256::from(10u64).pow(U256::from(18u64)))
+        );
         assert_eq!(parse_units("0.000001", 6), Ok(U256::from(1u64)));
         assert_eq!(parse_units("0.10", 1), Ok(U256::from(1u64)));
         assert_eq!(parse_units("0.0000001", 6), Err(AmountError::TooPrecise(6)));

@@ -70,9 +70,13 @@ impl ChainClients {
     pub fn connect(chains: &Chains, options: ChainOptions) -> Result<Self, ClientError> {
         let mut clients = BTreeMap::new();
         for (&chain_id, settings) in &chains.0 {
-            let Some(url) = &settings.rpc_url else { continue };
+            let Some(url) = &settings.rpc_url else {
+                continue;
+            };
             let fail = |reason: String| ClientError { chain_id, reason };
-            let url: reqwest::Url = url.parse().map_err(|e| fail(format!("rpc-url is not a URL: {e}")))?;
+            let url: reqwest::Url = url
+                .parse()
+                .map_err(|e| fail(format!("rpc-url is not a URL: {e}")))?;
             let http = reqwest::Client::builder()
                 .timeout(options.request_timeout)
                 .build()
@@ -83,10 +87,27 @@ impl ChainClients {
                 options.retry_backoff.as_millis() as u64,
                 options.compute_units_per_second,
             );
-            let client = ClientBuilder::default().layer(retry).http_with_client(http, url);
-            let provider = ProviderBuilder::new().disable_recommended_fillers().connect_client(client).erased();
-            let poll = if is_local { Duration::from_millis(50) } else { Duration::from_secs(1) };
-            clients.insert(chain_id, Arc::new(ChainClient { chain_id, settings: settings.clone(), provider, poll }));
+            let client = ClientBuilder::default()
+                .layer(retry)
+                .http_with_client(http, url);
+            let provider = ProviderBuilder::new()
+                .disable_recommended_fillers()
+                .connect_client(client)
+                .erased();
+            let poll = if is_local {
+                Duration::from_millis(50)
+            } else {
+                Duration::from_secs(1)
+            };
+            clients.insert(
+                chain_id,
+                Arc::new(ChainClient {
+                    chain_id,
+                    settings: settings.clone(),
+                    provider,
+                    poll,
+                }),
+            );
         }
         Ok(Self { clients, options })
     }

@@ -4,11 +4,11 @@
 //! the runner and build-tx call through `actiongate_core::execution::Provider`.
 
 pub mod amount;
-pub mod payments;
 pub mod bindings;
 pub mod client;
 pub mod delegation;
 pub mod locks;
+pub mod payments;
 pub mod plan;
 pub mod provider;
 pub mod revert;

@@ -15,7 +15,9 @@ pub struct KeyedLocks<K> {
 
 impl<K> Default for KeyedLocks<K> {
     fn default() -> Self {
-        Self { slots: Mutex::new(HashMap::new()) }
+        Self {
+            slots: Mutex::new(HashMap::new()),
+        }
     }
 }
 
@@ -30,7 +32,9 @@ pub struct KeyedGuard<'a, K: Eq + Hash> {
 impl<K: Eq + Hash> KeyedLocks<K> {
     fn slots(&self) -> MutexGuard<'_, HashMap<K, Slot>> {
         // Nothing panics while holding it; should something, the map is still whole.
-        self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// How many keys have a lock now (held or waited for).
@@ -46,13 +50,19 @@ impl<K: Eq + Hash + Clone> KeyedLocks<K> {
         let slot = self.slots().entry(key.clone()).or_default().clone();
         // Until it holds the lock, this call's clone keeps the slot in the map (see Drop).
         let guard = slot.lock_owned().await;
-        KeyedGuard { locks: self, key: Some(key), guard: Some(guard) }
+        KeyedGuard {
+            locks: self,
+            key: Some(key),
+            guard: Some(guard),
+        }
     }
 }
 
 impl<K: Eq + Hash> Drop for KeyedGuard<'_, K> {
     fn drop(&mut self) {
-        let (Some(guard), Some(key)) = (self.guard.take(), self.key.take()) else { return };
+        let (Some(guard), Some(key)) = (self.guard.take(), self.key.take()) else {
+            return;
+        };
         let slot = tokio::sync::OwnedMutexGuard::mutex(&guard).clone();
         drop(guard);
         let mut slots = self.locks.slots();
@@ -103,7 +113,11 @@ mod tests {
         for t in tasks {
             t.await.unwrap_or_else(|e| panic!("{e}"));
         }
-        assert_eq!(most.load(Ordering::SeqCst), 1, "never two holders of one key at once");
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            1,
+            "never two holders of one key at once"
+        );
         assert_eq!(locks.len(), 0);
     }
 

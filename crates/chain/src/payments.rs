@@ -7,7 +7,10 @@ use actiongate_core::error::{Error, Result};
 use std::sync::Arc;
 
 use actiongate_core::clock::Clock;
-use actiongate_core::purchases::{Authorization, AuthorizationSettler, AuthorizationTerms, ExpectedTransfer, PaymentVerifier, TransferCheck};
+use actiongate_core::purchases::{
+    Authorization, AuthorizationSettler, AuthorizationTerms, ExpectedTransfer, PaymentVerifier,
+    TransferCheck,
+};
 use actiongate_core::store::Store;
 use alloy::eips::BlockNumberOrTag;
 use alloy::network::TransactionBuilder;
@@ -43,26 +46,57 @@ fn atomic(units: i64) -> U256 {
 }
 
 fn parse<T: std::str::FromStr>(what: &str, text: &str) -> Result<T> {
-    text.parse().map_err(|_| Error::internal(format!("{what} {text:?} does not parse")))
+    text.parse()
+        .map_err(|_| Error::internal(format!("{what} {text:?} does not parse")))
 }
 
 #[async_trait]
 impl PaymentVerifier for ChainPayments {
     async fn check_transfer(&self, e: &ExpectedTransfer<'_>) -> Result<TransferCheck> {
-        let client = self.clients.get(e.chain_id).ok_or_else(|| Error::new(ErrorCode::NotAvailable, format!("Chain {} has no RPC URL here.", e.chain_id)))?;
-        let hash: B256 = e.tx_hash.parse().map_err(|_| Error::invalid("X-Payment-Receipt is not a transaction hash"))?;
-        let (token, payer, recipient): (Address, Address, Address) = (parse("token", e.token)?, parse("payer", e.payer)?, parse("recipient", e.recipient)?);
-        let Some(receipt) = client.provider.get_transaction_receipt(hash).await.map_err(|err| rpc_error(client, err))? else {
-            return Ok(TransferCheck::Pending(format!("{} is not mined yet", e.tx_hash)));
+        let client = self.clients.get(e.chain_id).ok_or_else(|| {
+            Error::new(
+                ErrorCode::NotAvailable,
+                format!("Chain {} has no RPC URL here.", e.chain_id),
+            )
+        })?;
+        let hash: B256 = e
+            .tx_hash
+            .parse()
+            .map_err(|_| Error::invalid("X-Payment-Receipt is not a transaction hash"))?;
+        let (token, payer, recipient): (Address, Address, Address) = (
+            parse("token", e.token)?,
+            parse("payer", e.payer)?,
+            parse("recipient", e.recipient)?,
+        );
+        let Some(receipt) = client
+            .provider
+            .get_transaction_receipt(hash)
+            .await
+            .map_err(|err| rpc_error(client, err))?
+        else {
+            return Ok(TransferCheck::Pending(format!(
+                "{} is not mined yet",
+                e.tx_hash
+            )));
         };
         if !receipt.status() {
-            return Ok(TransferCheck::Refused(ErrorCode::PaymentReverted, format!("Transaction {} reverted: it paid nothing.", e.tx_hash)));
+            return Ok(TransferCheck::Refused(
+                ErrorCode::PaymentReverted,
+                format!("Transaction {} reverted: it paid nothing.", e.tx_hash),
+            ));
         }
         let mined_in = receipt.block_number.unwrap_or_default();
-        let latest = client.provider.get_block_number().await.map_err(|err| rpc_error(client, err))?;
+        let latest = client
+            .provider
+            .get_block_number()
+            .await
+            .map_err(|err| rpc_error(client, err))?;
         let confirmations = latest.saturating_sub(mined_in) + 1;
         if confirmations < e.confirmations {
-            return Ok(TransferCheck::Pending(format!("{confirmations} of {} confirmations", e.confirmations)));
+            return Ok(TransferCheck::Pending(format!(
+                "{confirmations} of {} confirmations",
+                e.confirmations
+            )));
         }
         let transfers: Vec<IERC20::Transfer> = receipt
             .logs()
@@ -71,27 +105,63 @@ impl PaymentVerifier for ChainPayments {
             .filter_map(|l| IERC20::Transfer::decode_log(&l.inner).ok().map(|d| d.data))
             .collect();
         if transfers.is_empty() {
-            return Ok(TransferCheck::Refused(ErrorCode::PaymentWrongToken, format!("Transaction {} moves no {token} (the invoice's stablecoin).", e.tx_hash)));
+            return Ok(TransferCheck::Refused(
+                ErrorCode::PaymentWrongToken,
+                format!(
+                    "Transaction {} moves no {token} (the invoice's stablecoin).",
+                    e.tx_hash
+                ),
+            ));
         }
-        let to_recipient: Vec<&IERC20::Transfer> = transfers.iter().filter(|t| t.to == recipient).collect();
+        let to_recipient: Vec<&IERC20::Transfer> =
+            transfers.iter().filter(|t| t.to == recipient).collect();
         if to_recipient.is_empty() {
-            return Ok(TransferCheck::Refused(ErrorCode::PaymentWrongRecipient, format!("Transaction {} pays the stablecoin to someone other than {recipient}.", e.tx_hash)));
+            return Ok(TransferCheck::Refused(
+                ErrorCode::PaymentWrongRecipient,
+                format!(
+                    "Transaction {} pays the stablecoin to someone other than {recipient}.",
+                    e.tx_hash
+                ),
+            ));
         }
-        let paid: U256 = to_recipient.iter().filter(|t| t.from == payer).map(|t| t.value).fold(U256::ZERO, |a, b| a.saturating_add(b));
+        let paid: U256 = to_recipient
+            .iter()
+            .filter(|t| t.from == payer)
+            .map(|t| t.value)
+            .fold(U256::ZERO, |a, b| a.saturating_add(b));
         if paid.is_zero() {
-            return Ok(TransferCheck::Refused(ErrorCode::PaymentWrongPayer, format!("Transaction {} pays {recipient} from another wallet than {payer}.", e.tx_hash)));
+            return Ok(TransferCheck::Refused(
+                ErrorCode::PaymentWrongPayer,
+                format!(
+                    "Transaction {} pays {recipient} from another wallet than {payer}.",
+                    e.tx_hash
+                ),
+            ));
         }
         let needed = atomic(e.min_atomic);
         if paid < needed {
-            return Ok(TransferCheck::Refused(ErrorCode::PaymentAmountShort, format!("Transaction {} pays {paid} base units; the invoice is {needed}.", e.tx_hash)));
+            return Ok(TransferCheck::Refused(
+                ErrorCode::PaymentAmountShort,
+                format!(
+                    "Transaction {} pays {paid} base units; the invoice is {needed}.",
+                    e.tx_hash
+                ),
+            ));
         }
         let block = client
             .provider
             .get_block_by_number(BlockNumberOrTag::Number(mined_in))
             .await
             .map_err(|err| rpc_error(client, err))?
-            .ok_or_else(|| Error::new(ErrorCode::NotAvailable, "The payment's block is not available from the node yet."))?;
-        Ok(TransferCheck::Paid { block_timestamp: block.header.timestamp })
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::NotAvailable,
+                    "The payment's block is not available from the node yet.",
+                )
+            })?;
+        Ok(TransferCheck::Paid {
+            block_timestamp: block.header.timestamp,
+        })
     }
 }
 
@@ -129,10 +199,22 @@ pub struct ChainSettler {
 }
 
 impl ChainSettler {
-    pub fn new(clients: ChainClients, store: Arc<dyn Store>, clock: Arc<dyn Clock>, secret: &[u8; 32]) -> Result<Self> {
-        let signer = PrivateKeySigner::from_bytes(&B256::from(*secret)).map_err(|_| Error::internal("the settlement key is not a secp256k1 key"))?;
+    pub fn new(
+        clients: ChainClients,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        secret: &[u8; 32],
+    ) -> Result<Self> {
+        let signer = PrivateKeySigner::from_bytes(&B256::from(*secret))
+            .map_err(|_| Error::internal("the settlement key is not a secp256k1 key"))?;
         let sender = WalletSender::new(store, clock.clone(), clients.options.clone(), None);
-        Ok(Self { clients, signer, sender, clock, settling: Default::default() })
+        Ok(Self {
+            clients,
+            signer,
+            sender,
+            clock,
+            settling: Default::default(),
+        })
     }
 }
 
@@ -141,7 +223,11 @@ fn invalid(message: String) -> Error {
 }
 
 fn uint(field: &str, text: &str) -> Result<U256> {
-    U256::from_str_radix(text, 10).map_err(|_| invalid(format!("authorization.{field} {text:?} is not a whole number")))
+    U256::from_str_radix(text, 10).map_err(|_| {
+        invalid(format!(
+            "authorization.{field} {text:?} is not a whole number"
+        ))
+    })
 }
 
 #[async_trait]
@@ -150,30 +236,54 @@ impl AuthorizationSettler for ChainSettler {
         self.signer.address().to_string()
     }
 
-    async fn settle(&self, t: &AuthorizationTerms<'_>, a: &Authorization, signature: &str) -> Result<String> {
-        let client = self.clients.get(t.chain_id).ok_or_else(|| Error::new(ErrorCode::NotAvailable, format!("Chain {} has no RPC URL here.", t.chain_id)))?;
+    async fn settle(
+        &self,
+        t: &AuthorizationTerms<'_>,
+        a: &Authorization,
+        signature: &str,
+    ) -> Result<String> {
+        let client = self.clients.get(t.chain_id).ok_or_else(|| {
+            Error::new(
+                ErrorCode::NotAvailable,
+                format!("Chain {} has no RPC URL here.", t.chain_id),
+            )
+        })?;
         let _one_at_a_time = self.settling.lock(t.settlement_key.to_owned()).await;
         // A settlement of this invoice sent before (the process died before crediting, or the client
         // retried): its transaction is found by its reserved nonce and awaited, never sent again.
-        if let Some(earlier) = self.sender.reconcile(client, &self.signer, t.settlement_key).await? {
+        if let Some(earlier) = self
+            .sender
+            .reconcile(client, &self.signer, t.settlement_key)
+            .await?
+        {
             return match (earlier.success, earlier.tx_hash, earlier.error) {
                 (true, Some(hash), _) => Ok(hash),
                 (_, _, Some((ErrorCode::ExecutionReverted, message))) => Err(invalid(message)),
                 (_, _, Some((code, message))) => Err(Error::new(code, message)),
-                _ => Err(Error::internal("an earlier settlement ended without a transaction")),
+                _ => Err(Error::internal(
+                    "an earlier settlement ended without a transaction",
+                )),
             };
         }
         let token: Address = parse("token", t.token)?;
         let recipient: Address = parse("recipient", t.recipient)?;
-        let from: Address = a.from.parse().map_err(|_| invalid("authorization.from is not an address".into()))?;
-        let to: Address = a.to.parse().map_err(|_| invalid("authorization.to is not an address".into()))?;
+        let from: Address = a
+            .from
+            .parse()
+            .map_err(|_| invalid("authorization.from is not an address".into()))?;
+        let to: Address =
+            a.to.parse()
+                .map_err(|_| invalid("authorization.to is not an address".into()))?;
         let message = TransferWithAuthorization {
             from,
             to,
             value: uint("value", &a.value)?,
             validAfter: uint("validAfter", &a.valid_after)?,
             validBefore: uint("validBefore", &a.valid_before)?,
-            nonce: a.nonce.parse().map_err(|_| invalid("authorization.nonce is not 32 bytes".into()))?,
+            nonce: a
+                .nonce
+                .parse()
+                .map_err(|_| invalid("authorization.nonce is not 32 bytes".into()))?,
         };
         let domain = Eip712Domain::new(
             Some(t.token_name.to_owned().into()),
@@ -183,38 +293,71 @@ impl AuthorizationSettler for ChainSettler {
             None,
         );
         let digest = message.eip712_signing_hash(&domain);
-        let bytes = alloy::primitives::hex::decode(signature).map_err(|_| invalid("the signature is not hex".into()))?;
-        let sig = Signature::try_from(bytes.as_slice()).map_err(|_| invalid("the signature is not 65 bytes".into()))?;
+        let bytes = alloy::primitives::hex::decode(signature)
+            .map_err(|_| invalid("the signature is not hex".into()))?;
+        let sig = Signature::try_from(bytes.as_slice())
+            .map_err(|_| invalid("the signature is not 65 bytes".into()))?;
         if sig.recover_address_from_prehash(&digest).ok() != Some(from) {
-            return Err(invalid(format!("The signature is not {from}'s over this authorization (EIP-712 domain {} {}).", t.token_name, t.token_version)));
+            return Err(invalid(format!(
+                "The signature is not {from}'s over this authorization (EIP-712 domain {} {}).",
+                t.token_name, t.token_version
+            )));
         }
         if to != recipient {
-            return Err(Error::new(ErrorCode::PaymentWrongRecipient, format!("The authorization pays {to}, not {recipient}.")));
+            return Err(Error::new(
+                ErrorCode::PaymentWrongRecipient,
+                format!("The authorization pays {to}, not {recipient}."),
+            ));
         }
         let amount = atomic(t.amount_atomic);
         if message.value != amount {
-            return Err(invalid(format!("The authorization is for {} base units; the invoice is exactly {amount}.", message.value)));
+            return Err(invalid(format!(
+                "The authorization is for {} base units; the invoice is exactly {amount}.",
+                message.value
+            )));
         }
         let now = u64::try_from(self.clock.now().unix_timestamp()).unwrap_or_default();
-        if message.validAfter > U256::from(now) || message.validBefore < U256::from(now + VALID_BEFORE_MARGIN) {
-            return Err(invalid(format!("The authorization is valid from {} to {}; now is {now}.", message.validAfter, message.validBefore)));
+        if message.validAfter > U256::from(now)
+            || message.validBefore < U256::from(now + VALID_BEFORE_MARGIN)
+        {
+            return Err(invalid(format!(
+                "The authorization is valid from {} to {}; now is {now}.",
+                message.validAfter, message.validBefore
+            )));
         }
-        let state = IEIP3009::authorizationStateCall { authorizer: from, nonce: message.nonce };
+        let state = IEIP3009::authorizationStateCall {
+            authorizer: from,
+            nonce: message.nonce,
+        };
         let used = client
             .provider
-            .call(TransactionRequest::default().with_to(token).with_input(state.abi_encode()))
+            .call(
+                TransactionRequest::default()
+                    .with_to(token)
+                    .with_input(state.abi_encode()),
+            )
             .await
             .map_err(|e| rpc_error(client, e))?;
         if IEIP3009::authorizationStateCall::abi_decode_returns(&used).unwrap_or(true) {
-            return Err(Error::new(ErrorCode::PaymentAlreadyUsed, format!("Authorization {} of {from} was used before.", a.nonce)));
+            return Err(Error::new(
+                ErrorCode::PaymentAlreadyUsed,
+                format!("Authorization {} of {from} was used before.", a.nonce),
+            ));
         }
-        let balance = client
-            .provider
-            .call(TransactionRequest::default().with_to(token).with_input(crate::bindings::IERC20::balanceOfCall { owner: from }.abi_encode()))
-            .await
-            .map_err(|e| rpc_error(client, e))?;
-        if crate::bindings::IERC20::balanceOfCall::abi_decode_returns(&balance).unwrap_or_default() < amount {
-            return Err(invalid(format!("{from} holds less than {amount} base units of the stablecoin.")));
+        let balance =
+            client
+                .provider
+                .call(TransactionRequest::default().with_to(token).with_input(
+                    crate::bindings::IERC20::balanceOfCall { owner: from }.abi_encode(),
+                ))
+                .await
+                .map_err(|e| rpc_error(client, e))?;
+        if crate::bindings::IERC20::balanceOfCall::abi_decode_returns(&balance).unwrap_or_default()
+            < amount
+        {
+            return Err(invalid(format!(
+                "{from} holds less than {amount} base units of the stablecoin."
+            )));
         }
         let settle = IEIP3009::transferWithAuthorizationCall {
             from,
@@ -227,11 +370,19 @@ impl AuthorizationSettler for ChainSettler {
             r: sig.r().into(),
             s: sig.s().into(),
         };
-        let call = Call { to: token, data: settle.abi_encode().into(), value: U256::ZERO, description: format!("Settle {from}'s x402 authorization of {amount} to {to}") };
+        let call = Call {
+            to: token,
+            data: settle.abi_encode().into(),
+            value: U256::ZERO,
+            description: format!("Settle {from}'s x402 authorization of {amount} to {to}"),
+        };
         let outcome = self
             .sender
             .execute(client, &self.signer, t.settlement_key, || {
-                let plan = Plan { calls: vec![call.clone()], summary: serde_json::Value::Null };
+                let plan = Plan {
+                    calls: vec![call.clone()],
+                    summary: serde_json::Value::Null,
+                };
                 async move { Ok(plan) }
             })
             .await;

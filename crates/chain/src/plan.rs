@@ -6,10 +6,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use actiongate_api_types::ErrorCode;
 use actiongate_core::error::Error;
+use alloy::network::TransactionBuilder;
 use alloy::primitives::{Address, Bytes, U256};
 use alloy::providers::Provider;
 use alloy::rpc::types::TransactionRequest;
-use alloy::network::TransactionBuilder;
 use alloy::sol_types::SolCall;
 use serde_json::{Value, json};
 
@@ -45,7 +45,11 @@ pub struct Plan {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Token {
     Native,
-    Erc20 { address: Address, decimals: u8, symbol: String },
+    Erc20 {
+        address: Address,
+        decimals: u8,
+        symbol: String,
+    },
 }
 
 impl Token {
@@ -65,7 +69,10 @@ impl Token {
 }
 
 fn invalid(field: &str, message: impl std::fmt::Display) -> Error {
-    Error::new(ErrorCode::InvalidParams, format!("params.{field}: {message}"))
+    Error::new(
+        ErrorCode::InvalidParams,
+        format!("params.{field}: {message}"),
+    )
 }
 
 /// A failure to talk to the chain's node. The message never carries the RPC URL (it may hold a key).
@@ -73,8 +80,16 @@ pub fn rpc_error(client: &ChainClient, e: impl std::fmt::Display) -> Error {
     let mut detail = e.to_string();
     if let Some(url) = &client.settings.rpc_url {
         // As configured, and as the HTTP client prints it (parsed: lower-case host, no default port).
-        let parsed = url.parse::<alloy::transports::http::reqwest::Url>().map(|u| u.to_string()).unwrap_or_default();
-        for form in [url.as_str(), url.trim_end_matches('/'), parsed.as_str(), parsed.trim_end_matches('/')] {
+        let parsed = url
+            .parse::<alloy::transports::http::reqwest::Url>()
+            .map(|u| u.to_string())
+            .unwrap_or_default();
+        for form in [
+            url.as_str(),
+            url.trim_end_matches('/'),
+            parsed.as_str(),
+            parsed.trim_end_matches('/'),
+        ] {
             if !form.is_empty() {
                 detail = detail.replace(form, "<rpc-url>");
             }
@@ -82,14 +97,20 @@ pub fn rpc_error(client: &ChainClient, e: impl std::fmt::Display) -> Error {
     }
     let mut err = Error::new(
         ErrorCode::NotAvailable,
-        format!("The node of chain {} ({}) did not answer; try again shortly.", client.chain_id, client.settings.name),
+        format!(
+            "The node of chain {} ({}) did not answer; try again shortly.",
+            client.chain_id, client.settings.name
+        ),
     );
     err.detail = Some(detail);
     err
 }
 
 fn param_str<'a>(params: &'a Value, field: &str) -> Result<&'a str, Error> {
-    params.get(field).and_then(Value::as_str).ok_or_else(|| invalid(field, "is required"))
+    params
+        .get(field)
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid(field, "is required"))
 }
 
 fn opt_str<'a>(params: &'a Value, field: &str) -> Option<&'a str> {
@@ -99,19 +120,31 @@ fn opt_str<'a>(params: &'a Value, field: &str) -> Option<&'a str> {
 fn opt_u64(params: &Value, field: &str) -> Result<Option<u64>, Error> {
     match params.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or_else(|| invalid(field, "must be a whole number")),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| invalid(field, "must be a whole number")),
     }
 }
 
 fn address(field: &str, text: &str) -> Result<Address, Error> {
-    text.parse::<Address>().map_err(|_| invalid(field, format!("{text:?} is not a 0x address")))
+    text.parse::<Address>()
+        .map_err(|_| invalid(field, format!("{text:?} is not a 0x address")))
 }
 
 fn contract(client: &ChainClient, name: &str) -> Result<Address, Error> {
     let text = client.settings.contracts.get(name).ok_or_else(|| {
-        Error::new(ErrorCode::ChainNotConfigured, format!("Chain {} has no {name} configured.", client.chain_id))
+        Error::new(
+            ErrorCode::ChainNotConfigured,
+            format!("Chain {} has no {name} configured.", client.chain_id),
+        )
     })?;
-    text.parse().map_err(|_| Error::internal(format!("chain {}: contract {name} address {text:?} is invalid", client.chain_id)))
+    text.parse().map_err(|_| {
+        Error::internal(format!(
+            "chain {}: contract {name} address {text:?} is invalid",
+            client.chain_id
+        ))
+    })
 }
 
 fn units(field: &str, text: &str, decimals: u8) -> Result<U256, Error> {
@@ -119,8 +152,14 @@ fn units(field: &str, text: &str, decimals: u8) -> Result<U256, Error> {
 }
 
 /// Reads a view call at the pending block.
-pub async fn view<C: SolCall>(client: &ChainClient, to: Address, call: C) -> Result<C::Return, Error> {
-    let tx = TransactionRequest::default().with_to(to).with_input(call.abi_encode());
+pub async fn view<C: SolCall>(
+    client: &ChainClient,
+    to: Address,
+    call: C,
+) -> Result<C::Return, Error> {
+    let tx = TransactionRequest::default()
+        .with_to(to)
+        .with_input(call.abi_encode());
     let out = client
         .provider
         .call(tx)
@@ -128,7 +167,13 @@ pub async fn view<C: SolCall>(client: &ChainClient, to: Address, call: C) -> Res
         .await
         .map_err(|e| rpc_error(client, e))?;
     C::abi_decode_returns(&out).map_err(|e| {
-        Error::new(ErrorCode::ExecutionReverted, format!("{to} answered {} with data that does not decode: {e}", C::SIGNATURE))
+        Error::new(
+            ErrorCode::ExecutionReverted,
+            format!(
+                "{to} answered {} with data that does not decode: {e}",
+                C::SIGNATURE
+            ),
+        )
     })
 }
 
@@ -138,27 +183,54 @@ pub async fn resolve_token(client: &ChainClient, field: &str, text: &str) -> Res
     let tokens = &client.settings.tokens;
     if text.starts_with("0x") {
         let addr = address(field, text)?;
-        if let Some((symbol, t)) = tokens.iter().find(|(_, t)| t.address.parse::<Address>().ok() == Some(addr)) {
-            return Ok(Token::Erc20 { address: addr, decimals: t.decimals, symbol: symbol.clone() });
+        if let Some((symbol, t)) = tokens
+            .iter()
+            .find(|(_, t)| t.address.parse::<Address>().ok() == Some(addr))
+        {
+            return Ok(Token::Erc20 {
+                address: addr,
+                decimals: t.decimals,
+                symbol: symbol.clone(),
+            });
         }
         let decimals = view(client, addr, IERC20::decimalsCall {}).await?;
-        return Ok(Token::Erc20 { address: addr, decimals, symbol: addr.to_string() });
+        return Ok(Token::Erc20 {
+            address: addr,
+            decimals,
+            symbol: addr.to_string(),
+        });
     }
     let symbol = text.to_ascii_uppercase();
     if let Some(t) = tokens.get(&symbol) {
-        let address = t.address.parse().map_err(|_| Error::internal(format!("token {symbol} address is invalid")))?;
-        return Ok(Token::Erc20 { address, decimals: t.decimals, symbol });
+        let address = t
+            .address
+            .parse()
+            .map_err(|_| Error::internal(format!("token {symbol} address is invalid")))?;
+        return Ok(Token::Erc20 {
+            address,
+            decimals: t.decimals,
+            symbol,
+        });
     }
     if symbol == "ETH" {
         return Ok(Token::Native);
     }
     let known: Vec<&String> = tokens.keys().collect();
-    Err(invalid(field, format!("{text:?} is not in chain {}'s token list {known:?} and is not a 0x address", client.chain_id)))
+    Err(invalid(
+        field,
+        format!(
+            "{text:?} is not in chain {}'s token list {known:?} and is not a 0x address",
+            client.chain_id
+        ),
+    ))
 }
 
 fn weth(client: &ChainClient) -> Result<Address, Error> {
     match client.settings.tokens.get("WETH") {
-        Some(t) => t.address.parse().map_err(|_| Error::internal("WETH address is invalid")),
+        Some(t) => t
+            .address
+            .parse()
+            .map_err(|_| Error::internal("WETH address is invalid")),
         None => contract(client, "WETH9"),
     }
 }
@@ -166,14 +238,27 @@ fn weth(client: &ChainClient) -> Result<Address, Error> {
 fn vault(client: &ChainClient, params: &Value) -> Result<(String, Address), Error> {
     let provider = param_str(params, "providerId")?;
     if provider != VAULT_PROVIDER {
-        return Err(invalid("providerId", format!("{provider:?} is not an onchain vault provider here; use {VAULT_PROVIDER:?}")));
+        return Err(invalid(
+            "providerId",
+            format!("{provider:?} is not an onchain vault provider here; use {VAULT_PROVIDER:?}"),
+        ));
     }
     let id = param_str(params, "opportunityId")?;
     let text = client.settings.vaults.get(id).ok_or_else(|| {
         let known: Vec<&String> = client.settings.vaults.keys().collect();
-        invalid("opportunityId", format!("{id:?} is not a vault of chain {} (known: {known:?})", client.chain_id))
+        invalid(
+            "opportunityId",
+            format!(
+                "{id:?} is not a vault of chain {} (known: {known:?})",
+                client.chain_id
+            ),
+        )
     })?;
-    Ok((id.to_owned(), text.parse().map_err(|_| Error::internal(format!("vault {id} address is invalid")))?))
+    Ok((
+        id.to_owned(),
+        text.parse()
+            .map_err(|_| Error::internal(format!("vault {id} address is invalid")))?,
+    ))
 }
 
 async fn vault_asset(client: &ChainClient, vault: Address) -> Result<Token, Error> {
@@ -182,58 +267,119 @@ async fn vault_asset(client: &ChainClient, vault: Address) -> Result<Token, Erro
 }
 
 fn call<C: SolCall>(to: Address, c: C, value: U256, description: String) -> Call {
-    Call { to, data: c.abi_encode().into(), value, description }
+    Call {
+        to,
+        data: c.abi_encode().into(),
+        value,
+        description,
+    }
 }
 
 /// An approval of `amount` for `spender` when `owner`'s allowance is short.
-async fn approval(client: &ChainClient, token: Address, symbol: &str, decimals: u8, owner: Address, spender: Address, amount: U256) -> Result<Option<Call>, Error> {
+async fn approval(
+    client: &ChainClient,
+    token: Address,
+    symbol: &str,
+    decimals: u8,
+    owner: Address,
+    spender: Address,
+    amount: U256,
+) -> Result<Option<Call>, Error> {
     let allowance = view(client, token, IERC20::allowanceCall { owner, spender }).await?;
     Ok((allowance < amount).then(|| {
         call(
             token,
             IERC20::approveCall { spender, amount },
             U256::ZERO,
-            format!("Approve {spender} to spend {} {symbol}", format_units(amount, decimals)),
+            format!(
+                "Approve {spender} to spend {} {symbol}",
+                format_units(amount, decimals)
+            ),
         )
     }))
 }
 
 fn now_seconds() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
 }
 
 /// The calls of a write action sent by `signer`.
-pub async fn plan(client: &ChainClient, action: &str, params: &Value, signer: Address) -> Result<Plan, Error> {
+pub async fn plan(
+    client: &ChainClient,
+    action: &str,
+    params: &Value,
+    signer: Address,
+) -> Result<Plan, Error> {
     match action {
         "transfer" => {
             let token = resolve_token(client, "token", param_str(params, "token")?).await?;
             let to = address("to", param_str(params, "to")?)?;
             let amount = units("amount", param_str(params, "amount")?, token.decimals())?;
-            let description = format!("Send {} {} to {to}", format_units(amount, token.decimals()), token.symbol());
+            let description = format!(
+                "Send {} {} to {to}",
+                format_units(amount, token.decimals()),
+                token.symbol()
+            );
             let c = match &token {
-                Token::Native => Call { to, data: Bytes::new(), value: amount, description },
-                Token::Erc20 { address, .. } => call(*address, IERC20::transferCall { to, amount }, U256::ZERO, description),
+                Token::Native => Call {
+                    to,
+                    data: Bytes::new(),
+                    value: amount,
+                    description,
+                },
+                Token::Erc20 { address, .. } => call(
+                    *address,
+                    IERC20::transferCall { to, amount },
+                    U256::ZERO,
+                    description,
+                ),
             };
-            Ok(Plan { calls: vec![c], summary: json!({"token": token.symbol(), "to": to, "amount": format_units(amount, token.decimals())}) })
+            Ok(Plan {
+                calls: vec![c],
+                summary: json!({"token": token.symbol(), "to": to, "amount": format_units(amount, token.decimals())}),
+            })
         }
         "wrap-native" | "unwrap-native" => {
             let weth = weth(client)?;
             let amount = units("amount", param_str(params, "amount")?, 18)?;
             let human = format_units(amount, 18);
             let c = if action == "wrap-native" {
-                call(weth, IWETH9::depositCall {}, amount, format!("Wrap {human} ETH into WETH"))
+                call(
+                    weth,
+                    IWETH9::depositCall {},
+                    amount,
+                    format!("Wrap {human} ETH into WETH"),
+                )
             } else {
-                call(weth, IWETH9::withdrawCall { wad: amount }, U256::ZERO, format!("Unwrap {human} WETH into ETH"))
+                call(
+                    weth,
+                    IWETH9::withdrawCall { wad: amount },
+                    U256::ZERO,
+                    format!("Unwrap {human} WETH into ETH"),
+                )
             };
-            Ok(Plan { calls: vec![c], summary: json!({"amount": human}) })
+            Ok(Plan {
+                calls: vec![c],
+                summary: json!({"amount": human}),
+            })
         }
         "swap" => plan_swap(client, params, signer).await,
         "swap-v3" => plan_swap_v3(client, params, signer).await,
         "deposit-earn-position" => {
             let (id, vault) = vault(client, params)?;
             let asset = vault_asset(client, vault).await?;
-            let Token::Erc20 { address: asset_addr, decimals, symbol } = &asset else {
-                return Err(Error::internal("a vault's asset resolved to the native coin"));
+            let Token::Erc20 {
+                address: asset_addr,
+                decimals,
+                symbol,
+            } = &asset
+            else {
+                return Err(Error::internal(
+                    "a vault's asset resolved to the native coin",
+                ));
             };
             let assets = units("amount", param_str(params, "amount")?, *decimals)?;
             let receiver = match opt_str(params, "receiver") {
@@ -241,14 +387,31 @@ pub async fn plan(client: &ChainClient, action: &str, params: &Value, signer: Ad
                 None => signer,
             };
             let mut calls = Vec::new();
-            calls.extend(approval(client, *asset_addr, symbol, *decimals, signer, vault, assets).await?);
+            calls.extend(
+                approval(
+                    client,
+                    *asset_addr,
+                    symbol,
+                    *decimals,
+                    signer,
+                    vault,
+                    assets,
+                )
+                .await?,
+            );
             calls.push(call(
                 vault,
                 IERC4626::depositCall { assets, receiver },
                 U256::ZERO,
-                format!("Deposit {} {symbol} into vault {id} for {receiver}", format_units(assets, *decimals)),
+                format!(
+                    "Deposit {} {symbol} into vault {id} for {receiver}",
+                    format_units(assets, *decimals)
+                ),
             ));
-            Ok(Plan { calls, summary: json!({"vault": id, "asset": symbol, "amount": format_units(assets, *decimals), "receiver": receiver}) })
+            Ok(Plan {
+                calls,
+                summary: json!({"vault": id, "asset": symbol, "amount": format_units(assets, *decimals), "receiver": receiver}),
+            })
         }
         "withdraw-earn-position" => {
             let (id, vault) = vault(client, params)?;
@@ -261,21 +424,47 @@ pub async fn plan(client: &ChainClient, action: &str, params: &Value, signer: Ad
             let c = if amount == "max" {
                 let shares = view(client, vault, IERC4626::balanceOfCall { owner: signer }).await?;
                 if shares.is_zero() {
-                    return Err(invalid("amount", format!("{signer} holds no shares of vault {id}")));
+                    return Err(invalid(
+                        "amount",
+                        format!("{signer} holds no shares of vault {id}"),
+                    ));
                 }
-                call(vault, IERC4626::redeemCall { shares, receiver, owner: signer }, U256::ZERO, format!("Redeem every share of vault {id} for {receiver}"))
+                call(
+                    vault,
+                    IERC4626::redeemCall {
+                        shares,
+                        receiver,
+                        owner: signer,
+                    },
+                    U256::ZERO,
+                    format!("Redeem every share of vault {id} for {receiver}"),
+                )
             } else {
                 let assets = units("amount", amount, asset.decimals())?;
                 call(
                     vault,
-                    IERC4626::withdrawCall { assets, receiver, owner: signer },
+                    IERC4626::withdrawCall {
+                        assets,
+                        receiver,
+                        owner: signer,
+                    },
                     U256::ZERO,
-                    format!("Withdraw {} {} from vault {id} to {receiver}", format_units(assets, asset.decimals()), asset.symbol()),
+                    format!(
+                        "Withdraw {} {} from vault {id} to {receiver}",
+                        format_units(assets, asset.decimals()),
+                        asset.symbol()
+                    ),
                 )
             };
-            Ok(Plan { calls: vec![c], summary: json!({"vault": id, "asset": asset.symbol(), "amount": amount, "receiver": receiver}) })
+            Ok(Plan {
+                calls: vec![c],
+                summary: json!({"vault": id, "asset": asset.symbol(), "amount": amount, "receiver": receiver}),
+            })
         }
-        other => Err(Error::new(ErrorCode::NotAvailable, format!("{other} is not an EVM write of this build."))),
+        other => Err(Error::new(
+            ErrorCode::NotAvailable,
+            format!("{other} is not an EVM write of this build."),
+        )),
     }
 }
 
@@ -292,40 +481,105 @@ async fn plan_swap(client: &ChainClient, params: &Value, signer: Address) -> Res
     if path[0] == path[1] {
         return Err(invalid("tokenOut", "must differ from tokenIn"));
     }
-    let amount_in = units("amountIn", param_str(params, "amountIn")?, token_in.decimals())?;
-    let amounts = view(client, router, IUniswapV2Router02::getAmountsOutCall { amountIn: amount_in, path: path.clone() }).await?;
+    let amount_in = units(
+        "amountIn",
+        param_str(params, "amountIn")?,
+        token_in.decimals(),
+    )?;
+    let amounts = view(
+        client,
+        router,
+        IUniswapV2Router02::getAmountsOutCall {
+            amountIn: amount_in,
+            path: path.clone(),
+        },
+    )
+    .await?;
     let quoted = amounts.last().copied().unwrap_or_default();
     let terms = swap_terms(params, signer, &token_in, &token_out, amount_in, quoted, "")?;
-    let (min_out, recipient, description) = (terms.min_out, terms.recipient, terms.description.clone());
+    let (min_out, recipient, description) =
+        (terms.min_out, terms.recipient, terms.description.clone());
     let deadline = U256::from(now_seconds() + opt_u64(params, "deadlineSeconds")?.unwrap_or(600));
     let mut calls = Vec::new();
     let swap = match (&token_in, &token_out) {
         (Token::Native, _) => call(
             router,
-            IUniswapV2Router02::swapExactETHForTokensCall { amountOutMin: min_out, path, to: recipient, deadline },
+            IUniswapV2Router02::swapExactETHForTokensCall {
+                amountOutMin: min_out,
+                path,
+                to: recipient,
+                deadline,
+            },
             amount_in,
             description,
         ),
-        (Token::Erc20 { address, symbol, decimals }, out) => {
-            calls.extend(approval(client, *address, symbol, *decimals, signer, router, amount_in).await?);
+        (
+            Token::Erc20 {
+                address,
+                symbol,
+                decimals,
+            },
+            out,
+        ) => {
+            calls.extend(
+                approval(
+                    client, *address, symbol, *decimals, signer, router, amount_in,
+                )
+                .await?,
+            );
             if *out == Token::Native {
-                call(router, IUniswapV2Router02::swapExactTokensForETHCall { amountIn: amount_in, amountOutMin: min_out, path, to: recipient, deadline }, U256::ZERO, description)
+                call(
+                    router,
+                    IUniswapV2Router02::swapExactTokensForETHCall {
+                        amountIn: amount_in,
+                        amountOutMin: min_out,
+                        path,
+                        to: recipient,
+                        deadline,
+                    },
+                    U256::ZERO,
+                    description,
+                )
             } else {
-                call(router, IUniswapV2Router02::swapExactTokensForTokensCall { amountIn: amount_in, amountOutMin: min_out, path, to: recipient, deadline }, U256::ZERO, description)
+                call(
+                    router,
+                    IUniswapV2Router02::swapExactTokensForTokensCall {
+                        amountIn: amount_in,
+                        amountOutMin: min_out,
+                        path,
+                        to: recipient,
+                        deadline,
+                    },
+                    U256::ZERO,
+                    description,
+                )
             }
         }
     };
     calls.push(swap);
-    Ok(Plan { calls, summary: terms.summary })
+    Ok(Plan {
+        calls,
+        summary: terms.summary,
+    })
 }
 
-async fn plan_swap_v3(client: &ChainClient, params: &Value, signer: Address) -> Result<Plan, Error> {
+async fn plan_swap_v3(
+    client: &ChainClient,
+    params: &Value,
+    signer: Address,
+) -> Result<Plan, Error> {
     let router = contract(client, V3_ROUTER)?;
     let quoter = contract(client, V3_QUOTER)?;
     let token_in = resolve_token(client, "tokenIn", param_str(params, "tokenIn")?).await?;
     let token_out = resolve_token(client, "tokenOut", param_str(params, "tokenOut")?).await?;
-    let Token::Erc20 { address: out_addr, .. } = &token_out else {
-        return Err(invalid("tokenOut", "the native coin is not an output of swap-v3 here; swap to WETH and unwrap-native"));
+    let Token::Erc20 {
+        address: out_addr, ..
+    } = &token_out
+    else {
+        return Err(invalid(
+            "tokenOut",
+            "the native coin is not an output of swap-v3 here; swap to WETH and unwrap-native",
+        ));
     };
     let in_addr = match &token_in {
         Token::Native => weth(client)?,
@@ -335,8 +589,13 @@ async fn plan_swap_v3(client: &ChainClient, params: &Value, signer: Address) -> 
         return Err(invalid("tokenOut", "must differ from tokenIn"));
     }
     let fee = opt_u64(params, "fee")?.unwrap_or(3000);
-    let fee_u24 = alloy::primitives::Uint::<24, 1>::try_from(fee).map_err(|_| invalid("fee", "is not a fee tier"))?;
-    let amount_in = units("amountIn", param_str(params, "amountIn")?, token_in.decimals())?;
+    let fee_u24 = alloy::primitives::Uint::<24, 1>::try_from(fee)
+        .map_err(|_| invalid("fee", "is not a fee tier"))?;
+    let amount_in = units(
+        "amountIn",
+        param_str(params, "amountIn")?,
+        token_in.decimals(),
+    )?;
     let quote = IQuoterV2::quoteExactInputSingleCall {
         params: IQuoterV2::QuoteExactInputSingleParams {
             tokenIn: in_addr,
@@ -346,14 +605,32 @@ async fn plan_swap_v3(client: &ChainClient, params: &Value, signer: Address) -> 
             sqrtPriceLimitX96: Default::default(),
         },
     };
-    let quoted = view(client, quoter, quote).await.map_err(|e| {
-        if e.code == ErrorCode::ExecutionReverted || e.code == ErrorCode::NotAvailable {
-            Error::new(ErrorCode::ExecutionReverted, format!("No {} / {} pool with fee {fee} can quote this swap.", token_in.symbol(), token_out.symbol()))
-        } else {
-            e
-        }
-    })?.amountOut;
-    let terms = swap_terms(params, signer, &token_in, &token_out, amount_in, quoted, &format!(" through the V3 pool with fee {fee}"))?;
+    let quoted = view(client, quoter, quote)
+        .await
+        .map_err(|e| {
+            if e.code == ErrorCode::ExecutionReverted || e.code == ErrorCode::NotAvailable {
+                Error::new(
+                    ErrorCode::ExecutionReverted,
+                    format!(
+                        "No {} / {} pool with fee {fee} can quote this swap.",
+                        token_in.symbol(),
+                        token_out.symbol()
+                    ),
+                )
+            } else {
+                e
+            }
+        })?
+        .amountOut;
+    let terms = swap_terms(
+        params,
+        signer,
+        &token_in,
+        &token_out,
+        amount_in,
+        quoted,
+        &format!(" through the V3 pool with fee {fee}"),
+    )?;
     let (min_out, recipient) = (terms.min_out, terms.recipient);
     let swap = ISwapRouter02::exactInputSingleCall {
         params: ISwapRouter02::ExactInputSingleParams {
@@ -369,8 +646,17 @@ async fn plan_swap_v3(client: &ChainClient, params: &Value, signer: Address) -> 
     let mut calls = Vec::new();
     let value = match &token_in {
         Token::Native => amount_in,
-        Token::Erc20 { address, symbol, decimals } => {
-            calls.extend(approval(client, *address, symbol, *decimals, signer, router, amount_in).await?);
+        Token::Erc20 {
+            address,
+            symbol,
+            decimals,
+        } => {
+            calls.extend(
+                approval(
+                    client, *address, symbol, *decimals, signer, router, amount_in,
+                )
+                .await?,
+            );
             U256::ZERO
         }
     };
@@ -389,7 +675,15 @@ struct SwapTerms {
     summary: Value,
 }
 
-fn swap_terms(params: &Value, signer: Address, token_in: &Token, token_out: &Token, amount_in: U256, quoted: U256, venue: &str) -> Result<SwapTerms, Error> {
+fn swap_terms(
+    params: &Value,
+    signer: Address,
+    token_in: &Token,
+    token_out: &Token,
+    amount_in: U256,
+    quoted: U256,
+    venue: &str,
+) -> Result<SwapTerms, Error> {
     let (din, dout) = (token_in.decimals(), token_out.decimals());
     let slippage = opt_u64(params, "slippageBps")?.unwrap_or(50);
     if slippage > 5000 {
@@ -419,11 +713,21 @@ fn swap_terms(params: &Value, signer: Address, token_in: &Token, token_out: &Tok
         "amountOutMin": format_units(min_out, dout),
         "recipient": recipient,
     });
-    Ok(SwapTerms { min_out, recipient, description, summary })
+    Ok(SwapTerms {
+        min_out,
+        recipient,
+        description,
+        summary,
+    })
 }
 
 /// A read action, for `wallet` unless the params name another.
-pub async fn read(client: &ChainClient, action: &str, params: &Value, wallet: Address) -> Result<Value, Error> {
+pub async fn read(
+    client: &ChainClient,
+    action: &str,
+    params: &Value,
+    wallet: Address,
+) -> Result<Value, Error> {
     let who = match opt_str(params, "walletAddress") {
         Some(w) => address("walletAddress", w)?,
         None => wallet,
@@ -432,8 +736,14 @@ pub async fn read(client: &ChainClient, action: &str, params: &Value, wallet: Ad
         "get-token-balance" => {
             let token = resolve_token(client, "token", param_str(params, "token")?).await?;
             let raw = match &token {
-                Token::Native => client.provider.get_balance(who).await.map_err(|e| rpc_error(client, e))?,
-                Token::Erc20 { address, .. } => view(client, *address, IERC20::balanceOfCall { owner: who }).await?,
+                Token::Native => client
+                    .provider
+                    .get_balance(who)
+                    .await
+                    .map_err(|e| rpc_error(client, e))?,
+                Token::Erc20 { address, .. } => {
+                    view(client, *address, IERC20::balanceOfCall { owner: who }).await?
+                }
             };
             Ok(json!({
                 "chainId": client.chain_id,
@@ -447,23 +757,35 @@ pub async fn read(client: &ChainClient, action: &str, params: &Value, wallet: Ad
         "get-earn-position" => {
             let provider = param_str(params, "providerId")?;
             if provider != VAULT_PROVIDER {
-                return Err(invalid("providerId", format!("{provider:?} has no onchain positions here; use {VAULT_PROVIDER:?}")));
+                return Err(invalid(
+                    "providerId",
+                    format!("{provider:?} has no onchain positions here; use {VAULT_PROVIDER:?}"),
+                ));
             }
             let only = opt_str(params, "opportunityId");
             if let Some(id) = only
                 && !client.settings.vaults.contains_key(id)
             {
-                return Err(invalid("opportunityId", format!("{id:?} is not a vault of chain {}", client.chain_id)));
+                return Err(invalid(
+                    "opportunityId",
+                    format!("{id:?} is not a vault of chain {}", client.chain_id),
+                ));
             }
             let mut positions = Vec::new();
             for (id, text) in &client.settings.vaults {
                 if only.is_some_and(|o| o != id) {
                     continue;
                 }
-                let vault: Address = text.parse().map_err(|_| Error::internal(format!("vault {id} address is invalid")))?;
+                let vault: Address = text
+                    .parse()
+                    .map_err(|_| Error::internal(format!("vault {id} address is invalid")))?;
                 let asset = vault_asset(client, vault).await?;
                 let shares = view(client, vault, IERC4626::balanceOfCall { owner: who }).await?;
-                let assets = if shares.is_zero() { U256::ZERO } else { view(client, vault, IERC4626::convertToAssetsCall { shares }).await? };
+                let assets = if shares.is_zero() {
+                    U256::ZERO
+                } else {
+                    view(client, vault, IERC4626::convertToAssetsCall { shares }).await?
+                };
                 positions.push(json!({
                     "opportunityId": id,
                     "vault": vault,
@@ -473,9 +795,14 @@ pub async fn read(client: &ChainClient, action: &str, params: &Value, wallet: Ad
                     "assetsRaw": assets.to_string(),
                 }));
             }
-            Ok(json!({"chainId": client.chain_id, "walletAddress": who, "providerId": VAULT_PROVIDER, "positions": positions}))
+            Ok(
+                json!({"chainId": client.chain_id, "walletAddress": who, "providerId": VAULT_PROVIDER, "positions": positions}),
+            )
         }
-        other => Err(Error::new(ErrorCode::NotAvailable, format!("{other} is not an EVM read of this build."))),
+        other => Err(Error::new(
+            ErrorCode::NotAvailable,
+            format!("{other} is not an EVM read of this build."),
+        )),
     }
 }
 
@@ -484,14 +811,29 @@ pub fn runs_on(action: &str, client: &ChainClient) -> bool {
     let s = &client.settings;
     match action {
         "transfer" | "get-token-balance" => true,
-        "wrap-native" | "unwrap-native" => s.tokens.contains_key("WETH") || s.contracts.contains_key("WETH9"),
-        "swap" => s.contracts.contains_key(V2_ROUTER) && (s.tokens.contains_key("WETH") || s.contracts.contains_key("WETH9")),
+        "wrap-native" | "unwrap-native" => {
+            s.tokens.contains_key("WETH") || s.contracts.contains_key("WETH9")
+        }
+        "swap" => {
+            s.contracts.contains_key(V2_ROUTER)
+                && (s.tokens.contains_key("WETH") || s.contracts.contains_key("WETH9"))
+        }
         "swap-v3" => s.contracts.contains_key(V3_ROUTER) && s.contracts.contains_key(V3_QUOTER),
-        "deposit-earn-position" | "withdraw-earn-position" | "get-earn-position" => !s.vaults.is_empty(),
+        "deposit-earn-position" | "withdraw-earn-position" | "get-earn-position" => {
+            !s.vaults.is_empty()
+        }
         _ => false,
     }
 }
 
 /// The EVM writes (lanes execute and buildTx) and reads (lane executeIntent, for the agent itself).
-pub const WRITES: &[&str] = &["transfer", "wrap-native", "unwrap-native", "swap", "swap-v3", "deposit-earn-position", "withdraw-earn-position"];
+pub const WRITES: &[&str] = &[
+    "transfer",
+    "wrap-native",
+    "unwrap-native",
+    "swap",
+    "swap-v3",
+    "deposit-earn-position",
+    "withdraw-earn-position",
+];
 pub const READS: &[&str] = &["get-token-balance", "get-earn-position"];

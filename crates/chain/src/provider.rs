@@ -36,9 +36,26 @@ pub struct EvmProvider {
 }
 
 impl EvmProvider {
-    pub fn new(clients: ChainClients, store: Arc<dyn Store>, clock: Arc<dyn Clock>, keyring: Keyring, after_send: Option<AfterSend>) -> Self {
-        let sender = WalletSender::new(store.clone(), clock.clone(), clients.options.clone(), after_send);
-        Self { clients, store, keyring, clock, sender }
+    pub fn new(
+        clients: ChainClients,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        keyring: Keyring,
+        after_send: Option<AfterSend>,
+    ) -> Self {
+        let sender = WalletSender::new(
+            store.clone(),
+            clock.clone(),
+            clients.options.clone(),
+            after_send,
+        );
+        Self {
+            clients,
+            store,
+            keyring,
+            clock,
+            sender,
+        }
     }
 
     fn client(&self, chain_id: u64, action: &str) -> Result<&Arc<ChainClient>, Error> {
@@ -55,9 +72,15 @@ impl EvmProvider {
             .await?
             .ok_or_else(|| Error::internal(format!("agent {} has no wallet", ctx.agent_id)))?;
         let key = self.keyring.open_wallet_key(&sealed, &ctx.agent_id)?;
-        let signer = PrivateKeySigner::from_bytes(&B256::from(*key)).map_err(|_| Error::internal("a sealed wallet key is not a secp256k1 key"))?;
-        if !ctx.agent_address.is_empty() && ctx.agent_address.parse::<Address>().ok() != Some(signer.address()) {
-            return Err(Error::internal(format!("agent {}'s wallet key does not match its address", ctx.agent_id)));
+        let signer = PrivateKeySigner::from_bytes(&B256::from(*key))
+            .map_err(|_| Error::internal("a sealed wallet key is not a secp256k1 key"))?;
+        if !ctx.agent_address.is_empty()
+            && ctx.agent_address.parse::<Address>().ok() != Some(signer.address())
+        {
+            return Err(Error::internal(format!(
+                "agent {}'s wallet key does not match its address",
+                ctx.agent_id
+            )));
         }
         Ok(signer)
     }
@@ -65,40 +88,82 @@ impl EvmProvider {
     async fn run(&self, ctx: &ExecutionContext) -> Result<ExecutionOutcome, Error> {
         let client = self.client(ctx.chain_id, &ctx.action)?;
         if READS.contains(&ctx.action.as_str()) {
-            let wallet: Address = ctx.subject.wallet_address.parse().map_err(|_| Error::internal("the execution's wallet is not an address"))?;
-            return Ok(ExecutionOutcome::read(read(client, &ctx.action, &ctx.params, wallet).await?));
+            let wallet: Address = ctx
+                .subject
+                .wallet_address
+                .parse()
+                .map_err(|_| Error::internal("the execution's wallet is not an address"))?;
+            return Ok(ExecutionOutcome::read(
+                read(client, &ctx.action, &ctx.params, wallet).await?,
+            ));
         }
         match ctx.lane {
             Lane::Execute => {
                 let signer = self.signer(ctx).await?;
                 let from = signer.address();
-                Ok(self.sender.execute(client, &signer, &ctx.execution_key, || plan(client, &ctx.action, &ctx.params, from)).await)
+                Ok(self
+                    .sender
+                    .execute(client, &signer, &ctx.execution_key, || {
+                        plan(client, &ctx.action, &ctx.params, from)
+                    })
+                    .await)
             }
             Lane::ExecuteIntent => self.delegated(ctx, client).await,
-            Lane::BuildTx => Err(Error::new(ErrorCode::NotAvailable, format!("{} is built with build-tx, not executed on that lane.", ctx.action))),
+            Lane::BuildTx => Err(Error::new(
+                ErrorCode::NotAvailable,
+                format!(
+                    "{} is built with build-tx, not executed on that lane.",
+                    ctx.action
+                ),
+            )),
         }
     }
 
     /// Fan-out: the action's calls run from the user's account, each as one `redeemDelegations`
     /// sent by the agent wallet under the user's active delegation. Simulated first (the whole plan),
     /// so a caveat that refuses is this user's `DELEGATION_CAVEAT_REFUSED` and nothing is sent.
-    async fn delegated(&self, ctx: &ExecutionContext, client: &ChainClient) -> Result<ExecutionOutcome, Error> {
-        let framework = Framework::of(ctx.chain_id, &client.settings)
-            .ok_or_else(|| Error::new(ErrorCode::ChainNotConfigured, format!("Chain {} has no DelegationManager configured.", ctx.chain_id)))?;
+    async fn delegated(
+        &self,
+        ctx: &ExecutionContext,
+        client: &ChainClient,
+    ) -> Result<ExecutionOutcome, Error> {
+        let framework = Framework::of(ctx.chain_id, &client.settings).ok_or_else(|| {
+            Error::new(
+                ErrorCode::ChainNotConfigured,
+                format!(
+                    "Chain {} has no DelegationManager configured.",
+                    ctx.chain_id
+                ),
+            )
+        })?;
         let now = to_millis(self.clock.now());
         let wallet = &ctx.subject.wallet_address;
-        let Some(record) = self.store.active_delegation(&ctx.agent_id, ctx.chain_id, wallet, now).await? else {
+        let Some(record) = self
+            .store
+            .active_delegation(&ctx.agent_id, ctx.chain_id, wallet, now)
+            .await?
+        else {
             return Ok(ExecutionOutcome::failed(
                 ErrorCode::DelegationRevoked,
-                format!("{wallet} has no active delegation to this agent on chain {} any more (revoked or expired since the intent was accepted); skipped, nothing was sent.", ctx.chain_id),
+                format!(
+                    "{wallet} has no active delegation to this agent on chain {} any more (revoked or expired since the intent was accepted); skipped, nothing was sent.",
+                    ctx.chain_id
+                ),
             ));
         };
-        let body = record.body.as_deref().ok_or_else(|| Error::new(ErrorCode::DelegationInvalid, format!("Delegation {} has no signed body here.", record.hash)))?;
+        let body = record.body.as_deref().ok_or_else(|| {
+            Error::new(
+                ErrorCode::DelegationInvalid,
+                format!("Delegation {} has no signed body here.", record.hash),
+            )
+        })?;
         let delegation: Delegation = serde_json::from_str(body).map_err(Error::internal)?;
         let parsed = Parsed::from_wire(&delegation)?;
         let hash = parsed.hash();
         if is_disabled(client, &framework, hash).await? {
-            self.store.set_delegation_status(&record.hash, "revoked", now).await?;
+            self.store
+                .set_delegation_status(&record.hash, "revoked", now)
+                .await?;
             tracing::info!(delegation_hash = %record.hash, "a delegation disabled onchain is now revoked; its user is skipped");
             return Ok(ExecutionOutcome::failed(
                 ErrorCode::DelegationRevoked,
@@ -114,7 +179,9 @@ impl EvmProvider {
             {
                 return Ok(ExecutionOutcome::failed(
                     ErrorCode::InvalidParams,
-                    format!("params.{field}: under a delegation the output goes to the delegator {delegator}, not {r}."),
+                    format!(
+                        "params.{field}: under a delegation the output goes to the delegator {delegator}, not {r}."
+                    ),
                 ));
             }
         }
@@ -123,7 +190,14 @@ impl EvmProvider {
             .sender
             .execute(client, &signer, &ctx.execution_key, || async {
                 let p = plan(client, &ctx.action, &ctx.params, delegator).await?;
-                Ok(Plan { calls: p.calls.iter().map(|c| redeem_call(&framework, &parsed, c)).collect(), summary: p.summary })
+                Ok(Plan {
+                    calls: p
+                        .calls
+                        .iter()
+                        .map(|c| redeem_call(&framework, &parsed, c))
+                        .collect(),
+                    summary: p.summary,
+                })
             })
             .await;
         Ok(outcome)
@@ -133,12 +207,26 @@ impl EvmProvider {
 #[async_trait]
 impl Provider for EvmProvider {
     fn lanes(&self) -> Vec<(&'static str, Lane)> {
-        let writes = WRITES.iter().flat_map(|a| [(*a, Lane::Execute), (*a, Lane::BuildTx), (*a, Lane::ExecuteIntent)]);
-        writes.chain(READS.iter().map(|a| (*a, Lane::ExecuteIntent))).collect()
+        let writes = WRITES.iter().flat_map(|a| {
+            [
+                (*a, Lane::Execute),
+                (*a, Lane::BuildTx),
+                (*a, Lane::ExecuteIntent),
+            ]
+        });
+        writes
+            .chain(READS.iter().map(|a| (*a, Lane::ExecuteIntent)))
+            .collect()
     }
 
     fn chains(&self, action: &str) -> Option<Vec<u64>> {
-        Some(self.clients.iter().filter(|c| runs_on(action, c)).map(|c| c.chain_id).collect())
+        Some(
+            self.clients
+                .iter()
+                .filter(|c| runs_on(action, c))
+                .map(|c| c.chain_id)
+                .collect(),
+        )
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
@@ -152,7 +240,9 @@ impl Provider for EvmProvider {
         let found = async {
             let client = self.client(ctx.chain_id, &ctx.action)?;
             let signer = self.signer(ctx).await?;
-            self.sender.reconcile(client, &signer, &ctx.execution_key).await
+            self.sender
+                .reconcile(client, &signer, &ctx.execution_key)
+                .await
         };
         match found.await {
             Ok(None) => Reconciled::NotSent,
@@ -162,7 +252,11 @@ impl Provider for EvmProvider {
         }
     }
 
-    async fn build_tx(&self, ctx: &ExecutionContext, wallet: Option<&str>) -> Result<BuildTxData, Error> {
+    async fn build_tx(
+        &self,
+        ctx: &ExecutionContext,
+        wallet: Option<&str>,
+    ) -> Result<BuildTxData, Error> {
         let client = self.client(ctx.chain_id, &ctx.action)?;
         let Some(wallet) = wallet else {
             return Err(Error::invalid(format!(
@@ -170,7 +264,9 @@ impl Provider for EvmProvider {
                 ctx.action
             )));
         };
-        let from: Address = wallet.parse().map_err(|_| Error::invalid(format!("walletAddress {wallet:?} is not a 0x address")))?;
+        let from: Address = wallet
+            .parse()
+            .map_err(|_| Error::invalid(format!("walletAddress {wallet:?} is not a 0x address")))?;
         let plan = plan(client, &ctx.action, &ctx.params, from).await?;
         let gas = simulate(client, from, &plan.calls).await?;
         let (max_fee, priority) = fees(client).await?;
@@ -191,6 +287,10 @@ impl Provider for EvmProvider {
                 description: c.description.clone(),
             })
             .collect();
-        Ok(BuildTxData { chain_id: ctx.chain_id, from: Some(from.to_string()), transactions })
+        Ok(BuildTxData {
+            chain_id: ctx.chain_id,
+            from: Some(from.to_string()),
+            transactions,
+        })
     }
 }

@@ -22,8 +22,8 @@ use alloy::eips::{BlockId, BlockNumberOrTag};
 use alloy::network::{TransactionBuilder, TxSignerSync};
 use alloy::primitives::{Address, B256, TxKind};
 use alloy::providers::Provider;
-use alloy::rpc::types::{BlockOverrides, TransactionRequest};
 use alloy::rpc::types::simulate::{SimBlock, SimulatePayload};
+use alloy::rpc::types::{BlockOverrides, TransactionRequest};
 use alloy::signers::local::PrivateKeySigner;
 use serde_json::json;
 
@@ -43,10 +43,20 @@ pub type AfterSend = Arc<dyn Fn() + Send + Sync>;
 
 /// Simulates `calls` from `from`, in order, with state carried between them; answers each call's gas
 /// limit (its gas use plus headroom), or `EXECUTION_REVERTED` with the decoded reason.
-pub async fn simulate(client: &ChainClient, from: Address, calls: &[Call]) -> Result<Vec<u64>, Error> {
+pub async fn simulate(
+    client: &ChainClient,
+    from: Address,
+    calls: &[Call],
+) -> Result<Vec<u64>, Error> {
     let requests: Vec<TransactionRequest> = calls
         .iter()
-        .map(|c| TransactionRequest::default().with_from(from).with_to(c.to).with_input(c.data.clone()).with_value(c.value))
+        .map(|c| {
+            TransactionRequest::default()
+                .with_from(from)
+                .with_to(c.to)
+                .with_input(c.data.clone())
+                .with_value(c.value)
+        })
         .collect();
     // The simulated block lies a few seconds ahead, as the block that will include the transactions
     // does: code that branches on elapsed time (a Uniswap V2 pair's price accumulators) takes the
@@ -58,31 +68,64 @@ pub async fn simulate(client: &ChainClient, from: Address, calls: &[Call]) -> Re
         .map_err(|e| rpc_error(client, e))?
         .map(|b| b.header.timestamp)
         .unwrap_or_default();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
-    let overrides = BlockOverrides { time: Some(latest.max(now) + SIMULATED_BLOCK_AHEAD_SECONDS), ..Default::default() };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let overrides = BlockOverrides {
+        time: Some(latest.max(now) + SIMULATED_BLOCK_AHEAD_SECONDS),
+        ..Default::default()
+    };
     let payload = SimulatePayload {
-        block_state_calls: vec![SimBlock { block_overrides: Some(overrides), state_overrides: None, calls: requests }],
+        block_state_calls: vec![SimBlock {
+            block_overrides: Some(overrides),
+            state_overrides: None,
+            calls: requests,
+        }],
         trace_transfers: false,
         validation: false,
         return_full_transactions: false,
     };
-    let blocks = client.provider.simulate(&payload).block_id(BlockId::pending()).await.map_err(|e| rpc_error(client, e))?;
-    let results = blocks.into_iter().next().map(|b| b.calls).unwrap_or_default();
+    let blocks = client
+        .provider
+        .simulate(&payload)
+        .block_id(BlockId::pending())
+        .await
+        .map_err(|e| rpc_error(client, e))?;
+    let results = blocks
+        .into_iter()
+        .next()
+        .map(|b| b.calls)
+        .unwrap_or_default();
     if results.len() != calls.len() {
-        return Err(Error::internal(format!("eth_simulateV1 answered {} results for {} calls", results.len(), calls.len())));
+        return Err(Error::internal(format!(
+            "eth_simulateV1 answered {} results for {} calls",
+            results.len(),
+            calls.len()
+        )));
     }
     let mut gas = Vec::with_capacity(calls.len());
     for (call, result) in calls.iter().zip(results) {
         if !result.status {
             let (data, message) = match &result.error {
-                Some(e) => (e.data.as_ref().or(Some(&result.return_data)), e.message.as_str()),
+                Some(e) => (
+                    e.data.as_ref().or(Some(&result.return_data)),
+                    e.message.as_str(),
+                ),
                 None => (Some(&result.return_data), ""),
             };
             let reason = revert::reason(data, message);
-            return Err(Error::new(revert::code(data, &reason), format!("{} would revert: {reason}", call.description)));
+            return Err(Error::new(
+                revert::code(data, &reason),
+                format!("{} would revert: {reason}", call.description),
+            ));
         }
         // The gas a call needs before refunds, not what it costs after them.
-        let needed = result.max_used_gas.unwrap_or_default().max(result.gas_used).max(21_000);
+        let needed = result
+            .max_used_gas
+            .unwrap_or_default()
+            .max(result.gas_used)
+            .max(21_000);
         gas.push(needed * (100 + GAS_HEADROOM_PERCENT) / 100);
     }
     Ok(gas)
@@ -90,17 +133,28 @@ pub async fn simulate(client: &ChainClient, from: Address, calls: &[Call]) -> Re
 
 /// Current EIP-1559 fees of the chain.
 pub async fn fees(client: &ChainClient) -> Result<(u128, u128), Error> {
-    let est = client.provider.estimate_eip1559_fees().await.map_err(|e| rpc_error(client, e))?;
+    let est = client
+        .provider
+        .estimate_eip1559_fees()
+        .await
+        .map_err(|e| rpc_error(client, e))?;
     Ok((est.max_fee_per_gas, est.max_priority_fee_per_gas))
 }
 
 /// The wallet's next nonce as the node sees it (pending transactions included).
 pub async fn pending_nonce(client: &ChainClient, wallet: Address) -> Result<u64, Error> {
-    client.provider.get_transaction_count(wallet).pending().await.map_err(|e| rpc_error(client, e))
+    client
+        .provider
+        .get_transaction_count(wallet)
+        .pending()
+        .await
+        .map_err(|e| rpc_error(client, e))
 }
 
 fn sign(signer: &PrivateKeySigner, mut tx: TxEip1559) -> Result<(B256, Vec<u8>), Error> {
-    let signature = signer.sign_transaction_sync(&mut tx).map_err(|e| Error::internal(format!("signing: {e}")))?;
+    let signature = signer
+        .sign_transaction_sync(&mut tx)
+        .map_err(|e| Error::internal(format!("signing: {e}")))?;
     let envelope = TxEnvelope::Eip1559(tx.into_signed(signature));
     Ok((*envelope.tx_hash(), envelope.encoded_2718()))
 }
@@ -113,7 +167,9 @@ fn hex_hash(h: &B256) -> String {
 fn rejected(e: &alloy::transports::TransportError) -> bool {
     e.as_error_resp().is_some_and(|r| {
         let m = r.message.to_ascii_lowercase();
-        !(m.contains("already known") || m.contains("already imported") || m.contains("known transaction"))
+        !(m.contains("already known")
+            || m.contains("already imported")
+            || m.contains("known transaction"))
     })
 }
 
@@ -127,8 +183,19 @@ pub struct WalletSender {
 }
 
 impl WalletSender {
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, options: ChainOptions, after_send: Option<AfterSend>) -> Self {
-        Self { store, clock, options, locks: KeyedLocks::default(), after_send }
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        options: ChainOptions,
+        after_send: Option<AfterSend>,
+    ) -> Self {
+        Self {
+            store,
+            clock,
+            options,
+            locks: KeyedLocks::default(),
+            after_send,
+        }
     }
 
     fn now(&self) -> i64 {
@@ -138,7 +205,13 @@ impl WalletSender {
     /// Plans (with `make_plan`, under the wallet's lock, so it sees this wallet's earlier
     /// transactions), simulates, reserves, signs, records and sends one execution, then waits for its
     /// receipts. A refused simulation sends nothing and reserves nothing.
-    pub async fn execute<F, Fut>(&self, client: &ChainClient, signer: &PrivateKeySigner, execution_key: &str, make_plan: F) -> ExecutionOutcome
+    pub async fn execute<F, Fut>(
+        &self,
+        client: &ChainClient,
+        signer: &PrivateKeySigner,
+        execution_key: &str,
+        make_plan: F,
+    ) -> ExecutionOutcome
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<Plan, Error>>,
@@ -149,7 +222,13 @@ impl WalletSender {
         }
     }
 
-    async fn send<F, Fut>(&self, client: &ChainClient, signer: &PrivateKeySigner, execution_key: &str, make_plan: &F) -> Result<(Vec<ChainTxRecord>, serde_json::Value), Error>
+    async fn send<F, Fut>(
+        &self,
+        client: &ChainClient,
+        signer: &PrivateKeySigner,
+        execution_key: &str,
+        make_plan: &F,
+    ) -> Result<(Vec<ChainTxRecord>, serde_json::Value), Error>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<Plan, Error>>,
@@ -165,7 +244,17 @@ impl WalletSender {
             let (max_fee, priority) = fees(client).await?;
             let chain_nonce = pending_nonce(client, wallet).await?;
             let count = u32::try_from(plan.calls.len()).map_err(Error::internal)?;
-            let rows = self.store.reserve_nonces(client.chain_id, &wallet_text, execution_key, count, chain_nonce, self.now()).await?;
+            let rows = self
+                .store
+                .reserve_nonces(
+                    client.chain_id,
+                    &wallet_text,
+                    execution_key,
+                    count,
+                    chain_nonce,
+                    self.now(),
+                )
+                .await?;
             if rows.iter().any(|r| r.state != "reserved") {
                 // Signed already (by another process running the same execution): never sign again at
                 // those nonces; wait for what was sent.
@@ -187,11 +276,20 @@ impl WalletSender {
                         access_list: Default::default(),
                         input: call.data.clone(),
                     };
-                    sign(signer, tx).map(|(hash, raw)| SignedTx { nonce: row.nonce, tx_hash: hex_hash(&hash), raw_tx: raw })
+                    sign(signer, tx).map(|(hash, raw)| SignedTx {
+                        nonce: row.nonce,
+                        tx_hash: hex_hash(&hash),
+                        raw_tx: raw,
+                    })
                 })
                 .collect::<Result<Vec<_>, Error>>();
             let recorded = match signed {
-                Ok(signed) => self.store.record_signed_txs(client.chain_id, &wallet_text, &signed, self.now()).await.map(|()| signed).map_err(Error::from),
+                Ok(signed) => self
+                    .store
+                    .record_signed_txs(client.chain_id, &wallet_text, &signed, self.now())
+                    .await
+                    .map(|()| signed)
+                    .map_err(Error::from),
                 Err(e) => Err(e),
             };
             let signed = match recorded {
@@ -213,35 +311,58 @@ impl WalletSender {
                         break;
                     }
                     // A transport failure: the node may have it; waiting re-sends the same bytes.
-                    Err(e) => tracing::warn!(chain_id = client.chain_id, tx_hash = s.tx_hash, error = %rpc_error(client, &e).detail.unwrap_or_default(), "sending a transaction failed; it will be re-sent"),
+                    Err(e) => {
+                        tracing::warn!(chain_id = client.chain_id, tx_hash = s.tx_hash, error = %rpc_error(client, &e).detail.unwrap_or_default(), "sending a transaction failed; it will be re-sent")
+                    }
                 }
                 if let Some(hook) = &self.after_send {
                     hook();
                 }
             }
             let rows = self.store.execution_txs(execution_key).await?;
-            let Some(reason) = refused else { return Ok((rows, plan.summary)) };
+            let Some(reason) = refused else {
+                return Ok((rows, plan.summary));
+            };
             // The node refused a transaction: it and the ones after it are not in its pool. Nothing
             // of this execution was mined if the first was refused; give the nonces back and retry.
             if rows.first().and_then(|r| r.tx_hash.as_ref()) == signed.first().map(|s| &s.tx_hash)
                 && !self.any_known(client, &rows).await
             {
                 self.store.void_txs(execution_key, true, self.now()).await?;
-                tracing::warn!(chain_id = client.chain_id, attempt, reason, "the node refused a transaction; nonces given back");
+                tracing::warn!(
+                    chain_id = client.chain_id,
+                    attempt,
+                    reason,
+                    "the node refused a transaction; nonces given back"
+                );
                 if attempt == 0 {
                     continue;
                 }
-                return Err(Error::new(ErrorCode::NotAvailable, format!("The node refused the transaction: {reason}")));
+                return Err(Error::new(
+                    ErrorCode::NotAvailable,
+                    format!("The node refused the transaction: {reason}"),
+                ));
             }
             return Ok((rows, plan.summary));
         }
-        Err(Error::new(ErrorCode::NotAvailable, "The node refused the transaction twice."))
+        Err(Error::new(
+            ErrorCode::NotAvailable,
+            "The node refused the transaction twice.",
+        ))
     }
 
     async fn any_known(&self, client: &ChainClient, rows: &[ChainTxRecord]) -> bool {
         for row in rows {
-            for h in row.tx_hash.iter().chain(row.prior_hashes.iter()).filter_map(|h| h.parse::<B256>().ok()) {
-                if matches!(client.provider.get_transaction_by_hash(h).await, Ok(Some(_)) | Err(_)) {
+            for h in row
+                .tx_hash
+                .iter()
+                .chain(row.prior_hashes.iter())
+                .filter_map(|h| h.parse::<B256>().ok())
+            {
+                if matches!(
+                    client.provider.get_transaction_by_hash(h).await,
+                    Ok(Some(_)) | Err(_)
+                ) {
                     return true;
                 }
             }
@@ -251,21 +372,38 @@ impl WalletSender {
 
     /// Finds an execution that was started and not recorded as ended. `None`: nothing was sent
     /// (its reserved nonces, if any, are given back), so it may run now.
-    pub async fn reconcile(&self, client: &ChainClient, signer: &PrivateKeySigner, execution_key: &str) -> Result<Option<ExecutionOutcome>, Error> {
+    pub async fn reconcile(
+        &self,
+        client: &ChainClient,
+        signer: &PrivateKeySigner,
+        execution_key: &str,
+    ) -> Result<Option<ExecutionOutcome>, Error> {
         let rows = self.store.execution_txs(execution_key).await?;
         if rows.iter().all(|r| r.state == "reserved") {
             if !rows.is_empty() {
-                self.store.void_txs(execution_key, false, self.now()).await?;
+                self.store
+                    .void_txs(execution_key, false, self.now())
+                    .await?;
             }
             return Ok(None);
         }
-        tracing::info!(execution_key, transactions = rows.len(), "resuming an execution's signed transactions");
+        tracing::info!(
+            execution_key,
+            transactions = rows.len(),
+            "resuming an execution's signed transactions"
+        );
         Ok(Some(self.wait(client, signer, rows, None).await))
     }
 
     /// Waits for every transaction of an execution, re-sending the signed bytes and bumping fees
     /// while one stays unmined; ends when all are mined or the receipt timeout passes.
-    async fn wait(&self, client: &ChainClient, signer: &PrivateKeySigner, mut rows: Vec<ChainTxRecord>, summary: Option<serde_json::Value>) -> ExecutionOutcome {
+    async fn wait(
+        &self,
+        client: &ChainClient,
+        signer: &PrivateKeySigner,
+        mut rows: Vec<ChainTxRecord>,
+        summary: Option<serde_json::Value>,
+    ) -> ExecutionOutcome {
         let started = tokio::time::Instant::now();
         let mut hashes = Vec::new();
         for row in &mut rows {
@@ -275,11 +413,25 @@ impl WalletSender {
                 match self.mined(client, row).await {
                     Ok(Some((hash, status))) => {
                         hashes.push(hash.clone());
-                        if let Err(e) = self.store.record_mined_tx(client.chain_id, &row.wallet, row.nonce, &hash, i64::from(status), self.now()).await {
+                        if let Err(e) = self
+                            .store
+                            .record_mined_tx(
+                                client.chain_id,
+                                &row.wallet,
+                                row.nonce,
+                                &hash,
+                                i64::from(status),
+                                self.now(),
+                            )
+                            .await
+                        {
                             tracing::error!(error = %e, "recording a receipt failed");
                         }
                         if !status {
-                            let mut o = ExecutionOutcome::failed(ErrorCode::ExecutionReverted, format!("Transaction {hash} was mined and reverted."));
+                            let mut o = ExecutionOutcome::failed(
+                                ErrorCode::ExecutionReverted,
+                                format!("Transaction {hash} was mined and reverted."),
+                            );
                             o.tx_hash = Some(hash);
                             o.data = Some(json!({"transactions": hashes, "plan": summary}));
                             return o;
@@ -287,12 +439,18 @@ impl WalletSender {
                         break;
                     }
                     Ok(None) => {}
-                    Err(e) => tracing::warn!(error = %e.detail.clone().unwrap_or_default(), "receipt lookup failed; retrying"),
+                    Err(e) => {
+                        tracing::warn!(error = %e.detail.clone().unwrap_or_default(), "receipt lookup failed; retrying")
+                    }
                 }
                 if started.elapsed() > self.options.receipt_timeout {
                     let mut o = ExecutionOutcome::failed(
                         ErrorCode::NotAvailable,
-                        format!("Transaction {} was not mined within {} s; its nonce stays reserved for it.", row.tx_hash.clone().unwrap_or_default(), self.options.receipt_timeout.as_secs()),
+                        format!(
+                            "Transaction {} was not mined within {} s; its nonce stays reserved for it.",
+                            row.tx_hash.clone().unwrap_or_default(),
+                            self.options.receipt_timeout.as_secs()
+                        ),
                     );
                     o.tx_hash = row.tx_hash.clone();
                     return o;
@@ -316,13 +474,24 @@ impl WalletSender {
     }
 
     /// The receipt of any signing of a row: (hash, success).
-    async fn mined(&self, client: &ChainClient, row: &ChainTxRecord) -> Result<Option<(String, bool)>, Error> {
+    async fn mined(
+        &self,
+        client: &ChainClient,
+        row: &ChainTxRecord,
+    ) -> Result<Option<(String, bool)>, Error> {
         if let (Some(status), Some(hash)) = (row.receipt_status, &row.tx_hash) {
             return Ok(Some((hash.clone(), status == 1)));
         }
         for hash in row.tx_hash.iter().chain(row.prior_hashes.iter()) {
-            let Ok(h) = hash.parse::<B256>() else { continue };
-            if let Some(receipt) = client.provider.get_transaction_receipt(h).await.map_err(|e| rpc_error(client, e))? {
+            let Ok(h) = hash.parse::<B256>() else {
+                continue;
+            };
+            if let Some(receipt) = client
+                .provider
+                .get_transaction_receipt(h)
+                .await
+                .map_err(|e| rpc_error(client, e))?
+            {
                 return Ok(Some((hash.clone(), receipt.status())));
             }
         }
@@ -331,23 +500,47 @@ impl WalletSender {
 
     /// Hands a row's transaction to the node again: the same bytes the first time; later, when it
     /// has stayed unmined, re-signed at the same nonce with fees raised by at least 12.5 %.
-    async fn push(&self, client: &ChainClient, signer: &PrivateKeySigner, row: &mut ChainTxRecord, bump: bool) -> Result<(), Error> {
-        let Some(raw) = row.raw_tx.clone() else { return Ok(()) };
+    async fn push(
+        &self,
+        client: &ChainClient,
+        signer: &PrivateKeySigner,
+        row: &mut ChainTxRecord,
+        bump: bool,
+    ) -> Result<(), Error> {
+        let Some(raw) = row.raw_tx.clone() else {
+            return Ok(());
+        };
         if bump {
-            let envelope = TxEnvelope::decode_2718(&mut raw.as_slice()).map_err(|e| Error::internal(format!("stored transaction: {e}")))?;
-            let Some(signed) = envelope.as_eip1559() else { return Ok(()) };
+            let envelope = TxEnvelope::decode_2718(&mut raw.as_slice())
+                .map_err(|e| Error::internal(format!("stored transaction: {e}")))?;
+            let Some(signed) = envelope.as_eip1559() else {
+                return Ok(());
+            };
             let mut tx = signed.tx().clone();
             let (max_fee, priority) = fees(client).await?;
             tx.max_priority_fee_per_gas = priority.max(tx.max_priority_fee_per_gas * 9 / 8 + 1);
-            tx.max_fee_per_gas = max_fee.max(tx.max_fee_per_gas * 9 / 8 + 1).max(tx.max_priority_fee_per_gas);
+            tx.max_fee_per_gas = max_fee
+                .max(tx.max_fee_per_gas * 9 / 8 + 1)
+                .max(tx.max_priority_fee_per_gas);
             let (hash, bytes) = sign(signer, tx)?;
-            let signed = SignedTx { nonce: row.nonce, tx_hash: hex_hash(&hash), raw_tx: bytes.clone() };
-            self.store.record_signed_txs(client.chain_id, &row.wallet, &[signed], self.now()).await?;
+            let signed = SignedTx {
+                nonce: row.nonce,
+                tx_hash: hex_hash(&hash),
+                raw_tx: bytes.clone(),
+            };
+            self.store
+                .record_signed_txs(client.chain_id, &row.wallet, &[signed], self.now())
+                .await?;
             if let Some(old) = row.tx_hash.replace(hex_hash(&hash)) {
                 row.prior_hashes.push(old);
             }
             row.raw_tx = Some(bytes);
-            tracing::info!(chain_id = client.chain_id, nonce = row.nonce, tx_hash = row.tx_hash.as_deref().unwrap_or(""), "re-signed a stuck transaction with higher fees");
+            tracing::info!(
+                chain_id = client.chain_id,
+                nonce = row.nonce,
+                tx_hash = row.tx_hash.as_deref().unwrap_or(""),
+                "re-signed a stuck transaction with higher fees"
+            );
         }
         let bytes = row.raw_tx.clone().unwrap_or_default();
         match client.provider.send_raw_transaction(&bytes).await {
@@ -365,7 +558,10 @@ impl WalletSender {
 /// A refusal before anything was sent, as an execution outcome.
 pub fn outcome_of(e: Error) -> ExecutionOutcome {
     if e.code == ErrorCode::Internal {
-        tracing::error!(detail = e.detail.as_deref().unwrap_or(""), "execution failed");
+        tracing::error!(
+            detail = e.detail.as_deref().unwrap_or(""),
+            "execution failed"
+        );
     }
     ExecutionOutcome::failed(e.code, e.message)
 }

@@ -6,12 +6,12 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 
 use actiongate_api_types::catalog::CatalogAction;
-use actiongate_api_types::identity::EmailCompleteRequest;
 use actiongate_api_types::chain::BuildTxRequest;
 use actiongate_api_types::credits::{BuyCreditsRequest, CreditPurchase};
-use actiongate_client::Purchase;
+use actiongate_api_types::identity::EmailCompleteRequest;
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
 use actiongate_client::Client;
+use actiongate_client::Purchase;
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
@@ -22,7 +22,13 @@ use crate::output::Outcome;
 #[derive(Debug, Args, Clone)]
 pub struct Global {
     /// The gateway's base URL.
-    #[arg(long, env = "ACTIONGATE_BASE_URL", hide_env_values = true, default_value = "http://127.0.0.1:8080", global = true)]
+    #[arg(
+        long,
+        env = "ACTIONGATE_BASE_URL",
+        hide_env_values = true,
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
     pub base_url: String,
     /// Use the test environment: ACTIONGATE_TESTNET_URL as the base URL and chain 84532.
     #[arg(long, global = true)]
@@ -149,19 +155,38 @@ pub enum PersonhoodCommand {
 #[derive(Debug, Subcommand)]
 pub enum OrgCommand {
     /// The proof request for the organization.
-    Begin { #[arg(long)] org_id: String, #[arg(long)] chain_id: Option<u64> },
+    Begin {
+        #[arg(long)]
+        org_id: String,
+        #[arg(long)]
+        chain_id: Option<u64>,
+    },
     /// Lock the organization with the proof client's result (JSON, or @file). A write.
-    Complete { #[arg(long)] org_id: String, #[arg(long)] proof: String },
+    Complete {
+        #[arg(long)]
+        org_id: String,
+        #[arg(long)]
+        proof: String,
+    },
     /// unverified or locked.
-    Check { #[arg(long)] org_id: String },
+    Check {
+        #[arg(long)]
+        org_id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum AgentPersonhoodCommand {
     /// The proof request for the agent.
-    Begin { #[arg(long)] chain_id: Option<u64> },
+    Begin {
+        #[arg(long)]
+        chain_id: Option<u64>,
+    },
     /// Lock the agent with the proof client's result (JSON, or @file). A write.
-    Complete { #[arg(long)] proof: String },
+    Complete {
+        #[arg(long)]
+        proof: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -182,7 +207,12 @@ pub enum DepositCommand {
         idempotency_key: Option<String>,
     },
     /// Issue the receipt with the proof client's result (JSON, or @file). A write.
-    Complete { #[arg(long)] org_id: String, #[arg(long)] proof: String },
+    Complete {
+        #[arg(long)]
+        org_id: String,
+        #[arg(long)]
+        proof: String,
+    },
     /// Consume a receipt, once. A write.
     Consume {
         #[arg(long)]
@@ -321,15 +351,21 @@ pub struct PreflightArgs {
 }
 
 fn need_key() -> Result<String, Outcome> {
-    credentials::agent_key().map(|(k, _)| k).ok_or_else(|| Outcome::Refused {
-        code: "UNAUTHORIZED".into(),
-        error: "UNAUTHORIZED".into(),
-        message: "No agent key: sign in with actiongate login, or set ACTIONGATE_API_KEY.".into(),
-    })
+    credentials::agent_key()
+        .map(|(k, _)| k)
+        .ok_or_else(|| Outcome::Refused {
+            code: "UNAUTHORIZED".into(),
+            error: "UNAUTHORIZED".into(),
+            message: "No agent key: sign in with actiongate login, or set ACTIONGATE_API_KEY."
+                .into(),
+        })
 }
 
 fn not_available(what: &str, why: &str) -> Outcome {
-    Outcome::failed("NOT_AVAILABLE", format!("{what} is not available on this gateway yet: {why}."))
+    Outcome::failed(
+        "NOT_AVAILABLE",
+        format!("{what} is not available on this gateway yet: {why}."),
+    )
 }
 
 /// Links the payer's wallet to the signed-in owner's account (idempotent: a linked wallet stays so).
@@ -338,13 +374,25 @@ async fn link_wallet(client: &Client, payer: &crate::pay::Payer) -> Result<(), O
         Outcome::failed("UNAUTHORIZED", "Paying from a local key links its wallet to your account, which needs the owner's session: sign in with actiongate login.")
     })?;
     let begun = client
-        .owner_call(&session, "POST", "/api/v1/wallets/link/begin", &json!({"address": payer.address()}))
+        .owner_call(
+            &session,
+            "POST",
+            "/api/v1/wallets/link/begin",
+            &json!({"address": payer.address()}),
+        )
         .await
         .map_err(Outcome::from_error)?;
     let message = begun["message"].as_str().unwrap_or_default().to_owned();
-    let signature = payer.sign_message(&message).map_err(|e| Outcome::failed("PAYMENT_FAILED", e))?;
+    let signature = payer
+        .sign_message(&message)
+        .map_err(|e| Outcome::failed("PAYMENT_FAILED", e))?;
     client
-        .owner_call(&session, "POST", "/api/v1/wallets/link", &json!({"message": message, "signature": signature}))
+        .owner_call(
+            &session,
+            "POST",
+            "/api/v1/wallets/link",
+            &json!({"message": message, "signature": signature}),
+        )
         .await
         .map_err(Outcome::from_error)?;
     Ok(())
@@ -365,7 +413,11 @@ fn dry_run(method: &str, path: &str, body: Value) -> Outcome {
         "not sent (a write: add --confirm-writes to send it):\n{method} {path}\n{}",
         serde_json::to_string_pretty(&body).unwrap_or_default()
     );
-    Outcome::Done { code: "DRY_RUN", data: json!({"method": method, "path": path, "body": body}), text }
+    Outcome::Done {
+        code: "DRY_RUN",
+        data: json!({"method": method, "path": path, "body": body}),
+        text,
+    }
 }
 
 /// Typed params from --param k=v (by the action's paramsSchema) and --params JSON.
@@ -373,13 +425,21 @@ fn params_of(args: &ActionArgs, action: Option<&CatalogAction>) -> Result<Value,
     let mut params: Map<String, Value> = match &args.params_json {
         Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(m)) => m,
-            _ => return Err(Outcome::failed("INVALID_REQUEST", "--params must be a JSON object")),
+            _ => {
+                return Err(Outcome::failed(
+                    "INVALID_REQUEST",
+                    "--params must be a JSON object",
+                ));
+            }
         },
         None => Map::new(),
     };
     for pair in &args.params {
         let Some((k, v)) = pair.split_once('=') else {
-            return Err(Outcome::failed("INVALID_REQUEST", format!("--param {pair:?} is not KEY=VALUE")));
+            return Err(Outcome::failed(
+                "INVALID_REQUEST",
+                format!("--param {pair:?} is not KEY=VALUE"),
+            ));
         };
         let kind = action
             .and_then(|a| a.params_schema.as_ref())
@@ -398,11 +458,20 @@ async fn catalog_entry(client: &Client, name: &str) -> Option<CatalogAction> {
     let wanted = name.to_ascii_lowercase().replace('_', "-");
     let doc = client.catalog().await.ok()?;
     doc.actions.into_iter().find(|a| {
-        a.action == wanted || a.aliases.iter().any(|al| al.to_ascii_lowercase().replace('_', "-") == wanted)
+        a.action == wanted
+            || a.aliases
+                .iter()
+                .any(|al| al.to_ascii_lowercase().replace('_', "-") == wanted)
     })
 }
 
-fn request(g: &Global, a: &ActionArgs, key: String, params: Value, idem: Option<String>) -> ExecuteIntentRequest {
+fn request(
+    g: &Global,
+    a: &ActionArgs,
+    key: String,
+    params: Value,
+    idem: Option<String>,
+) -> ExecuteIntentRequest {
     ExecuteIntentRequest {
         agent_api_key: key,
         action: a.action.clone(),
@@ -414,26 +483,51 @@ fn request(g: &Global, a: &ActionArgs, key: String, params: Value, idem: Option<
 }
 
 fn intent_text(i: &Intent) -> String {
-    let mut out = format!("intent {}: {} ({} of {} executed)", i.intent_id, i.status, i.executed, i.total);
+    let mut out = format!(
+        "intent {}: {} ({} of {} executed)",
+        i.intent_id, i.status, i.executed, i.total
+    );
     for r in &i.results {
         let what = if r.success {
-            r.tx_hash.clone().map(|h| format!("tx {h}")).unwrap_or_else(|| {
-                r.data.as_ref().map(|d| format!("data {d}")).unwrap_or_else(|| "ok".into())
-            })
+            r.tx_hash
+                .clone()
+                .map(|h| format!("tx {h}"))
+                .unwrap_or_else(|| {
+                    r.data
+                        .as_ref()
+                        .map(|d| format!("data {d}"))
+                        .unwrap_or_else(|| "ok".into())
+                })
         } else {
-            format!("{}: {}", r.code.clone().unwrap_or_default(), r.message.clone().unwrap_or_default())
+            format!(
+                "{}: {}",
+                r.code.clone().unwrap_or_default(),
+                r.message.clone().unwrap_or_default()
+            )
         };
-        out.push_str(&format!("\n  {} {} {what}", if r.success { "ok  " } else { "fail" }, r.wallet_address));
+        out.push_str(&format!(
+            "\n  {} {} {what}",
+            if r.success { "ok  " } else { "fail" },
+            r.wallet_address
+        ));
     }
     out
 }
 
 /// Polls with backoff until the intent ends; a progress line on a terminal.
-async fn wait_for(client: &Client, key: &str, id: &str, json_mode: bool) -> Result<Intent, Outcome> {
+async fn wait_for(
+    client: &Client,
+    key: &str,
+    id: &str,
+    json_mode: bool,
+) -> Result<Intent, Outcome> {
     let mut delay = Duration::from_millis(100);
     let tty = !json_mode && std::io::stderr().is_terminal();
     loop {
-        let intent = client.intent_status(key, id).await.map_err(Outcome::from_error)?;
+        let intent = client
+            .intent_status(key, id)
+            .await
+            .map_err(Outcome::from_error)?;
         if intent.status != "queued" {
             if tty {
                 eprintln!();
@@ -441,7 +535,10 @@ async fn wait_for(client: &Client, key: &str, id: &str, json_mode: bool) -> Resu
             return Ok(intent);
         }
         if tty {
-            eprint!("\r{id}: queued, {} of {} executed", intent.executed, intent.total);
+            eprint!(
+                "\r{id}: queued, {} of {} executed",
+                intent.executed, intent.total
+            );
             let _ = std::io::stderr().flush();
         }
         tokio::time::sleep(delay).await;
@@ -465,21 +562,39 @@ pub async fn run(g: Global, command: AgentCommand) -> Outcome {
 
 async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<Outcome, Outcome> {
     Ok(match command {
-        AgentCommand::Actions { which: Some(ActionsCommand::Catalog) } => {
+        AgentCommand::Actions {
+            which: Some(ActionsCommand::Catalog),
+        } => {
             let doc = client.catalog().await.map_err(Outcome::from_error)?;
-            let mut text = format!("{:<34} {:<8} {:<16} required params", "action", "enabled", "provider");
+            let mut text = format!(
+                "{:<34} {:<8} {:<16} required params",
+                "action", "enabled", "provider"
+            );
             for a in &doc.actions {
-                text.push_str(&format!("\n{:<34} {:<8} {:<16} {}", a.action, a.enabled, a.provider_id, a.required_params.join(", ")));
+                text.push_str(&format!(
+                    "\n{:<34} {:<8} {:<16} {}",
+                    a.action,
+                    a.enabled,
+                    a.provider_id,
+                    a.required_params.join(", ")
+                ));
             }
             Outcome::ok(to_value(&doc), text)
         }
         AgentCommand::Actions { which: None } => {
             let key = need_key()?;
-            let list = client.actions(Some(&key)).await.map_err(Outcome::from_error)?;
+            let list = client
+                .actions(Some(&key))
+                .await
+                .map_err(Outcome::from_error)?;
             let text = if list.actions.is_empty() {
                 "no action is allowed and enabled for this agent".to_owned()
             } else {
-                list.actions.iter().map(|a| format!("{:<34} {}", a.action, a.description)).collect::<Vec<_>>().join("\n")
+                list.actions
+                    .iter()
+                    .map(|a| format!("{:<34} {}", a.action, a.description))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             };
             Outcome::ok(to_value(&list), text)
         }
@@ -487,24 +602,46 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             let key = need_key()?;
             let entry = catalog_entry(client, &args.action.action).await;
             let params = params_of(&args.action, entry.as_ref())?;
-            let idem = args.idempotency_key.clone().unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+            let idem = args
+                .idempotency_key
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
             let req = request(g, &args.action, key.clone(), params, Some(idem.clone()));
-            let is_write = entry.as_ref().is_some_and(|a| a.max_amount_usd != Some(0.0));
-            let path = if args.direct { "/api/v1/agent/execute" } else { "/api/v1/agent/execute-intent" };
+            let is_write = entry
+                .as_ref()
+                .is_some_and(|a| a.max_amount_usd != Some(0.0));
+            let path = if args.direct {
+                "/api/v1/agent/execute"
+            } else {
+                "/api/v1/agent/execute-intent"
+            };
             if is_write && !g.confirm_writes {
                 return Ok(dry_run("POST", path, to_value(&req)));
             }
             if !g.json {
-                eprintln!("idempotency key: {idem} (reuse it with --idempotency-key to retry safely)");
+                eprintln!(
+                    "idempotency key: {idem} (reuse it with --idempotency-key to retry safely)"
+                );
             }
             if args.direct {
-                let done = client.execute_direct(&req).await.map_err(Outcome::from_error)?;
-                let text = format!("{}: {} {}", done.status, done.wallet_address, done.tx_hash.clone().unwrap_or_default());
+                let done = client
+                    .execute_direct(&req)
+                    .await
+                    .map_err(Outcome::from_error)?;
+                let text = format!(
+                    "{}: {} {}",
+                    done.status,
+                    done.wallet_address,
+                    done.tx_hash.clone().unwrap_or_default()
+                );
                 let mut data = to_value(&done);
                 data["idempotencyKey"] = json!(idem);
                 return Ok(Outcome::ok(data, text));
             }
-            let submitted = client.execute_intent(&req).await.map_err(Outcome::from_error)?;
+            let submitted = client
+                .execute_intent(&req)
+                .await
+                .map_err(Outcome::from_error)?;
             let intent = if args.wait {
                 wait_for(client, &key, &submitted.intent_id, g.json).await?
             } else {
@@ -519,7 +656,10 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             let intent = if wait {
                 wait_for(client, &key, &intent_id, g.json).await?
             } else {
-                client.intent_status(&key, &intent_id).await.map_err(Outcome::from_error)?
+                client
+                    .intent_status(&key, &intent_id)
+                    .await
+                    .map_err(Outcome::from_error)?
             };
             Outcome::ok(to_value(&intent), intent_text(&intent))
         }
@@ -528,7 +668,10 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             let entry = catalog_entry(client, &args.action.action).await;
             let params = params_of(&args.action, entry.as_ref())?;
             let req = request(g, &args.action, key, params, None);
-            let report = client.preflight(&req, args.direct).await.map_err(Outcome::from_error)?;
+            let report = client
+                .preflight(&req, args.direct)
+                .await
+                .map_err(Outcome::from_error)?;
             let mut text = String::new();
             for c in &report.checks {
                 let mark = match c.ok {
@@ -536,9 +679,21 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
                     Some(false) => "FAIL",
                     None => "skip",
                 };
-                text.push_str(&format!("{mark}  {:<12} {}{}\n", c.name, c.code.as_deref().map(|c| format!("{c}: ")).unwrap_or_default(), c.detail));
+                text.push_str(&format!(
+                    "{mark}  {:<12} {}{}\n",
+                    c.name,
+                    c.code
+                        .as_deref()
+                        .map(|c| format!("{c}: "))
+                        .unwrap_or_default(),
+                    c.detail
+                ));
             }
-            text.push_str(if report.ready { "ready: a run would pass these checks" } else { "not ready" });
+            text.push_str(if report.ready {
+                "ready: a run would pass these checks"
+            } else {
+                "not ready"
+            });
             if report.ready {
                 Outcome::ok(to_value(&report), text)
             } else {
@@ -547,7 +702,9 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
                     println!("{text}");
                 }
                 Outcome::Refused {
-                    code: failed.and_then(|c| c.code.clone()).unwrap_or_else(|| "INVALID_REQUEST".into()),
+                    code: failed
+                        .and_then(|c| c.code.clone())
+                        .unwrap_or_else(|| "INVALID_REQUEST".into()),
                     error: "PREFLIGHT_FAILED".into(),
                     message: failed.map(|c| c.detail.clone()).unwrap_or_default(),
                 }
@@ -566,14 +723,29 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
                 estimated_amount_usd: args.action.estimated_amount_usd,
             };
             let built = client.build_tx(&req).await.map_err(Outcome::from_error)?;
-            let mut text = format!("{} transaction(s) for chain {} to sign locally:", built.transactions.len(), built.chain_id);
+            let mut text = format!(
+                "{} transaction(s) for chain {} to sign locally:",
+                built.transactions.len(),
+                built.chain_id
+            );
             for (i, t) in built.transactions.iter().enumerate() {
-                text.push_str(&format!("\n{}. {} (to {}, nonce {})", i + 1, t.description, t.to, t.nonce.as_deref().unwrap_or("-")));
+                text.push_str(&format!(
+                    "\n{}. {} (to {}, nonce {})",
+                    i + 1,
+                    t.description,
+                    t.to,
+                    t.nonce.as_deref().unwrap_or("-")
+                ));
             }
             Outcome::ok(to_value(&built), text)
         }
         AgentCommand::Delegation { command } => {
-            let write = matches!(command, DelegationCommand::Activate(_) | DelegationCommand::Redeem(_) | DelegationCommand::Revoke(_));
+            let write = matches!(
+                command,
+                DelegationCommand::Activate(_)
+                    | DelegationCommand::Redeem(_)
+                    | DelegationCommand::Revoke(_)
+            );
             let (name, body) = match &command {
                 DelegationCommand::Create(p) | DelegationCommand::Grant(p) => ("create", &p.body),
                 DelegationCommand::Activate(p) => ("activate", &p.body),
@@ -593,16 +765,33 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
                 None => json!({}),
             };
             // `status` with a delegationHash and "verify": true checks that delegation onchain.
-            let verify = name == "check" && body.get("verify").and_then(Value::as_bool) == Some(true);
+            let verify =
+                name == "check" && body.get("verify").and_then(Value::as_bool) == Some(true);
             let (method, route, body) = match name {
-                "check" if verify => ("GET", "verify", json!({"delegationHash": body.get("delegationHash")})),
+                "check" if verify => (
+                    "GET",
+                    "verify",
+                    json!({"delegationHash": body.get("delegationHash")}),
+                ),
                 "check" | "inspect" | "balance" => ("GET", name, body),
                 _ => ("POST", name, body),
             };
             if write && !g.confirm_writes {
-                return Ok(dry_run(method, &format!("/api/v1/agent/delegation/{route}"), body));
+                return Ok(dry_run(
+                    method,
+                    &format!("/api/v1/agent/delegation/{route}"),
+                    body,
+                ));
             }
-            let data = client.agent_call(&key, method, &format!("/api/v1/agent/delegation/{route}"), &body).await.map_err(Outcome::from_error)?;
+            let data = client
+                .agent_call(
+                    &key,
+                    method,
+                    &format!("/api/v1/agent/delegation/{route}"),
+                    &body,
+                )
+                .await
+                .map_err(Outcome::from_error)?;
             let text = match route {
                 "create" => format!(
                     "Delegation {} for the owner to sign (eth_signTypedData_v4 of data.typedData), then activate it.",
@@ -620,11 +809,20 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             };
             Outcome::ok(data, text)
         }
-        AgentCommand::Venue { command: VenueCommand::Readiness { venue } } => {
+        AgentCommand::Venue {
+            command: VenueCommand::Readiness { venue },
+        } => {
             need_key()?;
-            not_available(&format!("venue readiness of {venue}"), "venue readiness comes with the venue integrations")
+            not_available(
+                &format!("venue readiness of {venue}"),
+                "venue readiness comes with the venue integrations",
+            )
         }
-        AgentCommand::Login { email, code, accept_terms } => login(g, client, &email, code, accept_terms).await?,
+        AgentCommand::Login {
+            email,
+            code,
+            accept_terms,
+        } => login(g, client, &email, code, accept_terms).await?,
         AgentCommand::Logout => {
             // Revoke the owner session on the gateway it came from (best effort), then forget it here.
             let revoked = match credentials::load() {
@@ -634,22 +832,40 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
                 },
                 _ => false,
             };
-            let removed = credentials::remove().map_err(|e| Outcome::failed("LOCAL", e.to_string()))?;
+            let removed =
+                credentials::remove().map_err(|e| Outcome::failed("LOCAL", e.to_string()))?;
             Outcome::ok(
                 json!({"removed": removed, "sessionRevoked": revoked}),
-                if removed { "signed out" } else { "no stored login" },
+                if removed {
+                    "signed out"
+                } else {
+                    "no stored login"
+                },
             )
         }
         AgentCommand::Whoami => {
-            let (key, source) = credentials::agent_key().ok_or_else(|| need_key().err().unwrap_or_else(|| Outcome::failed("LOCAL", "")))?;
+            let (key, source) = credentials::agent_key().ok_or_else(|| {
+                need_key()
+                    .err()
+                    .unwrap_or_else(|| Outcome::failed("LOCAL", ""))
+            })?;
             let me = client.whoami(&key).await.map_err(Outcome::from_error)?;
-            let text = format!("agent {} ({}) of account {}, key from {source}, gateway {}", me.agent_id, me.agent_address, me.account_id, client.base_url());
+            let text = format!(
+                "agent {} ({}) of account {}, key from {source}, gateway {}",
+                me.agent_id,
+                me.agent_address,
+                me.account_id,
+                client.base_url()
+            );
             if let Some(addr) = credentials::agent_address()
                 && !addr.eq_ignore_ascii_case(&me.agent_address)
             {
                 return Err(Outcome::failed(
                     "AGENT_IDENTITY_MISMATCH",
-                    format!("ACTIONGATE_AGENT_ADDRESS is {addr}, but the key belongs to agent {} ({})", me.agent_id, me.agent_address),
+                    format!(
+                        "ACTIONGATE_AGENT_ADDRESS is {addr}, but the key belongs to agent {} ({})",
+                        me.agent_id, me.agent_address
+                    ),
                 ));
             }
             let mut data = to_value(&me);
@@ -658,26 +874,56 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             Outcome::ok(data, text)
         }
         AgentCommand::Personhood { command } => personhood(g, client, command).await?,
-        AgentCommand::Credits { command: CreditsCommand::Balance } => {
+        AgentCommand::Credits {
+            command: CreditsCommand::Balance,
+        } => {
             let key = need_key()?;
-            let b = client.credits_balance(&key).await.map_err(Outcome::from_error)?;
+            let b = client
+                .credits_balance(&key)
+                .await
+                .map_err(Outcome::from_error)?;
             let text = format!(
                 "{} credits ({} reserved); free requests today {}/{} (reset {})",
-                b.balance, b.reserved, b.free_requests_used_today, b.free_requests_per_day, b.free_resets_at
+                b.balance,
+                b.reserved,
+                b.free_requests_used_today,
+                b.free_requests_per_day,
+                b.free_resets_at
             );
             Outcome::ok(to_value(&b), text)
         }
-        AgentCommand::Credits { command: CreditsCommand::Buy { sku, user_address, pay_key_file, rpc_url, x402, invoice_id, receipt } } => {
+        AgentCommand::Credits {
+            command:
+                CreditsCommand::Buy {
+                    sku,
+                    user_address,
+                    pay_key_file,
+                    rpc_url,
+                    x402,
+                    invoice_id,
+                    receipt,
+                },
+        } => {
             let key = need_key()?;
             if !g.confirm_writes {
-                return Ok(dry_run("POST", "/api/v1/agent/credits/buy-with-x402", json!({"sku": sku, "userAddress": user_address})));
+                return Ok(dry_run(
+                    "POST",
+                    "/api/v1/agent/credits/buy-with-x402",
+                    json!({"sku": sku, "userAddress": user_address}),
+                ));
             }
             let payer = match &pay_key_file {
-                Some(file) => Some(crate::pay::Payer::from_file(file).map_err(|e| Outcome::failed("INVALID_REQUEST", e))?),
+                Some(file) => Some(
+                    crate::pay::Payer::from_file(file)
+                        .map_err(|e| Outcome::failed("INVALID_REQUEST", e))?,
+                ),
                 None => None,
             };
             let user_address = user_address.or_else(|| payer.as_ref().map(|p| p.address()));
-            let req = BuyCreditsRequest { sku: sku.clone(), user_address };
+            let req = BuyCreditsRequest {
+                sku: sku.clone(),
+                user_address,
+            };
             // Credits bought on the agent route are paid by a wallet of the account: link the local
             // key's wallet first (EIP-4361, signed by that key, with the owner's session).
             if let Some(p) = &payer
@@ -686,38 +932,84 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
                 link_wallet(client, p).await?;
             }
             if x402 {
-                let payer = payer.as_ref().ok_or_else(|| Outcome::failed("INVALID_REQUEST", "--x402 needs --pay-key-file"))?;
-                let required = match client.buy_credits(&key, &req, None).await.map_err(Outcome::from_error)? {
-                    Purchase::PaymentRequired { requirements: Some(r), .. } => r,
-                    Purchase::PaymentRequired { requirements: None, .. } => {
-                        return Err(Outcome::failed("NOT_AVAILABLE", "the gateway's 402 carries no x402 v2 requirements"));
+                let payer = payer.as_ref().ok_or_else(|| {
+                    Outcome::failed("INVALID_REQUEST", "--x402 needs --pay-key-file")
+                })?;
+                let required = match client
+                    .buy_credits(&key, &req, None)
+                    .await
+                    .map_err(Outcome::from_error)?
+                {
+                    Purchase::PaymentRequired {
+                        requirements: Some(r),
+                        ..
+                    } => r,
+                    Purchase::PaymentRequired {
+                        requirements: None, ..
+                    } => {
+                        return Err(Outcome::failed(
+                            "NOT_AVAILABLE",
+                            "the gateway's 402 carries no x402 v2 requirements",
+                        ));
                     }
                     Purchase::Paid(done) => return Ok(purchase_outcome(done)),
                 };
-                let header = payer.x402_payment(&required).map_err(|e| Outcome::failed("PAYMENT_FAILED", e))?;
-                return match client.buy_credits_x402(&key, &req, &header).await.map_err(Outcome::from_error)? {
+                let header = payer
+                    .x402_payment(&required)
+                    .map_err(|e| Outcome::failed("PAYMENT_FAILED", e))?;
+                return match client
+                    .buy_credits_x402(&key, &req, &header)
+                    .await
+                    .map_err(Outcome::from_error)?
+                {
                     Purchase::Paid(done) => Ok(purchase_outcome(done)),
-                    Purchase::PaymentRequired { .. } => Err(Outcome::failed("PAYMENT_FAILED", "the gateway asked for payment again")),
+                    Purchase::PaymentRequired { .. } => Err(Outcome::failed(
+                        "PAYMENT_FAILED",
+                        "the gateway asked for payment again",
+                    )),
                 };
             }
             let paid = match (invoice_id, receipt) {
                 (Some(i), Some(r)) => (i, r),
                 _ => {
-                    let challenge = match client.buy_credits(&key, &req, None).await.map_err(Outcome::from_error)? {
+                    let challenge = match client
+                        .buy_credits(&key, &req, None)
+                        .await
+                        .map_err(Outcome::from_error)?
+                    {
                         Purchase::PaymentRequired { challenge, .. } => challenge.x402_challenge,
                         Purchase::Paid(done) => return Ok(purchase_outcome(done)),
                     };
                     let (Some(payer), Some(rpc)) = (&payer, &rpc_url) else {
                         let text = format!(
                             "pay {} {} to {} on {}, then run again with --invoice-id {} --receipt <tx hash>",
-                            challenge.amount, challenge.currency, challenge.recipient, challenge.network, challenge.invoice_id
+                            challenge.amount,
+                            challenge.currency,
+                            challenge.recipient,
+                            challenge.network,
+                            challenge.invoice_id
                         );
-                        return Ok(Outcome::Done { code: "PAYMENT_REQUIRED", data: json!({"x402Challenge": challenge}), text });
+                        return Ok(Outcome::Done {
+                            code: "PAYMENT_REQUIRED",
+                            data: json!({"x402Challenge": challenge}),
+                            text,
+                        });
                     };
                     let meta = client.x402_metadata().await.map_err(Outcome::from_error)?;
-                    let atomic = meta.packages.iter().find(|p| p.sku == sku).map(|p| p.price_atomic.clone()).unwrap_or_default();
+                    let atomic = meta
+                        .packages
+                        .iter()
+                        .find(|p| p.sku == sku)
+                        .map(|p| p.price_atomic.clone())
+                        .unwrap_or_default();
                     if !g.json {
-                        eprintln!("paying {} {} to {} from {}", challenge.amount, challenge.currency, challenge.recipient, payer.address());
+                        eprintln!(
+                            "paying {} {} to {} from {}",
+                            challenge.amount,
+                            challenge.currency,
+                            challenge.recipient,
+                            payer.address()
+                        );
                     }
                     let hash = payer
                         .transfer(rpc, &meta.currency.address, &challenge.recipient, &atomic)
@@ -729,13 +1021,26 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             // Retry until the payment is confirmed (the gateway answers 402 with Retry-After until then).
             let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
             loop {
-                match client.buy_credits(&key, &req, Some((&paid.0, &paid.1))).await.map_err(Outcome::from_error)? {
+                match client
+                    .buy_credits(&key, &req, Some((&paid.0, &paid.1)))
+                    .await
+                    .map_err(Outcome::from_error)?
+                {
                     Purchase::Paid(done) => break purchase_outcome(done),
                     Purchase::PaymentRequired { retry_after, .. } => {
                         if tokio::time::Instant::now() > deadline {
-                            return Err(Outcome::failed("PAYMENT_PENDING", format!("{} is not confirmed yet; run again with --invoice-id {} --receipt {}", paid.1, paid.0, paid.1)));
+                            return Err(Outcome::failed(
+                                "PAYMENT_PENDING",
+                                format!(
+                                    "{} is not confirmed yet; run again with --invoice-id {} --receipt {}",
+                                    paid.1, paid.0, paid.1
+                                ),
+                            ));
                         }
-                        tokio::time::sleep(std::time::Duration::from_secs(retry_after.unwrap_or(2))).await;
+                        tokio::time::sleep(std::time::Duration::from_secs(
+                            retry_after.unwrap_or(2),
+                        ))
+                        .await;
                     }
                 }
             }
@@ -747,15 +1052,27 @@ fn prompt(question: &str) -> Result<String, Outcome> {
     eprint!("{question}");
     let _ = std::io::stderr().flush();
     let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).map_err(|e| Outcome::failed("LOCAL", e.to_string()))?;
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| Outcome::failed("LOCAL", e.to_string()))?;
     Ok(line.trim().to_owned())
 }
 
-async fn login(g: &Global, client: &Client, email: &str, code: Option<String>, accept_terms: bool) -> Result<Outcome, Outcome> {
+async fn login(
+    g: &Global,
+    client: &Client,
+    email: &str,
+    code: Option<String>,
+    accept_terms: bool,
+) -> Result<Outcome, Outcome> {
     let code = match code {
         Some(c) => c,
         None => {
-            let started = client.email_start(email).await.map_err(Outcome::from_error)?;
+            let started = client
+                .email_start(email)
+                .await
+                .map_err(Outcome::from_error)?;
             if g.json && !std::io::stdin().is_terminal() {
                 return Ok(Outcome::Done {
                     code: "CODE_SENT",
@@ -778,14 +1095,24 @@ async fn login(g: &Global, client: &Client, email: &str, code: Option<String>, a
         });
     }
     let done = client
-        .email_complete(&EmailCompleteRequest { email: email.to_owned(), code, accept_terms: Some(json!(true)) })
+        .email_complete(&EmailCompleteRequest {
+            email: email.to_owned(),
+            code,
+            accept_terms: Some(json!(true)),
+        })
         .await
         .map_err(Outcome::from_error)?;
     let previous = credentials::load();
     let (key, agent_id, address) = match &done.bootstrap {
-        Some(b) => (Some(b.agent_api_key.clone()), Some(b.agent_id.clone()), Some(b.agent_address.clone())),
+        Some(b) => (
+            Some(b.agent_api_key.clone()),
+            Some(b.agent_id.clone()),
+            Some(b.agent_address.clone()),
+        ),
         // A returning owner: keep the key this machine already has for the same gateway, if any.
-        None => match previous.filter(|p| p.base_url == client.base_url() && p.email == done.account.email) {
+        None => match previous
+            .filter(|p| p.base_url == client.base_url() && p.email == done.account.email)
+        {
             Some(p) => (p.agent_api_key, p.agent_id, p.agent_address),
             None => (None, None, None),
         },
@@ -799,7 +1126,8 @@ async fn login(g: &Global, client: &Client, email: &str, code: Option<String>, a
         owner_session: done.session.token.clone(),
         session_expires_at: done.session.expires_at.clone(),
     };
-    let path = credentials::save(&stored).map_err(|e| Outcome::failed("LOCAL", format!("cannot store the login: {e}")))?;
+    let path = credentials::save(&stored)
+        .map_err(|e| Outcome::failed("LOCAL", format!("cannot store the login: {e}")))?;
     let data = json!({
         "accountId": done.account.account_id,
         "email": done.account.email,
@@ -810,7 +1138,11 @@ async fn login(g: &Global, client: &Client, email: &str, code: Option<String>, a
         "stored": path.display().to_string(),
     });
     let text = match (&agent_id, key.is_some()) {
-        (Some(id), true) => format!("signed in as {}; agent {id} ready (key stored in {})", done.account.email, path.display()),
+        (Some(id), true) => format!(
+            "signed in as {}; agent {id} ready (key stored in {})",
+            done.account.email,
+            path.display()
+        ),
         _ => format!(
             "signed in as {}; no agent key on this machine (keys are shown once): create one with the owner API",
             done.account.email
@@ -821,44 +1153,93 @@ async fn login(g: &Global, client: &Client, email: &str, code: Option<String>, a
 
 fn proof_arg(text: &str) -> Result<Value, Outcome> {
     let raw = match text.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path).map_err(|e| Outcome::failed("LOCAL", format!("cannot read {path}: {e}")))?,
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| Outcome::failed("LOCAL", format!("cannot read {path}: {e}")))?,
         None => text.to_owned(),
     };
-    serde_json::from_str(&raw).map_err(|e| Outcome::failed("INVALID_REQUEST", format!("--proof must be JSON: {e}")))
+    serde_json::from_str(&raw)
+        .map_err(|e| Outcome::failed("INVALID_REQUEST", format!("--proof must be JSON: {e}")))
 }
 
-async fn personhood(g: &Global, client: &Client, command: PersonhoodCommand) -> Result<Outcome, Outcome> {
+async fn personhood(
+    g: &Global,
+    client: &Client,
+    command: PersonhoodCommand,
+) -> Result<Outcome, Outcome> {
     let stored = credentials::load();
-    let session = stored.as_ref().map(|s| s.owner_session.clone()).filter(|s| !s.is_empty()).ok_or_else(|| Outcome::Refused {
-        code: "UNAUTHORIZED".into(),
-        error: "UNAUTHORIZED".into(),
-        message: "Personhood needs the owner's session: sign in with actiongate login.".into(),
-    })?;
+    let session = stored
+        .as_ref()
+        .map(|s| s.owner_session.clone())
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| Outcome::Refused {
+            code: "UNAUTHORIZED".into(),
+            error: "UNAUTHORIZED".into(),
+            message: "Personhood needs the owner's session: sign in with actiongate login.".into(),
+        })?;
     const P: &str = "/api/v1/agent/delegation/personhood";
     let drop_nulls = |v: Value| match v {
         Value::Object(m) => Value::Object(m.into_iter().filter(|(_, v)| !v.is_null()).collect()),
         other => other,
     };
     let (method, path, body, write) = match command {
-        PersonhoodCommand::Org(OrgCommand::Begin { org_id, chain_id }) => ("POST", "org/begin", json!({"orgId": org_id, "chainId": chain_id}), false),
-        PersonhoodCommand::Org(OrgCommand::Complete { org_id, proof }) => ("POST", "org/complete", json!({"orgId": org_id, "proof": proof_arg(&proof)?}), true),
-        PersonhoodCommand::Org(OrgCommand::Check { org_id }) => ("GET", "org/check", json!({"orgId": org_id}), false),
+        PersonhoodCommand::Org(OrgCommand::Begin { org_id, chain_id }) => (
+            "POST",
+            "org/begin",
+            json!({"orgId": org_id, "chainId": chain_id}),
+            false,
+        ),
+        PersonhoodCommand::Org(OrgCommand::Complete { org_id, proof }) => (
+            "POST",
+            "org/complete",
+            json!({"orgId": org_id, "proof": proof_arg(&proof)?}),
+            true,
+        ),
+        PersonhoodCommand::Org(OrgCommand::Check { org_id }) => {
+            ("GET", "org/check", json!({"orgId": org_id}), false)
+        }
         PersonhoodCommand::Agent(c) => {
             let key = need_key()?;
             match c {
-                AgentPersonhoodCommand::Begin { chain_id } => ("POST", "begin", json!({"agentKey": key, "chainId": chain_id}), false),
-                AgentPersonhoodCommand::Complete { proof } => ("POST", "complete", json!({"agentKey": key, "proof": proof_arg(&proof)?}), true),
+                AgentPersonhoodCommand::Begin { chain_id } => (
+                    "POST",
+                    "begin",
+                    json!({"agentKey": key, "chainId": chain_id}),
+                    false,
+                ),
+                AgentPersonhoodCommand::Complete { proof } => (
+                    "POST",
+                    "complete",
+                    json!({"agentKey": key, "proof": proof_arg(&proof)?}),
+                    true,
+                ),
             }
         }
-        PersonhoodCommand::Deposit(DepositCommand::Begin { org_id, deposit_signal, runtime_id, amount_usd, destination_address, idempotency_key }) => (
+        PersonhoodCommand::Deposit(DepositCommand::Begin {
+            org_id,
+            deposit_signal,
+            runtime_id,
+            amount_usd,
+            destination_address,
+            idempotency_key,
+        }) => (
             "POST",
             "deposit/begin",
             json!({"orgId": org_id, "depositSignal": deposit_signal, "runtimeId": runtime_id, "amountUsd": amount_usd,
                    "destinationAddress": destination_address, "idempotencyKey": idempotency_key}),
             false,
         ),
-        PersonhoodCommand::Deposit(DepositCommand::Complete { org_id, proof }) => ("POST", "deposit/complete", json!({"orgId": org_id, "proof": proof_arg(&proof)?}), true),
-        PersonhoodCommand::Deposit(DepositCommand::Consume { org_id, receipt_id, runtime_id, amount_usd }) => (
+        PersonhoodCommand::Deposit(DepositCommand::Complete { org_id, proof }) => (
+            "POST",
+            "deposit/complete",
+            json!({"orgId": org_id, "proof": proof_arg(&proof)?}),
+            true,
+        ),
+        PersonhoodCommand::Deposit(DepositCommand::Consume {
+            org_id,
+            receipt_id,
+            runtime_id,
+            amount_usd,
+        }) => (
             "POST",
             "deposit/consume",
             json!({"orgId": org_id, "receiptId": receipt_id, "runtimeId": runtime_id, "amountUsd": amount_usd}),
@@ -874,7 +1255,10 @@ async fn personhood(g: &Global, client: &Client, command: PersonhoodCommand) -> 
         }
         return Ok(dry_run(method, &full, shown));
     }
-    let data = client.owner_call(&session, method, &full, &body).await.map_err(Outcome::from_error)?;
+    let data = client
+        .owner_call(&session, method, &full, &body)
+        .await
+        .map_err(Outcome::from_error)?;
     let text = serde_json::to_string_pretty(&data).unwrap_or_default();
     Ok(Outcome::ok(data, text))
 }

@@ -40,7 +40,9 @@ pub fn load() -> Option<Stored> {
 
 /// Writes the file with mode 0600 (replacing an earlier login).
 pub fn save(stored: &Stored) -> std::io::Result<PathBuf> {
-    let path = path().ok_or_else(|| std::io::Error::other("no config directory: set HOME or ACTIONGATE_CONFIG_DIR"))?;
+    let path = path().ok_or_else(|| {
+        std::io::Error::other("no config directory: set HOME or ACTIONGATE_CONFIG_DIR")
+    })?;
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
@@ -56,7 +58,11 @@ pub fn save(stored: &Stored) -> std::io::Result<PathBuf> {
             options.mode(0o600);
         }
         let mut f = options.open(&tmp)?;
-        f.write_all(serde_json::to_string_pretty(stored).map_err(std::io::Error::other)?.as_bytes())?;
+        f.write_all(
+            serde_json::to_string_pretty(stored)
+                .map_err(std::io::Error::other)?
+                .as_bytes(),
+        )?;
         f.sync_all()?;
     }
     std::fs::rename(&tmp, &path)?;
@@ -78,10 +84,15 @@ pub fn agent_key() -> Option<(String, &'static str)> {
     {
         return Some((k.trim().to_owned(), "ACTIONGATE_API_KEY"));
     }
-    load().and_then(|s| s.agent_api_key).map(|k| (k, "stored login"))
+    load()
+        .and_then(|s| s.agent_api_key)
+        .map(|k| (k, "stored login"))
 }
 
 /// The agent address: `ACTIONGATE_AGENT_ADDRESS`, else the stored login.
 pub fn agent_address() -> Option<String> {
-    std::env::var("ACTIONGATE_AGENT_ADDRESS").ok().filter(|a| !a.is_empty()).or_else(|| load().and_then(|s| s.agent_address))
+    std::env::var("ACTIONGATE_AGENT_ADDRESS")
+        .ok()
+        .filter(|a| !a.is_empty())
+        .or_else(|| load().and_then(|s| s.agent_address))
 }

@@ -132,22 +132,39 @@ fn main() -> ExitCode {
         Err(e) => {
             let _ = e.print();
             // Help and version are successes; a usage error is a failure (exit 1), not a refusal.
-            return if e.use_stderr() { ExitCode::from(1) } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     if let Command::Agent(command) = cli.command {
         let json_mode = cli.global.json;
-        return match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-            Ok(rt) => rt.block_on(agent::run(cli.global, command)).finish(json_mode),
+        return match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt
+                .block_on(agent::run(cli.global, command))
+                .finish(json_mode),
             Err(e) => output::Outcome::failed("LOCAL", e.to_string()).finish(json_mode),
         };
     }
     if let Command::Completions { shell } = cli.command {
-        clap_complete::generate(shell, &mut Cli::command(), "actiongate", &mut std::io::stdout());
+        clap_complete::generate(
+            shell,
+            &mut Cli::command(),
+            "actiongate",
+            &mut std::io::stdout(),
+        );
         return ExitCode::SUCCESS;
     }
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -170,7 +187,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let config = Config::load(args.into())?;
             let app = Application::build(&config, Deps::default()).await?;
             let mut stdout = std::io::stdout().lock();
-            writeln!(stdout, "actiongate listening on http://{}", app.local_addr())?;
+            writeln!(
+                stdout,
+                "actiongate listening on http://{}",
+                app.local_addr()
+            )?;
             stdout.flush()?;
             drop(stdout);
             app.run(shutdown_signal()).await?;
@@ -188,7 +209,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("migrations applied");
             Ok(())
         }
-        Command::Admin(AdminCommand::GrantCredits { db, account_id, credits, reason }) => {
+        Command::Admin(AdminCommand::GrantCredits {
+            db,
+            account_id,
+            credits,
+            reason,
+        }) => {
             use actiongate_core::store::Store;
             let config = Config::load(db.into())?;
             let store = actiongate_store::SqlStore::connect(&config.database_url).await?;
@@ -198,8 +224,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
                     .unwrap_or(0);
-                let account = store.grant_credits(&account_id, credits, "grant", &reason, now).await?;
-                println!("granted {credits} credits to {account_id}; balance {}", account.balance);
+                let account = store
+                    .grant_credits(&account_id, credits, "grant", &reason, now)
+                    .await?;
+                println!(
+                    "granted {credits} credits to {account_id}; balance {}",
+                    account.balance
+                );
                 store.close().await;
                 Ok(())
             } else {
@@ -217,7 +248,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
 }
-
 
 /// Resolves on Ctrl-C or SIGTERM.
 async fn shutdown_signal() {
@@ -254,5 +284,9 @@ fn init_tracing() {
         .or_else(|| EnvFilter::try_from_default_env().ok())
         .unwrap_or_else(|| EnvFilter::new("info,sqlx=warn"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
 }

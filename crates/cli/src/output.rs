@@ -11,31 +11,55 @@ use serde_json::{Value, json};
 /// How a command ended.
 pub enum Outcome {
     /// Success: data for `--json`, text for people.
-    Done { code: &'static str, data: Value, text: String },
+    Done {
+        code: &'static str,
+        data: Value,
+        text: String,
+    },
     /// The gateway refused.
-    Refused { code: String, error: String, message: String },
+    Refused {
+        code: String,
+        error: String,
+        message: String,
+    },
     /// Anything else.
     Failed { code: &'static str, message: String },
 }
 
 impl Outcome {
     pub fn ok(data: Value, text: impl Into<String>) -> Self {
-        Outcome::Done { code: "OK", data, text: text.into() }
+        Outcome::Done {
+            code: "OK",
+            data,
+            text: text.into(),
+        }
     }
 
     pub fn failed(code: &'static str, message: impl Into<String>) -> Self {
-        Outcome::Failed { code, message: message.into() }
+        Outcome::Failed {
+            code,
+            message: message.into(),
+        }
     }
 
     pub fn from_error(e: ClientError) -> Self {
         match e {
             ClientError::Refused { status, body } if status < 500 => Outcome::Refused {
                 code: body.code.as_str().to_owned(),
-                error: serde_json::to_value(body.error).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+                error: serde_json::to_value(body.error)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
                 message: body.message,
             },
-            ClientError::Refused { body, .. } => Outcome::Failed { code: body.code.as_str(), message: body.message },
-            ClientError::Transport(m) => Outcome::Failed { code: "TRANSPORT", message: m },
+            ClientError::Refused { body, .. } => Outcome::Failed {
+                code: body.code.as_str(),
+                message: body.message,
+            },
+            ClientError::Transport(m) => Outcome::Failed {
+                code: "TRANSPORT",
+                message: m,
+            },
         }
     }
 
@@ -53,7 +77,11 @@ impl Outcome {
                 }
                 ExitCode::SUCCESS
             }
-            Outcome::Refused { code, error, message } => {
+            Outcome::Refused {
+                code,
+                error,
+                message,
+            } => {
                 let hint = next_step(&code);
                 if json_mode {
                     println!(
@@ -70,7 +98,10 @@ impl Outcome {
             }
             Outcome::Failed { code, message } => {
                 if json_mode {
-                    println!("{}", json!({"success": false, "code": code, "data": {"message": message}}));
+                    println!(
+                        "{}",
+                        json!({"success": false, "code": code, "data": {"message": message}})
+                    );
                 } else {
                     eprintln!("error: {message}");
                 }
@@ -87,16 +118,28 @@ pub fn next_step(code: &str) -> Option<&'static str> {
             "buy credits (actiongate credits buy credits_100 --confirm-writes), or wait for 00:00 UTC for the free requests"
         }
         "ACTION_NOT_ALLOWED" => "ask the agent's owner to allow the action in the agent's policy",
-        "UNAUTHORIZED" => "sign in: actiongate login --email you@example.com (or set ACTIONGATE_API_KEY)",
-        "DELEGATION_REQUIRED" => "a user must delegate to this agent first (actiongate delegation create)",
+        "UNAUTHORIZED" => {
+            "sign in: actiongate login --email you@example.com (or set ACTIONGATE_API_KEY)"
+        }
+        "DELEGATION_REQUIRED" => {
+            "a user must delegate to this agent first (actiongate delegation create)"
+        }
         "WALLET_IDEMPOTENCY_KEY_REQUIRED" => "pass --idempotency-key, and reuse it if you retry",
-        "IDEMPOTENCY_KEY_REUSED" => "this key was used for a different request: use a new --idempotency-key",
-        "INVALID_PARAMS" => "compare the params with the action's paramsSchema (actiongate actions catalog)",
+        "IDEMPOTENCY_KEY_REUSED" => {
+            "this key was used for a different request: use a new --idempotency-key"
+        }
+        "INVALID_PARAMS" => {
+            "compare the params with the action's paramsSchema (actiongate actions catalog)"
+        }
         "UNKNOWN_ACTION" => "list the actions: actiongate actions",
-        "ACTION_DISABLED" => "the action is not enabled on this gateway; pick another from actiongate actions",
+        "ACTION_DISABLED" => {
+            "the action is not enabled on this gateway; pick another from actiongate actions"
+        }
         "POLICY_DAILY_LIMIT" => "the daily limit resets at 00:00 UTC, or the owner can raise it",
         "POLICY_AMOUNT_LIMIT" => "use a smaller amount, or ask the owner to raise the cap",
-        "CHAIN_NOT_CONFIGURED" | "UNKNOWN_CHAIN" => "use a chain this gateway runs the action on (--chain-id)",
+        "CHAIN_NOT_CONFIGURED" | "UNKNOWN_CHAIN" => {
+            "use a chain this gateway runs the action on (--chain-id)"
+        }
         "TERMS_NOT_ACCEPTED" => "the terms must be accepted to continue",
         "INVALID_CODE" => "check the code in the e-mail and try again",
         "CODE_EXPIRED" | "TOO_MANY_ATTEMPTS" => "request a new code: actiongate login --email …",

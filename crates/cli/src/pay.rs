@@ -3,15 +3,15 @@
 
 use std::path::Path;
 
-use alloy::network::EthereumWallet;
-use alloy::primitives::{Address, U256};
-use alloy::providers::ProviderBuilder;
-use alloy::signers::local::PrivateKeySigner;
 use actiongate_chain::bindings::IERC20;
 use actiongate_chain::payments::TransferWithAuthorization;
+use alloy::network::EthereumWallet;
 use alloy::network::TransactionBuilder;
+use alloy::primitives::{Address, U256};
 use alloy::providers::Provider;
+use alloy::providers::ProviderBuilder;
 use alloy::rpc::types::TransactionRequest;
+use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::SolCall;
 
 /// A local paying wallet.
@@ -21,8 +21,12 @@ pub struct Payer {
 
 impl Payer {
     pub fn from_file(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the key file {}: {e}", path.display()))?;
-        let signer: PrivateKeySigner = text.trim().parse().map_err(|_| format!("{} does not hold a private key (hex)", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the key file {}: {e}", path.display()))?;
+        let signer: PrivateKeySigner = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("{} does not hold a private key (hex)", path.display()))?;
         Ok(Self { signer })
     }
 
@@ -31,20 +35,43 @@ impl Payer {
     }
 
     /// Transfers `atomic` base units of `token` to `to`; answers the transaction hash once mined.
-    pub async fn transfer(&self, rpc_url: &str, token: &str, to: &str, atomic: &str) -> Result<String, String> {
-        let url = rpc_url.parse().map_err(|_| "--rpc-url is not a URL".to_owned())?;
-        let (token, to): (Address, Address) = (token.parse().map_err(|_| "bad token address")?, to.parse().map_err(|_| "bad recipient address")?);
+    pub async fn transfer(
+        &self,
+        rpc_url: &str,
+        token: &str,
+        to: &str,
+        atomic: &str,
+    ) -> Result<String, String> {
+        let url = rpc_url
+            .parse()
+            .map_err(|_| "--rpc-url is not a URL".to_owned())?;
+        let (token, to): (Address, Address) = (
+            token.parse().map_err(|_| "bad token address")?,
+            to.parse().map_err(|_| "bad recipient address")?,
+        );
         let amount = U256::from_str_radix(atomic, 10).map_err(|_| "bad amount".to_owned())?;
-        let wallet = ProviderBuilder::new().wallet(EthereumWallet::from(self.signer.clone())).connect_http(url);
-        let transfer = TransactionRequest::default().with_to(token).with_input(IERC20::transferCall { to, amount }.abi_encode());
-        let pending = wallet.send_transaction(transfer).await.map_err(|e| format!("the transfer was not sent: {}", redact(&e.to_string(), rpc_url)))?;
+        let wallet = ProviderBuilder::new()
+            .wallet(EthereumWallet::from(self.signer.clone()))
+            .connect_http(url);
+        let transfer = TransactionRequest::default()
+            .with_to(token)
+            .with_input(IERC20::transferCall { to, amount }.abi_encode());
+        let pending = wallet.send_transaction(transfer).await.map_err(|e| {
+            format!(
+                "the transfer was not sent: {}",
+                redact(&e.to_string(), rpc_url)
+            )
+        })?;
         let hash = *pending.tx_hash();
         let receipt = pending
             .get_receipt()
             .await
             .map_err(|e| format!("transfer {hash} was sent but its receipt did not come ({}); finish with --receipt {hash}", redact(&e.to_string(), rpc_url)))?;
         if !receipt.status() {
-            return Err(format!("the transfer {} reverted", receipt.transaction_hash));
+            return Err(format!(
+                "the transfer {} reverted",
+                receipt.transaction_hash
+            ));
         }
         Ok(receipt.transaction_hash.to_string())
     }
@@ -57,14 +84,28 @@ impl Payer {
         use alloy::signers::SignerSync;
         use alloy::sol_types::{Eip712Domain, SolStruct};
         use base64::Engine as _;
-        let accepted = required["accepts"].get(0).ok_or("the 402 carries no x402 requirements")?;
-        let text = |k: &str| accepted[k].as_str().map(str::to_owned).ok_or(format!("the requirements have no {k}"));
-        let chain_id: u64 = text("network")?.strip_prefix("eip155:").and_then(|c| c.parse().ok()).ok_or("not an EVM network")?;
+        let accepted = required["accepts"]
+            .get(0)
+            .ok_or("the 402 carries no x402 requirements")?;
+        let text = |k: &str| {
+            accepted[k]
+                .as_str()
+                .map(str::to_owned)
+                .ok_or(format!("the requirements have no {k}"))
+        };
+        let chain_id: u64 = text("network")?
+            .strip_prefix("eip155:")
+            .and_then(|c| c.parse().ok())
+            .ok_or("not an EVM network")?;
         let asset: Address = text("asset")?.parse().map_err(|_| "bad asset")?;
         let to: Address = text("payTo")?.parse().map_err(|_| "bad payTo")?;
-        let value = U256::from_str_radix(&text("amount")?, 10).map_err(|_| "bad amount".to_owned())?;
+        let value =
+            U256::from_str_radix(&text("amount")?, 10).map_err(|_| "bad amount".to_owned())?;
         let timeout = accepted["maxTimeoutSeconds"].as_u64().unwrap_or(300);
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default();
         let mut nonce = [0u8; 32];
         getrandom::fill(&mut nonce).map_err(|e| format!("no randomness: {e}"))?;
         let message = TransferWithAuthorization {
@@ -75,10 +116,25 @@ impl Payer {
             validBefore: U256::from(now + timeout),
             nonce: nonce.into(),
         };
-        let name = accepted["extra"]["name"].as_str().ok_or("the requirements have no token name")?.to_owned();
-        let version = accepted["extra"]["version"].as_str().ok_or("the requirements have no token version")?.to_owned();
-        let domain = Eip712Domain::new(Some(name.into()), Some(version.into()), Some(U256::from(chain_id)), Some(asset), None);
-        let signature = self.signer.sign_hash_sync(&message.eip712_signing_hash(&domain)).map_err(|e| format!("signing: {e}"))?;
+        let name = accepted["extra"]["name"]
+            .as_str()
+            .ok_or("the requirements have no token name")?
+            .to_owned();
+        let version = accepted["extra"]["version"]
+            .as_str()
+            .ok_or("the requirements have no token version")?
+            .to_owned();
+        let domain = Eip712Domain::new(
+            Some(name.into()),
+            Some(version.into()),
+            Some(U256::from(chain_id)),
+            Some(asset),
+            None,
+        );
+        let signature = self
+            .signer
+            .sign_hash_sync(&message.eip712_signing_hash(&domain))
+            .map_err(|e| format!("signing: {e}"))?;
         let payload = serde_json::json!({
             "x402Version": 2,
             "resource": required["resource"],
@@ -99,12 +155,19 @@ impl Payer {
     /// The wallet's EIP-191 (`personal_sign`) signature of a message, hex.
     pub fn sign_message(&self, message: &str) -> Result<String, String> {
         use alloy::signers::SignerSync;
-        let sig = self.signer.sign_message_sync(message.as_bytes()).map_err(|e| format!("signing: {e}"))?;
-        Ok(format!("0x{}", alloy::primitives::hex::encode(sig.as_bytes())))
+        let sig = self
+            .signer
+            .sign_message_sync(message.as_bytes())
+            .map_err(|e| format!("signing: {e}"))?;
+        Ok(format!(
+            "0x{}",
+            alloy::primitives::hex::encode(sig.as_bytes())
+        ))
     }
 }
 
 /// An RPC URL may carry a key: never in a message.
 fn redact(text: &str, url: &str) -> String {
-    text.replace(url, "<rpc-url>").replace(url.trim_end_matches('/'), "<rpc-url>")
+    text.replace(url, "<rpc-url>")
+        .replace(url.trim_end_matches('/'), "<rpc-url>")
 }

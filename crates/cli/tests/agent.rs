@@ -26,7 +26,9 @@ impl Gateway {
     }
 
     fn start_with_verifier(verify_url: Option<&str>) -> Self {
-        let personhood = verify_url.map(|u| format!("[personhood]\nverify-url = \"{u}\"\nrp-id = \"rp_cli\"\n")).unwrap_or_default();
+        let personhood = verify_url
+            .map(|u| format!("[personhood]\nverify-url = \"{u}\"\nrp-id = \"rp_cli\"\n"))
+            .unwrap_or_default();
         Self::start_with_config(&personhood)
     }
 
@@ -38,7 +40,16 @@ impl Gateway {
         std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
         let config = config.display().to_string();
         let mut child = Command::new(BIN)
-            .args(["server", "--dev", "--listen", "127.0.0.1:0", "--smtp-url", &smtp.url(), "--config", &config])
+            .args([
+                "server",
+                "--dev",
+                "--listen",
+                "127.0.0.1:0",
+                "--smtp-url",
+                &smtp.url(),
+                "--config",
+                &config,
+            ])
             .current_dir(dir.path())
             .env("ACTIONGATE_LOG", "info")
             .stdout(Stdio::piped())
@@ -61,10 +72,23 @@ impl Gateway {
         });
         let mut line = String::new();
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-        BufReader::new(stdout).read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
-        let url = line.trim().strip_prefix("actiongate listening on ").unwrap_or_else(|| panic!("{line:?}")).to_owned();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let url = line
+            .trim()
+            .strip_prefix("actiongate listening on ")
+            .unwrap_or_else(|| panic!("{line:?}"))
+            .to_owned();
         let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        Self { child, url, log, smtp, home, _dir: dir }
+        Self {
+            child,
+            url,
+            log,
+            smtp,
+            home,
+            _dir: dir,
+        }
     }
 
     /// Runs the CLI with this gateway and this user's config dir.
@@ -88,27 +112,46 @@ impl Gateway {
         all.extend_from_slice(args);
         let out = self.cli(&all, env);
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        assert_eq!(stdout.lines().count(), 1, "--json prints one line and nothing else: {stdout:?} / {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            stdout.lines().count(),
+            1,
+            "--json prints one line and nothing else: {stdout:?} / {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-        let keys: Vec<&String> = v.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+        let keys: Vec<&String> = v
+            .as_object()
+            .map(|o| o.keys().collect())
+            .unwrap_or_default();
         assert_eq!(keys, ["code", "data", "success"], "{v}");
         (out.status.code().unwrap_or(-1), v)
     }
 
     fn requests_to(&self, path: &str) -> usize {
-        self.log.lock().map(|l| l.matches(&format!("path={path}")).count()).unwrap_or(0)
+        self.log
+            .lock()
+            .map(|l| l.matches(&format!("path={path}")).count())
+            .unwrap_or(0)
     }
 
     async fn login(&self, email: &str) -> String {
         let (code, v) = self.json(&["login", "--email", email], &[]);
         assert_eq!((code, v["code"].clone()), (0, json!("CODE_SENT")), "{v}");
         let otp = self.smtp.code_for(email, 1).await;
-        let (code, v) = self.json(&["login", "--email", email, "--code", &otp, "--accept-terms"], &[]);
+        let (code, v) = self.json(
+            &["login", "--email", email, "--code", &otp, "--accept-terms"],
+            &[],
+        );
         assert_eq!(code, 0, "{v}");
         assert_eq!(v["data"]["hasAgentKey"], json!(true));
-        let stored: Value = serde_json::from_str(&std::fs::read_to_string(self.home.path().join("credentials.json")).unwrap_or_default())
-            .unwrap_or(Value::Null);
-        stored["agentApiKey"].as_str().unwrap_or_default().to_owned()
+        let stored: Value = serde_json::from_str(
+            &std::fs::read_to_string(self.home.path().join("credentials.json")).unwrap_or_default(),
+        )
+        .unwrap_or(Value::Null);
+        stored["agentApiKey"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
     }
 }
 
@@ -120,7 +163,11 @@ impl Drop for Gateway {
 }
 
 fn mode(path: &Path) -> u32 {
-    std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(path).map(|m| m.permissions()).unwrap_or_else(|e| panic!("{e}"))) & 0o777
+    std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(path)
+            .map(|m| m.permissions())
+            .unwrap_or_else(|e| panic!("{e}")),
+    ) & 0o777
 }
 
 #[tokio::test]
@@ -131,71 +178,206 @@ async fn the_agent_journey_in_json() {
     assert_eq!(mode(&g.home.path().join("credentials.json")), 0o600);
 
     let (code, v) = g.json(&["actions", "catalog"], &[]);
-    assert_eq!((code, v["success"].clone(), v["data"]["source"].clone()), (0, json!(true), json!("action_catalog")));
+    assert_eq!(
+        (code, v["success"].clone(), v["data"]["source"].clone()),
+        (0, json!(true), json!("action_catalog"))
+    );
     let (code, v) = g.json(&["actions"], &[]);
     assert_eq!(code, 0);
-    assert!(v["data"]["actions"].as_array().is_some_and(|a| a.iter().any(|x| x["action"] == "get-fx-supported-assets")));
+    assert!(
+        v["data"]["actions"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["action"] == "get-fx-supported-assets"))
+    );
     let (code, v) = g.json(&["whoami"], &[]);
-    assert_eq!((code, v["data"]["keySource"].clone()), (0, json!("stored login")));
-    assert!(v["data"]["agentAddress"].as_str().is_some_and(|a| a.starts_with("0x")));
+    assert_eq!(
+        (code, v["data"]["keySource"].clone()),
+        (0, json!("stored login"))
+    );
+    assert!(
+        v["data"]["agentAddress"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("0x"))
+    );
 
     // run: an idempotency key is generated and given back; --wait reaches a terminal status.
-    let (code, v) = g.json(&["run", "get-earn-provider", "--param", "providerId=earn-router", "--wait"], &[]);
+    let (code, v) = g.json(
+        &[
+            "run",
+            "get-earn-provider",
+            "--param",
+            "providerId=earn-router",
+            "--wait",
+        ],
+        &[],
+    );
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["data"]["status"], "completed");
     assert_eq!(v["data"]["results"][0]["data"]["providerId"], "earn-router");
-    let idem = v["data"]["idempotencyKey"].as_str().unwrap_or("").to_owned();
+    let idem = v["data"]["idempotencyKey"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
     assert_eq!(idem.len(), 36);
     // Reusing the key is the same intent.
-    let (_, again) = g.json(&["run", "get-earn-provider", "--param", "providerId=earn-router", "--idempotency-key", &idem], &[]);
+    let (_, again) = g.json(
+        &[
+            "run",
+            "get-earn-provider",
+            "--param",
+            "providerId=earn-router",
+            "--idempotency-key",
+            &idem,
+        ],
+        &[],
+    );
     assert_eq!(again["data"]["intentId"], v["data"]["intentId"]);
     let id = v["data"]["intentId"].as_str().unwrap_or("").to_owned();
     let (code, s) = g.json(&["intent-status", &id, "--wait"], &[]);
     assert_eq!((code, s["data"]["status"].clone()), (0, json!("completed")));
 
     let (code, b) = g.json(&["credits", "balance"], &[]);
-    assert_eq!((code, b["data"]["freeRequestsUsedToday"].clone()), (0, json!(1)));
+    assert_eq!(
+        (code, b["data"]["freeRequestsUsedToday"].clone()),
+        (0, json!(1))
+    );
 
     // Refusals: exit 2, the code, and a next step; never another key.
     let (code, r) = g.json(&["run", "launch-rocket"], &[]);
-    assert_eq!((code, r["success"].clone(), r["code"].clone()), (2, json!(false), json!("UNKNOWN_ACTION")));
-    let (code, r) = g.json(&["run", "swap", "--param", "tokenIn=USDC", "--param", "tokenOut=WETH", "--param", "amountIn=1", "--confirm-writes"], &[]);
+    assert_eq!(
+        (code, r["success"].clone(), r["code"].clone()),
+        (2, json!(false), json!("UNKNOWN_ACTION"))
+    );
+    let (code, r) = g.json(
+        &[
+            "run",
+            "swap",
+            "--param",
+            "tokenIn=USDC",
+            "--param",
+            "tokenOut=WETH",
+            "--param",
+            "amountIn=1",
+            "--confirm-writes",
+        ],
+        &[],
+    );
     assert_eq!((code, r["code"].clone()), (2, json!("ACTION_NOT_ALLOWED")));
-    assert!(r["data"]["nextStep"].as_str().is_some_and(|s| s.contains("owner")));
+    assert!(
+        r["data"]["nextStep"]
+            .as_str()
+            .is_some_and(|s| s.contains("owner"))
+    );
     let (code, r) = g.json(&["preflight", "get-earn-provider"], &[]);
     assert_eq!((code, r["code"].clone()), (2, json!("INVALID_PARAMS")));
-    let (code, r) = g.json(&["preflight", "get-earn-provider", "--param", "providerId=earn-router"], &[]);
+    let (code, r) = g.json(
+        &[
+            "preflight",
+            "get-earn-provider",
+            "--param",
+            "providerId=earn-router",
+        ],
+        &[],
+    );
     assert_eq!((code, r["data"]["ready"].clone()), (0, json!(true)), "{r}");
     assert_eq!(r["data"]["checks"].as_array().map(Vec::len), Some(11));
 
     // build-tx runs the checks of a submission (here: swap is not on the allowlist).
-    let (code, r) = g.json(&["build-tx", "swap", "--param", "tokenIn=USDC", "--param", "tokenOut=WETH", "--param", "amountIn=1"], &[]);
+    let (code, r) = g.json(
+        &[
+            "build-tx",
+            "swap",
+            "--param",
+            "tokenIn=USDC",
+            "--param",
+            "tokenOut=WETH",
+            "--param",
+            "amountIn=1",
+        ],
+        &[],
+    );
     assert_eq!((code, r["code"].clone()), (2, json!("ACTION_NOT_ALLOWED")));
     // Delegation: status from the database; a write without --confirm-writes is only shown; create
     // on a chain without the framework's RPC is refused with its code.
-    let (code, r) = g.json(&["delegation", "status", "--body", r#"{"chainId": 8453}"#], &[]);
-    assert_eq!((code, r["data"]["active"].clone()), (0, json!(false)), "{r}");
-    let (code, r) = g.json(&["delegation", "redeem", "--body", r#"{"delegationHash": "0x01", "action": "swap", "params": {}, "idempotencyKey": "k"}"#], &[]);
-    assert_eq!((code, r["code"].clone(), r["data"]["path"].clone()), (0, json!("DRY_RUN"), json!("/api/v1/agent/delegation/redeem")), "{r}");
-    let (code, r) = g.json(&["delegation", "inspect", "--body", r#"{"delegationHash": "0x01"}"#], &[]);
+    let (code, r) = g.json(
+        &["delegation", "status", "--body", r#"{"chainId": 8453}"#],
+        &[],
+    );
+    assert_eq!(
+        (code, r["data"]["active"].clone()),
+        (0, json!(false)),
+        "{r}"
+    );
+    let (code, r) = g.json(
+        &[
+            "delegation",
+            "redeem",
+            "--body",
+            r#"{"delegationHash": "0x01", "action": "swap", "params": {}, "idempotencyKey": "k"}"#,
+        ],
+        &[],
+    );
+    assert_eq!(
+        (code, r["code"].clone(), r["data"]["path"].clone()),
+        (
+            0,
+            json!("DRY_RUN"),
+            json!("/api/v1/agent/delegation/redeem")
+        ),
+        "{r}"
+    );
+    let (code, r) = g.json(
+        &[
+            "delegation",
+            "inspect",
+            "--body",
+            r#"{"delegationHash": "0x01"}"#,
+        ],
+        &[],
+    );
     assert_eq!((code, r["code"].clone()), (2, json!("NOT_FOUND")), "{r}");
     // Not built yet: a failure (exit 1) that says so.
     let (code, r) = g.json(&["venue", "readiness", "hyperliquid"], &[]);
     assert_eq!((code, r["code"].clone()), (1, json!("NOT_AVAILABLE")));
 
     // A gateway that does not answer: exit 1.
-    let (code, r) = g.json(&["--base-url", "http://127.0.0.1:9", "credits", "balance"], &[]);
+    let (code, r) = g.json(
+        &["--base-url", "http://127.0.0.1:9", "credits", "balance"],
+        &[],
+    );
     assert_eq!((code, r["code"].clone()), (1, json!("TRANSPORT")));
 
     // The key from the environment (hosted runtimes), and a mismatching address is caught.
     let (code, out) = g.json(&["logout"], &[]);
-    assert_eq!((code, out["data"]["removed"].clone(), out["data"]["sessionRevoked"].clone()), (0, json!(true), json!(true)));
+    assert_eq!(
+        (
+            code,
+            out["data"]["removed"].clone(),
+            out["data"]["sessionRevoked"].clone()
+        ),
+        (0, json!(true), json!(true))
+    );
     let (code, r) = g.json(&["whoami"], &[]);
     assert_eq!((code, r["code"].clone()), (2, json!("UNAUTHORIZED")));
     let (code, r) = g.json(&["whoami"], &[("ACTIONGATE_API_KEY", &key)]);
-    assert_eq!((code, r["data"]["keySource"].clone()), (0, json!("ACTIONGATE_API_KEY")));
-    let (code, r) = g.json(&["whoami"], &[("ACTIONGATE_API_KEY", &key), ("ACTIONGATE_AGENT_ADDRESS", "0x0000000000000000000000000000000000000001")]);
-    assert_eq!((code, r["code"].clone()), (1, json!("AGENT_IDENTITY_MISMATCH")));
+    assert_eq!(
+        (code, r["data"]["keySource"].clone()),
+        (0, json!("ACTIONGATE_API_KEY"))
+    );
+    let (code, r) = g.json(
+        &["whoami"],
+        &[
+            ("ACTIONGATE_API_KEY", &key),
+            (
+                "ACTIONGATE_AGENT_ADDRESS",
+                "0x0000000000000000000000000000000000000001",
+            ),
+        ],
+    );
+    assert_eq!(
+        (code, r["code"].clone()),
+        (1, json!("AGENT_IDENTITY_MISMATCH"))
+    );
 }
 
 #[tokio::test]
@@ -203,12 +385,24 @@ async fn writes_need_confirm_writes_and_the_key_is_never_printed() {
     let g = Gateway::start();
     let key = g.login("writer@example.com").await;
     let before = g.requests_to("/api/v1/agent/execute-intent");
-    let swap = ["run", "swap", "--param", "tokenIn=USDC", "--param", "tokenOut=WETH", "--param", "amountIn=25"];
+    let swap = [
+        "run",
+        "swap",
+        "--param",
+        "tokenIn=USDC",
+        "--param",
+        "tokenOut=WETH",
+        "--param",
+        "amountIn=25",
+    ];
     let (code, v) = g.json(&swap, &[]);
     assert_eq!((code, v["code"].clone()), (0, json!("DRY_RUN")), "{v}");
     assert_eq!(v["data"]["method"], "POST");
     assert_eq!(v["data"]["path"], "/api/v1/agent/execute-intent");
-    assert_eq!(v["data"]["body"]["params"], json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "25"}));
+    assert_eq!(
+        v["data"]["body"]["params"],
+        json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "25"})
+    );
     assert_eq!(v["data"]["body"]["agentApiKey"], "agent-****");
     for write in [
         vec!["credits", "buy", "credits_100"],
@@ -217,11 +411,19 @@ async fn writes_need_confirm_writes_and_the_key_is_never_printed() {
         vec!["delegation", "revoke"],
     ] {
         let (code, v) = g.json(&write, &[]);
-        assert_eq!((code, v["code"].clone()), (0, json!("DRY_RUN")), "{write:?}: {v}");
+        assert_eq!(
+            (code, v["code"].clone()),
+            (0, json!("DRY_RUN")),
+            "{write:?}: {v}"
+        );
     }
     // Give the gateway's request log a moment, then check nothing reached it.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert_eq!(g.requests_to("/api/v1/agent/execute-intent"), before, "a dry run reached the gateway");
+    assert_eq!(
+        g.requests_to("/api/v1/agent/execute-intent"),
+        before,
+        "a dry run reached the gateway"
+    );
     assert_eq!(g.requests_to("/api/v1/agent/delegation"), 0);
     // With the flag it is sent (and refused by the policy here).
     let mut confirmed = swap.to_vec();
@@ -245,7 +447,11 @@ async fn writes_need_confirm_writes_and_the_key_is_never_printed() {
                 all.insert(0, "--json");
             }
             let out = g.cli(&all, &[]);
-            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert!(!text.contains(&key), "{args:?} printed the key");
         }
     }
@@ -273,10 +479,26 @@ async fn login_refuses_without_the_terms_and_asks_for_the_code() {
     let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("Code:") && err.contains("terms") && err.contains("TERMS_NOT_ACCEPTED"), "{err}");
-    assert!(!g.home.path().join("credentials.json").exists(), "nothing stored");
+    assert!(
+        err.contains("Code:") && err.contains("terms") && err.contains("TERMS_NOT_ACCEPTED"),
+        "{err}"
+    );
+    assert!(
+        !g.home.path().join("credentials.json").exists(),
+        "nothing stored"
+    );
     // The code was not consumed: accepting now works.
-    let (code, v) = g.json(&["login", "--email", "terms@example.com", "--code", &otp, "--accept-terms"], &[]);
+    let (code, v) = g.json(
+        &[
+            "login",
+            "--email",
+            "terms@example.com",
+            "--code",
+            &otp,
+            "--accept-terms",
+        ],
+        &[],
+    );
     assert_eq!(code, 0, "{v}");
 }
 
@@ -290,43 +512,141 @@ async fn personhood_commands_use_the_owner_session() {
     assert_eq!((code, r["code"].clone()), (2, json!("UNAUTHORIZED")));
     g.login("person@example.com").await;
     let (code, r) = g.json(&["personhood", "org", "check", "--org-id", "acme"], &[]);
-    assert_eq!((code, r["data"]["personhood"]["status"].clone()), (0, json!("unverified")));
+    assert_eq!(
+        (code, r["data"]["personhood"]["status"].clone()),
+        (0, json!("unverified"))
+    );
     let (code, r) = g.json(&["personhood", "org", "begin", "--org-id", "acme"], &[]);
     assert_eq!(code, 0, "{r}");
-    let proof = actiongate_testkit::worldid::proof_for(&r["data"]["proofRequest"], "0x00dd000000000000000000000000000000000000000000000000000000000004").to_string();
-    let (code, r) = g.json(&["personhood", "org", "complete", "--org-id", "acme", "--proof", &proof], &[]);
+    let proof = actiongate_testkit::worldid::proof_for(
+        &r["data"]["proofRequest"],
+        "0x00dd000000000000000000000000000000000000000000000000000000000004",
+    )
+    .to_string();
+    let (code, r) = g.json(
+        &[
+            "personhood",
+            "org",
+            "complete",
+            "--org-id",
+            "acme",
+            "--proof",
+            &proof,
+        ],
+        &[],
+    );
     assert_eq!((code, r["code"].clone()), (0, json!("DRY_RUN")), "{r}");
     assert_eq!(verify.calls(), 0, "a dry run sends nothing");
-    let (code, r) = g.json(&["personhood", "org", "complete", "--org-id", "acme", "--proof", &proof, "--confirm-writes"], &[]);
-    assert_eq!((code, r["data"]["personhood"]["status"].clone()), (0, json!("locked")), "{r}");
-    let (code, r) = g.json(&["personhood", "deposit", "begin", "--org-id", "acme", "--idempotency-key", "d1"], &[]);
+    let (code, r) = g.json(
+        &[
+            "personhood",
+            "org",
+            "complete",
+            "--org-id",
+            "acme",
+            "--proof",
+            &proof,
+            "--confirm-writes",
+        ],
+        &[],
+    );
+    assert_eq!(
+        (code, r["data"]["personhood"]["status"].clone()),
+        (0, json!("locked")),
+        "{r}"
+    );
+    let (code, r) = g.json(
+        &[
+            "personhood",
+            "deposit",
+            "begin",
+            "--org-id",
+            "acme",
+            "--idempotency-key",
+            "d1",
+        ],
+        &[],
+    );
     assert_eq!(code, 0, "{r}");
-    let proof = actiongate_testkit::worldid::proof_for(&r["data"]["proofRequest"], "0x00dd000000000000000000000000000000000000000000000000000000000004").to_string();
-    let (code, r) = g.json(&["personhood", "deposit", "complete", "--org-id", "acme", "--proof", &proof, "--confirm-writes"], &[]);
+    let proof = actiongate_testkit::worldid::proof_for(
+        &r["data"]["proofRequest"],
+        "0x00dd000000000000000000000000000000000000000000000000000000000004",
+    )
+    .to_string();
+    let (code, r) = g.json(
+        &[
+            "personhood",
+            "deposit",
+            "complete",
+            "--org-id",
+            "acme",
+            "--proof",
+            &proof,
+            "--confirm-writes",
+        ],
+        &[],
+    );
     assert_eq!(code, 0, "{r}");
     let receipt = r["data"]["receiptId"].as_str().unwrap_or("").to_owned();
-    let consume = ["personhood", "deposit", "consume", "--org-id", "acme", "--receipt-id", &receipt, "--confirm-writes"];
+    let consume = [
+        "personhood",
+        "deposit",
+        "consume",
+        "--org-id",
+        "acme",
+        "--receipt-id",
+        &receipt,
+        "--confirm-writes",
+    ];
     let (code, _) = g.json(&consume, &[]);
     assert_eq!(code, 0);
     let (code, r) = g.json(&consume, &[]);
-    assert_eq!((code, r["code"].clone()), (2, json!("PERSONHOOD_DEPOSIT_RECEIPT_ALREADY_USED")));
+    assert_eq!(
+        (code, r["code"].clone()),
+        (2, json!("PERSONHOOD_DEPOSIT_RECEIPT_ALREADY_USED"))
+    );
 }
 
 #[test]
 fn help_and_completions() {
-    let help = Command::new(BIN).arg("--help").output().unwrap_or_else(|e| panic!("{e}"));
+    let help = Command::new(BIN)
+        .arg("--help")
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(help.status.success());
     insta::assert_snapshot!("help", String::from_utf8_lossy(&help.stdout));
-    for cmd in ["run", "login", "preflight", "intent-status", "delegation", "credits", "actions", "personhood"] {
-        let out = Command::new(BIN).args([cmd, "--help"]).output().unwrap_or_else(|e| panic!("{e}"));
+    for cmd in [
+        "run",
+        "login",
+        "preflight",
+        "intent-status",
+        "delegation",
+        "credits",
+        "actions",
+        "personhood",
+    ] {
+        let out = Command::new(BIN)
+            .args([cmd, "--help"])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(text.contains("Example"), "{cmd} --help has an example");
         insta::assert_snapshot!(format!("help_{cmd}"), text);
     }
-    let out = Command::new(BIN).args(["completions", "bash"]).output().unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(BIN)
+        .args(["completions", "bash"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("actiongate"));
-    let bad = Command::new(BIN).args(["run"]).output().unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(bad.status.code(), Some(1), "a usage error is a failure, not a refusal");
+    let bad = Command::new(BIN)
+        .args(["run"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        bad.status.code(),
+        Some(1),
+        "a usage error is a failure, not a refusal"
+    );
 }
 
 /// `credits buy` pays a challenge from a local key on the devnet (a real USDC transfer) and retries
@@ -341,25 +661,63 @@ async fn credits_buy_pays_from_a_local_key_on_the_devnet() {
     let before = v["data"]["balance"].as_i64().unwrap_or_default();
 
     let (code, v) = g.json(&["credits", "buy", "credits_100", "--confirm-writes"], &[]);
-    assert_eq!((code, v["code"].clone(), v["data"]["x402Challenge"]["amount"].clone()), (0, json!("PAYMENT_REQUIRED"), json!("2.00")), "{v}");
+    assert_eq!(
+        (
+            code,
+            v["code"].clone(),
+            v["data"]["x402Challenge"]["amount"].clone()
+        ),
+        (0, json!("PAYMENT_REQUIRED"), json!("2.00")),
+        "{v}"
+    );
 
     let (_, key) = devnet.account(6);
     let key_file = g.home.path().join("payer.key");
     std::fs::write(&key_file, &key).unwrap_or_else(|e| panic!("{e}"));
-    let args = ["credits", "buy", "credits_100", "--pay-key-file", key_file.to_str().unwrap_or_default(), "--rpc-url", devnet.url.as_str(), "--confirm-writes"];
+    let args = [
+        "credits",
+        "buy",
+        "credits_100",
+        "--pay-key-file",
+        key_file.to_str().unwrap_or_default(),
+        "--rpc-url",
+        devnet.url.as_str(),
+        "--confirm-writes",
+    ];
     let out = g.cli(&[&["--json"][..], &args[..]].concat(), &[]);
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!stdout.contains(key.trim_start_matches("0x")) && !stderr.contains(key.trim_start_matches("0x")), "the key never shows");
-    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout} / {stderr}"));
-    assert_eq!((out.status.code(), v["data"]["credits"].clone(), v["data"]["balance"].clone()), (Some(0), json!(100), json!(before + 100)), "{v}");
+    assert!(
+        !stdout.contains(key.trim_start_matches("0x"))
+            && !stderr.contains(key.trim_start_matches("0x")),
+        "the key never shows"
+    );
+    let v: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout} / {stderr}"));
+    assert_eq!(
+        (
+            out.status.code(),
+            v["data"]["credits"].clone(),
+            v["data"]["balance"].clone()
+        ),
+        (Some(0), json!(100), json!(before + 100)),
+        "{v}"
+    );
     let (_, v) = g.json(&["credits", "balance"], &[]);
     assert_eq!(v["data"]["balance"], json!(before + 100));
 
     // The standard x402 way: an EIP-3009 authorization signed locally, settled by the gateway's
     // settlement wallet (given gas here with anvil's setBalance).
-    let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", g.url)).await.unwrap_or_else(|e| panic!("{e}")).json().await.unwrap_or(Value::Null);
-    let settlement = meta["data"]["settlementAddress"].as_str().unwrap_or_else(|| panic!("{meta}")).to_owned();
+    let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", g.url))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .json()
+        .await
+        .unwrap_or(Value::Null);
+    let settlement = meta["data"]["settlementAddress"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{meta}"))
+        .to_owned();
     let funded = reqwest::Client::new()
         .post(&devnet.url)
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "anvil_setBalance", "params": [settlement, "0xde0b6b3a7640000"]}))
@@ -367,6 +725,25 @@ async fn credits_buy_pays_from_a_local_key_on_the_devnet() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(funded.status().is_success());
-    let (code, v) = g.json(&["credits", "buy", "credits_1000", "--pay-key-file", key_file.to_str().unwrap_or_default(), "--x402", "--confirm-writes"], &[]);
-    assert_eq!((code, v["data"]["credits"].clone(), v["data"]["balance"].clone()), (0, json!(1000), json!(before + 1100)), "{v}");
+    let (code, v) = g.json(
+        &[
+            "credits",
+            "buy",
+            "credits_1000",
+            "--pay-key-file",
+            key_file.to_str().unwrap_or_default(),
+            "--x402",
+            "--confirm-writes",
+        ],
+        &[],
+    );
+    assert_eq!(
+        (
+            code,
+            v["data"]["credits"].clone(),
+            v["data"]["balance"].clone()
+        ),
+        (0, json!(1000), json!(before + 1100)),
+        "{v}"
+    );
 }

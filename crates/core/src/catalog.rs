@@ -13,7 +13,14 @@ use serde_json::{Map, Value, json};
 pub const BUILTIN_MANIFEST: &str = include_str!("../../../catalog/manifest.toml");
 
 const PROVIDER_KINDS: &[&str] = &[
-    "internal", "evmDex", "vault", "cex", "bridge", "earn", "offchainPerp", "prediction",
+    "internal",
+    "evmDex",
+    "vault",
+    "cex",
+    "bridge",
+    "earn",
+    "offchainPerp",
+    "prediction",
 ];
 const CAPABILITIES: &[&str] = &["quote", "execute", "readOnly", "fanoutSafe", "buildTx"];
 const CUSTODY_MODES: &[&str] = &["mixed", "managed", "byow"];
@@ -21,8 +28,15 @@ const BILLING_TIERS: &[&str] = &["write", "read_offchain", "read_rpc"];
 const RISK_LEVELS: &[&str] = &["managed", "offchain_trading"];
 const IMPLEMENTATIONS: &[&str] = &["agentkit", "internal"];
 const COMPOSITION_CATEGORIES: &[&str] = &["yield", "prediction", "shared"];
-const SIZING_MODES: &[&str] = &["fixed_usd", "fixed_token", "percent_of_upstream", "max_notional"];
-const PARAM_TYPES: &[&str] = &["string", "number", "integer", "boolean", "array", "object", "any"];
+const SIZING_MODES: &[&str] = &[
+    "fixed_usd",
+    "fixed_token",
+    "percent_of_upstream",
+    "max_notional",
+];
+const PARAM_TYPES: &[&str] = &[
+    "string", "number", "integer", "boolean", "array", "object", "any",
+];
 
 /// An execution lane of SPEC: fan-out intent (Model A), direct execution, unsigned transactions
 /// (Model B).
@@ -203,7 +217,9 @@ impl Catalog {
 
     /// Resolves a canonical name or any alias (case-insensitive, `_` and `-` alike).
     pub fn resolve(&self, name: &str) -> Option<&ActionSpec> {
-        self.by_name.get(&lookup_key(name)).map(|&i| &self.actions[i])
+        self.by_name
+            .get(&lookup_key(name))
+            .map(|&i| &self.actions[i])
     }
 }
 
@@ -219,15 +235,20 @@ fn check_one_of(what: &str, value: &str, allowed: &[&str]) -> Result<(), Catalog
     if allowed.contains(&value) {
         Ok(())
     } else {
-        Err(invalid(format!("{what} {value:?} is not one of {allowed:?}")))
+        Err(invalid(format!(
+            "{what} {value:?} is not one of {allowed:?}"
+        )))
     }
 }
 
 fn is_kebab(name: &str) -> bool {
     !name.is_empty()
-        && name
-            .split('-')
-            .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()))
+        && name.split('-').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        })
 }
 
 fn build(
@@ -254,8 +275,14 @@ fn build(
             category: p.category,
             capital_profile_id: p.capital_profile_id,
         };
-        if families.insert(p.provider_id.clone(), family.clone()).is_some() {
-            return Err(invalid(format!("provider {} is listed twice", p.provider_id)));
+        if families
+            .insert(p.provider_id.clone(), family.clone())
+            .is_some()
+        {
+            return Err(invalid(format!(
+                "provider {} is listed twice",
+                p.provider_id
+            )));
         }
         provider_families.push(family);
     }
@@ -263,9 +290,12 @@ fn build(
     let mut actions = Vec::new();
     let mut by_name: HashMap<String, usize> = HashMap::new();
     for a in manifest.action {
-        let family = families
-            .get(&a.provider)
-            .ok_or_else(|| invalid(format!("action {} names unknown provider {}", a.action, a.provider)))?;
+        let family = families.get(&a.provider).ok_or_else(|| {
+            invalid(format!(
+                "action {} names unknown provider {}",
+                a.action, a.provider
+            ))
+        })?;
         let spec = build_action(a, family, implemented)?;
         let index = actions.len();
         let mut names = vec![spec.entry.action.clone()];
@@ -293,7 +323,11 @@ fn build(
         provider_families,
         actions: actions.iter().map(|a| a.entry.clone()).collect(),
     };
-    Ok(Catalog { document, actions, by_name })
+    Ok(Catalog {
+        document,
+        actions,
+        by_name,
+    })
 }
 
 fn build_action(
@@ -306,7 +340,11 @@ fn build_action(
         return Err(invalid(format!("action name {name:?} is not kebab-case")));
     }
     check_one_of("implementation", &a.implementation, IMPLEMENTATIONS)?;
-    check_one_of("metadataSource", &a.metadata_source, &["explicit", "inferred"])?;
+    check_one_of(
+        "metadataSource",
+        &a.metadata_source,
+        &["explicit", "inferred"],
+    )?;
     if let Some(tier) = &a.billing_tier {
         check_one_of("billingTier", tier, BILLING_TIERS)?;
     }
@@ -321,13 +359,17 @@ fn build_action(
     }
     match a.max_amount_usd {
         Some(v) if !(v.is_finite() && v >= 0.0) => {
-            return Err(invalid(format!("action {name}: maxAmountUsd must be a number ≥ 0")));
+            return Err(invalid(format!(
+                "action {name}: maxAmountUsd must be a number ≥ 0"
+            )));
         }
         _ => {}
     }
     let is_read = a.max_amount_usd == Some(0.0);
     if is_read && a.billing_tier.as_deref() == Some("write") {
-        return Err(invalid(format!("action {name} is read-only (maxAmountUsd 0) but billed as write")));
+        return Err(invalid(format!(
+            "action {name} is read-only (maxAmountUsd 0) but billed as write"
+        )));
     }
 
     let (schema, required) = params_schema(&name, &a.params)?;
@@ -336,9 +378,11 @@ fn build_action(
 
     let snake = name.replace('-', "_");
     let mut aliases: Vec<String> = Vec::new();
-    for alias in std::iter::once(snake.clone()).chain(a.aliases.iter().flat_map(|al| {
-        [al.clone(), al.replace('-', "_")]
-    })) {
+    for alias in std::iter::once(snake.clone()).chain(
+        a.aliases
+            .iter()
+            .flat_map(|al| [al.clone(), al.replace('-', "_")]),
+    ) {
         if alias != name && !aliases.contains(&alias) {
             aliases.push(alias);
         }
@@ -349,7 +393,8 @@ fn build_action(
     // that runs on none is not live.
     let live_chains = implemented.chains(&name);
     let on_some_chain = live_chains.as_ref().is_none_or(|c| !c.is_empty());
-    let lane_live = |lane: Lane| lanes.contains(&lane) && on_some_chain && implemented.implements(&name, lane);
+    let lane_live =
+        |lane: Lane| lanes.contains(&lane) && on_some_chain && implemented.implements(&name, lane);
     let supports_execute_intent = lane_live(Lane::ExecuteIntent);
     let supports_execute = lane_live(Lane::Execute);
     let supports_build_tx = lane_live(Lane::BuildTx);
@@ -367,7 +412,10 @@ fn build_action(
                 allowed_sizing_modes: e.allowed_sizing_modes,
                 product_fields: e.product_fields,
                 hidden_runtime_fields: e.hidden_runtime_fields,
-                option_source: e.option_source.map(|o| OptionSource { kind: o.kind, route: o.route }),
+                option_source: e.option_source.map(|o| OptionSource {
+                    kind: o.kind,
+                    route: o.route,
+                }),
                 basis_copy: e.basis_copy,
             })
         }
@@ -404,18 +452,28 @@ fn build_action(
     Ok(ActionSpec { entry, validator })
 }
 
-fn params_schema(action: &str, params: &[ParamEntry]) -> Result<(Value, Vec<String>), CatalogError> {
+fn params_schema(
+    action: &str,
+    params: &[ParamEntry],
+) -> Result<(Value, Vec<String>), CatalogError> {
     let mut properties = Map::new();
     let mut required = Vec::new();
     for p in params {
-        check_one_of(&format!("action {action} param {} type", p.name), &p.kind, PARAM_TYPES)?;
+        check_one_of(
+            &format!("action {action} param {} type", p.name),
+            &p.kind,
+            PARAM_TYPES,
+        )?;
         let mut prop = Map::new();
         if p.kind != "any" {
             prop.insert("type".into(), json!(p.kind));
         }
         prop.insert("description".into(), json!(p.description));
         if let Some(values) = &p.one_of {
-            prop.insert("enum".into(), toml_to_json(&toml::Value::Array(values.clone()))?);
+            prop.insert(
+                "enum".into(),
+                toml_to_json(&toml::Value::Array(values.clone()))?,
+            );
         }
         if let Some(d) = &p.default {
             prop.insert("default".into(), toml_to_json(d)?);
@@ -432,8 +490,14 @@ fn params_schema(action: &str, params: &[ParamEntry]) -> Result<(Value, Vec<Stri
         if let Some(items) = &p.items {
             prop.insert("items".into(), json!({ "type": items }));
         }
-        if properties.insert(p.name.clone(), Value::Object(prop)).is_some() {
-            return Err(invalid(format!("action {action} lists param {} twice", p.name)));
+        if properties
+            .insert(p.name.clone(), Value::Object(prop))
+            .is_some()
+        {
+            return Err(invalid(format!(
+                "action {action} lists param {} twice",
+                p.name
+            )));
         }
         if p.required {
             required.push(p.name.clone());
@@ -457,7 +521,11 @@ mod tests {
     use super::*;
 
     fn builtin() -> Catalog {
-        match Catalog::from_manifest(BUILTIN_MANIFEST, "2026-01-01T00:00:00Z".into(), &NothingImplemented) {
+        match Catalog::from_manifest(
+            BUILTIN_MANIFEST,
+            "2026-01-01T00:00:00Z".into(),
+            &NothingImplemented,
+        ) {
             Ok(c) => c,
             Err(e) => panic!("builtin manifest is invalid: {e}"),
         }
@@ -485,7 +553,10 @@ mod tests {
             ("vote", &["gaugeAddress", "weight"]),
             ("claim-rewards", &["gaugeAddress"]),
             ("claim-agent-gauge-emissions", &[]),
-            ("deposit-earn-position", &["providerId", "opportunityId", "amount"]),
+            (
+                "deposit-earn-position",
+                &["providerId", "opportunityId", "amount"],
+            ),
             ("get-earn-opportunities", &[]),
             ("get-earning-opportunities", &[]),
             ("get-earn-position", &["providerId"]),
@@ -500,31 +571,73 @@ mod tests {
             ("get-fx-supported-assets", &[]),
         ];
         for (name, required) in expect {
-            let Some(spec) = catalog.resolve(name) else { panic!("{name} missing") };
+            let Some(spec) = catalog.resolve(name) else {
+                panic!("{name} missing")
+            };
             assert_eq!(&spec.entry.required_params, required, "{name}");
-            let schema = spec.entry.params_schema.as_ref().map(|s| s["additionalProperties"].clone());
+            let schema = spec
+                .entry
+                .params_schema
+                .as_ref()
+                .map(|s| s["additionalProperties"].clone());
             assert_eq!(schema, Some(json!(false)), "{name}");
         }
         let optional: &[(&str, &[&str])] = &[
             ("cancel-prediction-order", &["providerId"]),
-            ("get-earn-position", &["chainId", "opportunityId", "walletAddress"]),
-            ("check-bridge-status", &["provider", "depositAddress", "depositMemo", "transactionHash"]),
+            (
+                "get-earn-position",
+                &["chainId", "opportunityId", "walletAddress"],
+            ),
+            (
+                "check-bridge-status",
+                &[
+                    "provider",
+                    "depositAddress",
+                    "depositMemo",
+                    "transactionHash",
+                ],
+            ),
             ("get-governance-v2-timeseries", &["days", "interval"]),
             (
                 "get-earn-opportunities",
-                &["asset", "limit", "minApr", "chainId", "minTvlUsd", "providerId", "strategyType", "executionSupport"],
+                &[
+                    "asset",
+                    "limit",
+                    "minApr",
+                    "chainId",
+                    "minTvlUsd",
+                    "providerId",
+                    "strategyType",
+                    "executionSupport",
+                ],
             ),
         ];
         for (name, keys) in optional {
-            let Some(spec) = catalog.resolve(name) else { panic!("{name} missing") };
-            let props = &spec.entry.params_schema.as_ref().map(|s| s["properties"].clone());
+            let Some(spec) = catalog.resolve(name) else {
+                panic!("{name} missing")
+            };
+            let props = &spec
+                .entry
+                .params_schema
+                .as_ref()
+                .map(|s| s["properties"].clone());
             for key in *keys {
-                assert!(props.as_ref().is_some_and(|p| p.get(key).is_some()), "{name} lacks {key}");
+                assert!(
+                    props.as_ref().is_some_and(|p| p.get(key).is_some()),
+                    "{name} lacks {key}"
+                );
             }
         }
-        let days = catalog.resolve("get-governance-v2-timeseries").and_then(|s| {
-            s.entry.params_schema.as_ref().map(|p| (p["properties"]["days"]["default"].clone(), p["properties"]["interval"]["default"].clone()))
-        });
+        let days = catalog
+            .resolve("get-governance-v2-timeseries")
+            .and_then(|s| {
+                s.entry.params_schema.as_ref().map(|p| {
+                    (
+                        p["properties"]["days"]["default"].clone(),
+                        p["properties"]["interval"]["default"].clone(),
+                    )
+                })
+            });
         assert_eq!(days, Some((json!(30), json!("day"))));
     }
 
@@ -534,20 +647,34 @@ mod tests {
         for spec in catalog.actions() {
             let snake = spec.name().replace('-', "_");
             if snake != spec.name() {
-                assert!(spec.entry.aliases.contains(&snake), "{} lacks its snake_case alias", spec.name());
+                assert!(
+                    spec.entry.aliases.contains(&snake),
+                    "{} lacks its snake_case alias",
+                    spec.name()
+                );
             }
             for alias in &spec.entry.aliases {
-                assert_eq!(catalog.resolve(alias).map(ActionSpec::name), Some(spec.name()));
+                assert_eq!(
+                    catalog.resolve(alias).map(ActionSpec::name),
+                    Some(spec.name())
+                );
             }
         }
-        assert_eq!(catalog.resolve("CLAIM_REWARDS").map(ActionSpec::name), Some("claim-rewards"));
+        assert_eq!(
+            catalog.resolve("CLAIM_REWARDS").map(ActionSpec::name),
+            Some("claim-rewards")
+        );
         assert!(catalog.resolve("no-such-action").is_none());
     }
 
     #[test]
     fn nothing_implemented_means_nothing_enabled() {
         let catalog = builtin();
-        assert!(catalog.actions().all(|a| !a.entry.enabled && !a.entry.supports_execute));
+        assert!(
+            catalog
+                .actions()
+                .all(|a| !a.entry.enabled && !a.entry.supports_execute)
+        );
     }
 
     struct Only(&'static str, Lane);
@@ -559,37 +686,96 @@ mod tests {
 
     #[test]
     fn a_lane_is_reported_only_where_declared_and_implemented() {
-        let c = Catalog::from_manifest(BUILTIN_MANIFEST, String::new(), &Only("get-fx-supported-assets", Lane::ExecuteIntent));
+        let c = Catalog::from_manifest(
+            BUILTIN_MANIFEST,
+            String::new(),
+            &Only("get-fx-supported-assets", Lane::ExecuteIntent),
+        );
         let Ok(c) = c else { panic!("manifest invalid") };
-        let fx = c.resolve("get-fx-supported-assets").map(|a| (a.entry.enabled, a.entry.supports_execute_intent, a.entry.supports_build_tx));
+        let fx = c.resolve("get-fx-supported-assets").map(|a| {
+            (
+                a.entry.enabled,
+                a.entry.supports_execute_intent,
+                a.entry.supports_build_tx,
+            )
+        });
         assert_eq!(fx, Some((true, true, false)));
         // Declared lanes bound what an implementation can switch on.
-        let c = Catalog::from_manifest(BUILTIN_MANIFEST, String::new(), &Only("get-fx-supported-assets", Lane::BuildTx));
+        let c = Catalog::from_manifest(
+            BUILTIN_MANIFEST,
+            String::new(),
+            &Only("get-fx-supported-assets", Lane::BuildTx),
+        );
         let Ok(c) = c else { panic!("manifest invalid") };
-        assert_eq!(c.resolve("get-fx-supported-assets").map(|a| a.entry.enabled), Some(false));
+        assert_eq!(
+            c.resolve("get-fx-supported-assets")
+                .map(|a| a.entry.enabled),
+            Some(false)
+        );
     }
 
     #[test]
     fn broken_manifests_are_refused() {
         let cases = [
-            ("unknown kind", BUILTIN_MANIFEST.replacen("providerKind = \"internal\"", "providerKind = \"casino\"", 1)),
-            ("unknown provider", BUILTIN_MANIFEST.replacen("provider = \"uniswap-v2\"", "provider = \"nobody\"", 1)),
-            ("duplicate alias", BUILTIN_MANIFEST.replacen("aliases = [\"gauge-vote\"]", "aliases = [\"swap\"]", 1)),
-            ("bad tier", BUILTIN_MANIFEST.replacen("billingTier = \"read_rpc\"", "billingTier = \"cheap\"", 1)),
+            (
+                "unknown kind",
+                BUILTIN_MANIFEST.replacen(
+                    "providerKind = \"internal\"",
+                    "providerKind = \"casino\"",
+                    1,
+                ),
+            ),
+            (
+                "unknown provider",
+                BUILTIN_MANIFEST.replacen("provider = \"uniswap-v2\"", "provider = \"nobody\"", 1),
+            ),
+            (
+                "duplicate alias",
+                BUILTIN_MANIFEST.replacen("aliases = [\"gauge-vote\"]", "aliases = [\"swap\"]", 1),
+            ),
+            (
+                "bad tier",
+                BUILTIN_MANIFEST.replacen(
+                    "billingTier = \"read_rpc\"",
+                    "billingTier = \"cheap\"",
+                    1,
+                ),
+            ),
         ];
         for (what, text) in cases {
-            assert_ne!(text, BUILTIN_MANIFEST, "{what}: the case did not change the manifest");
-            assert!(Catalog::from_manifest(&text, String::new(), &NothingImplemented).is_err(), "{what} accepted");
+            assert_ne!(
+                text, BUILTIN_MANIFEST,
+                "{what}: the case did not change the manifest"
+            );
+            assert!(
+                Catalog::from_manifest(&text, String::new(), &NothingImplemented).is_err(),
+                "{what} accepted"
+            );
         }
     }
 
     #[test]
     fn params_are_validated_by_the_schema() {
         let catalog = builtin();
-        let Some(swap) = catalog.resolve("swap") else { panic!("swap missing") };
-        assert!(swap.validator.is_valid(&json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "10"})));
-        assert!(!swap.validator.is_valid(&json!({"tokenIn": "USDC", "tokenOut": "WETH"})));
-        assert!(!swap.validator.is_valid(&json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "10", "extra": 1})));
-        assert!(!swap.validator.is_valid(&json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": 10})));
+        let Some(swap) = catalog.resolve("swap") else {
+            panic!("swap missing")
+        };
+        assert!(
+            swap.validator
+                .is_valid(&json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "10"}))
+        );
+        assert!(
+            !swap
+                .validator
+                .is_valid(&json!({"tokenIn": "USDC", "tokenOut": "WETH"}))
+        );
+        assert!(!swap.validator.is_valid(
+            &json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "10", "extra": 1})
+        ));
+        assert!(
+            !swap
+                .validator
+                .is_valid(&json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": 10}))
+        );
     }
 }

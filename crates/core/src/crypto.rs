@@ -50,8 +50,12 @@ impl MasterKey {
 
     /// Parses the file form: 64 hex characters, surrounding whitespace ignored.
     pub fn from_hex(text: &str) -> Result<Self, CryptoError> {
-        let bytes = Zeroizing::new(hex::decode(text.trim()).map_err(|_| CryptoError::MasterKeyFormat)?);
-        let key: [u8; 32] = bytes.as_slice().try_into().map_err(|_| CryptoError::MasterKeyFormat)?;
+        let bytes =
+            Zeroizing::new(hex::decode(text.trim()).map_err(|_| CryptoError::MasterKeyFormat)?);
+        let key: [u8; 32] = bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| CryptoError::MasterKeyFormat)?;
         Ok(Self(Zeroizing::new(key)))
     }
 
@@ -81,7 +85,10 @@ impl MasterKey {
 
     /// The keys the gateway works with, derived once at start.
     pub fn keyring(&self) -> Keyring {
-        Keyring { pepper: self.derive("secret-hash-pepper"), wallet: self.derive("wallet-seal") }
+        Keyring {
+            pepper: self.derive("secret-hash-pepper"),
+            wallet: self.derive("wallet-seal"),
+        }
     }
 }
 
@@ -135,11 +142,22 @@ impl Keyring {
 
     /// Seals a wallet private key with AES-256-GCM; `binding` (the agent id) is authenticated so a
     /// sealed key cannot be moved to another row.
-    pub fn seal_wallet_key(&self, secret: &[u8; 32], binding: &str) -> Result<Vec<u8>, CryptoError> {
-        let cipher = Aes256Gcm::new_from_slice(self.wallet.as_slice()).map_err(|_| CryptoError::Seal)?;
+    pub fn seal_wallet_key(
+        &self,
+        secret: &[u8; 32],
+        binding: &str,
+    ) -> Result<Vec<u8>, CryptoError> {
+        let cipher =
+            Aes256Gcm::new_from_slice(self.wallet.as_slice()).map_err(|_| CryptoError::Seal)?;
         let nonce_bytes = random_bytes::<12>()?;
         let ciphertext = cipher
-            .encrypt(Nonce::from_slice(&nonce_bytes), Payload { msg: secret, aad: binding.as_bytes() })
+            .encrypt(
+                Nonce::from_slice(&nonce_bytes),
+                Payload {
+                    msg: secret,
+                    aad: binding.as_bytes(),
+                },
+            )
             .map_err(|_| CryptoError::Seal)?;
         let mut sealed = Vec::with_capacity(12 + ciphertext.len());
         sealed.extend_from_slice(&nonce_bytes);
@@ -148,18 +166,32 @@ impl Keyring {
     }
 
     /// Opens a key sealed by [`Keyring::seal_wallet_key`].
-    pub fn open_wallet_key(&self, sealed: &[u8], binding: &str) -> Result<Zeroizing<[u8; 32]>, CryptoError> {
+    pub fn open_wallet_key(
+        &self,
+        sealed: &[u8],
+        binding: &str,
+    ) -> Result<Zeroizing<[u8; 32]>, CryptoError> {
         if sealed.len() < 12 {
             return Err(CryptoError::Unseal);
         }
         let (nonce, ciphertext) = sealed.split_at(12);
-        let cipher = Aes256Gcm::new_from_slice(self.wallet.as_slice()).map_err(|_| CryptoError::Unseal)?;
+        let cipher =
+            Aes256Gcm::new_from_slice(self.wallet.as_slice()).map_err(|_| CryptoError::Unseal)?;
         let plain = Zeroizing::new(
             cipher
-                .decrypt(Nonce::from_slice(nonce), Payload { msg: ciphertext, aad: binding.as_bytes() })
+                .decrypt(
+                    Nonce::from_slice(nonce),
+                    Payload {
+                        msg: ciphertext,
+                        aad: binding.as_bytes(),
+                    },
+                )
                 .map_err(|_| CryptoError::Unseal)?,
         );
-        let key: [u8; 32] = plain.as_slice().try_into().map_err(|_| CryptoError::Unseal)?;
+        let key: [u8; 32] = plain
+            .as_slice()
+            .try_into()
+            .map_err(|_| CryptoError::Unseal)?;
         Ok(Zeroizing::new(key))
     }
 }
@@ -167,7 +199,10 @@ impl Keyring {
 /// A new high-entropy token with a prefix: 32 random bytes, hex.
 pub fn new_token(prefix: &str) -> Result<Zeroizing<String>, CryptoError> {
     let bytes = Zeroizing::new(random_bytes::<32>()?);
-    Ok(Zeroizing::new(format!("{prefix}{}", hex::encode(bytes.as_slice()))))
+    Ok(Zeroizing::new(format!(
+        "{prefix}{}",
+        hex::encode(bytes.as_slice())
+    )))
 }
 
 /// A uniformly random 6-digit code.
@@ -192,7 +227,10 @@ pub fn new_wallet() -> Result<NewWallet, CryptoError> {
     loop {
         let secret = Zeroizing::new(random_bytes::<32>()?);
         if let Ok(key) = SigningKey::from_slice(secret.as_slice()) {
-            return Ok(NewWallet { address: address_of(&key), secret });
+            return Ok(NewWallet {
+                address: address_of(&key),
+                secret,
+            });
         }
     }
 }
@@ -241,7 +279,10 @@ mod tests {
     #[test]
     fn eip55_matches_the_reference_vectors() {
         // From EIP-55.
-        for addr in ["0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359"] {
+        for addr in [
+            "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+            "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+        ] {
             let bytes = hex::decode(&addr[2..]).unwrap_or_default();
             assert_eq!(to_checksum(&bytes), addr);
         }
@@ -250,21 +291,36 @@ mod tests {
     #[test]
     fn address_of_a_known_key() {
         // anvil's first default account.
-        let secret = hex::decode("ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80").unwrap_or_default();
+        let secret =
+            hex::decode("ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80")
+                .unwrap_or_default();
         let key = SigningKey::from_slice(&secret).map_err(|e| e.to_string());
-        assert_eq!(key.map(|k| address_of(&k)), Ok("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266".to_owned()));
+        assert_eq!(
+            key.map(|k| address_of(&k)),
+            Ok("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266".to_owned())
+        );
     }
 
     #[test]
     fn sealed_wallet_keys_open_only_with_the_same_key_and_binding() {
         let ring = MasterKey::generate().map(|m| m.keyring());
-        let Ok(ring) = ring else { panic!("no randomness") };
+        let Ok(ring) = ring else {
+            panic!("no randomness")
+        };
         let other = MasterKey::generate().map(|m| m.keyring());
-        let Ok(other) = other else { panic!("no randomness") };
+        let Ok(other) = other else {
+            panic!("no randomness")
+        };
         let secret = [7u8; 32];
         let sealed = ring.seal_wallet_key(&secret, "agent-1").unwrap_or_default();
-        assert!(!sealed.windows(32).any(|w| w == secret), "the plaintext must not appear in the sealed form");
-        assert_eq!(ring.open_wallet_key(&sealed, "agent-1").map(|k| *k).ok(), Some(secret));
+        assert!(
+            !sealed.windows(32).any(|w| w == secret),
+            "the plaintext must not appear in the sealed form"
+        );
+        assert_eq!(
+            ring.open_wallet_key(&sealed, "agent-1").map(|k| *k).ok(),
+            Some(secret)
+        );
         assert!(ring.open_wallet_key(&sealed, "agent-2").is_err());
         assert!(other.open_wallet_key(&sealed, "agent-1").is_err());
     }
@@ -273,10 +329,21 @@ mod tests {
     fn secret_hashes_are_keyed_and_domain_separated() {
         let a = MasterKey::from_hex(&"11".repeat(32)).map(|m| m.keyring());
         let b = MasterKey::from_hex(&"22".repeat(32)).map(|m| m.keyring());
-        let (Ok(a), Ok(b)) = (a, b) else { panic!("bad hex") };
-        assert!(a.hash_secret("agent-key", "x").matches(&a.hash_secret("agent-key", "x")));
-        assert!(!a.hash_secret("agent-key", "x").matches(&b.hash_secret("agent-key", "x")));
-        assert!(!a.hash_secret("agent-key", "x").matches(&a.hash_secret("session", "x")));
+        let (Ok(a), Ok(b)) = (a, b) else {
+            panic!("bad hex")
+        };
+        assert!(
+            a.hash_secret("agent-key", "x")
+                .matches(&a.hash_secret("agent-key", "x"))
+        );
+        assert!(
+            !a.hash_secret("agent-key", "x")
+                .matches(&b.hash_secret("agent-key", "x"))
+        );
+        assert!(
+            !a.hash_secret("agent-key", "x")
+                .matches(&a.hash_secret("session", "x"))
+        );
     }
 
     #[test]
@@ -290,7 +357,9 @@ mod tests {
 
     #[test]
     fn master_key_round_trips_and_rejects_bad_input() {
-        let Ok(key) = MasterKey::generate() else { panic!("no randomness") };
+        let Ok(key) = MasterKey::generate() else {
+            panic!("no randomness")
+        };
         let hex = key.to_hex();
         assert!(MasterKey::from_hex(&format!("{}\n", hex.as_str())).is_ok());
         assert!(MasterKey::from_hex("abcd").is_err());

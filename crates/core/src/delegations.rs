@@ -6,17 +6,18 @@
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::chain::UnsignedTransaction;
 use actiongate_api_types::delegation::{
-    CaveatRequest, DecodedCaveat, Delegation, DelegationActivateRequest, DelegationActivated, DelegationBalance, DelegationCheck,
-    DelegationCreateRequest, DelegationCreated, DelegationInspected, DelegationRedeemRequest, DelegationRedeemed, DelegationRevoke, DelegationRevokeRequest, DelegationSummary,
-    DelegationVerified, VerifyCheck,
+    CaveatRequest, DecodedCaveat, Delegation, DelegationActivateRequest, DelegationActivated,
+    DelegationBalance, DelegationCheck, DelegationCreateRequest, DelegationCreated,
+    DelegationInspected, DelegationRedeemRequest, DelegationRedeemed, DelegationRevoke,
+    DelegationRevokeRequest, DelegationSummary, DelegationVerified, VerifyCheck,
 };
 use async_trait::async_trait;
 
+use crate::catalog::Lane;
 use crate::clock::to_millis;
 use crate::crypto::random_bytes;
 use crate::error::{Error, Result};
 use crate::gateway::{AgentContext, Gateway};
-use crate::catalog::Lane;
 use crate::intents::DEFAULT_CHAIN_ID;
 use crate::store::DelegationRecord;
 use actiongate_api_types::intents::ExecuteIntentRequest;
@@ -58,9 +59,20 @@ pub trait DelegationChain: Send + Sync + 'static {
     fn build(&self, req: &BuildDelegation) -> Result<DelegationCreated>;
     /// Checks a signed delegation for `chain_id` and `delegate`: shape, authority, enforcers, time
     /// window, and the delegator's signature (ECDSA, or ERC-1271 onchain for a smart account).
-    async fn validate(&self, chain_id: u64, delegation: &Delegation, delegate: &str, now_secs: u64) -> Result<Validated>;
+    async fn validate(
+        &self,
+        chain_id: u64,
+        delegation: &Delegation,
+        delegate: &str,
+        now_secs: u64,
+    ) -> Result<Validated>;
     /// The onchain checks of `verify`; the one named `notDisabled` tells a revocation.
-    async fn verify(&self, chain_id: u64, delegation: &Delegation, now_secs: u64) -> Result<Vec<VerifyCheck>>;
+    async fn verify(
+        &self,
+        chain_id: u64,
+        delegation: &Delegation,
+        now_secs: u64,
+    ) -> Result<Vec<VerifyCheck>>;
     /// The caveats decoded, with what was used of them where the enforcer keeps count.
     async fn inspect(&self, chain_id: u64, delegation: &Delegation) -> Result<Vec<DecodedCaveat>>;
     /// What the delegator holds of the native coin and of the tokens the caveats name.
@@ -83,7 +95,10 @@ impl Gateway {
     fn delegation_chain_id(&self, chain_id: Option<u64>) -> Result<u64> {
         let chain_id = chain_id.unwrap_or(DEFAULT_CHAIN_ID);
         if self.settings().chains.get(chain_id).is_none() {
-            return Err(Error::new(ErrorCode::UnknownChain, format!("Chain {chain_id} is not one this gateway knows.")));
+            return Err(Error::new(
+                ErrorCode::UnknownChain,
+                format!("Chain {chain_id} is not one this gateway knows."),
+            ));
         }
         Ok(chain_id)
     }
@@ -91,26 +106,42 @@ impl Gateway {
     /// Builds a delegation for the owner to sign: caveats derived from the action (its contracts and
     /// functions; the native value one call may carry, from the policy's per-action cap) narrowed by
     /// the ones asked for.
-    pub async fn delegation_create(&self, agent: &AgentContext, req: &DelegationCreateRequest) -> Result<DelegationCreated> {
+    pub async fn delegation_create(
+        &self,
+        agent: &AgentContext,
+        req: &DelegationCreateRequest,
+    ) -> Result<DelegationCreated> {
         let chain_id = self.delegation_chain_id(req.chain_id)?;
         let mut caveats = req.caveats.clone().unwrap_or_default();
         if let Some(at) = req.expires_at {
             caveats.valid_until = Some(caveats.valid_until.map_or(at, |u| u.min(at)));
         }
         if caveats.valid_until.is_some_and(|u| u <= self.now_secs()) {
-            return Err(Error::new(ErrorCode::DelegationExpired, "expiresAt (validUntil) lies in the past: the delegation could never be used."));
+            return Err(Error::new(
+                ErrorCode::DelegationExpired,
+                "expiresAt (validUntil) lies in the past: the delegation could never be used.",
+            ));
         }
         let mut native_cap = None;
         let action = match &req.action {
             Some(name) => {
-                let spec = self
-                    .catalog()
-                    .resolve(name)
-                    .ok_or_else(|| Error::new(ErrorCode::UnknownAction, format!("No action named {name:?} is in the catalog.")))?;
+                let spec = self.catalog().resolve(name).ok_or_else(|| {
+                    Error::new(
+                        ErrorCode::UnknownAction,
+                        format!("No action named {name:?} is in the catalog."),
+                    )
+                })?;
                 if caveats.max_native_value.is_none() && !spec.is_read() {
                     let policy = self.policy_of(&agent.agent.id).await?;
-                    let action_cap = spec.entry.max_amount_usd.map(|v| crate::money::usd_to_micros("maxAmountUsd", v)).transpose()?;
-                    let cap = [policy.max_per_action_micros, action_cap].into_iter().flatten().min();
+                    let action_cap = spec
+                        .entry
+                        .max_amount_usd
+                        .map(|v| crate::money::usd_to_micros("maxAmountUsd", v))
+                        .transpose()?;
+                    let cap = [policy.max_per_action_micros, action_cap]
+                        .into_iter()
+                        .flatten()
+                        .min();
                     native_cap = cap.and_then(|cap| self.native_cap_wei(cap));
                 }
                 Some(spec.name().to_owned())
@@ -118,7 +149,9 @@ impl Gateway {
             None => None,
         };
         if action.is_none() && caveats.allowed_targets.is_none() {
-            return Err(Error::invalid("Name an action, or caveats.allowedTargets: a delegation that may call any contract is not built here."));
+            return Err(Error::invalid(
+                "Name an action, or caveats.allowedTargets: a delegation that may call any contract is not built here.",
+            ));
         }
         let salt = random_bytes::<32>().map_err(Error::internal)?;
         let build = BuildDelegation {
@@ -139,18 +172,36 @@ impl Gateway {
         let prices = &self.settings().prices.0;
         let price = prices.get("ETH").or_else(|| prices.get("WETH")).copied()?;
         let price = u128::try_from(price).ok().filter(|p| *p > 0)?;
-        let wei = u128::try_from(cap_micros).ok()?.checked_mul(10u128.pow(18))? / price;
+        let wei = u128::try_from(cap_micros)
+            .ok()?
+            .checked_mul(10u128.pow(18))?
+            / price;
         Some(wei.to_string())
     }
 
     /// Checks a signed delegation and stores it as active.
-    pub async fn delegation_activate(&self, agent: &AgentContext, req: &DelegationActivateRequest) -> Result<DelegationActivated> {
+    pub async fn delegation_activate(
+        &self,
+        agent: &AgentContext,
+        req: &DelegationActivateRequest,
+    ) -> Result<DelegationActivated> {
         let chain_id = self.delegation_chain_id(req.chain_id)?;
-        let v = self.delegation_chain()?.validate(chain_id, &req.delegation, &agent.agent.wallet_address, self.now_secs()).await?;
+        let v = self
+            .delegation_chain()?
+            .validate(
+                chain_id,
+                &req.delegation,
+                &agent.agent.wallet_address,
+                self.now_secs(),
+            )
+            .await?;
         if let Some(existing) = self.store().get_delegation(&v.hash).await?
             && (existing.agent_id != agent.agent.id || existing.status == "revoked")
         {
-            return Err(Error::new(ErrorCode::DelegationRevoked, "This delegation was revoked; the owner signs a new one."));
+            return Err(Error::new(
+                ErrorCode::DelegationRevoked,
+                "This delegation was revoked; the owner signs a new one.",
+            ));
         }
         let mut stored = req.delegation.clone();
         stored.delegator = v.delegator.clone();
@@ -163,7 +214,10 @@ impl Gateway {
             chain_id,
             status: "active".into(),
             created_at: now,
-            expires_at: v.expires_at.and_then(|s| i64::try_from(s).ok()).map(|s| s.saturating_mul(1000)),
+            expires_at: v
+                .expires_at
+                .and_then(|s| i64::try_from(s).ok())
+                .map(|s| s.saturating_mul(1000)),
             body: Some(body),
         };
         self.store().put_delegation(&record).await?;
@@ -180,13 +234,25 @@ impl Gateway {
 
     /// The agent's delegations as the database has them (the fan-out gate); an active one whose
     /// time window closed reads `expired`.
-    pub async fn delegation_check(&self, agent: &AgentContext, chain_id: Option<u64>, delegator: Option<&str>) -> Result<DelegationCheck> {
+    pub async fn delegation_check(
+        &self,
+        agent: &AgentContext,
+        chain_id: Option<u64>,
+        delegator: Option<&str>,
+    ) -> Result<DelegationCheck> {
         let now = to_millis(self.now());
-        let rows = self.store().list_delegations(&agent.agent.id, chain_id, delegator).await?;
+        let rows = self
+            .store()
+            .list_delegations(&agent.agent.id, chain_id, delegator)
+            .await?;
         let delegations: Vec<DelegationSummary> = rows
             .into_iter()
             .map(|d| {
-                let status = if d.status == "active" && d.expires_at.is_some_and(|e| e <= now) { "expired".to_owned() } else { d.status };
+                let status = if d.status == "active" && d.expires_at.is_some_and(|e| e <= now) {
+                    "expired".to_owned()
+                } else {
+                    d.status
+                };
                 DelegationSummary {
                     delegation_hash: d.hash,
                     delegator: d.delegator,
@@ -196,26 +262,50 @@ impl Gateway {
                 }
             })
             .collect();
-        Ok(DelegationCheck { active: delegations.iter().any(|d| d.status == "active"), delegations })
+        Ok(DelegationCheck {
+            active: delegations.iter().any(|d| d.status == "active"),
+            delegations,
+        })
     }
 
     /// One of the agent's delegations with its signed body.
-    async fn own_delegation(&self, agent: &AgentContext, hash: &str) -> Result<(DelegationRecord, Delegation)> {
+    async fn own_delegation(
+        &self,
+        agent: &AgentContext,
+        hash: &str,
+    ) -> Result<(DelegationRecord, Delegation)> {
         let record = self
             .store()
             .get_delegation(&hash.to_ascii_lowercase())
             .await?
             .filter(|d| d.agent_id == agent.agent.id)
-            .ok_or_else(|| Error::new(ErrorCode::NotFound, format!("No delegation {hash} to this agent.")))?;
-        let body = record.body.as_deref().ok_or_else(|| Error::new(ErrorCode::NotFound, format!("Delegation {hash} has no signed body here.")))?;
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::NotFound,
+                    format!("No delegation {hash} to this agent."),
+                )
+            })?;
+        let body = record.body.as_deref().ok_or_else(|| {
+            Error::new(
+                ErrorCode::NotFound,
+                format!("Delegation {hash} has no signed body here."),
+            )
+        })?;
         let delegation: Delegation = serde_json::from_str(body).map_err(Error::internal)?;
         Ok((record, delegation))
     }
 
     /// Checks a delegation against the chain; one found disabled onchain is recorded `revoked`.
-    pub async fn delegation_verify(&self, agent: &AgentContext, hash: &str) -> Result<DelegationVerified> {
+    pub async fn delegation_verify(
+        &self,
+        agent: &AgentContext,
+        hash: &str,
+    ) -> Result<DelegationVerified> {
         let (record, delegation) = self.own_delegation(agent, hash).await?;
-        let checks = self.delegation_chain()?.verify(record.chain_id, &delegation, self.now_secs()).await?;
+        let checks = self
+            .delegation_chain()?
+            .verify(record.chain_id, &delegation, self.now_secs())
+            .await?;
         let now = to_millis(self.now());
         let mut status = record.status.clone();
         let failed = |name: &str| checks.iter().any(|c| c.name == name && !c.ok);
@@ -228,60 +318,127 @@ impl Gateway {
             status = "invalid".into();
         }
         if status != record.status {
-            self.store().set_delegation_status(&record.hash, &status, now).await?;
+            self.store()
+                .set_delegation_status(&record.hash, &status, now)
+                .await?;
         }
         let valid = status == "active" && checks.iter().all(|c| c.ok);
-        Ok(DelegationVerified { delegation_hash: record.hash, valid, status, checks })
+        Ok(DelegationVerified {
+            delegation_hash: record.hash,
+            valid,
+            status,
+            checks,
+        })
     }
 
-    pub async fn delegation_inspect(&self, agent: &AgentContext, hash: &str) -> Result<DelegationInspected> {
+    pub async fn delegation_inspect(
+        &self,
+        agent: &AgentContext,
+        hash: &str,
+    ) -> Result<DelegationInspected> {
         let (record, delegation) = self.own_delegation(agent, hash).await?;
-        let caveats = self.delegation_chain()?.inspect(record.chain_id, &delegation).await?;
-        Ok(DelegationInspected { delegation_hash: record.hash, status: record.status, chain_id: record.chain_id, delegation, caveats })
+        let caveats = self
+            .delegation_chain()?
+            .inspect(record.chain_id, &delegation)
+            .await?;
+        Ok(DelegationInspected {
+            delegation_hash: record.hash,
+            status: record.status,
+            chain_id: record.chain_id,
+            delegation,
+            caveats,
+        })
     }
 
-    pub async fn delegation_balance(&self, agent: &AgentContext, hash: &str) -> Result<DelegationBalance> {
+    pub async fn delegation_balance(
+        &self,
+        agent: &AgentContext,
+        hash: &str,
+    ) -> Result<DelegationBalance> {
         let (record, delegation) = self.own_delegation(agent, hash).await?;
-        self.delegation_chain()?.balance(record.chain_id, &delegation).await
+        self.delegation_chain()?
+            .balance(record.chain_id, &delegation)
+            .await
     }
 
     /// Answers the `disableDelegation` transaction for the owner to sign, or, once the chain has the
     /// delegation disabled (by that transaction or any other), records and answers `revoked`.
-    pub async fn delegation_revoke(&self, agent: &AgentContext, req: &DelegationRevokeRequest) -> Result<DelegationRevoke> {
+    pub async fn delegation_revoke(
+        &self,
+        agent: &AgentContext,
+        req: &DelegationRevokeRequest,
+    ) -> Result<DelegationRevoke> {
         let (record, delegation) = self.own_delegation(agent, &req.delegation_hash).await?;
         let chain = self.delegation_chain()?;
         if chain.is_disabled(record.chain_id, &record.hash).await? {
             if record.status != "revoked" {
-                self.store().set_delegation_status(&record.hash, "revoked", to_millis(self.now())).await?;
+                self.store()
+                    .set_delegation_status(&record.hash, "revoked", to_millis(self.now()))
+                    .await?;
                 tracing::info!(delegation_hash = %record.hash, "delegation revoked onchain");
             }
-            return Ok(DelegationRevoke { delegation_hash: record.hash, status: "revoked".into(), transaction: None });
+            return Ok(DelegationRevoke {
+                delegation_hash: record.hash,
+                status: "revoked".into(),
+                transaction: None,
+            });
         }
         let transaction = chain.revoke_tx(record.chain_id, &delegation)?;
-        Ok(DelegationRevoke { delegation_hash: record.hash, status: record.status, transaction: Some(transaction) })
+        Ok(DelegationRevoke {
+            delegation_hash: record.hash,
+            status: record.status,
+            transaction: Some(transaction),
+        })
     }
 
     /// The agent redeems one execution within one delegation: a fan-out intent addressing only its
     /// delegator, with every check of a submission (policy, limits, credits; an explicit
     /// idempotencyKey, so a retry answers the first result and sends nothing again), run in the
     /// request like a direct execution.
-    pub async fn delegation_redeem(&self, agent: &AgentContext, key: &str, req: &DelegationRedeemRequest) -> Result<DelegationRedeemed> {
+    pub async fn delegation_redeem(
+        &self,
+        agent: &AgentContext,
+        key: &str,
+        req: &DelegationRedeemRequest,
+    ) -> Result<DelegationRedeemed> {
         let (record, _) = self.own_delegation(agent, &req.delegation_hash).await?;
         let now = to_millis(self.now());
         if record.status != "active" || record.expires_at.is_some_and(|e| e <= now) {
-            let code = if record.status == "revoked" { ErrorCode::DelegationRevoked } else { ErrorCode::DelegationExpired };
-            return Err(Error::new(code, format!("Delegation {} is not active (it is {}).", record.hash, record.status)));
+            let code = if record.status == "revoked" {
+                ErrorCode::DelegationRevoked
+            } else {
+                ErrorCode::DelegationExpired
+            };
+            return Err(Error::new(
+                code,
+                format!(
+                    "Delegation {} is not active (it is {}).",
+                    record.hash, record.status
+                ),
+            ));
         }
-        let fans_out = self.catalog().resolve(&req.action).is_some_and(|spec| spec.entry.requires_subscription && !spec.is_read());
+        let fans_out = self
+            .catalog()
+            .resolve(&req.action)
+            .is_some_and(|spec| spec.entry.requires_subscription && !spec.is_read());
         if !fans_out {
-            return Err(Error::invalid(format!("{} does not run under a delegation: redeem takes an action that runs for delegated users.", req.action)));
+            return Err(Error::invalid(format!(
+                "{} does not run under a delegation: redeem takes an action that runs for delegated users.",
+                req.action
+            )));
         }
         // A delegator's executions run under its newest active delegation: redeem only that one.
-        let current = self.store().active_delegation(&agent.agent.id, record.chain_id, &record.delegator, now).await?;
+        let current = self
+            .store()
+            .active_delegation(&agent.agent.id, record.chain_id, &record.delegator, now)
+            .await?;
         if current.as_ref().map(|d| d.hash.as_str()) != Some(record.hash.as_str()) {
             return Err(Error::new(
                 ErrorCode::DelegationInvalid,
-                format!("{} gave a newer delegation to this agent; it supersedes {}: redeem that one.", record.delegator, record.hash),
+                format!(
+                    "{} gave a newer delegation to this agent; it supersedes {}: redeem that one.",
+                    record.delegator, record.hash
+                ),
             ));
         }
         let submission = ExecuteIntentRequest {
@@ -293,13 +450,19 @@ impl Gateway {
             idempotency_key: Some(req.idempotency_key.clone()),
         };
         let submitted = self
-            .submit_scoped(&submission, Lane::ExecuteIntent, Some((&record.delegator, &record.hash)))
+            .submit_scoped(
+                &submission,
+                Lane::ExecuteIntent,
+                Some((&record.delegator, &record.hash)),
+            )
             .await
             .map_err(Error::intent_rejection)?;
         self.run_in_request(&submitted).await?;
         let intent = submitted.intent();
         let executions = self.store().list_executions(&intent.id).await?;
-        let e = executions.first().ok_or_else(|| Error::internal(format!("redemption intent {} has no execution", intent.id)))?;
+        let e = executions.first().ok_or_else(|| {
+            Error::internal(format!("redemption intent {} has no execution", intent.id))
+        })?;
         let ended = matches!(e.state.as_str(), "succeeded" | "failed");
         Ok(DelegationRedeemed {
             delegation_hash: record.hash,
@@ -307,7 +470,11 @@ impl Gateway {
             user_did: e.user_did.clone(),
             wallet_address: e.wallet_address.clone(),
             chain_id: e.chain_id,
-            status: if ended { e.state.clone() } else { "pending".into() },
+            status: if ended {
+                e.state.clone()
+            } else {
+                "pending".into()
+            },
             success: e.state == "succeeded",
             tx_hash: e.tx_hash.clone(),
             code: e.error_code.clone(),
@@ -320,11 +487,16 @@ impl Gateway {
     /// `expired`. Delegations on chains this gateway cannot read are left as they are. Answers how
     /// many changed.
     pub async fn sweep_delegations(&self) -> Result<u32> {
-        let Some(chain) = self.delegations() else { return Ok(0) };
+        let Some(chain) = self.delegations() else {
+            return Ok(0);
+        };
         let mut after: Option<String> = None;
         let mut changed = 0;
         loop {
-            let page = self.store().active_delegations(after.as_deref(), 200).await?;
+            let page = self
+                .store()
+                .active_delegations(after.as_deref(), 200)
+                .await?;
             let Some(last) = page.last() else { break };
             after = Some(last.hash.clone());
             for d in &page {
@@ -342,7 +514,11 @@ impl Gateway {
                         }
                     }
                 };
-                if self.store().set_delegation_status(&d.hash, status, now).await? {
+                if self
+                    .store()
+                    .set_delegation_status(&d.hash, status, now)
+                    .await?
+                {
                     tracing::info!(delegation_hash = %d.hash, status, "delegation status from the chain");
                     changed += 1;
                 }

@@ -20,14 +20,22 @@ pub struct Error {
 
 impl Error {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), detail: None, retry_after: None, family: None }
+        Self {
+            code,
+            message: message.into(),
+            detail: None,
+            retry_after: None,
+            family: None,
+        }
     }
 
     /// An unexpected failure: the caller sees a generic sentence, the log gets `detail`.
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         Self {
             code: ErrorCode::Internal,
-            message: "An internal error occurred; the request id identifies it in the gateway's logs.".into(),
+            message:
+                "An internal error occurred; the request id identifies it in the gateway's logs."
+                    .into(),
             detail: Some(detail.to_string()),
             retry_after: None,
             family: None,

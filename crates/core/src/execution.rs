@@ -46,11 +46,21 @@ pub struct ExecutionOutcome {
 
 impl ExecutionOutcome {
     pub fn read(data: serde_json::Value) -> Self {
-        Self { success: true, tx_hash: None, data: Some(data), error: None }
+        Self {
+            success: true,
+            tx_hash: None,
+            data: Some(data),
+            error: None,
+        }
     }
 
     pub fn failed(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { success: false, tx_hash: None, data: None, error: Some((code, message.into())) }
+        Self {
+            success: false,
+            tx_hash: None,
+            data: None,
+            error: Some((code, message.into())),
+        }
     }
 }
 
@@ -79,8 +89,15 @@ pub trait Provider: Send + Sync + 'static {
 
     /// Builds the unsigned transactions of one action for a wallet to sign (Model B). `wallet` is
     /// the signer when given.
-    async fn build_tx(&self, ctx: &ExecutionContext, _wallet: Option<&str>) -> Result<BuildTxData, crate::error::Error> {
-        Err(crate::error::Error::new(ErrorCode::NotAvailable, format!("{} cannot be built as a transaction here.", ctx.action)))
+    async fn build_tx(
+        &self,
+        ctx: &ExecutionContext,
+        _wallet: Option<&str>,
+    ) -> Result<BuildTxData, crate::error::Error> {
+        Err(crate::error::Error::new(
+            ErrorCode::NotAvailable,
+            format!("{} cannot be built as a transaction here.", ctx.action),
+        ))
     }
 
     /// Runs one execution. Never panics; a failure is an outcome with a code.

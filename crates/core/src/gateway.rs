@@ -3,26 +3,27 @@
 
 use std::sync::Arc;
 
+use actiongate_api_types::ErrorCode;
 use actiongate_api_types::catalog::ActionList;
 use actiongate_api_types::identity::{
-    AccountSummary, AgentBootstrap, AgentKeyIssued, AgentListResponse, AgentView, EmailCompleteRequest,
-    EmailCompleteResponse, EmailStartResponse, OwnerSession, PolicyRequest, PolicyView,
+    AccountSummary, AgentBootstrap, AgentKeyIssued, AgentListResponse, AgentView,
+    EmailCompleteRequest, EmailCompleteResponse, EmailStartResponse, OwnerSession, PolicyRequest,
+    PolicyView,
 };
-use actiongate_api_types::ErrorCode;
 use time::Duration;
 use zeroize::Zeroizing;
 
 use crate::catalog::Catalog;
 use crate::chains::Chains;
+use crate::clock::{Clock, from_millis, rfc3339, to_millis};
+use crate::crypto::{self, AGENT_KEY_PREFIX, Keyring, OWNER_SESSION_PREFIX, SecretHash};
+use crate::error::{Error, Result};
 use crate::execution::Registry;
+use crate::mail::{Mailer, OutgoingMail};
+use crate::money::{micros_to_usd, usd_to_micros};
 use crate::pricing::{CreditSettings, PriceBook};
 use crate::purchases::{AuthorizationSettler, PaymentVerifier, PurchaseSettings};
 use crate::runner::IntentRunner;
-use crate::clock::{Clock, rfc3339, to_millis, from_millis};
-use crate::crypto::{self, AGENT_KEY_PREFIX, Keyring, OWNER_SESSION_PREFIX, SecretHash};
-use crate::error::{Error, Result};
-use crate::mail::{Mailer, OutgoingMail};
-use crate::money::{micros_to_usd, usd_to_micros};
 use crate::store::{
     AgentRecord, EmailChallenge, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord, Store,
 };
@@ -44,7 +45,11 @@ pub struct DefaultPolicy {
 
 impl Default for DefaultPolicy {
     fn default() -> Self {
-        Self { allowed_actions: None, daily_limit_usd: 1000.0, max_amount_usd_per_action: None }
+        Self {
+            allowed_actions: None,
+            daily_limit_usd: 1000.0,
+            max_amount_usd_per_action: None,
+        }
     }
 }
 
@@ -128,7 +133,8 @@ pub(crate) struct AgentBasis {
 /// live [`AGENT_CACHE_TTL`]; the map is emptied when it holds [`AGENT_CACHE_MAX`].
 #[derive(Default)]
 struct AgentCache {
-    entries: std::sync::Mutex<std::collections::HashMap<SecretHash, (std::time::Instant, AgentBasis)>>,
+    entries:
+        std::sync::Mutex<std::collections::HashMap<SecretHash, (std::time::Instant, AgentBasis)>>,
 }
 
 const AGENT_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
@@ -136,24 +142,42 @@ const AGENT_CACHE_MAX: usize = 10_000;
 
 impl AgentCache {
     fn get(&self, hash: &SecretHash) -> Option<AgentBasis> {
-        let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries.get(hash).filter(|(at, _)| at.elapsed() < AGENT_CACHE_TTL).map(|(_, b)| b.clone())
+        let entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries
+            .get(hash)
+            .filter(|(at, _)| at.elapsed() < AGENT_CACHE_TTL)
+            .map(|(_, b)| b.clone())
     }
 
     fn put(&self, basis: &AgentBasis) {
-        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if entries.len() >= AGENT_CACHE_MAX {
             entries.clear();
         }
-        entries.insert(basis.key_hash.clone(), (std::time::Instant::now(), basis.clone()));
+        entries.insert(
+            basis.key_hash.clone(),
+            (std::time::Instant::now(), basis.clone()),
+        );
     }
 
     fn forget(&self, hash: &SecretHash) {
-        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(hash);
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(hash);
     }
 
     fn forget_agent(&self, agent_id: &str) {
-        self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|_, (_, b)| b.agent.agent.id != agent_id);
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|_, (_, b)| b.agent.agent.id != agent_id);
     }
 }
 
@@ -186,7 +210,14 @@ impl Gateway {
         keys: Keyring,
         settings: Settings,
     ) -> Result<Self> {
-        let Ports { store, mailer, clock, payments, settler, delegations } = ports;
+        let Ports {
+            store,
+            mailer,
+            clock,
+            payments,
+            settler,
+            delegations,
+        } = ports;
         let runner = Arc::new(IntentRunner::new(
             store.clone(),
             registry.clone(),
@@ -202,7 +233,10 @@ impl Gateway {
                 .map(|a| a.name().to_owned())
                 .collect(),
         };
-        let default_daily_micros = usd_to_micros("policy.default.dailyLimitUsd", settings.default_policy.daily_limit_usd)?;
+        let default_daily_micros = usd_to_micros(
+            "policy.default.dailyLimitUsd",
+            settings.default_policy.daily_limit_usd,
+        )?;
         let default_per_action_micros = settings
             .default_policy
             .max_amount_usd_per_action
@@ -270,7 +304,9 @@ impl Gateway {
 
     /// Answers when the database answers.
     pub async fn ready(&self) -> Result<()> {
-        self.store.ping().await.map_err(|e| Error::new(ErrorCode::NotAvailable, "The database does not answer.").with_detail(e))
+        self.store.ping().await.map_err(|e| {
+            Error::new(ErrorCode::NotAvailable, "The database does not answer.").with_detail(e)
+        })
     }
 
     // ------------------------------------------------------------------ onboarding
@@ -284,7 +320,8 @@ impl Gateway {
         if let Some(live) = self.store.get_email_challenge(&email).await?
             && to_millis(now) < live.expires_at
         {
-            let created = live.expires_at - self.settings.email_code_ttl.whole_milliseconds() as i64;
+            let created =
+                live.expires_at - self.settings.email_code_ttl.whole_milliseconds() as i64;
             let wait_ms = created + RESEND_COOLDOWN_MS - to_millis(now);
             if wait_ms > 0 {
                 let seconds = u64::try_from(wait_ms.div_euclid(1000) + 1).unwrap_or(1);
@@ -316,7 +353,11 @@ impl Gateway {
             ),
         };
         self.mailer.send(mail).await.map_err(|e| {
-            Error::new(ErrorCode::NotAvailable, "The code could not be sent; try again shortly.").with_detail(e)
+            Error::new(
+                ErrorCode::NotAvailable,
+                "The code could not be sent; try again shortly.",
+            )
+            .with_detail(e)
         })?;
         Ok(EmailStartResponse {
             email,
@@ -327,7 +368,10 @@ impl Gateway {
 
     /// Checks the code; creates the account with its first agent on first completion, signs the
     /// owner in on later ones.
-    pub async fn complete_email_onboarding(&self, req: &EmailCompleteRequest) -> Result<EmailCompleteResponse> {
+    pub async fn complete_email_onboarding(
+        &self,
+        req: &EmailCompleteRequest,
+    ) -> Result<EmailCompleteResponse> {
         if req.accept_terms != Some(serde_json::Value::Bool(true)) {
             return Err(Error::new(
                 ErrorCode::TermsNotAccepted,
@@ -359,7 +403,10 @@ impl Gateway {
             let left = max - attempt;
             return Err(Error::new(
                 ErrorCode::InvalidCode,
-                format!("The code is wrong; {left} {} left.", if left == 1 { "try" } else { "tries" }),
+                format!(
+                    "The code is wrong; {left} {} left.",
+                    if left == 1 { "try" } else { "tries" }
+                ),
             ));
         }
 
@@ -384,7 +431,11 @@ impl Gateway {
             .await?;
         let (account_id, bootstrap) = match outcome {
             OnboardingOutcome::Created { account_id } => {
-                tracing::info!(account_id, agent_id = first_agent.record.id, "account created");
+                tracing::info!(
+                    account_id,
+                    agent_id = first_agent.record.id,
+                    "account created"
+                );
                 (account_id, Some(bootstrap(&first_agent.record, key)))
             }
             OnboardingOutcome::SignedIn { account_id } => {
@@ -396,13 +447,21 @@ impl Gateway {
         let created = bootstrap.is_some();
         Ok(EmailCompleteResponse {
             bootstrap,
-            session: OwnerSession { token: session.to_string(), expires_at: rfc3339(session_expires) },
-            account: AccountSummary { account_id, email, created },
+            session: OwnerSession {
+                token: session.to_string(),
+                expires_at: rfc3339(session_expires),
+            },
+            account: AccountSummary {
+                account_id,
+                email,
+                created,
+            },
         })
     }
 
     fn code_hash(&self, email: &str, code: &str) -> SecretHash {
-        self.keys.hash_secret(HASH_EMAIL_CODE, &format!("{email}\n{code}"))
+        self.keys
+            .hash_secret(HASH_EMAIL_CODE, &format!("{email}\n{code}"))
     }
 
     // ------------------------------------------------------------------ authentication
@@ -410,20 +469,30 @@ impl Gateway {
     /// The agent a key belongs to. Missing, malformed, unknown and revoked keys are all the same
     /// 401, so that the answer tells an attacker nothing.
     pub async fn authenticate_agent(&self, key: Option<&str>) -> Result<AgentContext> {
-        self.authenticate_agent_with_policy(key).await.map(|(agent, _)| agent)
+        self.authenticate_agent_with_policy(key)
+            .await
+            .map(|(agent, _)| agent)
     }
 
     /// [`Gateway::authenticate_agent`] with the agent's stored policy (none: the default applies),
     /// in one read.
-    pub async fn authenticate_agent_with_policy(&self, key: Option<&str>) -> Result<(AgentContext, Option<PolicyRecord>)> {
+    pub async fn authenticate_agent_with_policy(
+        &self,
+        key: Option<&str>,
+    ) -> Result<(AgentContext, Option<PolicyRecord>)> {
         let basis = self.read_agent_basis(key).await?;
         Ok((basis.agent, basis.policy))
     }
 
     fn agent_key_hash(&self, key: Option<&str>) -> Result<SecretHash> {
-        let key = key.map(str::trim).filter(|k| !k.is_empty()).ok_or_else(|| Error::unauthorized("An agent API key is required."))?;
+        let key = key
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .ok_or_else(|| Error::unauthorized("An agent API key is required."))?;
         if !key.starts_with(AGENT_KEY_PREFIX) {
-            return Err(Error::unauthorized("The agent API key is invalid or revoked."));
+            return Err(Error::unauthorized(
+                "The agent API key is invalid or revoked.",
+            ));
         }
         Ok(self.keys.hash_secret(HASH_AGENT_KEY, key))
     }
@@ -433,13 +502,19 @@ impl Gateway {
         let key_hash = self.agent_key_hash(key)?;
         match self.store.find_agent_and_policy(&key_hash).await? {
             Some((agent, policy)) => {
-                let basis = AgentBasis { agent: AgentContext { agent }, policy, key_hash };
+                let basis = AgentBasis {
+                    agent: AgentContext { agent },
+                    policy,
+                    key_hash,
+                };
                 self.agents.put(&basis);
                 Ok(basis)
             }
             None => {
                 self.agents.forget(&key_hash);
-                Err(Error::unauthorized("The agent API key is invalid or revoked."))
+                Err(Error::unauthorized(
+                    "The agent API key is invalid or revoked.",
+                ))
             }
         }
     }
@@ -447,26 +522,41 @@ impl Gateway {
     /// The agent and policy of a key as last read by this process, if recently: only for a decision
     /// the database confirms (see [`AgentCache`]).
     pub(crate) fn cached_agent_basis(&self, key: Option<&str>) -> Option<AgentBasis> {
-        self.agent_key_hash(key).ok().and_then(|hash| self.agents.get(&hash))
+        self.agent_key_hash(key)
+            .ok()
+            .and_then(|hash| self.agents.get(&hash))
     }
 
     /// The owner a session token belongs to. An agent key is refused: owner routes need a session.
     pub async fn authenticate_owner(&self, token: Option<&str>) -> Result<OwnerContext> {
-        let token = token.map(str::trim).filter(|k| !k.is_empty()).ok_or_else(|| {
-            Error::unauthorized("An owner session is required: Authorization: Bearer owner-…")
-        })?;
+        let token = token
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .ok_or_else(|| {
+                Error::unauthorized("An owner session is required: Authorization: Bearer owner-…")
+            })?;
         if token.starts_with(AGENT_KEY_PREFIX) {
             return Err(Error::unauthorized(
                 "This route needs the owner's session, not an agent key: sign in by e-mail to get one.",
             ));
         }
         if !token.starts_with(OWNER_SESSION_PREFIX) {
-            return Err(Error::unauthorized("The owner session is invalid or expired."));
+            return Err(Error::unauthorized(
+                "The owner session is invalid or expired.",
+            ));
         }
         let hash = self.keys.hash_secret(HASH_SESSION, token);
-        match self.store.find_session(&hash, to_millis(self.clock.now())).await? {
-            Some(s) => Ok(OwnerContext { account_id: s.account_id }),
-            None => Err(Error::unauthorized("The owner session is invalid or expired.")),
+        match self
+            .store
+            .find_session(&hash, to_millis(self.clock.now()))
+            .await?
+        {
+            Some(s) => Ok(OwnerContext {
+                account_id: s.account_id,
+            }),
+            None => Err(Error::unauthorized(
+                "The owner session is invalid or expired.",
+            )),
         }
     }
 
@@ -474,7 +564,9 @@ impl Gateway {
     pub async fn sign_out(&self, token: Option<&str>) -> Result<()> {
         self.authenticate_owner(token).await?;
         let token = token.map(str::trim).unwrap_or_default();
-        self.store.delete_session(&self.keys.hash_secret(HASH_SESSION, token)).await?;
+        self.store
+            .delete_session(&self.keys.hash_secret(HASH_SESSION, token))
+            .await?;
         Ok(())
     }
 
@@ -517,9 +609,15 @@ impl Gateway {
     }
 
     /// Creates a further agent for the owner's account, with the default policy.
-    pub async fn create_agent(&self, owner: &OwnerContext, name: Option<String>) -> Result<AgentKeyIssued> {
+    pub async fn create_agent(
+        &self,
+        owner: &OwnerContext,
+        name: Option<String>,
+    ) -> Result<AgentKeyIssued> {
         let name = match name.map(|n| n.trim().to_owned()) {
-            Some(n) if n.chars().count() > 100 => return Err(Error::invalid("name must be at most 100 characters")),
+            Some(n) if n.chars().count() > 100 => {
+                return Err(Error::invalid("name must be at most 100 characters"));
+            }
             Some(n) if n.is_empty() => None,
             other => other,
         };
@@ -527,36 +625,58 @@ impl Gateway {
         let (agent, key) = self.new_agent(&owner.account_id, name, now)?;
         let policy = self.default_policy(&agent.record.id, now);
         self.store.create_agent(&agent, &policy).await?;
-        tracing::info!(account_id = owner.account_id, agent_id = agent.record.id, "agent created");
-        Ok(AgentKeyIssued { bootstrap: bootstrap(&agent.record, key) })
+        tracing::info!(
+            account_id = owner.account_id,
+            agent_id = agent.record.id,
+            "agent created"
+        );
+        Ok(AgentKeyIssued {
+            bootstrap: bootstrap(&agent.record, key),
+        })
     }
 
     pub async fn list_agents(&self, owner: &OwnerContext) -> Result<AgentListResponse> {
         let agents = self.store.list_agents(&owner.account_id).await?;
-        Ok(AgentListResponse { agents: agents.iter().map(agent_view).collect() })
+        Ok(AgentListResponse {
+            agents: agents.iter().map(agent_view).collect(),
+        })
     }
 
     /// The owner's agent, or 404 (also for another account's agent, so ids leak nothing).
     async fn owned_agent(&self, owner: &OwnerContext, agent_id: &str) -> Result<AgentRecord> {
         match self.store.get_agent(agent_id).await? {
             Some(a) if a.account_id == owner.account_id => Ok(a),
-            _ => Err(Error::not_found(format!("No agent {agent_id} in this account."))),
+            _ => Err(Error::not_found(format!(
+                "No agent {agent_id} in this account."
+            ))),
         }
     }
 
     /// Issues a new key; the old one stops working at once.
-    pub async fn rotate_agent_key(&self, owner: &OwnerContext, agent_id: &str) -> Result<AgentKeyIssued> {
+    pub async fn rotate_agent_key(
+        &self,
+        owner: &OwnerContext,
+        agent_id: &str,
+    ) -> Result<AgentKeyIssued> {
         let mut agent = self.owned_agent(owner, agent_id).await?;
         let key = crypto::new_token(AGENT_KEY_PREFIX)?;
         let now = self.clock.now();
         let hash = self.keys.hash_secret(HASH_AGENT_KEY, &key);
-        if !self.store.rotate_agent_key(agent_id, &hash, to_millis(now)).await? {
-            return Err(Error::not_found(format!("No agent {agent_id} in this account.")));
+        if !self
+            .store
+            .rotate_agent_key(agent_id, &hash, to_millis(now))
+            .await?
+        {
+            return Err(Error::not_found(format!(
+                "No agent {agent_id} in this account."
+            )));
         }
         agent.key_rotated_at = Some(to_millis(now));
         self.agents.forget_agent(agent_id);
         tracing::info!(account_id = owner.account_id, agent_id, "agent key rotated");
-        Ok(AgentKeyIssued { bootstrap: bootstrap(&agent, key) })
+        Ok(AgentKeyIssued {
+            bootstrap: bootstrap(&agent, key),
+        })
     }
 
     // ------------------------------------------------------------------ policy
@@ -569,12 +689,21 @@ impl Gateway {
 
     /// The stored policy of an agent (the default if none was ever stored).
     pub async fn policy_of(&self, agent_id: &str) -> Result<PolicyRecord> {
-        Ok(self.store.get_policy(agent_id).await?.unwrap_or_else(|| self.default_policy(agent_id, self.clock.now())))
+        Ok(self
+            .store
+            .get_policy(agent_id)
+            .await?
+            .unwrap_or_else(|| self.default_policy(agent_id, self.clock.now())))
     }
 
     /// Replaces an agent's policy. Names are resolved through aliases and stored canonical; an
     /// unknown name refuses the whole request and changes nothing.
-    pub async fn put_policy(&self, owner: &OwnerContext, agent_id: &str, req: &PolicyRequest) -> Result<PolicyView> {
+    pub async fn put_policy(
+        &self,
+        owner: &OwnerContext,
+        agent_id: &str,
+        req: &PolicyRequest,
+    ) -> Result<PolicyView> {
         self.owned_agent(owner, agent_id).await?;
         let allowed = canonical_names(&self.catalog, &req.allowed_actions)?;
         let policy = PolicyRecord {
@@ -598,7 +727,10 @@ impl Gateway {
     /// Every action; with an agent key, only those its policy allows and that are enabled.
     pub async fn list_actions(&self, agent_key: Option<&str>) -> Result<ActionList> {
         let Some(key) = agent_key else {
-            return Ok(ActionList { actions: self.catalog.document().actions.clone(), filtered_by_policy: false });
+            return Ok(ActionList {
+                actions: self.catalog.document().actions.clone(),
+                filtered_by_policy: false,
+            });
         };
         let agent = self.authenticate_agent(Some(key)).await?;
         let policy = self.policy_of(&agent.agent.id).await?;
@@ -608,7 +740,10 @@ impl Gateway {
             .filter(|a| a.entry.enabled && policy.allowed_actions.iter().any(|n| n == a.name()))
             .map(|a| a.entry.clone())
             .collect();
-        Ok(ActionList { actions, filtered_by_policy: true })
+        Ok(ActionList {
+            actions,
+            filtered_by_policy: true,
+        })
     }
 }
 
@@ -621,11 +756,17 @@ impl Error {
 }
 
 fn code_expired() -> Error {
-    Error::new(ErrorCode::CodeExpired, "No valid code is pending for this e-mail: it expired or was used. Start onboarding again.")
+    Error::new(
+        ErrorCode::CodeExpired,
+        "No valid code is pending for this e-mail: it expired or was used. Start onboarding again.",
+    )
 }
 
 fn too_many_attempts() -> Error {
-    Error::new(ErrorCode::TooManyAttempts, "Too many wrong codes: this code no longer works. Start onboarding again for a new one.")
+    Error::new(
+        ErrorCode::TooManyAttempts,
+        "Too many wrong codes: this code no longer works. Start onboarding again for a new one.",
+    )
 }
 
 fn bootstrap(agent: &AgentRecord, key: Zeroizing<String>) -> AgentBootstrap {
@@ -660,9 +801,12 @@ fn policy_view(p: &PolicyRecord) -> PolicyView {
 fn canonical_names(catalog: &Catalog, names: &[String]) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::with_capacity(names.len());
     for name in names {
-        let spec = catalog
-            .resolve(name)
-            .ok_or_else(|| Error::new(ErrorCode::UnknownAction, format!("No action named {name:?} is in the catalog.")))?;
+        let spec = catalog.resolve(name).ok_or_else(|| {
+            Error::new(
+                ErrorCode::UnknownAction,
+                format!("No action named {name:?} is in the catalog."),
+            )
+        })?;
         if !out.iter().any(|n| n == spec.name()) {
             out.push(spec.name().to_owned());
         }
@@ -678,8 +822,12 @@ fn normalise_email(email: &str) -> Result<String> {
         return Err(bad());
     }
     let (local, domain) = email.split_once('@').ok_or_else(bad)?;
-    if local.is_empty() || domain.is_empty() || domain.contains('@') || !domain.contains('.')
-        || domain.starts_with('.') || domain.ends_with('.')
+    if local.is_empty()
+        || domain.is_empty()
+        || domain.contains('@')
+        || !domain.contains('.')
+        || domain.starts_with('.')
+        || domain.ends_with('.')
     {
         return Err(bad());
     }
@@ -692,8 +840,20 @@ mod tests {
 
     #[test]
     fn emails_are_normalised_and_checked() {
-        assert_eq!(normalise_email(" Ann@Example.COM ").ok(), Some("ann@example.com".to_owned()));
-        for bad in ["", "ann", "ann@", "@example.com", "ann@example", "a b@example.com", "a@b@c.com", "ann@.com"] {
+        assert_eq!(
+            normalise_email(" Ann@Example.COM ").ok(),
+            Some("ann@example.com".to_owned())
+        );
+        for bad in [
+            "",
+            "ann",
+            "ann@",
+            "@example.com",
+            "ann@example",
+            "a b@example.com",
+            "a@b@c.com",
+            "ann@.com",
+        ] {
             assert!(normalise_email(bad).is_err(), "{bad:?} accepted");
         }
     }

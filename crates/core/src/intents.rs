@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use actiongate_api_types::intents::{
-    AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, IntentResult, PreflightCheck,
-    PreflightReport,
-};
 use actiongate_api_types::chain::{BuildTxData, BuildTxRequest};
+use actiongate_api_types::intents::{
+    AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, IntentResult,
+    PreflightCheck, PreflightReport,
+};
 use actiongate_api_types::{ErrorCode, ErrorFamily};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -18,7 +18,9 @@ use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, Subject};
 use crate::gateway::{AgentBasis, AgentContext, Gateway};
 use crate::money::{micros_to_usd, usd_to_micros};
-use crate::store::{AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord, PolicyRecord};
+use crate::store::{
+    AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord, PolicyRecord,
+};
 
 /// The default chain (SPEC).
 pub const DEFAULT_CHAIN_ID: u64 = 8453;
@@ -50,7 +52,8 @@ pub fn day_of(ms: i64) -> i64 {
 fn canonical(v: &Value) -> Value {
     match v {
         Value::Object(map) => {
-            let sorted: BTreeMap<&String, Value> = map.iter().map(|(k, v)| (k, canonical(v))).collect();
+            let sorted: BTreeMap<&String, Value> =
+                map.iter().map(|(k, v)| (k, canonical(v))).collect();
             Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
         }
         Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
@@ -66,7 +69,11 @@ fn refusal(code: ErrorCode, message: impl Into<String>) -> Error {
 fn params_error(spec: &ActionSpec, params: &Value) -> Option<String> {
     let error = spec.validator.iter_errors(params).next()?;
     let path = error.instance_path().to_string();
-    let field = if path.is_empty() { "params".to_owned() } else { format!("params{}", path.replace('/', ".")) };
+    let field = if path.is_empty() {
+        "params".to_owned()
+    } else {
+        format!("params{}", path.replace('/', "."))
+    };
     Some(format!("{field}: {error}"))
 }
 
@@ -79,7 +86,12 @@ impl Gateway {
 
     /// [`Gateway::submit`], a fan-out addressing only one delegator (a redemption of one delegation,
     /// given as (delegator, delegation hash)), which runs in the request like a direct execution.
-    pub(crate) async fn submit_scoped(&self, req: &ExecuteIntentRequest, lane: Lane, only: Option<(&str, &str)>) -> Result<Submitted> {
+    pub(crate) async fn submit_scoped(
+        &self,
+        req: &ExecuteIntentRequest,
+        lane: Lane,
+        only: Option<(&str, &str)>,
+    ) -> Result<Submitted> {
         // The first attempt checks against this process's cached agent and policy: an acceptance is
         // confirmed by the accepting transaction, and anything else is decided again on a fresh
         // read. A fresh attempt that finds them changed meanwhile (a concurrent key rotation or
@@ -96,8 +108,11 @@ impl Gateway {
                 return Ok(done);
             }
         }
-        Err(Error::new(ErrorCode::NotAvailable, "The agent's key or policy changed while this request was checked; send it again.")
-            .with_retry_after(1))
+        Err(Error::new(
+            ErrorCode::NotAvailable,
+            "The agent's key or policy changed while this request was checked; send it again.",
+        )
+        .with_retry_after(1))
     }
 
     /// One attempt of a submit against `basis` (`fresh`: read for this attempt). `None`: the basis is
@@ -111,13 +126,24 @@ impl Gateway {
         fresh: bool,
     ) -> Result<Option<Submitted>> {
         let only_delegator = only.map(|(delegator, _)| delegator);
-        let AgentBasis { agent, policy: stored_policy, key_hash } = basis;
+        let AgentBasis {
+            agent,
+            policy: stored_policy,
+            key_hash,
+        } = basis;
         let refuse = |e: Error| if fresh { Err(e) } else { Ok(None) };
         let Some(spec) = self.catalog().resolve(&req.action) else {
-            return refuse(refusal(ErrorCode::UnknownAction, format!("No action named {:?} is in the catalog.", req.action)));
+            return refuse(refusal(
+                ErrorCode::UnknownAction,
+                format!("No action named {:?} is in the catalog.", req.action),
+            ));
         };
         let explicit_key = match &req.idempotency_key {
-            Some(k) if k.is_empty() || k.len() > MAX_IDEMPOTENCY_KEY || k.chars().any(char::is_control) => {
+            Some(k)
+                if k.is_empty()
+                    || k.len() > MAX_IDEMPOTENCY_KEY
+                    || k.chars().any(char::is_control) =>
+            {
                 return refuse(Error::invalid(format!(
                     "idempotencyKey must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters"
                 )));
@@ -132,9 +158,15 @@ impl Gateway {
         }
         let chain_id = req.chain_id.unwrap_or(DEFAULT_CHAIN_ID);
         if !req.params.is_object() {
-            return refuse(refusal(ErrorCode::InvalidParams, "params must be a JSON object."));
+            return refuse(refusal(
+                ErrorCode::InvalidParams,
+                "params must be a JSON object.",
+            ));
         }
-        if let Some(Err(e)) = req.estimated_amount_usd.map(|v| usd_to_micros("estimatedAmountUsd", v)) {
+        if let Some(Err(e)) = req
+            .estimated_amount_usd
+            .map(|v| usd_to_micros("estimatedAmountUsd", v))
+        {
             return refuse(e);
         }
 
@@ -158,9 +190,14 @@ impl Gateway {
         let window = self.settings().idempotency_window;
         let (idempotency_key, replace_before) = match &explicit_key {
             Some(k) => (format!("k:{k}"), None),
-            None => (format!("d:{}", hex::encode(request_hash)), Some(to_millis(now - window))),
+            None => (
+                format!("d:{}", hex::encode(request_hash)),
+                Some(to_millis(now - window)),
+            ),
         };
-        let policy = stored_policy.clone().unwrap_or_else(|| self.default_policy(&agent.agent.id, now));
+        let policy = stored_policy
+            .clone()
+            .unwrap_or_else(|| self.default_policy(&agent.agent.id, now));
         let checked = (|| {
             check_allowed(spec, &policy)?;
             check_lane(spec, lane)?;
@@ -172,7 +209,10 @@ impl Gateway {
             Ok(v) => v,
             Err(refused) if !fresh => return refuse(refused),
             Err(refused) => {
-                return match self.replay(&agent, &idempotency_key, &request_hash, replace_before).await? {
+                return match self
+                    .replay(&agent, &idempotency_key, &request_hash, replace_before)
+                    .await?
+                {
                     Some(replayed) => Ok(Some(Submitted::Replay(replayed))),
                     None => Err(refused),
                 };
@@ -185,7 +225,10 @@ impl Gateway {
         // handed to this process's runner as accepted (no claim); the rest wait to be claimed.
         let in_request = lane == Lane::Execute || only_delegator.is_some();
         let lease = if in_request {
-            Some((self.runner().owner().to_owned(), to_millis(now + self.settings().direct_timeout + self.settings().lease)))
+            Some((
+                self.runner().owner().to_owned(),
+                to_millis(now + self.settings().direct_timeout + self.settings().lease),
+            ))
         } else if spec.is_read() && !fan_out {
             self.runner().read_lease()
         } else {
@@ -203,7 +246,10 @@ impl Gateway {
             amount_micros: amount,
             is_write: !spec.is_read(),
             daily_limit_micros: policy.daily_limit_micros,
-            price_per_execution: self.settings().credits.price(spec.entry.billing_tier.as_deref()),
+            price_per_execution: self
+                .settings()
+                .credits
+                .price(spec.entry.billing_tier.as_deref()),
             free_per_day: self.settings().credits.free_per_day,
             idempotency_key,
             request_hash,
@@ -227,9 +273,18 @@ impl Gateway {
             let (store, runner) = (self.store().clone(), self.runner().clone());
             tokio::spawn(async move {
                 let outcome = store.accept_intent(&draft).await;
-                if let Ok(AcceptOutcome::Accepted { total, reserved_credits, free_request }) = &outcome {
-                    let execution = ExecutionRecord::pending(&draft.id, 0, draft.own.clone(), draft.chain_id);
-                    runner.hand(accepted_record(&draft, *total, *reserved_credits, *free_request), execution);
+                if let Ok(AcceptOutcome::Accepted {
+                    total,
+                    reserved_credits,
+                    free_request,
+                }) = &outcome
+                {
+                    let execution =
+                        ExecutionRecord::pending(&draft.id, 0, draft.own.clone(), draft.chain_id);
+                    runner.hand(
+                        accepted_record(&draft, *total, *reserved_credits, *free_request),
+                        execution,
+                    );
                 }
                 (outcome, draft)
             })
@@ -239,8 +294,16 @@ impl Gateway {
             (self.store().accept_intent(&draft).await, draft)
         };
         let (total, reserved_credits, free_request) = match outcome? {
-            AcceptOutcome::Accepted { total, reserved_credits, free_request } => (total, reserved_credits, free_request),
-            AcceptOutcome::Replay { intent_id } => return Ok(Some(Submitted::Replay(self.intent_record(&intent_id).await?))),
+            AcceptOutcome::Accepted {
+                total,
+                reserved_credits,
+                free_request,
+            } => (total, reserved_credits, free_request),
+            AcceptOutcome::Replay { intent_id } => {
+                return Ok(Some(Submitted::Replay(
+                    self.intent_record(&intent_id).await?,
+                )));
+            }
             AcceptOutcome::Stale => return Ok(None),
             AcceptOutcome::KeyReused => return Err(key_reused()),
             AcceptOutcome::DailyLimit { used_micros } => {
@@ -257,13 +320,18 @@ impl Gateway {
             AcceptOutcome::DelegationRequired => {
                 return Err(refusal(
                     ErrorCode::DelegationRequired,
-                    format!("{} fans out to delegated users, and no user has an active delegation to this agent on chain {chain_id}.", spec.name()),
+                    format!(
+                        "{} fans out to delegated users, and no user has an active delegation to this agent on chain {chain_id}.",
+                        spec.name()
+                    ),
                 ));
             }
             AcceptOutcome::InsufficientCredits { balance, price } => {
                 return Err(refusal(
                     ErrorCode::InsufficientCredits,
-                    format!("This costs {price} credits; the balance is {balance} and today's free requests are used. Buy credits to continue."),
+                    format!(
+                        "This costs {price} credits; the balance is {balance} and today's free requests are used. Buy credits to continue."
+                    ),
                 ));
             }
             AcceptOutcome::DailyFreeLimitExceeded => {
@@ -276,7 +344,13 @@ impl Gateway {
                 ));
             }
         };
-        tracing::info!(intent_id, agent_id = agent.agent.id, action = spec.name(), lane = lane.as_str(), "intent accepted");
+        tracing::info!(
+            intent_id,
+            agent_id = agent.agent.id,
+            action = spec.name(),
+            lane = lane.as_str(),
+            "intent accepted"
+        );
         let record = accepted_record(&draft, total, reserved_credits, free_request);
         if draft.lease.is_none() {
             self.runner().wake();
@@ -291,7 +365,9 @@ impl Gateway {
         hash: &[u8; 32],
         replace_before: Option<i64>,
     ) -> Result<Option<IntentRecord>> {
-        let Some(found) = self.store().find_idempotency(&agent.agent.id, key).await? else { return Ok(None) };
+        let Some(found) = self.store().find_idempotency(&agent.agent.id, key).await? else {
+            return Ok(None);
+        };
         if replace_before.is_some_and(|t| found.created_at < t) {
             return Ok(None);
         }
@@ -310,20 +386,34 @@ impl Gateway {
 
     fn check_chain(&self, spec: &ActionSpec, chain_id: u64) -> Result<()> {
         let Some(chain) = self.settings().chains.get(chain_id) else {
-            return Err(refusal(ErrorCode::UnknownChain, format!("Chain {chain_id} is not one this gateway knows.")));
+            return Err(refusal(
+                ErrorCode::UnknownChain,
+                format!("Chain {chain_id} is not one this gateway knows."),
+            ));
         };
         let chains = &spec.entry.supported_chains;
         if !chains.is_empty() && !chains.contains(&chain_id) {
             return Err(refusal(
                 ErrorCode::ChainNotConfigured,
-                format!("{} does not run on chain {chain_id}; it runs on {chains:?}.", spec.name()),
+                format!(
+                    "{} does not run on chain {chain_id}; it runs on {chains:?}.",
+                    spec.name()
+                ),
             ));
         }
-        let needs_rpc = !chains.is_empty() && matches!(spec.entry.billing_tier.as_deref(), Some("write" | "read_rpc"));
+        let needs_rpc = !chains.is_empty()
+            && matches!(
+                spec.entry.billing_tier.as_deref(),
+                Some("write" | "read_rpc")
+            );
         if needs_rpc && chain.rpc_url.is_none() {
             return Err(refusal(
                 ErrorCode::ChainNotConfigured,
-                format!("{} needs chain {chain_id} ({}), which has no RPC URL configured here.", spec.name(), chain.name),
+                format!(
+                    "{} needs chain {chain_id} ({}), which has no RPC URL configured here.",
+                    spec.name(),
+                    chain.name
+                ),
             ));
         }
         Ok(())
@@ -331,7 +421,10 @@ impl Gateway {
 
     /// Submits an intent (Model A) and answers SPEC's submit shape.
     pub async fn execute_intent(&self, req: &ExecuteIntentRequest) -> Result<Intent> {
-        let submitted = self.submit(req, Lane::ExecuteIntent).await.map_err(Error::intent_rejection)?;
+        let submitted = self
+            .submit(req, Lane::ExecuteIntent)
+            .await
+            .map_err(Error::intent_rejection)?;
         Ok(Intent {
             success: true,
             intent_id: submitted.intent().id.clone(),
@@ -351,7 +444,9 @@ impl Gateway {
     /// a client that goes away or the answer deadline does not cut it short: it ends, records and
     /// settles on its own. Waits for it up to the direct-execution timeout.
     pub(crate) async fn run_in_request(&self, submitted: &Submitted) -> Result<()> {
-        let Submitted::New(record) = submitted else { return Ok(()) };
+        let Submitted::New(record) = submitted else {
+            return Ok(());
+        };
         let (runner, record) = (self.runner().clone(), record.clone());
         let id = record.id.clone();
         let work = tokio::spawn(async move { runner.process(record).await });
@@ -359,7 +454,10 @@ impl Gateway {
             Ok(Ok(result)) => result,
             Ok(Err(e)) => Err(Error::internal(format!("execution task: {e}"))),
             Err(_) => {
-                tracing::warn!(intent_id = id, "execution still running at the answer deadline");
+                tracing::warn!(
+                    intent_id = id,
+                    "execution still running at the answer deadline"
+                );
                 Ok(())
             }
         }
@@ -371,17 +469,28 @@ impl Gateway {
         self.run_in_request(&submitted).await?;
         let executions = self.store().list_executions(&intent.id).await?;
         let Some(e) = executions.first() else {
-            return Err(Error::internal(format!("direct intent {} has no execution", intent.id)));
+            return Err(Error::internal(format!(
+                "direct intent {} has no execution",
+                intent.id
+            )));
         };
         let data = e.data.as_deref().and_then(|d| serde_json::from_str(d).ok());
         let status = match e.state.as_str() {
             "succeeded" => "confirmed",
             // Mined and reverted: the transaction exists. A refused simulation sent nothing and is
             // answered as the refusal it is (below).
-            "failed" if e.tx_hash.is_some() && e.error_code.as_deref() == Some(ErrorCode::ExecutionReverted.as_str()) => "reverted",
+            "failed"
+                if e.tx_hash.is_some()
+                    && e.error_code.as_deref() == Some(ErrorCode::ExecutionReverted.as_str()) =>
+            {
+                "reverted"
+            }
             "failed" => {
                 let code = parse_code(e.error_code.as_deref()).unwrap_or(ErrorCode::Internal);
-                return Err(Error::new(code, e.error_message.clone().unwrap_or_default()));
+                return Err(Error::new(
+                    code,
+                    e.error_message.clone().unwrap_or_default(),
+                ));
             }
             _ => "pending",
         };
@@ -400,16 +509,24 @@ impl Gateway {
     /// provider plans and simulates the transactions. Nothing is written and nothing is charged: the
     /// gateway moves nothing, the wallet's owner signs and pays the gas.
     pub async fn build_tx(&self, req: &BuildTxRequest) -> Result<BuildTxData> {
-        self.build_unsigned(req).await.map_err(Error::intent_rejection)
+        self.build_unsigned(req)
+            .await
+            .map_err(Error::intent_rejection)
     }
 
     async fn build_unsigned(&self, req: &BuildTxRequest) -> Result<BuildTxData> {
         let agent = self.authenticate_agent(Some(&req.agent_api_key)).await?;
         let spec = self.catalog().resolve(&req.action).ok_or_else(|| {
-            refusal(ErrorCode::UnknownAction, format!("No action named {:?} is in the catalog.", req.action))
+            refusal(
+                ErrorCode::UnknownAction,
+                format!("No action named {:?} is in the catalog.", req.action),
+            )
         })?;
         if !req.params.is_object() {
-            return Err(refusal(ErrorCode::InvalidParams, "params must be a JSON object."));
+            return Err(refusal(
+                ErrorCode::InvalidParams,
+                "params must be a JSON object.",
+            ));
         }
         let policy = self.policy_of(&agent.agent.id).await?;
         check_allowed(spec, &policy)?;
@@ -417,9 +534,18 @@ impl Gateway {
         check_params(spec, &req.params)?;
         self.check_chain(spec, req.chain_id)?;
         self.usd_amount(spec, &req.params, req.estimated_amount_usd, &policy)?;
-        let provider = self.registry().provider(spec.name(), Lane::BuildTx).ok_or_else(|| {
-            refusal(ErrorCode::ActionDisabled, format!("{} is not available through buildTx in this deployment.", spec.name()))
-        })?;
+        let provider = self
+            .registry()
+            .provider(spec.name(), Lane::BuildTx)
+            .ok_or_else(|| {
+                refusal(
+                    ErrorCode::ActionDisabled,
+                    format!(
+                        "{} is not available through buildTx in this deployment.",
+                        spec.name()
+                    ),
+                )
+            })?;
         let wallet = req.wallet_address.clone().unwrap_or_default();
         let ctx = ExecutionContext {
             intent_id: String::new(),
@@ -428,12 +554,23 @@ impl Gateway {
             params: req.params.clone(),
             chain_id: req.chain_id,
             lane: Lane::BuildTx,
-            subject: Subject { user_did: format!("did:pkh:eip155:{}:{wallet}", req.chain_id), wallet_address: wallet },
+            subject: Subject {
+                user_did: format!("did:pkh:eip155:{}:{wallet}", req.chain_id),
+                wallet_address: wallet,
+            },
             agent_id: agent.agent.id.clone(),
             agent_address: agent.agent.wallet_address.clone(),
         };
-        let built = provider.build_tx(&ctx, req.wallet_address.as_deref()).await?;
-        tracing::info!(agent_id = agent.agent.id, action = spec.name(), chain_id = req.chain_id, transactions = built.transactions.len(), "transactions built");
+        let built = provider
+            .build_tx(&ctx, req.wallet_address.as_deref())
+            .await?;
+        tracing::info!(
+            agent_id = agent.agent.id,
+            action = spec.name(),
+            chain_id = req.chain_id,
+            transactions = built.transactions.len(),
+            "transactions built"
+        );
         Ok(built)
     }
 
@@ -441,7 +578,11 @@ impl Gateway {
     pub async fn intent_status(&self, agent_key: Option<&str>, intent_id: &str) -> Result<Intent> {
         let agent = self.authenticate_agent(agent_key).await?;
         let not_found = || Error::not_found(format!("No intent {intent_id} for this agent."));
-        let intent = self.store().get_intent(intent_id).await?.ok_or_else(not_found)?;
+        let intent = self
+            .store()
+            .get_intent(intent_id)
+            .await?
+            .ok_or_else(not_found)?;
         if intent.agent_id != agent.agent.id {
             return Err(not_found());
         }
@@ -456,7 +597,11 @@ impl Gateway {
         let now = to_millis(self.now());
         let today = day_of(now);
         let (balance, reserved, used) = match account {
-            Some(a) => (a.balance, a.reserved, if a.free_day == today { a.free_used } else { 0 }),
+            Some(a) => (
+                a.balance,
+                a.reserved,
+                if a.free_day == today { a.free_used } else { 0 },
+            ),
             None => (0, 0, 0),
         };
         Ok(CreditBalance {
@@ -475,13 +620,19 @@ fn check_allowed(spec: &ActionSpec, policy: &PolicyRecord) -> Result<()> {
     }
     Err(refusal(
         ErrorCode::ActionNotAllowed,
-        format!("{} is not on this agent's allowlist; its owner can allow it in the agent's policy.", spec.name()),
+        format!(
+            "{} is not on this agent's allowlist; its owner can allow it in the agent's policy.",
+            spec.name()
+        ),
     ))
 }
 
 fn check_lane(spec: &ActionSpec, lane: Lane) -> Result<()> {
     if !spec.entry.enabled {
-        return Err(refusal(ErrorCode::ActionDisabled, format!("{} is not enabled in this deployment.", spec.name())));
+        return Err(refusal(
+            ErrorCode::ActionDisabled,
+            format!("{} is not enabled in this deployment.", spec.name()),
+        ));
     }
     let live = match lane {
         Lane::ExecuteIntent => spec.entry.supports_execute_intent,
@@ -493,7 +644,11 @@ fn check_lane(spec: &ActionSpec, lane: Lane) -> Result<()> {
     }
     Err(refusal(
         ErrorCode::ActionDisabled,
-        format!("{} is not available through {} in this deployment.", spec.name(), lane.as_str()),
+        format!(
+            "{} is not available through {} in this deployment.",
+            spec.name(),
+            lane.as_str()
+        ),
     ))
 }
 
@@ -507,9 +662,17 @@ fn check_params(spec: &ActionSpec, params: &Value) -> Result<()> {
 impl Gateway {
     /// The USD amount the limits see (the larger of the stated and the gateway's own estimate),
     /// checked against the action's maxAmountUsd and the policy's per-action cap.
-    fn usd_amount(&self, spec: &ActionSpec, params: &Value, estimated_amount_usd: Option<f64>, policy: &PolicyRecord) -> Result<i64> {
+    fn usd_amount(
+        &self,
+        spec: &ActionSpec,
+        params: &Value,
+        estimated_amount_usd: Option<f64>,
+        policy: &PolicyRecord,
+    ) -> Result<i64> {
         let own_estimate = self.settings().prices.estimate_micros(params);
-        let stated = estimated_amount_usd.map(|v| usd_to_micros("estimatedAmountUsd", v)).transpose()?;
+        let stated = estimated_amount_usd
+            .map(|v| usd_to_micros("estimatedAmountUsd", v))
+            .transpose()?;
         let amount = match (own_estimate, stated) {
             (Some(a), Some(b)) => a.max(b),
             (Some(a), None) | (None, Some(a)) => a,
@@ -517,7 +680,10 @@ impl Gateway {
             (None, None) => {
                 return Err(refusal(
                     ErrorCode::InvalidParams,
-                    format!("estimatedAmountUsd is required: the gateway cannot price these params of {}.", spec.name()),
+                    format!(
+                        "estimatedAmountUsd is required: the gateway cannot price these params of {}.",
+                        spec.name()
+                    ),
                 ));
             }
         };
@@ -526,7 +692,11 @@ impl Gateway {
             if amount > max_micros && !spec.is_read() {
                 return Err(refusal(
                     ErrorCode::PolicyAmountLimit,
-                    format!("{} USD is above {}'s maxAmountUsd of {max}.", micros_to_usd(amount), spec.name()),
+                    format!(
+                        "{} USD is above {}'s maxAmountUsd of {max}.",
+                        micros_to_usd(amount),
+                        spec.name()
+                    ),
                 ));
             }
         }
@@ -535,7 +705,11 @@ impl Gateway {
         {
             return Err(refusal(
                 ErrorCode::PolicyAmountLimit,
-                format!("{} USD is above this agent's per-action cap of {} USD.", micros_to_usd(amount), micros_to_usd(cap)),
+                format!(
+                    "{} USD is above this agent's per-action cap of {} USD.",
+                    micros_to_usd(amount),
+                    micros_to_usd(cap)
+                ),
             ));
         }
         Ok(amount)
@@ -544,15 +718,43 @@ impl Gateway {
     /// Every check of a submission, each with its verdict, and nothing written. The daily limit,
     /// delegation and credits are read as they stand now; the submission itself decides them again
     /// in its transaction.
-    pub async fn preflight(&self, req: &ExecuteIntentRequest, lane: Lane) -> Result<PreflightReport> {
+    pub async fn preflight(
+        &self,
+        req: &ExecuteIntentRequest,
+        lane: Lane,
+    ) -> Result<PreflightReport> {
         let mut checks: Vec<PreflightCheck> = Vec::new();
         let verdict = |name: &str, r: Result<String>| match r {
-            Ok(detail) => PreflightCheck { name: name.into(), ok: Some(true), code: None, detail },
-            Err(e) => PreflightCheck { name: name.into(), ok: Some(false), code: Some(e.code.as_str().into()), detail: e.message },
+            Ok(detail) => PreflightCheck {
+                name: name.into(),
+                ok: Some(true),
+                code: None,
+                detail,
+            },
+            Err(e) => PreflightCheck {
+                name: name.into(),
+                ok: Some(false),
+                code: Some(e.code.as_str().into()),
+                detail: e.message,
+            },
         };
-        let skipped = |name: &str, why: &str| PreflightCheck { name: name.into(), ok: None, code: None, detail: why.into() };
-        const LATER: [&str; 9] =
-            ["actionKnown", "allowed", "enabled", "params", "chain", "amountLimit", "dailyLimit", "delegation", "credits"];
+        let skipped = |name: &str, why: &str| PreflightCheck {
+            name: name.into(),
+            ok: None,
+            code: None,
+            detail: why.into(),
+        };
+        const LATER: [&str; 9] = [
+            "actionKnown",
+            "allowed",
+            "enabled",
+            "params",
+            "chain",
+            "amountLimit",
+            "dailyLimit",
+            "delegation",
+            "credits",
+        ];
         let agent = match self.authenticate_agent(Some(&req.agent_api_key)).await {
             Ok(a) => {
                 checks.push(verdict("keyValid", Ok(format!("agent {}", a.agent.id))));
@@ -560,58 +762,134 @@ impl Gateway {
             }
             Err(e) => {
                 checks.push(verdict("keyValid", Err(e)));
-                checks.extend(LATER.iter().map(|n| skipped(n, "not checked: the key is not valid")));
-                return Ok(PreflightReport { ready: false, checks });
+                checks.extend(
+                    LATER
+                        .iter()
+                        .map(|n| skipped(n, "not checked: the key is not valid")),
+                );
+                return Ok(PreflightReport {
+                    ready: false,
+                    checks,
+                });
             }
         };
         let Some(spec) = self.catalog().resolve(&req.action) else {
             checks.push(verdict(
                 "actionKnown",
-                Err(refusal(ErrorCode::UnknownAction, format!("No action named {:?} is in the catalog.", req.action))),
+                Err(refusal(
+                    ErrorCode::UnknownAction,
+                    format!("No action named {:?} is in the catalog.", req.action),
+                )),
             ));
-            checks.extend(LATER[1..].iter().map(|n| skipped(n, "not checked: the action is unknown")));
-            return Ok(PreflightReport { ready: false, checks });
+            checks.extend(
+                LATER[1..]
+                    .iter()
+                    .map(|n| skipped(n, "not checked: the action is unknown")),
+            );
+            return Ok(PreflightReport {
+                ready: false,
+                checks,
+            });
         };
         checks.push(verdict("actionKnown", Ok(spec.name().to_owned())));
         let policy = self.policy_of(&agent.agent.id).await?;
         let chain_id = req.chain_id.unwrap_or(DEFAULT_CHAIN_ID);
-        checks.push(verdict("allowed", check_allowed(spec, &policy).map(|()| "on the allowlist".into())));
-        checks.push(verdict("enabled", check_lane(spec, lane).map(|()| format!("through {}", lane.as_str()))));
-        checks.push(verdict("params", check_params(spec, &req.params).map(|()| "match paramsSchema".into())));
-        checks.push(verdict("chain", self.check_chain(spec, chain_id).map(|()| format!("chain {chain_id}"))));
+        checks.push(verdict(
+            "allowed",
+            check_allowed(spec, &policy).map(|()| "on the allowlist".into()),
+        ));
+        checks.push(verdict(
+            "enabled",
+            check_lane(spec, lane).map(|()| format!("through {}", lane.as_str())),
+        ));
+        checks.push(verdict(
+            "params",
+            check_params(spec, &req.params).map(|()| "match paramsSchema".into()),
+        ));
+        checks.push(verdict(
+            "chain",
+            self.check_chain(spec, chain_id)
+                .map(|()| format!("chain {chain_id}")),
+        ));
         let amount = self.usd_amount(spec, &req.params, req.estimated_amount_usd, &policy);
-        checks.push(verdict("amountLimit", amount.clone().map(|a| format!("{} USD", micros_to_usd(a)))));
+        checks.push(verdict(
+            "amountLimit",
+            amount.clone().map(|a| format!("{} USD", micros_to_usd(a))),
+        ));
         let amount = amount.unwrap_or(0);
         let day = day_of(to_millis(self.now()));
         let used = self.store().daily_usage(&agent.agent.id, day).await?;
-        let daily = if spec.is_read() || crate::pricing::fits_daily_limit(used, amount, policy.daily_limit_micros) {
-            Ok(format!("{} of {} USD used today", micros_to_usd(used), micros_to_usd(policy.daily_limit_micros)))
+        let daily = if spec.is_read()
+            || crate::pricing::fits_daily_limit(used, amount, policy.daily_limit_micros)
+        {
+            Ok(format!(
+                "{} of {} USD used today",
+                micros_to_usd(used),
+                micros_to_usd(policy.daily_limit_micros)
+            ))
         } else {
-            Err(refusal(ErrorCode::PolicyDailyLimit, format!("{} USD more does not fit today's limit.", micros_to_usd(amount))))
+            Err(refusal(
+                ErrorCode::PolicyDailyLimit,
+                format!(
+                    "{} USD more does not fit today's limit.",
+                    micros_to_usd(amount)
+                ),
+            ))
         };
         checks.push(verdict("dailyLimit", daily));
         let fan_out = spec.entry.requires_subscription && lane == Lane::ExecuteIntent;
-        let users = if fan_out { self.store().count_active_delegations(&agent.agent.id, chain_id, to_millis(self.now())).await? } else { 1 };
+        let users = if fan_out {
+            self.store()
+                .count_active_delegations(&agent.agent.id, chain_id, to_millis(self.now()))
+                .await?
+        } else {
+            1
+        };
         let delegation = if !fan_out {
             Ok("not needed: runs for the agent's own wallet".to_owned())
         } else if users > 0 {
             Ok(format!("{users} active delegations on chain {chain_id}"))
         } else {
-            Err(refusal(ErrorCode::DelegationRequired, format!("No active delegation to this agent on chain {chain_id}.")))
+            Err(refusal(
+                ErrorCode::DelegationRequired,
+                format!("No active delegation to this agent on chain {chain_id}."),
+            ))
         };
         checks.push(verdict("delegation", delegation));
         let account = self.store().credit_account(&agent.agent.account_id).await?;
-        let (balance, free_used) = account.map_or((0, 0), |a| (a.balance, if a.free_day == day { a.free_used } else { 0 }));
-        let price = self.settings().credits.price(spec.entry.billing_tier.as_deref()).saturating_mul(i64::try_from(users.max(1)).unwrap_or(i64::MAX));
-        let credits = match crate::pricing::coverage(price, balance, free_used, self.settings().credits.free_per_day) {
+        let (balance, free_used) = account.map_or((0, 0), |a| {
+            (a.balance, if a.free_day == day { a.free_used } else { 0 })
+        });
+        let price = self
+            .settings()
+            .credits
+            .price(spec.entry.billing_tier.as_deref())
+            .saturating_mul(i64::try_from(users.max(1)).unwrap_or(i64::MAX));
+        let credits = match crate::pricing::coverage(
+            price,
+            balance,
+            free_used,
+            self.settings().credits.free_per_day,
+        ) {
             crate::pricing::Coverage::Free => Ok("free".to_owned()),
             crate::pricing::Coverage::Paid(p) => Ok(format!("{p} of {balance} credits")),
-            crate::pricing::Coverage::FreeRequest => Ok(format!("a free request ({free_used} used today)")),
-            crate::pricing::Coverage::Insufficient => Err(refusal(ErrorCode::InsufficientCredits, format!("{price} credits needed, {balance} available."))),
-            crate::pricing::Coverage::AllowanceUsed => Err(refusal(ErrorCode::DailyFreeLimitExceeded, "The balance is empty and today's free requests are used.")),
+            crate::pricing::Coverage::FreeRequest => {
+                Ok(format!("a free request ({free_used} used today)"))
+            }
+            crate::pricing::Coverage::Insufficient => Err(refusal(
+                ErrorCode::InsufficientCredits,
+                format!("{price} credits needed, {balance} available."),
+            )),
+            crate::pricing::Coverage::AllowanceUsed => Err(refusal(
+                ErrorCode::DailyFreeLimitExceeded,
+                "The balance is empty and today's free requests are used.",
+            )),
         };
         checks.push(verdict("credits", credits));
-        checks.push(skipped("venueReady", "not checked: venue readiness is not available in this deployment yet"));
+        checks.push(skipped(
+            "venueReady",
+            "not checked: venue readiness is not available in this deployment yet",
+        ));
         let ready = checks.iter().all(|c| c.ok != Some(false));
         Ok(PreflightReport { ready, checks })
     }
@@ -640,7 +918,10 @@ fn parse_code(code: Option<&str>) -> Option<ErrorCode> {
 }
 
 fn family_name(family: ErrorFamily) -> String {
-    serde_json::to_value(family).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+    serde_json::to_value(family)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// The SPEC intent shape of a stored intent.
@@ -658,10 +939,15 @@ pub fn intent_view(intent: &IntentRecord, executions: &[ExecutionRecord]) -> Int
                 success,
                 tx_hash: e.tx_hash.clone(),
                 error: code.as_deref().map(|c| {
-                    parse_code(Some(c)).map_or_else(|| "INTERNAL".to_owned(), |c| family_name(c.family()))
+                    parse_code(Some(c))
+                        .map_or_else(|| "INTERNAL".to_owned(), |c| family_name(c.family()))
                 }),
                 code,
-                message: if success { None } else { e.error_message.clone() },
+                message: if success {
+                    None
+                } else {
+                    e.error_message.clone()
+                },
                 data: e.data.as_deref().and_then(|d| serde_json::from_str(d).ok()),
             }
         })
@@ -679,12 +965,20 @@ pub fn intent_view(intent: &IntentRecord, executions: &[ExecutionRecord]) -> Int
 impl Subject {
     /// The subject of an execution row.
     pub fn of(e: &ExecutionRecord) -> Self {
-        Subject { user_did: e.user_did.clone(), wallet_address: e.wallet_address.clone() }
+        Subject {
+            user_did: e.user_did.clone(),
+            wallet_address: e.wallet_address.clone(),
+        }
     }
 }
 
 /// The record of a draft the store accepted, as it was written.
-fn accepted_record(draft: &IntentDraft, total: u32, reserved_credits: i64, free_request: bool) -> IntentRecord {
+fn accepted_record(
+    draft: &IntentDraft,
+    total: u32,
+    reserved_credits: i64,
+    free_request: bool,
+) -> IntentRecord {
     IntentRecord {
         id: draft.id.clone(),
         agent_id: draft.agent_id.clone(),

@@ -9,7 +9,9 @@ pub const MAX_USD: f64 = 1e12;
 /// Converts a wire USD amount to micro-dollars, refusing NaN, infinities, negatives and absurd sizes.
 pub fn usd_to_micros(field: &str, value: f64) -> Result<i64, Error> {
     if !value.is_finite() || !(0.0..=MAX_USD).contains(&value) {
-        return Err(Error::invalid(format!("{field} must be a number between 0 and {MAX_USD}")));
+        return Err(Error::invalid(format!(
+            "{field} must be a number between 0 and {MAX_USD}"
+        )));
     }
     Ok((value * 1e6).round() as i64)
 }

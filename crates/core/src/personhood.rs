@@ -13,7 +13,9 @@ use sha3::{Digest, Keccak256};
 use crate::clock::{Clock, from_millis, rfc3339, to_millis};
 use crate::crypto::{self, address_of};
 use crate::error::{Error, Result};
-use crate::store::{ConsumeOutcome, PersonhoodChallenge, PersonhoodEffect, PersonhoodOutcome, Store};
+use crate::store::{
+    ConsumeOutcome, PersonhoodChallenge, PersonhoodEffect, PersonhoodOutcome, Store,
+};
 
 /// World ID's hash to a field element: keccak-256 shifted right by 8 bits (the top byte is zero).
 pub fn hash_to_field(bytes: &[u8]) -> [u8; 32] {
@@ -66,7 +68,8 @@ pub struct RpSigner {
 
 impl RpSigner {
     pub fn new(secret: &[u8; 32]) -> Result<Self> {
-        let key = SigningKey::from_slice(secret).map_err(|_| Error::internal("invalid RP signing key"))?;
+        let key = SigningKey::from_slice(secret)
+            .map_err(|_| Error::internal("invalid RP signing key"))?;
         Ok(Self { key })
     }
 
@@ -87,7 +90,13 @@ impl RpSigner {
     }
 
     /// EIP-191 personal-sign of the message: 65 bytes r ‖ s ‖ v (v 27 or 28), 0x-hex.
-    pub fn sign(&self, nonce: &[u8; 32], created_at: u64, expires_at: u64, action: &str) -> Result<String> {
+    pub fn sign(
+        &self,
+        nonce: &[u8; 32],
+        created_at: u64,
+        expires_at: u64,
+        action: &str,
+    ) -> Result<String> {
         let message = Self::message(nonce, created_at, expires_at, action);
         let digest = crate::crypto::eip191_digest(&message);
         let (sig, recid) = self
@@ -159,7 +168,9 @@ fn rejected(code: ErrorCode, message: impl Into<String>) -> Error {
 
 fn check_id(field: &str, id: &str) -> Result<()> {
     if id.is_empty() || id.len() > 128 || id.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(Error::invalid(format!("{field} must be 1 to 128 printable characters without spaces")));
+        return Err(Error::invalid(format!(
+            "{field} must be 1 to 128 printable characters without spaces"
+        )));
     }
     Ok(())
 }
@@ -192,7 +203,13 @@ impl Personhood {
         verifier: Arc<dyn ProofVerifier>,
         settings: PersonhoodSettings,
     ) -> Self {
-        Self { store, clock, signer, verifier, settings }
+        Self {
+            store,
+            clock,
+            signer,
+            verifier,
+            settings,
+        }
     }
 
     pub fn signer_address(&self) -> String {
@@ -204,8 +221,19 @@ impl Personhood {
     }
 
     /// Mints a nonce, stores the challenge, and answers the signed proof request.
-    async fn begin(&self, who: &Principal, what: Begin<'_>, chain_id: u64) -> Result<(Value, PersonhoodChallenge)> {
-        let Begin { kind, subject, action, signal, extra } = what;
+    async fn begin(
+        &self,
+        who: &Principal,
+        what: Begin<'_>,
+        chain_id: u64,
+    ) -> Result<(Value, PersonhoodChallenge)> {
+        let Begin {
+            kind,
+            subject,
+            action,
+            signal,
+            extra,
+        } = what;
         let nonce = hash_to_field(&crypto::random_bytes::<32>()?);
         let now = self.clock.now();
         let created = u64::try_from(now.unix_timestamp()).unwrap_or(0);
@@ -252,13 +280,24 @@ impl Personhood {
     /// Org begin: action `delegate-org:{orgId}`, signal the org id.
     pub async fn begin_org(&self, who: &Principal, org_id: &str, chain_id: u64) -> Result<Value> {
         check_id("orgId", org_id)?;
-        let what = Begin { kind: ORG, subject: org_id, action: format!("delegate-org:{org_id}"), signal: org_id.into(), extra: (None, None, None) };
+        let what = Begin {
+            kind: ORG,
+            subject: org_id,
+            action: format!("delegate-org:{org_id}"),
+            signal: org_id.into(),
+            extra: (None, None, None),
+        };
         let (request, _) = self.begin(who, what, chain_id).await?;
         Ok(json!({ "proofRequest": request }))
     }
 
     /// Agent-scoped begin: action `delegate-agent:{agentId}`, signal the agent id.
-    pub async fn begin_agent(&self, who: &Principal, agent_id: &str, chain_id: u64) -> Result<Value> {
+    pub async fn begin_agent(
+        &self,
+        who: &Principal,
+        agent_id: &str,
+        chain_id: u64,
+    ) -> Result<Value> {
         let what = Begin {
             kind: AGENT,
             subject: agent_id,
@@ -272,27 +311,47 @@ impl Personhood {
 
     /// Deposit begin: action `delegate-org:{orgId}`, signal `deposit:{challengeId}` (or the caller's
     /// `deposit:` signal). The same idempotency key answers the same challenge.
-    pub async fn begin_deposit(&self, who: &Principal, org_id: &str, chain_id: u64, d: &DepositBegin) -> Result<Value> {
+    pub async fn begin_deposit(
+        &self,
+        who: &Principal,
+        org_id: &str,
+        chain_id: u64,
+        d: &DepositBegin,
+    ) -> Result<Value> {
         check_id("orgId", org_id)?;
         if let Some(sig) = &d.deposit_signal
             && (!sig.starts_with("deposit:") || sig.len() <= "deposit:".len() || sig.len() > 256)
         {
-            return Err(Error::invalid("depositSignal must start with deposit: and be at most 256 characters"));
+            return Err(Error::invalid(
+                "depositSignal must start with deposit: and be at most 256 characters",
+            ));
         }
         if let Some(a) = d.amount_usd {
             crate::money::usd_to_micros("amountUsd", a)?;
         }
         if let Some(key) = &d.idempotency_key {
             check_id("idempotencyKey", key)?;
-            if let Some(existing) = self.store.find_personhood_challenge_by_key(&who.account_id, key).await? {
+            if let Some(existing) = self
+                .store
+                .find_personhood_challenge_by_key(&who.account_id, key)
+                .await?
+            {
                 if existing.kind != DEPOSIT || existing.subject != org_id {
-                    return Err(rejected(ErrorCode::IdempotencyKeyReused, "This idempotencyKey was used for another request."));
+                    return Err(rejected(
+                        ErrorCode::IdempotencyKeyReused,
+                        "This idempotencyKey was used for another request.",
+                    ));
                 }
                 let created = u64::try_from(existing.created_at.div_euclid(1000)).unwrap_or(0);
                 let expires = u64::try_from(existing.expires_at.div_euclid(1000)).unwrap_or(0);
-                let nonce = hex::decode(existing.nonce.trim_start_matches("0x")).unwrap_or_default();
-                let nonce: [u8; 32] = nonce.try_into().map_err(|_| Error::internal("stored nonce"))?;
-                let signature = self.signer.sign(&nonce, created, expires, &existing.action)?;
+                let nonce =
+                    hex::decode(existing.nonce.trim_start_matches("0x")).unwrap_or_default();
+                let nonce: [u8; 32] = nonce
+                    .try_into()
+                    .map_err(|_| Error::internal("stored nonce"))?;
+                let signature = self
+                    .signer
+                    .sign(&nonce, created, expires, &existing.action)?;
                 return Ok(json!({
                     "proofRequest": self.proof_request(&existing, &signature),
                     "challengeId": existing.challenge_id,
@@ -300,7 +359,10 @@ impl Personhood {
             }
         }
         let challenge_id = uuid::Uuid::now_v7().to_string();
-        let signal = d.deposit_signal.clone().unwrap_or_else(|| format!("deposit:{challenge_id}"));
+        let signal = d
+            .deposit_signal
+            .clone()
+            .unwrap_or_else(|| format!("deposit:{challenge_id}"));
         let details = json!({
             "runtimeId": d.runtime_id,
             "amountUsd": d.amount_usd,
@@ -312,7 +374,11 @@ impl Personhood {
             subject: org_id,
             action: format!("delegate-org:{org_id}"),
             signal,
-            extra: (Some(challenge_id.clone()), d.idempotency_key.clone(), Some(details)),
+            extra: (
+                Some(challenge_id.clone()),
+                d.idempotency_key.clone(),
+                Some(details),
+            ),
         };
         let (request, _) = self.begin(who, what, chain_id).await?;
         Ok(json!({ "proofRequest": request, "challengeId": challenge_id }))
@@ -320,22 +386,45 @@ impl Personhood {
 
     /// Finds the challenge a proof answers (by the nonce it carries, else the subject's open one),
     /// verifies it, and checks the verifier vouched for our action, signal hash and nonce.
-    async fn verified(&self, who: &Principal, kind: &str, subject: &str, proof: &Value) -> Result<(PersonhoodChallenge, String)> {
+    async fn verified(
+        &self,
+        who: &Principal,
+        kind: &str,
+        subject: &str,
+        proof: &Value,
+    ) -> Result<(PersonhoodChallenge, String)> {
         let now = to_millis(self.clock.now());
-        let nonce = proof.get("nonce").and_then(Value::as_str).map(str::to_owned);
+        let nonce = proof
+            .get("nonce")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let challenge = match nonce {
             Some(n) => self.store.get_personhood_challenge(&n).await?,
-            None => self.store.open_personhood_challenge(&who.account_id, kind, subject, now).await?,
+            None => {
+                self.store
+                    .open_personhood_challenge(&who.account_id, kind, subject, now)
+                    .await?
+            }
         };
-        let Some(challenge) = challenge.filter(|c| c.account_id == who.account_id && c.kind == kind && c.subject == subject)
+        let Some(challenge) = challenge
+            .filter(|c| c.account_id == who.account_id && c.kind == kind && c.subject == subject)
         else {
-            return Err(rejected(ErrorCode::PersonhoodChallengeInvalid, "No proof request of ours matches this proof: begin again."));
+            return Err(rejected(
+                ErrorCode::PersonhoodChallengeInvalid,
+                "No proof request of ours matches this proof: begin again.",
+            ));
         };
         if challenge.used_at.is_some() {
-            return Err(rejected(ErrorCode::PersonhoodChallengeInvalid, "This proof request was already answered: begin again."));
+            return Err(rejected(
+                ErrorCode::PersonhoodChallengeInvalid,
+                "This proof request was already answered: begin again.",
+            ));
         }
         if challenge.expires_at <= now {
-            return Err(rejected(ErrorCode::PersonhoodChallengeInvalid, "This proof request has expired: begin again."));
+            return Err(rejected(
+                ErrorCode::PersonhoodChallengeInvalid,
+                "This proof request has expired: begin again.",
+            ));
         }
         let check = ProofCheck {
             rp_id: self.settings.rp_id.clone(),
@@ -347,14 +436,24 @@ impl Personhood {
         let verified = match self.verifier.verify(&check).await {
             Ok(v) => v,
             Err(VerifyError::Rejected(why)) => {
-                return Err(rejected(ErrorCode::PersonhoodProofInvalid, format!("The proof was not verified: {why}")));
+                return Err(rejected(
+                    ErrorCode::PersonhoodProofInvalid,
+                    format!("The proof was not verified: {why}"),
+                ));
             }
             Err(VerifyError::Unavailable(why)) => {
-                return Err(Error::new(ErrorCode::NotAvailable, "The proof verifier cannot be reached; try again.").with_detail(why));
+                return Err(Error::new(
+                    ErrorCode::NotAvailable,
+                    "The proof verifier cannot be reached; try again.",
+                )
+                .with_detail(why));
             }
         };
         let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
-        if !same(&verified.action, &check.action) || !same(&verified.signal_hash, &check.signal_hash) || !same(&verified.nonce, &check.nonce) {
+        if !same(&verified.action, &check.action)
+            || !same(&verified.signal_hash, &check.signal_hash)
+            || !same(&verified.nonce, &check.nonce)
+        {
             return Err(rejected(
                 ErrorCode::PersonhoodProofInvalid,
                 "The verified proof is for another action, signal or request than the one we issued.",
@@ -363,40 +462,80 @@ impl Personhood {
         Ok((challenge, verified.nullifier))
     }
 
-    async fn lock(&self, who: &Principal, kind: &str, subject: &str, proof: &Value) -> Result<Value> {
+    async fn lock(
+        &self,
+        who: &Principal,
+        kind: &str,
+        subject: &str,
+        proof: &Value,
+    ) -> Result<Value> {
         let (challenge, nullifier) = self.verified(who, kind, subject, proof).await?;
-        let effect = PersonhoodEffect::Lock { kind: kind.into(), subject: scoped(who, subject), nullifier };
-        match self.store.complete_personhood(&challenge.nonce, to_millis(self.clock.now()), &effect).await? {
-            PersonhoodOutcome::Locked { locked_at } => {
-                Ok(json!({"personhood": {"status": "locked", "lockedAt": rfc3339(from_millis(locked_at))}}))
-            }
+        let effect = PersonhoodEffect::Lock {
+            kind: kind.into(),
+            subject: scoped(who, subject),
+            nullifier,
+        };
+        match self
+            .store
+            .complete_personhood(&challenge.nonce, to_millis(self.clock.now()), &effect)
+            .await?
+        {
+            PersonhoodOutcome::Locked { locked_at } => Ok(
+                json!({"personhood": {"status": "locked", "lockedAt": rfc3339(from_millis(locked_at))}}),
+            ),
             PersonhoodOutcome::Mismatch => Err(rejected(
                 ErrorCode::PersonhoodOrgNullifierMismatch,
                 "This is locked to a different verified person; nothing changed.",
             )),
-            _ => Err(rejected(ErrorCode::PersonhoodChallengeInvalid, "This proof request was already answered: begin again.")),
+            _ => Err(rejected(
+                ErrorCode::PersonhoodChallengeInvalid,
+                "This proof request was already answered: begin again.",
+            )),
         }
     }
 
-    pub async fn complete_org(&self, who: &Principal, org_id: &str, proof: &Value) -> Result<Value> {
+    pub async fn complete_org(
+        &self,
+        who: &Principal,
+        org_id: &str,
+        proof: &Value,
+    ) -> Result<Value> {
         check_id("orgId", org_id)?;
         self.lock(who, ORG, org_id, proof).await
     }
 
-    pub async fn complete_agent(&self, who: &Principal, agent_id: &str, proof: &Value) -> Result<Value> {
+    pub async fn complete_agent(
+        &self,
+        who: &Principal,
+        agent_id: &str,
+        proof: &Value,
+    ) -> Result<Value> {
         self.lock(who, AGENT, agent_id, proof).await
     }
 
     /// `data.personhood` of an organization: `unverified` or `locked` with `lockedAt`; never the nullifier.
     pub async fn check_org(&self, who: &Principal, org_id: &str) -> Result<Value> {
         check_id("orgId", org_id)?;
-        Ok(match self.store.personhood_lock(ORG, &scoped(who, org_id)).await? {
-            Some(at) => json!({"personhood": {"status": "locked", "lockedAt": rfc3339(from_millis(at))}}),
-            None => json!({"personhood": {"status": "unverified"}}),
-        })
+        Ok(
+            match self
+                .store
+                .personhood_lock(ORG, &scoped(who, org_id))
+                .await?
+            {
+                Some(at) => {
+                    json!({"personhood": {"status": "locked", "lockedAt": rfc3339(from_millis(at))}})
+                }
+                None => json!({"personhood": {"status": "unverified"}}),
+            },
+        )
     }
 
-    pub async fn complete_deposit(&self, who: &Principal, org_id: &str, proof: &Value) -> Result<Value> {
+    pub async fn complete_deposit(
+        &self,
+        who: &Principal,
+        org_id: &str,
+        proof: &Value,
+    ) -> Result<Value> {
         check_id("orgId", org_id)?;
         let (challenge, nullifier) = self.verified(who, DEPOSIT, org_id, proof).await?;
         let receipt_id = format!("rcpt_{}", uuid::Uuid::new_v4().simple());
@@ -407,7 +546,11 @@ impl Personhood {
             challenge_id: challenge.challenge_id.clone().unwrap_or_default(),
             nullifier,
         };
-        match self.store.complete_personhood(&challenge.nonce, to_millis(self.clock.now()), &effect).await? {
+        match self
+            .store
+            .complete_personhood(&challenge.nonce, to_millis(self.clock.now()), &effect)
+            .await?
+        {
             PersonhoodOutcome::Receipt { receipt_id } => Ok(json!({"receiptId": receipt_id})),
             PersonhoodOutcome::Mismatch => Err(rejected(
                 ErrorCode::PersonhoodDepositNullifierMismatch,
@@ -417,7 +560,10 @@ impl Personhood {
                 ErrorCode::PersonhoodOrgNotLocked,
                 "The organization has no verified person yet: complete the org enrollment first.",
             )),
-            _ => Err(rejected(ErrorCode::PersonhoodChallengeInvalid, "This proof request was already answered: begin again.")),
+            _ => Err(rejected(
+                ErrorCode::PersonhoodChallengeInvalid,
+                "This proof request was already answered: begin again.",
+            )),
         }
     }
 
@@ -435,15 +581,21 @@ impl Personhood {
         }
         let details = json!({"runtimeId": runtime_id, "amountUsd": amount_usd}).to_string();
         let now = to_millis(self.clock.now());
-        match self.store.consume_receipt(receipt_id, &scoped(who, org_id), &details, now).await? {
-            ConsumeOutcome::Consumed { consumed_at } => {
-                Ok(json!({"receiptId": receipt_id, "consumedAt": rfc3339(from_millis(consumed_at))}))
-            }
+        match self
+            .store
+            .consume_receipt(receipt_id, &scoped(who, org_id), &details, now)
+            .await?
+        {
+            ConsumeOutcome::Consumed { consumed_at } => Ok(
+                json!({"receiptId": receipt_id, "consumedAt": rfc3339(from_millis(consumed_at))}),
+            ),
             ConsumeOutcome::AlreadyUsed => Err(rejected(
                 ErrorCode::PersonhoodDepositReceiptAlreadyUsed,
                 "This deposit receipt was consumed before; a receipt is single-use.",
             )),
-            ConsumeOutcome::NotFound => Err(Error::not_found(format!("No deposit receipt {receipt_id} for this organization."))),
+            ConsumeOutcome::NotFound => Err(Error::not_found(format!(
+                "No deposit receipt {receipt_id} for this organization."
+            ))),
         }
     }
 }
@@ -460,9 +612,16 @@ mod tests {
     #[test]
     fn signal_hashes_match_idkit_vectors() {
         // From World ID's developer docs (signatures.mdx).
-        assert_eq!(signal_hash(""), "0x00c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a4");
+        assert_eq!(
+            signal_hash(""),
+            "0x00c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a4"
+        );
         assert_eq!(signal_hash("0x"), signal_hash(""), "0x-hex is decoded");
-        assert_ne!(signal_hash("0xabc"), signal_hash("0x0abc"), "odd-length hex is text");
+        assert_ne!(
+            signal_hash("0xabc"),
+            signal_hash("0x0abc"),
+            "odd-length hex is text"
+        );
     }
 
     #[test]
@@ -474,8 +633,13 @@ mod tests {
         let nonce = hash_to_field(&random);
         let message = RpSigner::message(&nonce, 1_700_000_000, 1_700_000_300, "test-action");
         assert_eq!(message.len(), 81);
-        let sig = signer.sign(&nonce, 1_700_000_000, 1_700_000_300, "test-action").unwrap_or_default();
-        assert!(sig.starts_with("0x05594adb") && sig.ends_with("056f1b"), "{sig}");
+        let sig = signer
+            .sign(&nonce, 1_700_000_000, 1_700_000_300, "test-action")
+            .unwrap_or_default();
+        assert!(
+            sig.starts_with("0x05594adb") && sig.ends_with("056f1b"),
+            "{sig}"
+        );
     }
 
     #[test]
@@ -490,14 +654,19 @@ mod tests {
     fn the_rp_signature_recovers_to_the_signer() {
         let signer = RpSigner::new(&[7u8; 32]).unwrap_or_else(|e| panic!("{e}"));
         let nonce = hash_to_field(b"n");
-        let sig = signer.sign(&nonce, 1000, 1300, "delegate-org:acme").unwrap_or_default();
+        let sig = signer
+            .sign(&nonce, 1000, 1300, "delegate-org:acme")
+            .unwrap_or_default();
         let bytes = hex::decode(sig.trim_start_matches("0x")).unwrap_or_default();
         assert_eq!(bytes.len(), 65);
         assert!(bytes[64] == 27 || bytes[64] == 28);
         let message = RpSigner::message(&nonce, 1000, 1300, "delegate-org:acme");
         // An RP signature is a personal_sign of the message: it recovers like any wallet's (whose
         // recovery is checked against a signature made by viem).
-        assert_eq!(crate::wallets::recover_personal_sign_bytes(&message, &sig).as_deref(), Some(signer.address().as_str()));
+        assert_eq!(
+            crate::wallets::recover_personal_sign_bytes(&message, &sig).as_deref(),
+            Some(signer.address().as_str())
+        );
         assert_eq!(message.len(), 81);
     }
 }

@@ -76,12 +76,14 @@ impl PriceBook {
     /// The USD value (micro-dollars) of the params, where a (token, amount) pair of them can be
     /// priced: `tokenIn`/`amountIn`, or `token`/`amount`. `None` when nothing can be priced.
     pub fn estimate_micros(&self, params: &serde_json::Value) -> Option<i64> {
-        [("tokenIn", "amountIn"), ("token", "amount")].iter().find_map(|(t, a)| {
-            let symbol = params.get(*t)?.as_str()?.to_ascii_uppercase();
-            let price = *self.0.get(&symbol)?;
-            let amount = params.get(*a)?.as_str()?;
-            value_micros(amount, price)
-        })
+        [("tokenIn", "amountIn"), ("token", "amount")]
+            .iter()
+            .find_map(|(t, a)| {
+                let symbol = params.get(*t)?.as_str()?.to_ascii_uppercase();
+                let price = *self.0.get(&symbol)?;
+                let amount = params.get(*a)?.as_str()?;
+                value_micros(amount, price)
+            })
     }
 }
 
@@ -90,13 +92,19 @@ impl PriceBook {
 pub fn value_micros(amount: &str, price_micros: i64) -> Option<i64> {
     const SCALE: u32 = 18;
     let (whole, frac) = amount.split_once('.').unwrap_or((amount, ""));
-    if whole.is_empty() || !whole.chars().all(|c| c.is_ascii_digit()) || !frac.chars().all(|c| c.is_ascii_digit()) {
+    if whole.is_empty()
+        || !whole.chars().all(|c| c.is_ascii_digit())
+        || !frac.chars().all(|c| c.is_ascii_digit())
+    {
         return None;
     }
     if frac.len() > SCALE as usize {
         return None;
     }
-    let scaled: u128 = format!("{whole}{frac:0<18}").trim_start_matches('0').parse().unwrap_or(0);
+    let scaled: u128 = format!("{whole}{frac:0<18}")
+        .trim_start_matches('0')
+        .parse()
+        .unwrap_or(0);
     let price = u128::try_from(price_micros).ok()?;
     let product = scaled.checked_mul(price)?;
     let unit = 10u128.pow(SCALE);
@@ -121,17 +129,30 @@ mod tests {
 
     #[test]
     fn params_are_priced_from_the_book() {
-        let book = PriceBook(BTreeMap::from([("WETH".to_owned(), 3_000_000_000), ("USDC".to_owned(), 1_000_000)]));
+        let book = PriceBook(BTreeMap::from([
+            ("WETH".to_owned(), 3_000_000_000),
+            ("USDC".to_owned(), 1_000_000),
+        ]));
         let p = serde_json::json!({"tokenIn": "weth", "tokenOut": "USDC", "amountIn": "0.5"});
         assert_eq!(book.estimate_micros(&p), Some(1_500_000_000));
         let p = serde_json::json!({"token": "USDC", "to": "0x", "amount": "12.25"});
         assert_eq!(book.estimate_micros(&p), Some(12_250_000));
-        assert_eq!(book.estimate_micros(&serde_json::json!({"token": "DOGE", "amount": "1"})), None);
+        assert_eq!(
+            book.estimate_micros(&serde_json::json!({"token": "DOGE", "amount": "1"})),
+            None
+        );
     }
 
     #[test]
     fn credit_prices_by_tier() {
         let c = CreditSettings::default();
-        assert_eq!((c.price(Some("write")), c.price(Some("read_rpc")), c.price(None)), (10, 1, 0));
+        assert_eq!(
+            (
+                c.price(Some("write")),
+                c.price(Some("read_rpc")),
+                c.price(None)
+            ),
+            (10, 1, 0)
+        );
     }
 }

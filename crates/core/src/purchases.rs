@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::credits::{
-    BuyCreditsRequest, ChallengeBody, CreditPackage, CreditPurchase, PaymentCurrency, X402Challenge, X402Metadata,
+    BuyCreditsRequest, ChallengeBody, CreditPackage, CreditPurchase, PaymentCurrency,
+    X402Challenge, X402Metadata,
 };
 use async_trait::async_trait;
 use time::Duration;
@@ -53,7 +54,11 @@ pub struct PurchaseSettings {
 
 impl Default for PurchaseSettings {
     fn default() -> Self {
-        let package = |sku: &str, credits, price_atomic| Package { sku: sku.into(), credits, price_atomic };
+        let package = |sku: &str, credits, price_atomic| Package {
+            sku: sku.into(),
+            credits,
+            price_atomic,
+        };
         Self {
             chain_id: crate::intents::DEFAULT_CHAIN_ID,
             token: "USDC".into(),
@@ -143,7 +148,12 @@ pub trait AuthorizationSettler: Send + Sync + 'static {
     /// The wallet that submits authorizations (it pays the gas).
     fn address(&self) -> String;
     /// Verifies and settles; answers the mined settlement transaction's hash.
-    async fn settle(&self, terms: &AuthorizationTerms<'_>, authorization: &Authorization, signature: &str) -> Result<String>;
+    async fn settle(
+        &self,
+        terms: &AuthorizationTerms<'_>,
+        authorization: &Authorization,
+        signature: &str,
+    ) -> Result<String>;
 }
 
 /// The answer of a purchase request.
@@ -152,9 +162,16 @@ pub enum BuyAnswer {
     /// HTTP 402: pay this (again, with a Retry-After when a payment was seen but is not confirmed).
     /// `accepts` are the x402 v2 payment requirements of the same invoice (the `PAYMENT-REQUIRED`
     /// header carries them, with the resource, for standard x402 clients).
-    Challenge { body: ChallengeBody, retry_after: Option<u64>, accepts: serde_json::Value },
+    Challenge {
+        body: ChallengeBody,
+        retry_after: Option<u64>,
+        accepts: serde_json::Value,
+    },
     /// HTTP 200; `settlement` is the x402 v2 `PAYMENT-RESPONSE` of a standard payment.
-    Paid { purchase: CreditPurchase, settlement: Option<serde_json::Value> },
+    Paid {
+        purchase: CreditPurchase,
+        settlement: Option<serde_json::Value>,
+    },
 }
 
 /// A decimal string of a base-unit amount with 2 decimals at least ("18.00", "0.015").
@@ -163,21 +180,34 @@ pub fn price_text(atomic: i64) -> String {
     let (whole, frac) = (atomic / d, atomic % d);
     let frac = format!("{frac:06}");
     let trimmed = frac.trim_end_matches('0');
-    let shown = if trimmed.len() < 2 { &frac[..2] } else { trimmed };
+    let shown = if trimmed.len() < 2 {
+        &frac[..2]
+    } else {
+        trimmed
+    };
     format!("{whole}.{shown}")
 }
 
 /// An EVM address in EIP-55 form, or `INVALID_REQUEST`.
 pub fn checksum_address(field: &str, text: &str) -> Result<String> {
-    let hex_part = text.strip_prefix("0x").filter(|h| h.len() == 40).and_then(|h| hex::decode(h).ok());
+    let hex_part = text
+        .strip_prefix("0x")
+        .filter(|h| h.len() == 40)
+        .and_then(|h| hex::decode(h).ok());
     match hex_part {
         Some(bytes) => Ok(to_checksum(&bytes)),
-        None => Err(Error::invalid(format!("{field} must be a 0x address of 40 hex digits"))),
+        None => Err(Error::invalid(format!(
+            "{field} must be a 0x address of 40 hex digits"
+        ))),
     }
 }
 
 fn network_name(g: &Gateway, chain_id: u64) -> String {
-    g.settings().chains.get(chain_id).map(|c| c.name.clone()).unwrap_or_else(|| format!("eip155:{chain_id}"))
+    g.settings()
+        .chains
+        .get(chain_id)
+        .map(|c| c.name.clone())
+        .unwrap_or_else(|| format!("eip155:{chain_id}"))
 }
 
 impl Gateway {
@@ -197,48 +227,112 @@ impl Gateway {
 
     /// Pays an invoice with an x402 v2 `PAYMENT-SIGNATURE` (an EIP-3009 authorization), settled from
     /// the gateway's settlement wallet.
-    async fn pay_with_authorization(&self, header: &str, sku: &str, payer: &str, owner: Option<&str>) -> Result<(InvoiceRecord, String)> {
+    async fn pay_with_authorization(
+        &self,
+        header: &str,
+        sku: &str,
+        payer: &str,
+        owner: Option<&str>,
+    ) -> Result<(InvoiceRecord, String)> {
         use base64::Engine as _;
         let bad = |why: &str| Error::invalid(format!("PAYMENT-SIGNATURE {why}"));
-        let bytes = base64::engine::general_purpose::STANDARD.decode(header.trim()).map_err(|_| bad("is not base64"))?;
-        let payload: serde_json::Value = serde_json::from_slice(&bytes).map_err(|_| bad("is not JSON"))?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(header.trim())
+            .map_err(|_| bad("is not base64"))?;
+        let payload: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|_| bad("is not JSON"))?;
         if payload["x402Version"] != serde_json::json!(2) {
             return Err(bad("must be x402 version 2"));
         }
-        let invoice_id = payload["accepted"]["extra"]["invoiceId"].as_str().ok_or_else(|| bad("does not name the invoice (accepted.extra.invoiceId)"))?;
-        let not_found = || Error::new(ErrorCode::InvoiceNotFound, format!("No invoice {invoice_id} for this buyer; ask for a new challenge."));
-        let invoice = self.store().get_invoice(invoice_id).await?.ok_or_else(not_found)?;
+        let invoice_id = payload["accepted"]["extra"]["invoiceId"]
+            .as_str()
+            .ok_or_else(|| bad("does not name the invoice (accepted.extra.invoiceId)"))?;
+        let not_found = || {
+            Error::new(
+                ErrorCode::InvoiceNotFound,
+                format!("No invoice {invoice_id} for this buyer; ask for a new challenge."),
+            )
+        };
+        let invoice = self
+            .store()
+            .get_invoice(invoice_id)
+            .await?
+            .ok_or_else(not_found)?;
         if owner.is_some() && invoice.account_id.as_deref() != owner {
             return Err(not_found());
         }
         if invoice.sku != sku {
-            return Err(Error::new(ErrorCode::InvoiceMismatch, format!("Invoice {invoice_id} is for {}, not {sku}.", invoice.sku)));
+            return Err(Error::new(
+                ErrorCode::InvoiceMismatch,
+                format!("Invoice {invoice_id} is for {}, not {sku}.", invoice.sku),
+            ));
         }
         if invoice.paid_at.is_some() {
-            return Err(Error::new(ErrorCode::PaymentAlreadyUsed, format!("Invoice {invoice_id} is paid; an authorization pays once.")));
+            return Err(Error::new(
+                ErrorCode::PaymentAlreadyUsed,
+                format!("Invoice {invoice_id} is paid; an authorization pays once."),
+            ));
         }
         let settlement_key = format!("x402:{}", invoice.id);
-        let settling = !self.store().execution_txs(&settlement_key).await?.is_empty();
+        let settling = !self
+            .store()
+            .execution_txs(&settlement_key)
+            .await?
+            .is_empty();
         if to_millis(self.now()) > invoice.expires_at && !settling {
-            return Err(Error::new(ErrorCode::InvoiceExpired, format!("Invoice {invoice_id} expired; ask for a new challenge.")));
+            return Err(Error::new(
+                ErrorCode::InvoiceExpired,
+                format!("Invoice {invoice_id} expired; ask for a new challenge."),
+            ));
         }
         let ours = self.requirements(&invoice);
         let accepted = &payload["accepted"];
         for field in ["scheme", "network", "amount", "asset", "payTo"] {
-            let (a, b) = (accepted[field].as_str().map(str::to_ascii_lowercase), ours[0][field].as_str().map(str::to_ascii_lowercase));
+            let (a, b) = (
+                accepted[field].as_str().map(str::to_ascii_lowercase),
+                ours[0][field].as_str().map(str::to_ascii_lowercase),
+            );
             if a != b {
-                return Err(Error::new(ErrorCode::PaymentAuthorizationInvalid, format!("The payment accepts {field} {:?}; the invoice requires {:?}.", accepted[field], ours[0][field])));
+                return Err(Error::new(
+                    ErrorCode::PaymentAuthorizationInvalid,
+                    format!(
+                        "The payment accepts {field} {:?}; the invoice requires {:?}.",
+                        accepted[field], ours[0][field]
+                    ),
+                ));
             }
         }
-        let authorization: Authorization = serde_json::from_value(payload["payload"]["authorization"].clone()).map_err(|_| bad("carries no EIP-3009 authorization"))?;
-        let signature = payload["payload"]["signature"].as_str().ok_or_else(|| bad("carries no signature"))?;
+        let authorization: Authorization =
+            serde_json::from_value(payload["payload"]["authorization"].clone())
+                .map_err(|_| bad("carries no EIP-3009 authorization"))?;
+        let signature = payload["payload"]["signature"]
+            .as_str()
+            .ok_or_else(|| bad("carries no signature"))?;
         let from = checksum_address("authorization.from", &authorization.from)?;
         if from != payer || from != invoice.payer {
-            return Err(Error::new(ErrorCode::PaymentWrongPayer, format!("The authorization is from {from}; the invoice is for {}.", invoice.payer)));
+            return Err(Error::new(
+                ErrorCode::PaymentWrongPayer,
+                format!(
+                    "The authorization is from {from}; the invoice is for {}.",
+                    invoice.payer
+                ),
+            ));
         }
-        let settler = self.settler().ok_or_else(|| Error::new(ErrorCode::NotAvailable, "x402 settlement is not configured here."))?.clone();
+        let settler = self
+            .settler()
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::NotAvailable,
+                    "x402 settlement is not configured here.",
+                )
+            })?
+            .clone();
         let p = &self.settings().purchase;
-        let (token_name, token_version, signature) = (p.token_name.clone(), p.token_version.clone(), signature.to_owned());
+        let (token_name, token_version, signature) = (
+            p.token_name.clone(),
+            p.token_version.clone(),
+            signature.to_owned(),
+        );
         let settled = invoice.clone();
         // The settlement runs in its own task: a client that goes away or a request deadline does not
         // cut it between sending and crediting (a retry with the same payload resumes it by its nonce).
@@ -254,14 +348,26 @@ impl Gateway {
             };
             settler.settle(&terms, &authorization, &signature).await
         });
-        let tx_hash = task.await.map_err(|e| Error::internal(format!("settlement task: {e}")))??;
+        let tx_hash = task
+            .await
+            .map_err(|e| Error::internal(format!("settlement task: {e}")))??;
         Ok((invoice, tx_hash))
     }
 
-    fn purchase_terms(&self) -> Result<(&PurchaseSettings, String, String, &Arc<dyn PaymentVerifier>)> {
+    fn purchase_terms(
+        &self,
+    ) -> Result<(&PurchaseSettings, String, String, &Arc<dyn PaymentVerifier>)> {
         let p = &self.settings().purchase;
-        let off = |why: &str| Error::new(ErrorCode::NotAvailable, format!("Buying credits is not configured on this gateway: {why}."));
-        let recipient = p.recipient.clone().ok_or_else(|| off("no recipient address"))?;
+        let off = |why: &str| {
+            Error::new(
+                ErrorCode::NotAvailable,
+                format!("Buying credits is not configured on this gateway: {why}."),
+            )
+        };
+        let recipient = p
+            .recipient
+            .clone()
+            .ok_or_else(|| off("no recipient address"))?;
         let token = self
             .settings()
             .chains
@@ -269,7 +375,9 @@ impl Gateway {
             .and_then(|c| c.tokens.get(&p.token.to_ascii_uppercase()))
             .map(|t| t.address.clone())
             .ok_or_else(|| off("the stablecoin is not in the chain's token list"))?;
-        let verifier = self.payments().ok_or_else(|| off("the payment chain has no RPC URL"))?;
+        let verifier = self
+            .payments()
+            .ok_or_else(|| off("the payment chain has no RPC URL"))?;
         Ok((p, recipient, token, verifier))
     }
 
@@ -280,10 +388,19 @@ impl Gateway {
             packages: p
                 .packages
                 .iter()
-                .map(|k| CreditPackage { sku: k.sku.clone(), credits: k.credits, price: price_text(k.price_atomic), price_atomic: k.price_atomic.to_string() })
+                .map(|k| CreditPackage {
+                    sku: k.sku.clone(),
+                    credits: k.credits,
+                    price: price_text(k.price_atomic),
+                    price_atomic: k.price_atomic.to_string(),
+                })
                 .collect(),
             recipient,
-            currency: PaymentCurrency { address: token, symbol: p.token.clone(), decimals: STABLECOIN_DECIMALS },
+            currency: PaymentCurrency {
+                address: token,
+                symbol: p.token.clone(),
+                decimals: STABLECOIN_DECIMALS,
+            },
             network: network_name(self, p.chain_id),
             chain_id: p.chain_id,
             confirmations: p.confirmations,
@@ -294,30 +411,49 @@ impl Gateway {
 
     /// `POST /api/v1/credits/buy-with-x402` (no `agent_key`: open, the payment is the authentication)
     /// and `POST /api/v1/agent/credits/buy-with-x402` (the credits go to the agent's account).
-    pub async fn buy_credits(&self, req: &BuyCreditsRequest, proof: &PaymentProof, agent_key: Option<&str>) -> Result<BuyAnswer> {
+    pub async fn buy_credits(
+        &self,
+        req: &BuyCreditsRequest,
+        proof: &PaymentProof,
+        agent_key: Option<&str>,
+    ) -> Result<BuyAnswer> {
         let (p, recipient, token, verifier) = self.purchase_terms()?;
         let agent = match agent_key {
             Some(k) => Some(self.authenticate_agent(Some(k)).await?),
             None => None,
         };
-        let package = p.packages.iter().find(|k| k.sku == req.sku).ok_or_else(|| {
-            let known: Vec<&str> = p.packages.iter().map(|k| k.sku.as_str()).collect();
-            Error::invalid(format!("sku {:?} is not a credit package; one of {known:?}", req.sku))
-        })?;
+        let package = p
+            .packages
+            .iter()
+            .find(|k| k.sku == req.sku)
+            .ok_or_else(|| {
+                let known: Vec<&str> = p.packages.iter().map(|k| k.sku.as_str()).collect();
+                Error::invalid(format!(
+                    "sku {:?} is not a credit package; one of {known:?}",
+                    req.sku
+                ))
+            })?;
         let payer = match (&req.user_address, &agent) {
             (Some(a), _) => checksum_address("userAddress", a)?,
             (None, Some(a)) => checksum_address("agent wallet", &a.agent.wallet_address)?,
-            (None, None) => return Err(Error::invalid("userAddress is required: the wallet that pays")),
+            (None, None) => {
+                return Err(Error::invalid(
+                    "userAddress is required: the wallet that pays",
+                ));
+            }
         };
         // On the agent route the payer is a wallet of the agent's account (its execution wallet or a
         // wallet linked with EIP-4361): nobody claims another wallet's payment for their account.
         if let Some(a) = &agent {
             let own = checksum_address("agent wallet", &a.agent.wallet_address)? == payer
-                || self.store().linked_account(&payer).await?.as_deref() == Some(a.agent.account_id.as_str());
+                || self.store().linked_account(&payer).await?.as_deref()
+                    == Some(a.agent.account_id.as_str());
             if !own {
                 return Err(Error::new(
                     ErrorCode::PaymentWrongPayer,
-                    format!("{payer} is not this agent's wallet nor linked to its account; link it first (POST /api/v1/wallets/link)."),
+                    format!(
+                        "{payer} is not this agent's wallet nor linked to its account; link it first (POST /api/v1/wallets/link)."
+                    ),
                 ));
             }
         }
@@ -332,7 +468,14 @@ impl Gateway {
             },
         };
         if let Some(header) = &proof.payment_signature {
-            let (invoice, tx_hash) = self.pay_with_authorization(header, &package.sku, &payer, agent.as_ref().map(|a| a.agent.account_id.as_str())).await?;
+            let (invoice, tx_hash) = self
+                .pay_with_authorization(
+                    header,
+                    &package.sku,
+                    &payer,
+                    agent.as_ref().map(|a| a.agent.account_id.as_str()),
+                )
+                .await?;
             let settlement = serde_json::json!({
                 "success": true,
                 "transaction": tx_hash,
@@ -342,7 +485,10 @@ impl Gateway {
             // Should crediting not happen (one short database transaction), the retry of the same payload
             // resumes the mined settlement by its nonce and credits it.
             let purchase = self.credit_invoice(&invoice, &tx_hash).await?;
-            return Ok(BuyAnswer::Paid { purchase, settlement: Some(settlement) });
+            return Ok(BuyAnswer::Paid {
+                purchase,
+                settlement: Some(settlement),
+            });
         }
         let (receipt, invoice_id) = match (&proof.receipt, &proof.invoice_id) {
             (None, None) => {
@@ -363,17 +509,43 @@ impl Gateway {
                     tx_hash: None,
                 };
                 self.store().create_invoice(&invoice).await?;
-                tracing::info!(invoice_id = invoice.id, sku = invoice.sku, "x402 challenge issued");
-                return Ok(BuyAnswer::Challenge { body: challenge(&invoice), retry_after: None, accepts: self.requirements(&invoice) });
+                tracing::info!(
+                    invoice_id = invoice.id,
+                    sku = invoice.sku,
+                    "x402 challenge issued"
+                );
+                return Ok(BuyAnswer::Challenge {
+                    body: challenge(&invoice),
+                    retry_after: None,
+                    accepts: self.requirements(&invoice),
+                });
             }
             (Some(r), Some(i)) => (r.trim().to_ascii_lowercase(), i.trim().to_owned()),
-            _ => return Err(Error::invalid("A paid retry carries both X-Payment-Receipt (the transaction hash) and X-Invoice-Id.")),
+            _ => {
+                return Err(Error::invalid(
+                    "A paid retry carries both X-Payment-Receipt (the transaction hash) and X-Invoice-Id.",
+                ));
+            }
         };
-        if !(receipt.len() == 66 && receipt.starts_with("0x") && receipt[2..].bytes().all(|b| b.is_ascii_hexdigit())) {
-            return Err(Error::invalid("X-Payment-Receipt must be a transaction hash: 0x and 64 hex digits"));
+        if !(receipt.len() == 66
+            && receipt.starts_with("0x")
+            && receipt[2..].bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(Error::invalid(
+                "X-Payment-Receipt must be a transaction hash: 0x and 64 hex digits",
+            ));
         }
-        let not_found = || Error::new(ErrorCode::InvoiceNotFound, format!("No invoice {invoice_id} for this buyer; ask for a new challenge."));
-        let invoice = self.store().get_invoice(&invoice_id).await?.ok_or_else(not_found)?;
+        let not_found = || {
+            Error::new(
+                ErrorCode::InvoiceNotFound,
+                format!("No invoice {invoice_id} for this buyer; ask for a new challenge."),
+            )
+        };
+        let invoice = self
+            .store()
+            .get_invoice(&invoice_id)
+            .await?
+            .ok_or_else(not_found)?;
         let owner = agent.as_ref().map(|a| a.agent.account_id.clone());
         if owner.is_some() && invoice.account_id != owner {
             return Err(not_found());
@@ -381,11 +553,17 @@ impl Gateway {
         if invoice.sku != package.sku || invoice.payer != payer {
             return Err(Error::new(
                 ErrorCode::InvoiceMismatch,
-                format!("Invoice {invoice_id} is for {} paid by {}, not {} paid by {payer}.", invoice.sku, invoice.payer, package.sku),
+                format!(
+                    "Invoice {invoice_id} is for {} paid by {}, not {} paid by {payer}.",
+                    invoice.sku, invoice.payer, package.sku
+                ),
             ));
         }
         if invoice.tx_hash.as_deref().is_some_and(|h| h != receipt) {
-            return Err(Error::new(ErrorCode::InvoiceAlreadyPaid, format!("Invoice {invoice_id} was paid by another transaction.")));
+            return Err(Error::new(
+                ErrorCode::InvoiceAlreadyPaid,
+                format!("Invoice {invoice_id} was paid by another transaction."),
+            ));
         }
         let expected = ExpectedTransfer {
             chain_id: invoice.chain_id,
@@ -400,56 +578,111 @@ impl Gateway {
         match verifier.check_transfer(&expected).await? {
             TransferCheck::Pending(why) => {
                 if invoice.paid_at.is_none() && expired(to_millis(now)) {
-                    return Err(Error::new(ErrorCode::InvoiceExpired, format!("Invoice {invoice_id} expired and its payment is not confirmed: {why}.")));
+                    return Err(Error::new(
+                        ErrorCode::InvoiceExpired,
+                        format!(
+                            "Invoice {invoice_id} expired and its payment is not confirmed: {why}."
+                        ),
+                    ));
                 }
-                return Ok(BuyAnswer::Challenge { body: challenge(&invoice), retry_after: Some(PENDING_RETRY_AFTER), accepts: self.requirements(&invoice) });
+                return Ok(BuyAnswer::Challenge {
+                    body: challenge(&invoice),
+                    retry_after: Some(PENDING_RETRY_AFTER),
+                    accepts: self.requirements(&invoice),
+                });
             }
             TransferCheck::Refused(code, message) => return Err(Error::new(code, message)),
             TransferCheck::Paid { block_timestamp } => {
-                let paid_at = i64::try_from(block_timestamp).unwrap_or(i64::MAX).saturating_mul(1000);
+                let paid_at = i64::try_from(block_timestamp)
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(1000);
                 // Block times have whole seconds: a payment in the invoice's second is after it.
                 if paid_at + 1000 <= invoice.created_at {
-                    if self.store().paid_invoice_of(&receipt).await?.is_some_and(|other| other != invoice.id) {
-                        return Err(Error::new(ErrorCode::PaymentAlreadyUsed, format!("Transaction {receipt} already paid another invoice.")));
+                    if self
+                        .store()
+                        .paid_invoice_of(&receipt)
+                        .await?
+                        .is_some_and(|other| other != invoice.id)
+                    {
+                        return Err(Error::new(
+                            ErrorCode::PaymentAlreadyUsed,
+                            format!("Transaction {receipt} already paid another invoice."),
+                        ));
                     }
                     return Err(Error::new(
                         ErrorCode::InvoiceMismatch,
-                        format!("{receipt} was mined before invoice {invoice_id} was issued; a payment answers its own challenge."),
+                        format!(
+                            "{receipt} was mined before invoice {invoice_id} was issued; a payment answers its own challenge."
+                        ),
                     ));
                 }
                 if invoice.paid_at.is_none() && expired(paid_at) {
-                    return Err(Error::new(ErrorCode::InvoiceExpired, format!("Invoice {invoice_id} had expired when {receipt} was mined; ask for a new challenge.")));
+                    return Err(Error::new(
+                        ErrorCode::InvoiceExpired,
+                        format!(
+                            "Invoice {invoice_id} had expired when {receipt} was mined; ask for a new challenge."
+                        ),
+                    ));
                 }
             }
         }
         let purchase = self.credit_invoice(&invoice, &receipt).await?;
-        Ok(BuyAnswer::Paid { purchase, settlement: None })
+        Ok(BuyAnswer::Paid {
+            purchase,
+            settlement: None,
+        })
     }
 
     /// Marks the invoice paid by `tx_hash` and adds its credits (once); the purchase answer.
-    async fn credit_invoice(&self, invoice: &InvoiceRecord, tx_hash: &str) -> Result<CreditPurchase> {
+    async fn credit_invoice(
+        &self,
+        invoice: &InvoiceRecord,
+        tx_hash: &str,
+    ) -> Result<CreditPurchase> {
         let invoice_id = &invoice.id;
-        let (account, balance, new) = match self.store().settle_invoice(invoice_id, tx_hash, to_millis(self.now())).await? {
+        let (account, balance, new) = match self
+            .store()
+            .settle_invoice(invoice_id, tx_hash, to_millis(self.now()))
+            .await?
+        {
             SettleOutcome::Credited { account, balance } => (account, balance, true),
             SettleOutcome::AlreadyPaid { account, balance } => (account, balance, false),
             SettleOutcome::PaymentUsed => {
-                return Err(Error::new(ErrorCode::PaymentAlreadyUsed, format!("Transaction {tx_hash} already paid another invoice.")));
+                return Err(Error::new(
+                    ErrorCode::PaymentAlreadyUsed,
+                    format!("Transaction {tx_hash} already paid another invoice."),
+                ));
             }
             SettleOutcome::InvoicePaid => {
-                return Err(Error::new(ErrorCode::InvoiceAlreadyPaid, format!("Invoice {invoice_id} was paid by another transaction.")));
+                return Err(Error::new(
+                    ErrorCode::InvoiceAlreadyPaid,
+                    format!("Invoice {invoice_id} was paid by another transaction."),
+                ));
             }
         };
         if new {
-            tracing::info!(invoice_id, credits = invoice.credits, "credits bought with x402");
+            tracing::info!(
+                invoice_id,
+                credits = invoice.credits,
+                "credits bought with x402"
+            );
         }
         let message = match &account {
-            Some(_) => format!("{} credits added; the balance is {balance}.", invoice.credits),
+            Some(_) => format!(
+                "{} credits added; the balance is {balance}.",
+                invoice.credits
+            ),
             None => format!(
                 "{} credits are held for {} until the wallet is linked to an account (POST /api/v1/wallets/link); {balance} held in all.",
                 invoice.credits, invoice.payer
             ),
         };
-        Ok(CreditPurchase { success: true, credits: invoice.credits, balance, message })
+        Ok(CreditPurchase {
+            success: true,
+            credits: invoice.credits,
+            balance,
+            message,
+        })
     }
 }
 
@@ -469,7 +702,9 @@ mod tests {
     #[test]
     fn addresses_are_checksummed() {
         assert_eq!(
-            checksum_address("a", "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed").ok().as_deref(),
+            checksum_address("a", "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed")
+                .ok()
+                .as_deref(),
             Some("0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed")
         );
         assert!(checksum_address("a", "0x123").is_err());

@@ -53,7 +53,9 @@ pub struct IntentRunner {
     wake: Notify,
     /// Reads this process accepted already leased to itself, run without a claim (see
     /// [`IntentRunner::hand`]); taken by the task [`IntentRunner::spawn`] starts.
-    handed: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<(IntentRecord, ExecutionRecord)>>>,
+    handed: std::sync::Mutex<
+        Option<tokio::sync::mpsc::UnboundedReceiver<(IntentRecord, ExecutionRecord)>>,
+    >,
     hand: tokio::sync::mpsc::UnboundedSender<(IntentRecord, ExecutionRecord)>,
     /// Whether workers run here (a process without workers leaves its intents to others).
     running: std::sync::atomic::AtomicBool,
@@ -97,7 +99,9 @@ impl IntentRunner {
     /// is then given to [`IntentRunner::hand`] and runs without a claim. Should the process die
     /// first, the lease runs out and any process claims the read as usual.
     pub fn read_lease(&self) -> Option<(String, i64)> {
-        self.running.load(std::sync::atomic::Ordering::Acquire).then(|| (self.owner.clone(), self.lease_until()))
+        self.running
+            .load(std::sync::atomic::Ordering::Acquire)
+            .then(|| (self.owner.clone(), self.lease_until()))
     }
 
     /// Runs a read accepted with [`IntentRunner::read_lease`], with its one (pending) execution.
@@ -110,11 +114,20 @@ impl IntentRunner {
 
     /// Starts `workers` workers, and the task that runs handed-over reads; each stops taking new
     /// intents once `stop` turns true and ends after the intent in hand.
-    pub fn spawn(self: &Arc<Self>, workers: usize, stop: watch::Receiver<bool>) -> Vec<tokio::task::JoinHandle<()>> {
-        let handed = self.handed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    pub fn spawn(
+        self: &Arc<Self>,
+        workers: usize,
+        stop: watch::Receiver<bool>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let handed = self
+            .handed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         let mut tasks = Vec::new();
         if let (Some(mut handed), true) = (handed, workers > 0) {
-            self.running.store(true, std::sync::atomic::Ordering::Release);
+            self.running
+                .store(true, std::sync::atomic::Ordering::Release);
             let runner = self.clone();
             let mut stop = stop.clone();
             tasks.push(tokio::spawn(async move {
@@ -175,13 +188,18 @@ impl IntentRunner {
     /// execution marked started before it is attempted.
     pub async fn run_once(&self) -> Result<bool> {
         let now = to_millis(self.clock.now());
-        let claimed = self.store.claim_intents(&self.owner, now, self.lease_until(), BATCH).await?;
+        let claimed = self
+            .store
+            .claim_intents(&self.owner, now, self.lease_until(), BATCH)
+            .await?;
         if claimed.is_empty() {
             return Ok(false);
         }
-        let (reads, others): (Vec<IntentRecord>, Vec<IntentRecord>) = claimed
-            .into_iter()
-            .partition(|i| i.lane == Lane::ExecuteIntent.as_str() && self.catalog.resolve(&i.action).is_some_and(|a| a.is_read()));
+        let (reads, others): (Vec<IntentRecord>, Vec<IntentRecord>) =
+            claimed.into_iter().partition(|i| {
+                i.lane == Lane::ExecuteIntent.as_str()
+                    && self.catalog.resolve(&i.action).is_some_and(|a| a.is_read())
+            });
         // Writes run one at a time under a heartbeat: keep one, give the other leases back at once so
         // that no lease of an intent waiting in this batch runs out (and is taken over) meanwhile.
         let mut others = others.into_iter();
@@ -205,11 +223,16 @@ impl IntentRunner {
 
     /// Runs leased reads (side-effect free) together and records and settles them in one
     /// transaction, as long as their leases are still this process's.
-    async fn run_reads(&self, reads: &[IntentRecord], mut executions: HashMap<String, Vec<ExecutionRecord>>) -> Result<()> {
+    async fn run_reads(
+        &self,
+        reads: &[IntentRecord],
+        mut executions: HashMap<String, Vec<ExecutionRecord>>,
+    ) -> Result<()> {
         let mut done = Vec::new();
         let ids: Vec<String> = reads.iter().map(|i| i.id.clone()).collect();
         for intent in reads {
-            let params: serde_json::Value = serde_json::from_str(&intent.params).unwrap_or_default();
+            let params: serde_json::Value =
+                serde_json::from_str(&intent.params).unwrap_or_default();
             for execution in executions.remove(&intent.id).unwrap_or_default() {
                 if execution.state == "pending" || execution.state == "started" {
                     let ctx = self.context(intent, &execution, &params, String::new());
@@ -218,11 +241,19 @@ impl IntentRunner {
                 }
             }
         }
-        self.store.finish_reads(&self.owner, &ids, &done, to_millis(self.clock.now())).await?;
+        self.store
+            .finish_reads(&self.owner, &ids, &done, to_millis(self.clock.now()))
+            .await?;
         Ok(())
     }
 
-    fn context(&self, intent: &IntentRecord, execution: &ExecutionRecord, params: &serde_json::Value, agent_address: String) -> ExecutionContext {
+    fn context(
+        &self,
+        intent: &IntentRecord,
+        execution: &ExecutionRecord,
+        params: &serde_json::Value,
+        agent_address: String,
+    ) -> ExecutionContext {
         ExecutionContext {
             intent_id: intent.id.clone(),
             execution_key: execution.execution_key.clone(),
@@ -241,18 +272,25 @@ impl IntentRunner {
         let heartbeat = {
             let store = self.store.clone();
             let (id, owner) = (intent.id.clone(), self.owner.clone());
-            let every = (self.lease / 3_i32).unsigned_abs().max(Duration::from_millis(50));
+            let every = (self.lease / 3_i32)
+                .unsigned_abs()
+                .max(Duration::from_millis(50));
             let clock = self.clock.clone();
             let lease = self.lease;
             AbortOnDrop(tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(every).await;
-                    match store.renew_lease(&id, &owner, to_millis(clock.now() + lease)).await {
+                    match store
+                        .renew_lease(&id, &owner, to_millis(clock.now() + lease))
+                        .await
+                    {
                         Ok(true) => {}
                         // Lost: another worker owns the intent; our sends stop at the next lease check.
                         Ok(false) => break,
                         // A storage hiccup: keep trying while the lease may still be ours.
-                        Err(e) => tracing::warn!(intent_id = id, error = %e, "lease renewal failed; retrying"),
+                        Err(e) => {
+                            tracing::warn!(intent_id = id, error = %e, "lease renewal failed; retrying")
+                        }
                     }
                 }
             }))
@@ -261,7 +299,10 @@ impl IntentRunner {
         let result = self.run_executions(&intent).await;
         drop(heartbeat);
         result?;
-        let finished = self.store.finish_intent(&intent.id, to_millis(self.clock.now())).await?;
+        let finished = self
+            .store
+            .finish_intent(&intent.id, to_millis(self.clock.now()))
+            .await?;
         if let Some(f) = finished {
             tracing::info!(intent_id = f.id, status = f.status, "intent ended");
         }
@@ -269,8 +310,8 @@ impl IntentRunner {
     }
 
     async fn run_executions(&self, intent: &IntentRecord) -> Result<()> {
-        let params: serde_json::Value =
-            serde_json::from_str(&intent.params).map_err(|e| Error::internal(format!("stored params: {e}")))?;
+        let params: serde_json::Value = serde_json::from_str(&intent.params)
+            .map_err(|e| Error::internal(format!("stored params: {e}")))?;
         let agent = self.store.get_agent(&intent.agent_id).await?;
         let agent_address = agent.map(|a| a.wallet_address).unwrap_or_default();
         for execution in self.store.list_executions(&intent.id).await? {
@@ -278,9 +319,16 @@ impl IntentRunner {
             match execution.state.as_str() {
                 "pending" => {
                     let now = to_millis(self.clock.now());
-                    if !self.store.start_execution(&intent.id, execution.seq, &self.owner, now).await? {
+                    if !self
+                        .store
+                        .start_execution(&intent.id, execution.seq, &self.owner, now)
+                        .await?
+                    {
                         // The lease was lost: another worker owns the intent now.
-                        tracing::warn!(intent_id = intent.id, "lease lost; leaving the intent to its new owner");
+                        tracing::warn!(
+                            intent_id = intent.id,
+                            "lease lost; leaving the intent to its new owner"
+                        );
                         return Ok(());
                     }
                     let outcome = self.execute(&ctx).await;
@@ -288,15 +336,26 @@ impl IntentRunner {
                 }
                 "started" => {
                     // Taking over: only while the lease is ours, checked right before anything is sent.
-                    if !self.store.renew_lease(&intent.id, &self.owner, self.lease_until()).await? {
-                        tracing::warn!(intent_id = intent.id, "lease lost before a takeover; leaving the intent");
+                    if !self
+                        .store
+                        .renew_lease(&intent.id, &self.owner, self.lease_until())
+                        .await?
+                    {
+                        tracing::warn!(
+                            intent_id = intent.id,
+                            "lease lost before a takeover; leaving the intent"
+                        );
                         return Ok(());
                     }
                     let outcome = match self.reconcile(&ctx).await {
                         Reconciled::Done(outcome) => outcome,
                         Reconciled::NotSent => self.execute(&ctx).await,
                     };
-                    tracing::info!(intent_id = intent.id, seq = execution.seq, "execution reconciled after a takeover");
+                    tracing::info!(
+                        intent_id = intent.id,
+                        seq = execution.seq,
+                        "execution reconciled after a takeover"
+                    );
                     self.record(&execution, outcome).await?;
                 }
                 _ => {}
@@ -308,7 +367,10 @@ impl IntentRunner {
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
         match self.registry.provider(&ctx.action, ctx.lane) {
             Some(p) => p.execute(ctx).await,
-            None => ExecutionOutcome::failed(ErrorCode::NotAvailable, format!("{} has no provider in this build.", ctx.action)),
+            None => ExecutionOutcome::failed(
+                ErrorCode::NotAvailable,
+                format!("{} has no provider in this build.", ctx.action),
+            ),
         }
     }
 
@@ -322,8 +384,16 @@ impl IntentRunner {
     async fn record(&self, execution: &ExecutionRecord, outcome: ExecutionOutcome) -> Result<()> {
         let finish = finish_of(outcome);
         let now = to_millis(self.clock.now());
-        if !self.store.finish_execution(&execution.intent_id, execution.seq, &finish, now).await? {
-            tracing::warn!(intent_id = execution.intent_id, seq = execution.seq, "execution already recorded");
+        if !self
+            .store
+            .finish_execution(&execution.intent_id, execution.seq, &finish, now)
+            .await?
+        {
+            tracing::warn!(
+                intent_id = execution.intent_id,
+                seq = execution.seq,
+                "execution already recorded"
+            );
         }
         Ok(())
     }

@@ -144,15 +144,26 @@ pub struct IntentDraft {
 #[derive(Debug, Clone, PartialEq)]
 pub enum AcceptOutcome {
     /// Written: the executions addressed, the credits reserved, whether a free request covers it.
-    Accepted { total: u32, reserved_credits: i64, free_request: bool },
+    Accepted {
+        total: u32,
+        reserved_credits: i64,
+        free_request: bool,
+    },
     /// The same key with the same request: the earlier intent.
-    Replay { intent_id: String },
+    Replay {
+        intent_id: String,
+    },
     /// The same key with a different request.
     KeyReused,
-    DailyLimit { used_micros: i64 },
+    DailyLimit {
+        used_micros: i64,
+    },
     DelegationRequired,
     /// The paid balance is short (not empty) and the free allowance is used.
-    InsufficientCredits { balance: i64, price: i64 },
+    InsufficientCredits {
+        balance: i64,
+        price: i64,
+    },
     /// The paid balance is empty and the free allowance is used.
     DailyFreeLimitExceeded,
     /// The agent's key or policy is no longer what the draft was checked against (rotated, replaced,
@@ -323,9 +334,15 @@ pub struct InvoiceRecord {
 pub enum SettleOutcome {
     /// Credits added (to `account`, or held for the unlinked payer); `balance` is the account's
     /// balance, or what is held for the wallet.
-    Credited { account: Option<String>, balance: i64 },
+    Credited {
+        account: Option<String>,
+        balance: i64,
+    },
     /// This transaction paid this invoice before: nothing added again.
-    AlreadyPaid { account: Option<String>, balance: i64 },
+    AlreadyPaid {
+        account: Option<String>,
+        balance: i64,
+    },
     /// The transaction paid another invoice.
     PaymentUsed,
     /// The invoice was paid by another transaction.
@@ -374,9 +391,19 @@ pub struct PersonhoodChallenge {
 #[derive(Debug, Clone, PartialEq)]
 pub enum PersonhoodEffect {
     /// Lock `(kind, subject)` to the nullifier, or confirm the same lock.
-    Lock { kind: String, subject: String, nullifier: String },
+    Lock {
+        kind: String,
+        subject: String,
+        nullifier: String,
+    },
     /// Issue a receipt, only if `(lock_kind, subject)` is locked to this nullifier.
-    Receipt { receipt_id: String, lock_kind: String, subject: String, challenge_id: String, nullifier: String },
+    Receipt {
+        receipt_id: String,
+        lock_kind: String,
+        subject: String,
+        challenge_id: String,
+        nullifier: String,
+    },
 }
 
 /// How [`Store::complete_personhood`] ended.
@@ -413,20 +440,36 @@ pub trait Store: Send + Sync + 'static {
     async fn get_email_challenge(&self, email: &str) -> Result<Option<EmailChallenge>, StoreError>;
     /// Counts a try atomically (before the code is compared) and answers the tries so far.
     async fn count_failed_attempt(&self, email: &str) -> Result<u32, StoreError>;
-    async fn complete_onboarding(&self, onboarding: &Onboarding) -> Result<OnboardingOutcome, StoreError>;
+    async fn complete_onboarding(
+        &self,
+        onboarding: &Onboarding,
+    ) -> Result<OnboardingOutcome, StoreError>;
 
     /// The session with this token hash, if it has not expired at `now`.
-    async fn find_session(&self, token_hash: &SecretHash, now: i64) -> Result<Option<SessionRecord>, StoreError>;
+    async fn find_session(
+        &self,
+        token_hash: &SecretHash,
+        now: i64,
+    ) -> Result<Option<SessionRecord>, StoreError>;
     /// Revokes a session; false when there was none.
     async fn delete_session(&self, token_hash: &SecretHash) -> Result<bool, StoreError>;
 
     /// The agent of a key with its policy (none stored: the default applies), in one read.
-    async fn find_agent_and_policy(&self, key_hash: &SecretHash) -> Result<Option<(AgentRecord, Option<PolicyRecord>)>, StoreError>;
+    async fn find_agent_and_policy(
+        &self,
+        key_hash: &SecretHash,
+    ) -> Result<Option<(AgentRecord, Option<PolicyRecord>)>, StoreError>;
     async fn get_agent(&self, agent_id: &str) -> Result<Option<AgentRecord>, StoreError>;
     async fn list_agents(&self, account_id: &str) -> Result<Vec<AgentRecord>, StoreError>;
-    async fn create_agent(&self, agent: &NewAgent, policy: &PolicyRecord) -> Result<(), StoreError>;
+    async fn create_agent(&self, agent: &NewAgent, policy: &PolicyRecord)
+    -> Result<(), StoreError>;
     /// Replaces the agent's key hash; the old key stops working in the same statement.
-    async fn rotate_agent_key(&self, agent_id: &str, key_hash: &SecretHash, now: i64) -> Result<bool, StoreError>;
+    async fn rotate_agent_key(
+        &self,
+        agent_id: &str,
+        key_hash: &SecretHash,
+        now: i64,
+    ) -> Result<bool, StoreError>;
     /// The sealed execution-wallet key of an agent.
     async fn agent_wallet_sealed(&self, agent_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
 
@@ -435,39 +478,86 @@ pub trait Store: Send + Sync + 'static {
 
     // ---------------------------------------------------------------- intents
 
-    async fn find_idempotency(&self, agent_id: &str, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+    async fn find_idempotency(
+        &self,
+        agent_id: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError>;
     /// Checks idempotency, the daily limit, delegation and credits, and writes the intent, its
     /// executions, the idempotency record, the daily usage and the credit reservation — or nothing.
     async fn accept_intent(&self, draft: &IntentDraft) -> Result<AcceptOutcome, StoreError>;
     async fn get_intent(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError>;
     /// The executions of several intents, by intent and seq, in one read.
-    async fn list_executions_of(&self, intent_ids: &[String]) -> Result<Vec<ExecutionRecord>, StoreError>;
+    async fn list_executions_of(
+        &self,
+        intent_ids: &[String],
+    ) -> Result<Vec<ExecutionRecord>, StoreError>;
     async fn list_executions(&self, intent_id: &str) -> Result<Vec<ExecutionRecord>, StoreError>;
     async fn count_intents(&self, agent_id: &str) -> Result<u64, StoreError>;
     /// Leases up to `limit` of the oldest queued intents whose lease is free or expired.
-    async fn claim_intents(&self, owner: &str, now: i64, lease_until: i64, limit: u32) -> Result<Vec<IntentRecord>, StoreError>;
+    async fn claim_intents(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+        limit: u32,
+    ) -> Result<Vec<IntentRecord>, StoreError>;
     /// Records the outcomes of reads (side-effect free, so never marked started first) and settles
     /// their intents, in one transaction (the SQL store's: the batcher's next one, shared with the
     /// drafts accepted at that moment); only while `owner` holds each intent's lease. Their accounts
     /// are locked in account order; within an account, the intents are settled in the order given.
-    async fn finish_reads(&self, owner: &str, intents: &[String], done: &[(String, u32, ExecutionFinish)], now: i64) -> Result<(), StoreError>;
+    async fn finish_reads(
+        &self,
+        owner: &str,
+        intents: &[String],
+        done: &[(String, u32, ExecutionFinish)],
+        now: i64,
+    ) -> Result<(), StoreError>;
     /// Gives a lease back (an intent claimed in a batch but left for another worker).
     async fn release_lease(&self, intent_id: &str, owner: &str) -> Result<(), StoreError>;
     /// Extends a lease this owner holds; false when it was lost.
-    async fn renew_lease(&self, intent_id: &str, owner: &str, lease_until: i64) -> Result<bool, StoreError>;
+    async fn renew_lease(
+        &self,
+        intent_id: &str,
+        owner: &str,
+        lease_until: i64,
+    ) -> Result<bool, StoreError>;
     /// Marks a pending execution started, only while `owner` holds the intent's lease.
-    async fn start_execution(&self, intent_id: &str, seq: u32, owner: &str, now: i64) -> Result<bool, StoreError>;
+    async fn start_execution(
+        &self,
+        intent_id: &str,
+        seq: u32,
+        owner: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
     /// Records how a started execution ended; false when it was not in the started state.
-    async fn finish_execution(&self, intent_id: &str, seq: u32, finish: &ExecutionFinish, now: i64) -> Result<bool, StoreError>;
+    async fn finish_execution(
+        &self,
+        intent_id: &str,
+        seq: u32,
+        finish: &ExecutionFinish,
+        now: i64,
+    ) -> Result<bool, StoreError>;
     /// Ends a queued intent whose executions have all ended: sets its status, captures the credits of
     /// the successful executions and releases the rest. Idempotent.
-    async fn finish_intent(&self, intent_id: &str, now: i64) -> Result<Option<IntentRecord>, StoreError>;
+    async fn finish_intent(
+        &self,
+        intent_id: &str,
+        now: i64,
+    ) -> Result<Option<IntentRecord>, StoreError>;
 
     // ---------------------------------------------------------------- credits
 
     async fn credit_account(&self, account_id: &str) -> Result<Option<CreditAccount>, StoreError>;
     /// Adds credits (support grants, purchases) with a ledger entry.
-    async fn grant_credits(&self, account_id: &str, amount: i64, kind: &str, reason: &str, now: i64) -> Result<CreditAccount, StoreError>;
+    async fn grant_credits(
+        &self,
+        account_id: &str,
+        amount: i64,
+        kind: &str,
+        reason: &str,
+        now: i64,
+    ) -> Result<CreditAccount, StoreError>;
     async fn ledger(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
     async fn daily_usage(&self, agent_id: &str, day: i64) -> Result<i64, StoreError>;
 
@@ -477,13 +567,33 @@ pub trait Store: Send + Sync + 'static {
     async fn put_delegation(&self, delegation: &DelegationRecord) -> Result<(), StoreError>;
     async fn get_delegation(&self, hash: &str) -> Result<Option<DelegationRecord>, StoreError>;
     /// The agent's delegations, newest first, optionally of one chain and one delegator.
-    async fn list_delegations(&self, agent_id: &str, chain_id: Option<u64>, delegator: Option<&str>) -> Result<Vec<DelegationRecord>, StoreError>;
+    async fn list_delegations(
+        &self,
+        agent_id: &str,
+        chain_id: Option<u64>,
+        delegator: Option<&str>,
+    ) -> Result<Vec<DelegationRecord>, StoreError>;
     /// The delegation the fan-out runs under for one delegator: the newest active, unexpired one.
-    async fn active_delegation(&self, agent_id: &str, chain_id: u64, delegator: &str, now: i64) -> Result<Option<DelegationRecord>, StoreError>;
+    async fn active_delegation(
+        &self,
+        agent_id: &str,
+        chain_id: u64,
+        delegator: &str,
+        now: i64,
+    ) -> Result<Option<DelegationRecord>, StoreError>;
     /// Active delegations of every agent, by hash after `after`, at most `limit` (the revocation sweep).
-    async fn active_delegations(&self, after: Option<&str>, limit: u32) -> Result<Vec<DelegationRecord>, StoreError>;
+    async fn active_delegations(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<DelegationRecord>, StoreError>;
     /// Moves a delegation to `status` (revoked, expired, invalid); answers whether it was found.
-    async fn set_delegation_status(&self, hash: &str, status: &str, now: i64) -> Result<bool, StoreError>;
+    async fn set_delegation_status(
+        &self,
+        hash: &str,
+        status: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
 
     // --- credit purchases (x402)
     async fn create_invoice(&self, invoice: &InvoiceRecord) -> Result<(), StoreError>;
@@ -491,55 +601,136 @@ pub trait Store: Send + Sync + 'static {
     /// Marks the invoice paid by `tx_hash`, records the hash as used and adds the credits, all in one
     /// transaction: to the invoice's account, else to the account the payer's wallet is linked to,
     /// else held for the wallet.
-    async fn settle_invoice(&self, invoice_id: &str, tx_hash: &str, now: i64) -> Result<SettleOutcome, StoreError>;
+    async fn settle_invoice(
+        &self,
+        invoice_id: &str,
+        tx_hash: &str,
+        now: i64,
+    ) -> Result<SettleOutcome, StoreError>;
     /// Links a wallet to an account and moves the credits held for it into the account's balance (one
     /// ledger entry per held purchase); answers the credits moved. A wallet linked to another account
     /// is not moved.
-    async fn link_wallet(&self, address: &str, account_id: &str, now: i64) -> Result<Option<i64>, StoreError>;
+    async fn link_wallet(
+        &self,
+        address: &str,
+        account_id: &str,
+        now: i64,
+    ) -> Result<Option<i64>, StoreError>;
     /// The invoice a payment transaction paid, if any.
     async fn paid_invoice_of(&self, tx_hash: &str) -> Result<Option<String>, StoreError>;
     /// The account a wallet is linked to.
     async fn linked_account(&self, address: &str) -> Result<Option<String>, StoreError>;
     /// Stores an issued EIP-4361 message for `address` to sign.
-    async fn put_link_challenge(&self, nonce: &str, account_id: &str, address: &str, message: &str, expires_at: i64) -> Result<(), StoreError>;
+    async fn put_link_challenge(
+        &self,
+        nonce: &str,
+        account_id: &str,
+        address: &str,
+        message: &str,
+        expires_at: i64,
+    ) -> Result<(), StoreError>;
     /// Takes (uses) an unexpired, unused link challenge of the account: its (address, message).
-    async fn take_link_challenge(&self, nonce: &str, account_id: &str, now: i64) -> Result<Option<(String, String)>, StoreError>;
+    async fn take_link_challenge(
+        &self,
+        nonce: &str,
+        account_id: &str,
+        now: i64,
+    ) -> Result<Option<(String, String)>, StoreError>;
 
     // --- wallet transactions (the per-wallet nonce manager)
     /// Reserves `count` nonces of a wallet for an execution, in one transaction: the execution's rows
     /// when it has them already (idempotent), else voided nonces of the wallet first (no gap is left
     /// behind), then new ones from `max(next stored, chain_nonce)`.
-    async fn reserve_nonces(&self, chain_id: u64, wallet: &str, execution_key: &str, count: u32, chain_nonce: u64, now: i64) -> Result<Vec<ChainTxRecord>, StoreError>;
+    async fn reserve_nonces(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        execution_key: &str,
+        count: u32,
+        chain_nonce: u64,
+        now: i64,
+    ) -> Result<Vec<ChainTxRecord>, StoreError>;
     /// The transactions of an execution, in plan order.
     async fn execution_txs(&self, execution_key: &str) -> Result<Vec<ChainTxRecord>, StoreError>;
     /// Keeps the signed bytes of reserved (or re-signed) transactions before any is sent, all or
     /// none, so that an execution's transactions are either all signed or none; an earlier hash at
     /// the same nonce moves to `prior_hashes`.
-    async fn record_signed_txs(&self, chain_id: u64, wallet: &str, signed: &[SignedTx], now: i64) -> Result<(), StoreError>;
+    async fn record_signed_txs(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        signed: &[SignedTx],
+        now: i64,
+    ) -> Result<(), StoreError>;
     /// Records the receipt of a transaction (whichever of its signings was mined).
-    async fn record_mined_tx(&self, chain_id: u64, wallet: &str, nonce: u64, tx_hash: &str, status: i64, now: i64) -> Result<(), StoreError>;
+    async fn record_mined_tx(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        nonce: u64,
+        tx_hash: &str,
+        status: i64,
+        now: i64,
+    ) -> Result<(), StoreError>;
     /// Gives the nonces of an execution none of whose transactions can be mined back; they are reused
     /// before new ones. `include_signed`: also signed ones (only when the node refused them), else only
     /// those never signed.
-    async fn void_txs(&self, execution_key: &str, include_signed: bool, now: i64) -> Result<(), StoreError>;
+    async fn void_txs(
+        &self,
+        execution_key: &str,
+        include_signed: bool,
+        now: i64,
+    ) -> Result<(), StoreError>;
     /// Delegators with an active, unexpired delegation to the agent on the chain.
-    async fn count_active_delegations(&self, agent_id: &str, chain_id: u64, now: i64) -> Result<u64, StoreError>;
+    async fn count_active_delegations(
+        &self,
+        agent_id: &str,
+        chain_id: u64,
+        now: i64,
+    ) -> Result<u64, StoreError>;
 
     // ---------------------------------------------------------------- personhood
 
-    async fn insert_personhood_challenge(&self, challenge: &PersonhoodChallenge) -> Result<(), StoreError>;
-    async fn get_personhood_challenge(&self, nonce: &str) -> Result<Option<PersonhoodChallenge>, StoreError>;
+    async fn insert_personhood_challenge(
+        &self,
+        challenge: &PersonhoodChallenge,
+    ) -> Result<(), StoreError>;
+    async fn get_personhood_challenge(
+        &self,
+        nonce: &str,
+    ) -> Result<Option<PersonhoodChallenge>, StoreError>;
     /// A deposit challenge begun earlier with the same idempotency key by the same account.
-    async fn find_personhood_challenge_by_key(&self, account_id: &str, key: &str) -> Result<Option<PersonhoodChallenge>, StoreError>;
+    async fn find_personhood_challenge_by_key(
+        &self,
+        account_id: &str,
+        key: &str,
+    ) -> Result<Option<PersonhoodChallenge>, StoreError>;
     /// The newest unused, unexpired challenge of this kind for the subject.
-    async fn open_personhood_challenge(&self, account_id: &str, kind: &str, subject: &str, now: i64) -> Result<Option<PersonhoodChallenge>, StoreError>;
+    async fn open_personhood_challenge(
+        &self,
+        account_id: &str,
+        kind: &str,
+        subject: &str,
+        now: i64,
+    ) -> Result<Option<PersonhoodChallenge>, StoreError>;
     /// Takes the nonce (once, before it expires) and applies the effect, in one transaction; a
     /// mismatch changes nothing.
-    async fn complete_personhood(&self, nonce: &str, now: i64, effect: &PersonhoodEffect) -> Result<PersonhoodOutcome, StoreError>;
+    async fn complete_personhood(
+        &self,
+        nonce: &str,
+        now: i64,
+        effect: &PersonhoodEffect,
+    ) -> Result<PersonhoodOutcome, StoreError>;
     /// The lock of `(kind, subject)`: its time.
     async fn personhood_lock(&self, kind: &str, subject: &str) -> Result<Option<i64>, StoreError>;
     /// Consumes a receipt of `subject` once.
-    async fn consume_receipt(&self, receipt_id: &str, subject: &str, details: &str, now: i64) -> Result<ConsumeOutcome, StoreError>;
+    async fn consume_receipt(
+        &self,
+        receipt_id: &str,
+        subject: &str,
+        details: &str,
+        now: i64,
+    ) -> Result<ConsumeOutcome, StoreError>;
 
     // ---------------------------------------------------------------- MCP sessions
 

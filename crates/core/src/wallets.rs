@@ -4,7 +4,9 @@
 //! before it was linked join the account's balance then.
 
 use actiongate_api_types::ErrorCode;
-use actiongate_api_types::credits::{WalletLinkBegin, WalletLinkChallenge, WalletLinkRequest, WalletLinked};
+use actiongate_api_types::credits::{
+    WalletLinkBegin, WalletLinkChallenge, WalletLinkRequest, WalletLinked,
+};
 use k256::ecdsa::{RecoveryId, Signature, VerifyingKey};
 use time::Duration;
 
@@ -41,7 +43,11 @@ pub fn recover_personal_sign_bytes(message: &[u8], signature: &str) -> Option<St
 
 impl Gateway {
     /// Issues the EIP-4361 message that links `address` to the owner's account once signed.
-    pub async fn begin_wallet_link(&self, owner: &OwnerContext, req: &WalletLinkBegin) -> Result<WalletLinkChallenge> {
+    pub async fn begin_wallet_link(
+        &self,
+        owner: &OwnerContext,
+        req: &WalletLinkBegin,
+    ) -> Result<WalletLinkChallenge> {
         let address = checksum_address("address", &req.address)?;
         let chain_id = req.chain_id.unwrap_or(crate::intents::DEFAULT_CHAIN_ID);
         let nonce = hex::encode(random_bytes::<16>()?);
@@ -56,28 +62,77 @@ impl Gateway {
             issued = rfc3339(now),
             expiry = rfc3339(expires),
         );
-        self.store().put_link_challenge(&nonce, &owner.account_id, &address, &message, to_millis(expires)).await?;
-        Ok(WalletLinkChallenge { message, nonce, expires_at: rfc3339(expires) })
+        self.store()
+            .put_link_challenge(
+                &nonce,
+                &owner.account_id,
+                &address,
+                &message,
+                to_millis(expires),
+            )
+            .await?;
+        Ok(WalletLinkChallenge {
+            message,
+            nonce,
+            expires_at: rfc3339(expires),
+        })
     }
 
     /// Links the wallet that signed an issued message to the owner's account.
-    pub async fn complete_wallet_link(&self, owner: &OwnerContext, req: &WalletLinkRequest) -> Result<WalletLinked> {
-        let invalid = || Error::new(ErrorCode::WalletLinkInvalid, "This sign-in message was not issued to this account, was used, or expired; begin again.");
-        let nonce = req.message.lines().find_map(|l| l.strip_prefix("Nonce: ")).ok_or_else(invalid)?.trim().to_owned();
-        let (address, issued) = self.store().take_link_challenge(&nonce, &owner.account_id, to_millis(self.now())).await?.ok_or_else(invalid)?;
+    pub async fn complete_wallet_link(
+        &self,
+        owner: &OwnerContext,
+        req: &WalletLinkRequest,
+    ) -> Result<WalletLinked> {
+        let invalid = || {
+            Error::new(
+                ErrorCode::WalletLinkInvalid,
+                "This sign-in message was not issued to this account, was used, or expired; begin again.",
+            )
+        };
+        let nonce = req
+            .message
+            .lines()
+            .find_map(|l| l.strip_prefix("Nonce: "))
+            .ok_or_else(invalid)?
+            .trim()
+            .to_owned();
+        let (address, issued) = self
+            .store()
+            .take_link_challenge(&nonce, &owner.account_id, to_millis(self.now()))
+            .await?
+            .ok_or_else(invalid)?;
         if issued != req.message {
             return Err(invalid());
         }
-        if recover_personal_sign(&req.message, &req.signature).as_deref() != Some(address.as_str()) {
-            return Err(Error::new(ErrorCode::WalletSignatureInvalid, format!("The signature is not {address}'s signature of the issued message.")));
+        if recover_personal_sign(&req.message, &req.signature).as_deref() != Some(address.as_str())
+        {
+            return Err(Error::new(
+                ErrorCode::WalletSignatureInvalid,
+                format!("The signature is not {address}'s signature of the issued message."),
+            ));
         }
         let moved = self
             .store()
             .link_wallet(&address, &owner.account_id, to_millis(self.now()))
             .await?
-            .ok_or_else(|| Error::new(ErrorCode::WalletLinkedElsewhere, format!("{address} is linked to another account.")))?;
-        tracing::info!(account_id = owner.account_id, address, credits_moved = moved, "wallet linked");
-        Ok(WalletLinked { address, account_id: owner.account_id.clone(), credits_moved: moved })
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::WalletLinkedElsewhere,
+                    format!("{address} is linked to another account."),
+                )
+            })?;
+        tracing::info!(
+            account_id = owner.account_id,
+            address,
+            credits_moved = moved,
+            "wallet linked"
+        );
+        Ok(WalletLinked {
+            address,
+            account_id: owner.account_id.clone(),
+            credits_moved: moved,
+        })
     }
 }
 
@@ -90,9 +145,20 @@ mod tests {
         // Made outside this code: viem's `signMessage({message: "hello"})` with the key 0x4646…46.
         let signature = "0xf63c93dc642a4839770b35abf9cb304ac2f1b5463d9a9abd87546feaa0af992e659cf087c433e45c45f6135cb819ab1922c6359dbb1b8c8d7a54141de2cd4beb1b";
         let signer = "0x9d8A62f656a8d1615C1294fd71e9CFb3E4855A4F";
-        assert_eq!(recover_personal_sign("hello", signature).as_deref(), Some(signer));
-        assert_eq!(crate::crypto::address_of(&k256::ecdsa::SigningKey::from_slice(&[0x46; 32]).unwrap_or_else(|e| panic!("{e}"))), signer);
-        assert_ne!(recover_personal_sign("hellO", signature).as_deref(), Some(signer));
+        assert_eq!(
+            recover_personal_sign("hello", signature).as_deref(),
+            Some(signer)
+        );
+        assert_eq!(
+            crate::crypto::address_of(
+                &k256::ecdsa::SigningKey::from_slice(&[0x46; 32]).unwrap_or_else(|e| panic!("{e}"))
+            ),
+            signer
+        );
+        assert_ne!(
+            recover_personal_sign("hellO", signature).as_deref(),
+            Some(signer)
+        );
         assert_eq!(recover_personal_sign("hello", "0x1234"), None);
     }
 }

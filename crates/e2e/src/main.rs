@@ -21,12 +21,24 @@ async fn main() -> anyhow::Result<()> {
     let (Some(flag), Some(config)) = (args.next(), args.next()) else {
         anyhow::bail!("usage: actiongate-venue-gateway --config FILE");
     };
-    anyhow::ensure!(flag == "--config", "usage: actiongate-venue-gateway --config FILE");
-    let config = Config::load(Overrides { config: Some(config.into()), ..Overrides::default() })?;
+    anyhow::ensure!(
+        flag == "--config",
+        "usage: actiongate-venue-gateway --config FILE"
+    );
+    let config = Config::load(Overrides {
+        config: Some(config.into()),
+        ..Overrides::default()
+    })?;
     let mut deps = Deps::default();
     if let Ok(log) = std::env::var("STANDIN_LOG") {
-        let delay: u64 = std::env::var("STANDIN_DELAY_MS").ok().and_then(|d| d.parse().ok()).unwrap_or(0);
-        deps.providers.push(StandInVenue::persistent(PathBuf::from(log), Duration::from_millis(delay)));
+        let delay: u64 = std::env::var("STANDIN_DELAY_MS")
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(0);
+        deps.providers.push(StandInVenue::persistent(
+            PathBuf::from(log),
+            Duration::from_millis(delay),
+        ));
     }
     if std::env::var("CRASH_AFTER_SEND").is_ok() {
         deps.after_send = Some(Arc::new(|| std::process::abort()));

@@ -34,7 +34,9 @@ fn node(args: &[&str], stdin: Option<&str>) -> Value {
         .spawn()
         .unwrap_or_else(|e| panic!("node: {e}"));
     if let Some(mut input) = child.stdin.take() {
-        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        input
+            .write_all(stdin.unwrap_or("").as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
     }
     let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
     assert!(out.status.success(), "delegator.mjs {args:?} failed");
@@ -42,7 +44,12 @@ fn node(args: &[&str], stdin: Option<&str>) -> Value {
 }
 
 async fn get(url: String, key: &str) -> (u16, Value) {
-    let r = reqwest::Client::new().get(url).header("x-agent-api-key", key).send().await.unwrap_or_else(|e| panic!("{e}"));
+    let r = reqwest::Client::new()
+        .get(url)
+        .header("x-agent-api-key", key)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }
 
@@ -53,7 +60,12 @@ struct User {
 
 /// Creates a delegation for `user` through the gateway, has viem sign its typed data, and answers
 /// (the signed delegation, the create answer).
-async fn signed_delegation(gw: &Gateway, agent: &Agent, user: &User, extra: Value) -> (Value, Value) {
+async fn signed_delegation(
+    gw: &Gateway,
+    agent: &Agent,
+    user: &User,
+    extra: Value,
+) -> (Value, Value) {
     let mut body = json!({"agentApiKey": agent.key, "delegator": user.address, "chainId": 84532, "action": "swap"});
     if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
         b.extend(e.clone());
@@ -61,14 +73,21 @@ async fn signed_delegation(gw: &Gateway, agent: &Agent, user: &User, extra: Valu
     let (status, created) = post(format!("{}/api/v1/agent/delegation/create", gw.url), body).await;
     assert_eq!(status, 200, "{created}");
     let typed = created["data"]["typedData"].to_string();
-    let signature = node(&["sign", &user.key], Some(&typed))["signature"].as_str().unwrap_or_default().to_owned();
+    let signature = node(&["sign", &user.key], Some(&typed))["signature"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let mut delegation = created["data"]["delegation"].clone();
     delegation["signature"] = json!(signature);
     (delegation, created)
 }
 
 async fn activate(gw: &Gateway, agent: &Agent, delegation: &Value) -> (u16, Value) {
-    post(format!("{}/api/v1/agent/delegation/activate", gw.url), json!({"agentApiKey": agent.key, "delegation": delegation, "chainId": 84532})).await
+    post(
+        format!("{}/api/v1/agent/delegation/activate", gw.url),
+        json!({"agentApiKey": agent.key, "delegation": delegation, "chainId": 84532}),
+    )
+    .await
 }
 
 #[tokio::test]
@@ -77,56 +96,121 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     let db = devnet.dir.path().join("gw.db");
     let database_url = format!("sqlite://{}", db.display());
     // The revocation sweep is off here: the runner itself must meet the delegation disabled onchain.
-    let gw = start_gateway(&devnet.gateway_config_with("main", &database_url, "[delegation]\nsweep-seconds = 0\n"), false);
+    let gw = start_gateway(
+        &devnet.gateway_config_with("main", &database_url, "[delegation]\nsweep-seconds = 0\n"),
+        false,
+    );
     let agent = onboard(&gw, &database_url, "delegation@example.com", &["swap"]).await;
     let devnet_json = devnet.dir.path().join("devnet.json").display().to_string();
     let manager = devnet.address(&["contracts", "DelegationManager"]);
     let (usdc_addr, weth_addr) = (devnet.usdc(), devnet.weth());
     // The agent pays the gas of the redemptions.
-    devnet.fund(agent.address, U256::from(10u64).pow(U256::from(18u64)), U256::ZERO).await;
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            U256::ZERO,
+        )
+        .await;
 
     // Five users: EOAs upgraded to the stateless DeleGator, each holding USDC.
     let mut users = Vec::new();
     for i in 2..7 {
         let (address, key) = devnet.account(i);
         let up = node(&["upgrade", &devnet_json, &key], None);
-        assert!(up["code"].as_str().is_some_and(|c| c.starts_with("0xef0100")), "{up}");
+        assert!(
+            up["code"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("0xef0100")),
+            "{up}"
+        );
         devnet.fund(address, U256::ZERO, usdc(100)).await;
         users.push(User { address, key });
     }
 
     // A HybridDeleGator of the devnet (deployed through the framework's factory), owned by account 7.
     let hybrid = User {
-        address: devnet.spec["smartAccounts"][0]["address"].as_str().and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("no smart account")),
-        key: devnet.account(devnet.spec["smartAccounts"][0]["ownerIndex"].as_u64().unwrap_or(7) as usize).1,
+        address: devnet.spec["smartAccounts"][0]["address"]
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no smart account")),
+        key: devnet
+            .account(
+                devnet.spec["smartAccounts"][0]["ownerIndex"]
+                    .as_u64()
+                    .unwrap_or(7) as usize,
+            )
+            .1,
     };
 
     // --- activation: a delegation signed by viem is accepted (ERC-1271 on the user's account), and
     // our hash is the framework's.
     let (delegation, created) = signed_delegation(&gw, &agent, &users[0], json!({})).await;
-    let caveats: Vec<String> = created["data"]["caveatsDecoded"].as_array().into_iter().flatten().filter_map(|c| c["kind"].as_str().map(str::to_owned)).collect();
-    assert_eq!(caveats, ["AllowedTargetsEnforcer", "AllowedMethodsEnforcer", "ValueLteEnforcer"], "{created}");
-    let wire: Delegation = serde_json::from_value(delegation.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let caveats: Vec<String> = created["data"]["caveatsDecoded"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["kind"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        caveats,
+        [
+            "AllowedTargetsEnforcer",
+            "AllowedMethodsEnforcer",
+            "ValueLteEnforcer"
+        ],
+        "{created}"
+    );
+    let wire: Delegation =
+        serde_json::from_value(delegation.clone()).unwrap_or_else(|e| panic!("{e}"));
     let parsed = Parsed::from_wire(&wire).unwrap_or_else(|e| panic!("{e:?}"));
-    let call = IDelegationManager::getDelegationHashCall { delegation: parsed.abi() };
+    let call = IDelegationManager::getDelegationHashCall {
+        delegation: parsed.abi(),
+    };
     let out = devnet
         .provider
-        .call(TransactionRequest::default().to(manager).input(call.abi_encode().into()))
+        .call(
+            TransactionRequest::default()
+                .to(manager)
+                .input(call.abi_encode().into()),
+        )
         .await
         .unwrap_or_else(|e| panic!("getDelegationHash: {e}"));
-    let framework_hash = IDelegationManager::getDelegationHashCall::abi_decode_returns(&out).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(created["data"]["delegationHash"], json!(framework_hash.to_string()), "our hash is getDelegationHash");
+    let framework_hash = IDelegationManager::getDelegationHashCall::abi_decode_returns(&out)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        created["data"]["delegationHash"],
+        json!(framework_hash.to_string()),
+        "our hash is getDelegationHash"
+    );
     let (status, activated) = activate(&gw, &agent, &delegation).await;
     assert_eq!(status, 200, "{activated}");
-    assert_eq!((activated["data"]["status"].clone(), activated["data"]["signatureKind"].clone()), (json!("active"), json!("erc1271")));
+    assert_eq!(
+        (
+            activated["data"]["status"].clone(),
+            activated["data"]["signatureKind"].clone()
+        ),
+        (json!("active"), json!("erc1271"))
+    );
 
     // --- refusals, each with its own code; none is stored.
     let mut tampered = delegation.clone();
-    let sig = tampered["signature"].as_str().unwrap_or_default().to_owned();
-    let flipped = if sig.ends_with("1b") { format!("{}1c", &sig[..sig.len() - 2]) } else { format!("{}1b", &sig[..sig.len() - 2]) };
+    let sig = tampered["signature"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let flipped = if sig.ends_with("1b") {
+        format!("{}1c", &sig[..sig.len() - 2])
+    } else {
+        format!("{}1b", &sig[..sig.len() - 2])
+    };
     tampered["signature"] = json!(flipped);
     let (status, body) = activate(&gw, &agent, &tampered).await;
-    assert_eq!((status, body["code"].clone()), (422, json!("DELEGATION_SIGNATURE_INVALID")), "{body}");
+    assert_eq!(
+        (status, body["code"].clone()),
+        (422, json!("DELEGATION_SIGNATURE_INVALID")),
+        "{body}"
+    );
 
     // Signed by the user, but to another delegate.
     let (_, created) = signed_delegation(&gw, &agent, &users[1], json!({})).await;
@@ -138,7 +222,11 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     other["delegate"] = json!(stranger);
     other["signature"] = signature;
     let (status, body) = activate(&gw, &agent, &other).await;
-    assert_eq!((status, body["code"].clone()), (422, json!("DELEGATION_WRONG_DELEGATE")), "{body}");
+    assert_eq!(
+        (status, body["code"].clone()),
+        (422, json!("DELEGATION_WRONG_DELEGATE")),
+        "{body}"
+    );
 
     // Signed for Base's DelegationManager (chain 8453), submitted for the devnet's chain.
     let mut typed = created["data"]["typedData"].clone();
@@ -148,21 +236,49 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     let mut other = created["data"]["delegation"].clone();
     other["signature"] = signature;
     let (status, body) = activate(&gw, &agent, &other).await;
-    assert_eq!((status, body["code"].clone()), (422, json!("DELEGATION_WRONG_CHAIN")), "{body}");
+    assert_eq!(
+        (status, body["code"].clone()),
+        (422, json!("DELEGATION_WRONG_CHAIN")),
+        "{body}"
+    );
 
     // A time window that has closed by the time it is activated.
-    let soon = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default() + 2;
+    let soon = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+        + 2;
     let (expiring, _) = signed_delegation(&gw, &agent, &users[1], json!({"expiresAt": soon})).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (status, body) = activate(&gw, &agent, &expiring).await;
-    assert_eq!((status, body["code"].clone()), (422, json!("DELEGATION_EXPIRED")), "{body}");
-    let (_, check) = get(format!("{}/api/v1/agent/delegation/check?chainId=84532", gw.url), &agent.key).await;
-    assert_eq!(check["data"]["delegations"].as_array().map(Vec::len), Some(1), "only the valid delegation is stored: {check}");
+    assert_eq!(
+        (status, body["code"].clone()),
+        (422, json!("DELEGATION_EXPIRED")),
+        "{body}"
+    );
+    let (_, check) = get(
+        format!("{}/api/v1/agent/delegation/check?chainId=84532", gw.url),
+        &agent.key,
+    )
+    .await;
+    assert_eq!(
+        check["data"]["delegations"].as_array().map(Vec::len),
+        Some(1),
+        "only the valid delegation is stored: {check}"
+    );
 
     // --- the other users delegate: users 1 and 2 like user 0; user 3 with a 10 USDC spend cap (below
     // the swap's 50); user 4 then disables its delegation onchain with the transaction revoke builds.
     let mut hashes = vec![created_hash(&activated)];
-    for (i, extra) in [(1, json!({})), (2, json!({})), (3, json!({"caveats": {"erc20SpendCaps": [{"token": "USDC", "amount": "10"}]}})), (4, json!({}))] {
+    for (i, extra) in [
+        (1, json!({})),
+        (2, json!({})),
+        (
+            3,
+            json!({"caveats": {"erc20SpendCaps": [{"token": "USDC", "amount": "10"}]}}),
+        ),
+        (4, json!({})),
+    ] {
         let (d, _) = signed_delegation(&gw, &agent, &users[i], extra).await;
         let (status, body) = activate(&gw, &agent, &d).await;
         assert_eq!(status, 200, "user {i}: {body}");
@@ -176,22 +292,65 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     .await;
     assert_eq!(status, 200, "{created}");
     let mut kit_delegation = created["data"]["delegation"].clone();
-    let signed = node(&["sign-kit", &devnet_json, &hybrid.key, &hybrid.address.to_string()], Some(&kit_delegation.to_string()));
+    let signed = node(
+        &[
+            "sign-kit",
+            &devnet_json,
+            &hybrid.key,
+            &hybrid.address.to_string(),
+        ],
+        Some(&kit_delegation.to_string()),
+    );
     kit_delegation["signature"] = signed["signature"].clone();
     let (status, body) = activate(&gw, &agent, &kit_delegation).await;
-    assert_eq!((status, body["data"]["signatureKind"].clone()), (200, json!("erc1271")), "{body}");
+    assert_eq!(
+        (status, body["data"]["signatureKind"].clone()),
+        (200, json!("erc1271")),
+        "{body}"
+    );
 
-    let (status, revoke) = post(format!("{}/api/v1/agent/delegation/revoke", gw.url), json!({"agentApiKey": agent.key, "delegationHash": hashes[4]})).await;
-    assert_eq!((status, revoke["data"]["status"].clone()), (200, json!("active")), "{revoke}");
+    let (status, revoke) = post(
+        format!("{}/api/v1/agent/delegation/revoke", gw.url),
+        json!({"agentApiKey": agent.key, "delegationHash": hashes[4]}),
+    )
+    .await;
+    assert_eq!(
+        (status, revoke["data"]["status"].clone()),
+        (200, json!("active")),
+        "{revoke}"
+    );
     let tx = &revoke["data"]["transaction"];
-    let sent = node(&["send", &devnet_json, &users[4].key, tx["to"].as_str().unwrap_or_default(), tx["data"].as_str().unwrap_or_default()], None);
-    assert_eq!(sent["status"], "success", "the owner's disableDelegation was mined: {sent}");
-    let (_, check) = get(format!("{}/api/v1/agent/delegation/check?chainId=84532", gw.url), &agent.key).await;
-    assert_eq!(check["data"]["delegations"].as_array().map(Vec::len), Some(6), "{check}");
+    let sent = node(
+        &[
+            "send",
+            &devnet_json,
+            &users[4].key,
+            tx["to"].as_str().unwrap_or_default(),
+            tx["data"].as_str().unwrap_or_default(),
+        ],
+        None,
+    );
+    assert_eq!(
+        sent["status"], "success",
+        "the owner's disableDelegation was mined: {sent}"
+    );
+    let (_, check) = get(
+        format!("{}/api/v1/agent/delegation/check?chainId=84532", gw.url),
+        &agent.key,
+    )
+    .await;
+    assert_eq!(
+        check["data"]["delegations"].as_array().map(Vec::len),
+        Some(6),
+        "{check}"
+    );
 
     // --- fan-out of a swap: 50 USDC -> WETH from each user's account.
     let before: Vec<(U256, U256)> = balances(&devnet, &users, usdc_addr, weth_addr).await;
-    let hybrid_before = (devnet.balance(usdc_addr, hybrid.address).await, devnet.balance(weth_addr, hybrid.address).await);
+    let hybrid_before = (
+        devnet.balance(usdc_addr, hybrid.address).await,
+        devnet.balance(weth_addr, hybrid.address).await,
+    );
     let (status, submitted) = post(
         format!("{}/api/v1/agent/execute-intent", gw.url),
         json!({"agentApiKey": agent.key, "action": "swap", "chainId": 84532, "estimatedAmountUsd": 50,
@@ -199,22 +358,45 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     )
     .await;
     assert_eq!(status, 200, "{submitted}");
-    let intent_id = submitted["intentId"].as_str().unwrap_or_else(|| panic!("{submitted}")).to_owned();
+    let intent_id = submitted["intentId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{submitted}"))
+        .to_owned();
     let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
-        let (_, body) = get(format!("{}/api/v1/agent/execute-intent/status?intentId={intent_id}", gw.url), &agent.key).await;
+        let (_, body) = get(
+            format!(
+                "{}/api/v1/agent/execute-intent/status?intentId={intent_id}",
+                gw.url
+            ),
+            &agent.key,
+        )
+        .await;
         if body["status"] == "completed" || body["status"] == "failed" {
             break body;
         }
         assert!(Instant::now() < deadline, "the fan-out did not end: {body}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!((status["status"].clone(), status["total"].clone(), status["executed"].clone()), (json!("completed"), json!(6), json!(6)), "{status}");
+    assert_eq!(
+        (
+            status["status"].clone(),
+            status["total"].clone(),
+            status["executed"].clone()
+        ),
+        (json!("completed"), json!(6), json!(6)),
+        "{status}"
+    );
     let results = status["results"].as_array().cloned().unwrap_or_default();
     let result_of = |u: &User| {
         results
             .iter()
-            .find(|r| r["walletAddress"].as_str().and_then(|a| a.parse::<Address>().ok()) == Some(u.address))
+            .find(|r| {
+                r["walletAddress"]
+                    .as_str()
+                    .and_then(|a| a.parse::<Address>().ok())
+                    == Some(u.address)
+            })
             .cloned()
             .unwrap_or_else(|| panic!("no result for {}: {status}", u.address))
     };
@@ -222,37 +404,106 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     for i in 0..3 {
         let r = result_of(&users[i]);
         assert_eq!(r["success"], json!(true), "user {i}: {r}");
-        assert_eq!(r["userDid"], json!(format!("did:pkh:eip155:84532:{}", users[i].address)), "{r}");
+        assert_eq!(
+            r["userDid"],
+            json!(format!("did:pkh:eip155:84532:{}", users[i].address)),
+            "{r}"
+        );
         assert!(r["txHash"].as_str().is_some_and(|h| h.len() == 66), "{r}");
-        assert_eq!(before[i].0 - after[i].0, usdc(50), "user {i} paid 50 USDC from its own account");
+        assert_eq!(
+            before[i].0 - after[i].0,
+            usdc(50),
+            "user {i} paid 50 USDC from its own account"
+        );
         assert!(after[i].1 > before[i].1, "user {i} received WETH");
     }
     let r = result_of(&hybrid);
     assert_eq!(r["success"], json!(true), "the HybridDeleGator: {r}");
-    assert_eq!(hybrid_before.0 - devnet.balance(usdc_addr, hybrid.address).await, usdc(50), "the HybridDeleGator paid 50 USDC");
-    assert!(devnet.balance(weth_addr, hybrid.address).await > hybrid_before.1, "the HybridDeleGator received WETH");
+    assert_eq!(
+        hybrid_before.0 - devnet.balance(usdc_addr, hybrid.address).await,
+        usdc(50),
+        "the HybridDeleGator paid 50 USDC"
+    );
+    assert!(
+        devnet.balance(weth_addr, hybrid.address).await > hybrid_before.1,
+        "the HybridDeleGator received WETH"
+    );
     let capped = result_of(&users[3]);
-    assert_eq!((capped["success"].clone(), capped["code"].clone()), (json!(false), json!("DELEGATION_CAVEAT_REFUSED")), "{capped}");
-    assert!(capped["message"].as_str().is_some_and(|m| m.contains("ERC20BalanceChangeEnforcer:exceeded-balance-decrease")), "the enforcer's reason: {capped}");
-    assert_eq!(after[3], before[3], "the capped user's balances did not move");
+    assert_eq!(
+        (capped["success"].clone(), capped["code"].clone()),
+        (json!(false), json!("DELEGATION_CAVEAT_REFUSED")),
+        "{capped}"
+    );
+    assert!(
+        capped["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("ERC20BalanceChangeEnforcer:exceeded-balance-decrease")),
+        "the enforcer's reason: {capped}"
+    );
+    assert_eq!(
+        after[3], before[3],
+        "the capped user's balances did not move"
+    );
     let disabled = result_of(&users[4]);
-    assert_eq!((disabled["success"].clone(), disabled["code"].clone()), (json!(false), json!("DELEGATION_REVOKED")), "{disabled}");
-    assert_eq!(after[4], before[4], "the user who disabled the delegation was skipped");
-    let (_, check) = get(format!("{}/api/v1/agent/delegation/check?delegator={}", gw.url, users[4].address), &agent.key).await;
-    assert_eq!(check["data"]["delegations"][0]["status"], json!("revoked"), "the runner recorded the revocation it met: {check}");
+    assert_eq!(
+        (disabled["success"].clone(), disabled["code"].clone()),
+        (json!(false), json!("DELEGATION_REVOKED")),
+        "{disabled}"
+    );
+    assert_eq!(
+        after[4], before[4],
+        "the user who disabled the delegation was skipped"
+    );
+    let (_, check) = get(
+        format!(
+            "{}/api/v1/agent/delegation/check?delegator={}",
+            gw.url, users[4].address
+        ),
+        &agent.key,
+    )
+    .await;
+    assert_eq!(
+        check["data"]["delegations"][0]["status"],
+        json!("revoked"),
+        "the runner recorded the revocation it met: {check}"
+    );
     // Credits: 6 reserved at 10 each, the 4 successes captured.
     assert_eq!(credits(&gw, &agent).await, 10_000 - 40);
 
     // --- redeem: one execution within user 1's delegation; a retry with the same key sends nothing.
     let redeem = json!({"agentApiKey": agent.key, "delegationHash": hashes[1], "action": "swap", "idempotencyKey": "r-1",
                         "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "10", "slippageBps": 100}});
-    let (status, redeemed) = post(format!("{}/api/v1/agent/delegation/redeem", gw.url), redeem.clone()).await;
-    assert_eq!((status, redeemed["data"]["status"].clone(), redeemed["data"]["success"].clone()), (200, json!("succeeded"), json!(true)), "{redeemed}");
+    let (status, redeemed) = post(
+        format!("{}/api/v1/agent/delegation/redeem", gw.url),
+        redeem.clone(),
+    )
+    .await;
+    assert_eq!(
+        (
+            status,
+            redeemed["data"]["status"].clone(),
+            redeemed["data"]["success"].clone()
+        ),
+        (200, json!("succeeded"), json!(true)),
+        "{redeemed}"
+    );
     let paid = devnet.balance(usdc_addr, users[1].address).await;
-    assert_eq!(after[1].0 - paid, usdc(10), "the redemption moved 10 USDC out of user 1's account");
+    assert_eq!(
+        after[1].0 - paid,
+        usdc(10),
+        "the redemption moved 10 USDC out of user 1's account"
+    );
     let (status, again) = post(format!("{}/api/v1/agent/delegation/redeem", gw.url), redeem).await;
-    assert_eq!((status, again["data"]["txHash"].clone()), (200, redeemed["data"]["txHash"].clone()), "{again}");
-    assert_eq!(devnet.balance(usdc_addr, users[1].address).await, paid, "a retry paid nothing twice");
+    assert_eq!(
+        (status, again["data"]["txHash"].clone()),
+        (200, redeemed["data"]["txHash"].clone()),
+        "{again}"
+    );
+    assert_eq!(
+        devnet.balance(usdc_addr, users[1].address).await,
+        paid,
+        "a retry paid nothing twice"
+    );
     // The agent cannot send a delegator's output elsewhere.
     let (status, body) = post(
         format!("{}/api/v1/agent/delegation/redeem", gw.url),
@@ -260,59 +511,218 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
                "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "10", "recipient": agent.address}}),
     )
     .await;
-    assert_eq!((status, body["data"]["success"].clone(), body["data"]["code"].clone()), (200, json!(false), json!("INVALID_PARAMS")), "{body}");
-    assert_eq!(devnet.balance(usdc_addr, users[1].address).await, paid, "nothing moved");
+    assert_eq!(
+        (
+            status,
+            body["data"]["success"].clone(),
+            body["data"]["code"].clone()
+        ),
+        (200, json!(false), json!("INVALID_PARAMS")),
+        "{body}"
+    );
+    assert_eq!(
+        devnet.balance(usdc_addr, users[1].address).await,
+        paid,
+        "nothing moved"
+    );
     let (status, body) = post(
         format!("{}/api/v1/agent/delegation/redeem", gw.url),
         json!({"agentApiKey": agent.key, "delegationHash": hashes[4], "action": "swap", "idempotencyKey": "r-2",
                "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "10"}}),
     )
     .await;
-    assert_eq!((status, body["code"].clone()), (422, json!("DELEGATION_REVOKED")), "{body}");
+    assert_eq!(
+        (status, body["code"].clone()),
+        (422, json!("DELEGATION_REVOKED")),
+        "{body}"
+    );
 
     // --- verify: the disabled one is not valid; an active one passes every check.
-    let (_, verified) = get(format!("{}/api/v1/agent/delegation/verify?delegationHash={}", gw.url, hashes[4]), &agent.key).await;
-    assert_eq!((verified["data"]["valid"].clone(), verified["data"]["status"].clone()), (json!(false), json!("revoked")), "{verified}");
-    let (_, verified) = get(format!("{}/api/v1/agent/delegation/verify?delegationHash={}", gw.url, hashes[0]), &agent.key).await;
+    let (_, verified) = get(
+        format!(
+            "{}/api/v1/agent/delegation/verify?delegationHash={}",
+            gw.url, hashes[4]
+        ),
+        &agent.key,
+    )
+    .await;
+    assert_eq!(
+        (
+            verified["data"]["valid"].clone(),
+            verified["data"]["status"].clone()
+        ),
+        (json!(false), json!("revoked")),
+        "{verified}"
+    );
+    let (_, verified) = get(
+        format!(
+            "{}/api/v1/agent/delegation/verify?delegationHash={}",
+            gw.url, hashes[0]
+        ),
+        &agent.key,
+    )
+    .await;
     assert_eq!(verified["data"]["valid"], json!(true), "{verified}");
-    let names: Vec<&str> = verified["data"]["checks"].as_array().into_iter().flatten().filter_map(|c| c["name"].as_str()).collect();
-    assert_eq!(names, ["delegationManager", "delegatorCode", "notDisabled", "signature", "enforcersDeployed", "timeWindow"]);
+    let names: Vec<&str> = verified["data"]["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "delegationManager",
+            "delegatorCode",
+            "notDisabled",
+            "signature",
+            "enforcersDeployed",
+            "timeWindow"
+        ]
+    );
 
     // --- revocation round trip: revoke now reports it revoked, and so does check.
-    let (status, revoke) = post(format!("{}/api/v1/agent/delegation/revoke", gw.url), json!({"agentApiKey": agent.key, "delegationHash": hashes[4]})).await;
-    assert_eq!((status, revoke["data"]["status"].clone(), revoke["data"].get("transaction").cloned()), (200, json!("revoked"), None), "{revoke}");
-    let (_, check) = get(format!("{}/api/v1/agent/delegation/check?chainId=84532&delegator={}", gw.url, users[4].address), &agent.key).await;
-    assert_eq!((check["data"]["active"].clone(), check["data"]["delegations"][0]["status"].clone()), (json!(false), json!("revoked")), "{check}");
+    let (status, revoke) = post(
+        format!("{}/api/v1/agent/delegation/revoke", gw.url),
+        json!({"agentApiKey": agent.key, "delegationHash": hashes[4]}),
+    )
+    .await;
+    assert_eq!(
+        (
+            status,
+            revoke["data"]["status"].clone(),
+            revoke["data"].get("transaction").cloned()
+        ),
+        (200, json!("revoked"), None),
+        "{revoke}"
+    );
+    let (_, check) = get(
+        format!(
+            "{}/api/v1/agent/delegation/check?chainId=84532&delegator={}",
+            gw.url, users[4].address
+        ),
+        &agent.key,
+    )
+    .await;
+    assert_eq!(
+        (
+            check["data"]["active"].clone(),
+            check["data"]["delegations"][0]["status"].clone()
+        ),
+        (json!(false), json!("revoked")),
+        "{check}"
+    );
 
     // --- inspect and balance.
-    let (_, inspected) = get(format!("{}/api/v1/agent/delegation/inspect?delegationHash={}", gw.url, hashes[3]), &agent.key).await;
-    let cap = inspected["data"]["caveats"].as_array().and_then(|c| c.iter().find(|c| c["kind"] == "ERC20BalanceChangeEnforcer").cloned()).unwrap_or(Value::Null);
-    assert_eq!((cap["terms"]["change"].clone(), cap["terms"]["limit"]["amount"].clone()), (json!("decrease"), json!("10")), "{inspected}");
-    let (_, balance) = get(format!("{}/api/v1/agent/delegation/balance?delegationHash={}", gw.url, hashes[0]), &agent.key).await;
-    let usdc_row = balance["data"]["tokens"].as_array().and_then(|t| t.iter().find(|t| t["token"] == "USDC").cloned()).unwrap_or(Value::Null);
+    let (_, inspected) = get(
+        format!(
+            "{}/api/v1/agent/delegation/inspect?delegationHash={}",
+            gw.url, hashes[3]
+        ),
+        &agent.key,
+    )
+    .await;
+    let cap = inspected["data"]["caveats"]
+        .as_array()
+        .and_then(|c| {
+            c.iter()
+                .find(|c| c["kind"] == "ERC20BalanceChangeEnforcer")
+                .cloned()
+        })
+        .unwrap_or(Value::Null);
+    assert_eq!(
+        (
+            cap["terms"]["change"].clone(),
+            cap["terms"]["limit"]["amount"].clone()
+        ),
+        (json!("decrease"), json!("10")),
+        "{inspected}"
+    );
+    let (_, balance) = get(
+        format!(
+            "{}/api/v1/agent/delegation/balance?delegationHash={}",
+            gw.url, hashes[0]
+        ),
+        &agent.key,
+    )
+    .await;
+    let usdc_row = balance["data"]["tokens"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["token"] == "USDC").cloned())
+        .unwrap_or(Value::Null);
     assert_eq!(usdc_row["raw"], json!(after[0].0.to_string()), "{balance}");
     let other_agent = onboard(&gw, &database_url, "other@example.com", &["swap"]).await;
-    let (status, _) = get(format!("{}/api/v1/agent/delegation/inspect?delegationHash={}", gw.url, hashes[0]), &other_agent.key).await;
-    assert_eq!(status, 404, "another agent does not see this agent's delegations");
+    let (status, _) = get(
+        format!(
+            "{}/api/v1/agent/delegation/inspect?delegationHash={}",
+            gw.url, hashes[0]
+        ),
+        &other_agent.key,
+    )
+    .await;
+    assert_eq!(
+        status, 404,
+        "another agent does not see this agent's delegations"
+    );
 
     // verify and revoke each record a revocation made onchain behind the gateway's back (the sweep
     // is off here): active in the database until one of them looks.
     let status_of = |i: usize| {
-        let (url, key) = (format!("{}/api/v1/agent/delegation/check?delegator={}", gw.url, users[i].address), agent.key.clone());
+        let (url, key) = (
+            format!(
+                "{}/api/v1/agent/delegation/check?delegator={}",
+                gw.url, users[i].address
+            ),
+            agent.key.clone(),
+        );
         async move { get(url, &key).await.1["data"]["delegations"][0]["status"].clone() }
     };
     for (i, route) in [(2, "verify"), (1, "revoke")] {
-        let (_, revoke) = post(format!("{}/api/v1/agent/delegation/revoke", gw.url), json!({"agentApiKey": agent.key, "delegationHash": hashes[i]})).await;
+        let (_, revoke) = post(
+            format!("{}/api/v1/agent/delegation/revoke", gw.url),
+            json!({"agentApiKey": agent.key, "delegationHash": hashes[i]}),
+        )
+        .await;
         let tx = &revoke["data"]["transaction"];
-        let sent = node(&["send", &devnet_json, &users[i].key, tx["to"].as_str().unwrap_or_default(), tx["data"].as_str().unwrap_or_default()], None);
+        let sent = node(
+            &[
+                "send",
+                &devnet_json,
+                &users[i].key,
+                tx["to"].as_str().unwrap_or_default(),
+                tx["data"].as_str().unwrap_or_default(),
+            ],
+            None,
+        );
         assert_eq!(sent["status"], "success", "{sent}");
-        assert_eq!(status_of(i).await, json!("active"), "user {i}: nobody looked yet");
+        assert_eq!(
+            status_of(i).await,
+            json!("active"),
+            "user {i}: nobody looked yet"
+        );
         let answer = if route == "verify" {
-            get(format!("{}/api/v1/agent/delegation/verify?delegationHash={}", gw.url, hashes[i]), &agent.key).await.1
+            get(
+                format!(
+                    "{}/api/v1/agent/delegation/verify?delegationHash={}",
+                    gw.url, hashes[i]
+                ),
+                &agent.key,
+            )
+            .await
+            .1
         } else {
-            post(format!("{}/api/v1/agent/delegation/revoke", gw.url), json!({"agentApiKey": agent.key, "delegationHash": hashes[i]})).await.1
+            post(
+                format!("{}/api/v1/agent/delegation/revoke", gw.url),
+                json!({"agentApiKey": agent.key, "delegationHash": hashes[i]}),
+            )
+            .await
+            .1
         };
-        assert_eq!(answer["data"]["status"], json!("revoked"), "{route}: {answer}");
+        assert_eq!(
+            answer["data"]["status"],
+            json!("revoked"),
+            "{route}: {answer}"
+        );
         assert_eq!(status_of(i).await, json!("revoked"), "{route} recorded it");
     }
 
@@ -324,21 +734,40 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     )
     .await;
     assert_eq!(status, 200, "{created}");
-    let signature = node(&["sign", &eoa_key], Some(&created["data"]["typedData"].to_string()))["signature"].clone();
+    let signature = node(
+        &["sign", &eoa_key],
+        Some(&created["data"]["typedData"].to_string()),
+    )["signature"]
+        .clone();
     let mut d = created["data"]["delegation"].clone();
     d["signature"] = signature;
     let (status, body) = activate(&gw, &other_agent, &d).await;
-    assert_eq!((status, body["data"]["signatureKind"].clone()), (200, json!("ecdsa")), "{body}");
+    assert_eq!(
+        (status, body["data"]["signatureKind"].clone()),
+        (200, json!("ecdsa")),
+        "{body}"
+    );
 }
 
 fn created_hash(body: &Value) -> String {
-    body["data"]["delegationHash"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned()
+    body["data"]["delegationHash"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"))
+        .to_owned()
 }
 
-async fn balances(devnet: &Devnet, users: &[User], usdc: Address, weth: Address) -> Vec<(U256, U256)> {
+async fn balances(
+    devnet: &Devnet,
+    users: &[User],
+    usdc: Address,
+    weth: Address,
+) -> Vec<(U256, U256)> {
     let mut out = Vec::new();
     for u in users {
-        out.push((devnet.balance(usdc, u.address).await, devnet.balance(weth, u.address).await));
+        out.push((
+            devnet.balance(usdc, u.address).await,
+            devnet.balance(weth, u.address).await,
+        ));
     }
     out
 }
@@ -348,13 +777,22 @@ async fn balances(devnet: &Devnet, users: &[User], usdc: Address, weth: Address)
 #[tokio::test]
 async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
     let devnet = Devnet::start();
-    let database_url = actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}"));
-    let config = devnet.gateway_config_with("crash", &database_url, "[delegation]\nsweep-seconds = 1\n");
+    let database_url = actiongate_testkit::fresh_postgres_url()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let config =
+        devnet.gateway_config_with("crash", &database_url, "[delegation]\nsweep-seconds = 1\n");
     let mut a = start_gateway(&config, true);
     let agent = onboard(&a, &database_url, "crash@example.com", &["swap"]).await;
     let devnet_json = devnet.dir.path().join("devnet.json").display().to_string();
     let (usdc_addr, weth_addr) = (devnet.usdc(), devnet.weth());
-    devnet.fund(agent.address, U256::from(10u64).pow(U256::from(18u64)), U256::ZERO).await;
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            U256::ZERO,
+        )
+        .await;
     let mut users = Vec::new();
     for i in 2..5 {
         let (address, key) = devnet.account(i);
@@ -374,24 +812,51 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
     )
     .await;
     assert_eq!(status, 200, "{submitted}");
-    let intent_id = submitted["intentId"].as_str().unwrap_or_else(|| panic!("{submitted}")).to_owned();
+    let intent_id = submitted["intentId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{submitted}"))
+        .to_owned();
     let exited = a.process.0.wait().unwrap_or_else(|e| panic!("{e}"));
-    assert!(!exited.success(), "the gateway was to die right after its first send");
-    assert_eq!(devnet.nonce(agent.address).await, nonce + 1, "one redemption reached the chain before the crash");
+    assert!(
+        !exited.success(),
+        "the gateway was to die right after its first send"
+    );
+    assert_eq!(
+        devnet.nonce(agent.address).await,
+        nonce + 1,
+        "one redemption reached the chain before the crash"
+    );
 
     let b = start_gateway(&config, false);
     let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
-        let (_, body) = get(format!("{}/api/v1/agent/execute-intent/status?intentId={intent_id}", b.url), &agent.key).await;
+        let (_, body) = get(
+            format!(
+                "{}/api/v1/agent/execute-intent/status?intentId={intent_id}",
+                b.url
+            ),
+            &agent.key,
+        )
+        .await;
         if body["status"] == "completed" || body["status"] == "failed" {
             break body;
         }
-        assert!(Instant::now() < deadline, "the fan-out was not taken over: {body}");
+        assert!(
+            Instant::now() < deadline,
+            "the fan-out was not taken over: {body}"
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
-    assert_eq!((status["status"].clone(), status["executed"].clone()), (json!("completed"), json!(3)), "{status}");
+    assert_eq!(
+        (status["status"].clone(), status["executed"].clone()),
+        (json!("completed"), json!(3)),
+        "{status}"
+    );
     let results = status["results"].as_array().cloned().unwrap_or_default();
-    assert!(results.len() == 3 && results.iter().all(|x| x["success"] == json!(true)), "{status}");
+    assert!(
+        results.len() == 3 && results.iter().all(|x| x["success"] == json!(true)),
+        "{status}"
+    );
     let after = balances(&devnet, &users, usdc_addr, weth_addr).await;
     for i in 0..3 {
         assert_eq!(before[i].0 - after[i].0, usdc(50), "user {i} paid once");
@@ -400,19 +865,52 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
     assert_eq!(devnet.nonce(agent.address).await, nonce + 6);
 
     // A user disables its delegation onchain and nobody asks the gateway: the sweep records it.
-    let (_, check) = get(format!("{}/api/v1/agent/delegation/check?delegator={}", b.url, users[0].address), &agent.key).await;
-    let hash = check["data"]["delegations"][0]["delegationHash"].as_str().unwrap_or_else(|| panic!("{check}")).to_owned();
-    let (_, revoke) = post(format!("{}/api/v1/agent/delegation/revoke", b.url), json!({"agentApiKey": agent.key, "delegationHash": hash})).await;
+    let (_, check) = get(
+        format!(
+            "{}/api/v1/agent/delegation/check?delegator={}",
+            b.url, users[0].address
+        ),
+        &agent.key,
+    )
+    .await;
+    let hash = check["data"]["delegations"][0]["delegationHash"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{check}"))
+        .to_owned();
+    let (_, revoke) = post(
+        format!("{}/api/v1/agent/delegation/revoke", b.url),
+        json!({"agentApiKey": agent.key, "delegationHash": hash}),
+    )
+    .await;
     let tx = &revoke["data"]["transaction"];
-    node(&["send", &devnet_json, &users[0].key, tx["to"].as_str().unwrap_or_default(), tx["data"].as_str().unwrap_or_default()], None);
+    node(
+        &[
+            "send",
+            &devnet_json,
+            &users[0].key,
+            tx["to"].as_str().unwrap_or_default(),
+            tx["data"].as_str().unwrap_or_default(),
+        ],
+        None,
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (_, check) = get(format!("{}/api/v1/agent/delegation/check?delegator={}", b.url, users[0].address), &agent.key).await;
+        let (_, check) = get(
+            format!(
+                "{}/api/v1/agent/delegation/check?delegator={}",
+                b.url, users[0].address
+            ),
+            &agent.key,
+        )
+        .await;
         if check["data"]["delegations"][0]["status"] == "revoked" {
             assert_eq!(check["data"]["active"], json!(false));
             break;
         }
-        assert!(Instant::now() < deadline, "the sweep did not record the revocation: {check}");
+        assert!(
+            Instant::now() < deadline,
+            "the sweep did not record the revocation: {check}"
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }

@@ -16,20 +16,32 @@ struct KillOnDrop(std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
         let _ = self.0.wait();
     }
 }
 
 async fn rpc(url: &str, method: &str, params: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let resp: Value = reqwest::Client::new().post(url).json(&body).send().await.unwrap_or_else(|e| panic!("{e}"))
-        .json().await.unwrap_or(Value::Null);
+    let resp: Value = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .json()
+        .await
+        .unwrap_or(Value::Null);
     resp["result"].clone()
 }
 
 fn word(hex_addr: &str) -> String {
-    format!("{:0>64}", hex_addr.trim_start_matches("0x").to_ascii_lowercase())
+    format!(
+        "{:0>64}",
+        hex_addr.trim_start_matches("0x").to_ascii_lowercase()
+    )
 }
 
 #[tokio::test]
@@ -47,26 +59,60 @@ async fn the_devnet_deploys_funds_and_configures_the_gateway() {
     let stdout = devnet.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut devnet = KillOnDrop(devnet);
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(line.trim(), "devnet ready", "the devnet's stdout carries only its ready line");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        line.trim(),
+        "devnet ready",
+        "the devnet's stdout carries only its ready line"
+    );
 
-    let spec: Value = serde_json::from_str(&std::fs::read_to_string(out.path().join("devnet.json")).unwrap_or_default())
-        .unwrap_or_else(|e| panic!("devnet.json: {e}"));
+    let spec: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("devnet.json")).unwrap_or_default(),
+    )
+    .unwrap_or_else(|e| panic!("devnet.json: {e}"));
     let url = spec["rpcUrl"].as_str().unwrap_or_default().to_owned();
     assert_eq!(spec["chainId"], json!(84532));
     assert_eq!(rpc(&url, "eth_chainId", json!([])).await, json!("0x14a34"));
     for name in [
-        "WETH9", "UniswapV2Factory", "UniswapV2Router02", "USDC", "USDCVault", "UniswapV2Pair_USDC_WETH",
-        "UniswapV3Factory", "NonfungiblePositionManager", "QuoterV2", "SwapRouter02", "UniswapV3Pool_USDC_WETH_3000",
-        "DelegationManager", "EntryPoint", "SimpleFactory", "HybridDeleGatorImpl", "EIP7702StatelessDeleGatorImpl",
-        "AllowedTargetsEnforcer", "AllowedMethodsEnforcer", "ValueLteEnforcer", "ERC20TransferAmountEnforcer",
-        "ERC20PeriodTransferEnforcer", "TimestampEnforcer", "LimitedCallsEnforcer",
+        "WETH9",
+        "UniswapV2Factory",
+        "UniswapV2Router02",
+        "USDC",
+        "USDCVault",
+        "UniswapV2Pair_USDC_WETH",
+        "UniswapV3Factory",
+        "NonfungiblePositionManager",
+        "QuoterV2",
+        "SwapRouter02",
+        "UniswapV3Pool_USDC_WETH_3000",
+        "DelegationManager",
+        "EntryPoint",
+        "SimpleFactory",
+        "HybridDeleGatorImpl",
+        "EIP7702StatelessDeleGatorImpl",
+        "AllowedTargetsEnforcer",
+        "AllowedMethodsEnforcer",
+        "ValueLteEnforcer",
+        "ERC20TransferAmountEnforcer",
+        "ERC20PeriodTransferEnforcer",
+        "TimestampEnforcer",
+        "LimitedCallsEnforcer",
     ] {
-        let address = spec["contracts"][name].as_str().unwrap_or_else(|| panic!("no {name}"));
+        let address = spec["contracts"][name]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {name}"));
         let code = rpc(&url, "eth_getCode", json!([address, "latest"])).await;
-        assert!(code.as_str().is_some_and(|c| c.len() > 2), "{name} has no code");
+        assert!(
+            code.as_str().is_some_and(|c| c.len() > 2),
+            "{name} has no code"
+        );
     }
-    let usdc = spec["tokens"]["USDC"]["address"].as_str().unwrap_or_default().to_owned();
+    let usdc = spec["tokens"]["USDC"]["address"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert_eq!(spec["tokens"]["USDC"]["decimals"], json!(6));
     // Every account holds ETH and 1,000,000 USDC.
     let accounts = spec["accounts"].as_array().cloned().unwrap_or_default();
@@ -74,24 +120,59 @@ async fn the_devnet_deploys_funds_and_configures_the_gateway() {
     for a in &accounts[1..9] {
         let address = a["address"].as_str().unwrap_or_default();
         let data = format!("0x70a08231{}", word(address));
-        let balance = rpc(&url, "eth_call", json!([{"to": usdc, "data": data}, "latest"])).await;
-        assert_eq!(u128::from_str_radix(balance.as_str().unwrap_or("0x0").trim_start_matches("0x"), 16).ok(), Some(1_000_000_000_000));
+        let balance = rpc(
+            &url,
+            "eth_call",
+            json!([{"to": usdc, "data": data}, "latest"]),
+        )
+        .await;
+        assert_eq!(
+            u128::from_str_radix(
+                balance.as_str().unwrap_or("0x0").trim_start_matches("0x"),
+                16
+            )
+            .ok(),
+            Some(1_000_000_000_000)
+        );
         let eth = rpc(&url, "eth_getBalance", json!([address, "latest"])).await;
-        assert!(eth.as_str().is_some_and(|e| e.len() > 18), "{address} has no ETH");
+        assert!(
+            eth.as_str().is_some_and(|e| e.len() > 18),
+            "{address} has no ETH"
+        );
     }
     // Two funded test DeleGator accounts (HybridDeleGator proxies) with code, ETH and 10 000 USDC.
-    let smart = spec["smartAccounts"].as_array().cloned().unwrap_or_default();
+    let smart = spec["smartAccounts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(smart.len(), 2, "{spec}");
     for a in &smart {
         let address = a["address"].as_str().unwrap_or_default();
         let code = rpc(&url, "eth_getCode", json!([address, "latest"])).await;
-        assert!(code.as_str().is_some_and(|c| c.len() > 2), "{address} has no code");
+        assert!(
+            code.as_str().is_some_and(|c| c.len() > 2),
+            "{address} has no code"
+        );
         let data = format!("0x70a08231{}", word(address));
-        let balance = rpc(&url, "eth_call", json!([{"to": usdc, "data": data}, "latest"])).await;
-        assert_eq!(u128::from_str_radix(balance.as_str().unwrap_or("0x0").trim_start_matches("0x"), 16).ok(), Some(10_000_000_000));
+        let balance = rpc(
+            &url,
+            "eth_call",
+            json!([{"to": usdc, "data": data}, "latest"]),
+        )
+        .await;
+        assert_eq!(
+            u128::from_str_radix(
+                balance.as_str().unwrap_or("0x0").trim_start_matches("0x"),
+                16
+            )
+            .ok(),
+            Some(10_000_000_000)
+        );
     }
     // The stablecoin's EIP-712 domain is Base Sepolia's USDC: name "USDC", version "2".
-    let type_hash = Keccak256::digest(b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)");
+    let type_hash = Keccak256::digest(
+        b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)",
+    );
     let mut encoded = Vec::new();
     encoded.extend_from_slice(&type_hash);
     encoded.extend_from_slice(&Keccak256::digest(b"USDC"));
@@ -99,12 +180,29 @@ async fn the_devnet_deploys_funds_and_configures_the_gateway() {
     encoded.extend_from_slice(&hex::decode(format!("{:064x}", 84532)).unwrap_or_default());
     encoded.extend_from_slice(&hex::decode(word(&usdc)).unwrap_or_default());
     let expected = format!("0x{}", hex::encode(Keccak256::digest(&encoded)));
-    let separator = rpc(&url, "eth_call", json!([{"to": usdc, "data": "0x3644e515"}, "latest"])).await;
+    let separator = rpc(
+        &url,
+        "eth_call",
+        json!([{"to": usdc, "data": "0x3644e515"}, "latest"]),
+    )
+    .await;
     assert_eq!(separator, json!(expected));
     // The pool is seeded.
-    let pair = spec["contracts"]["UniswapV2Pair_USDC_WETH"].as_str().unwrap_or_default();
-    let reserves = rpc(&url, "eth_call", json!([{"to": pair, "data": "0x0902f1ac"}, "latest"])).await;
-    assert!(reserves.as_str().is_some_and(|r| r.len() == 2 + 64 * 3 && r[2..130].chars().any(|c| c != '0')), "{reserves}");
+    let pair = spec["contracts"]["UniswapV2Pair_USDC_WETH"]
+        .as_str()
+        .unwrap_or_default();
+    let reserves = rpc(
+        &url,
+        "eth_call",
+        json!([{"to": pair, "data": "0x0902f1ac"}, "latest"]),
+    )
+    .await;
+    assert!(
+        reserves
+            .as_str()
+            .is_some_and(|r| r.len() == 2 + 64 * 3 && r[2..130].chars().any(|c| c != '0')),
+        "{reserves}"
+    );
 
     // devnet.toml is a complete gateway config for this chain.
     // Top-level keys first, then the devnet's file as it is.
@@ -122,14 +220,21 @@ async fn the_devnet_deploys_funds_and_configures_the_gateway() {
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
     let mut line = String::new();
-    BufReader::new(gateway.stdout.take().unwrap_or_else(|| panic!("no stdout"))).read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
+    BufReader::new(gateway.stdout.take().unwrap_or_else(|| panic!("no stdout")))
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(line.starts_with("actiongate listening on "), "{line}");
     let _ = gateway.kill();
     let _ = gateway.wait();
 
     // Stopping the devnet stops anvil.
-    let _ = Command::new("kill").args(["-TERM", &devnet.0.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &devnet.0.id().to_string()])
+        .status();
     let _ = devnet.0.wait();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "anvil still listens after the devnet stopped");
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "anvil still listens after the devnet stopped"
+    );
 }

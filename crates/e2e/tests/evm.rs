@@ -21,7 +21,13 @@ use serde_json::{Value, json};
 
 use common::*;
 
-async fn execute(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &str) -> (u16, Value) {
+async fn execute(
+    gw: &Gateway,
+    agent: &Agent,
+    action: &str,
+    params: Value,
+    key: &str,
+) -> (u16, Value) {
     post(
         format!("{}/api/v1/agent/execute", gw.url),
         // The gateway prices token amounts itself; a vault deposit's USD value is stated.
@@ -36,22 +42,69 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     let db = devnet.dir.path().join("gw.db");
     let database_url = format!("sqlite://{}", db.display());
     let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
-    let agent = onboard(&gw, &database_url, "evm@example.com", &["swap", "swap-v3", "transfer", "deposit-earn-position", "withdraw-earn-position", "get-earn-position", "get-token-balance", "wrap-native", "unwrap-native"]).await;
+    let agent = onboard(
+        &gw,
+        &database_url,
+        "evm@example.com",
+        &[
+            "swap",
+            "swap-v3",
+            "transfer",
+            "deposit-earn-position",
+            "withdraw-earn-position",
+            "get-earn-position",
+            "get-token-balance",
+            "wrap-native",
+            "unwrap-native",
+        ],
+    )
+    .await;
     let (usdc_addr, weth_addr) = (devnet.usdc(), devnet.weth());
 
     // The catalog tells the truth about where the EVM actions run.
-    let catalog: Value = reqwest::get(format!("{}/api/v1/agent/actions/catalog", gw.url)).await.unwrap_or_else(|e| panic!("{e}")).json().await.unwrap_or(Value::Null);
-    let entry = |name: &str| catalog["actions"].as_array().and_then(|a| a.iter().find(|x| x["action"] == name).cloned()).unwrap_or(Value::Null);
+    let catalog: Value = reqwest::get(format!("{}/api/v1/agent/actions/catalog", gw.url))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .json()
+        .await
+        .unwrap_or(Value::Null);
+    let entry = |name: &str| {
+        catalog["actions"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["action"] == name).cloned())
+            .unwrap_or(Value::Null)
+    };
     let swap = entry("swap");
-    assert_eq!((swap["enabled"].clone(), swap["supportsBuildTx"].clone(), swap["supportsExecute"].clone(), swap["supportedChains"].clone()), (json!(true), json!(true), json!(true), json!([84532])), "{swap}");
+    assert_eq!(
+        (
+            swap["enabled"].clone(),
+            swap["supportsBuildTx"].clone(),
+            swap["supportsExecute"].clone(),
+            swap["supportedChains"].clone()
+        ),
+        (json!(true), json!(true), json!(true), json!([84532])),
+        "{swap}"
+    );
     let v3 = entry("swap-v3");
-    assert_eq!((v3["enabled"].clone(), v3["supportedChains"].clone()), (json!(true), json!([84532])), "{v3}");
-    assert_eq!(entry("vote")["enabled"], json!(false), "no gauge is configured");
+    assert_eq!(
+        (v3["enabled"].clone(), v3["supportedChains"].clone()),
+        (json!(true), json!([84532])),
+        "{v3}"
+    );
+    assert_eq!(
+        entry("vote")["enabled"],
+        json!(false),
+        "no gauge is configured"
+    );
 
     // --- build-tx, signed and sent by viem with a devnet key.
     let (user, user_key) = devnet.account(1);
     let router = devnet.address(&["contracts", "UniswapV2Router02"]);
-    let quoted = IRouter::new(router, &devnet.provider).getAmountsOut(usdc(100), vec![usdc_addr, weth_addr]).call().await.unwrap_or_else(|e| panic!("{e}"));
+    let quoted = IRouter::new(router, &devnet.provider)
+        .getAmountsOut(usdc(100), vec![usdc_addr, weth_addr])
+        .call()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let quoted = quoted.last().copied().unwrap_or_default();
     let (status, built) = post(
         format!("{}/api/v1/agent/build-tx", gw.url),
@@ -60,11 +113,27 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     )
     .await;
     assert_eq!(status, 200, "{built}");
-    let txs = built["data"]["transactions"].as_array().cloned().unwrap_or_default();
+    let txs = built["data"]["transactions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(txs.len(), 2, "an approval first, then the swap: {built}");
-    assert!(txs[0]["description"].as_str().is_some_and(|d| d.starts_with("Approve")), "{built}");
-    assert!(txs.iter().all(|t| t["nonce"].is_string() && t["gas"].is_string() && t["maxFeePerGas"].is_string()), "{built}");
-    let (usdc_before, weth_before) = (devnet.balance(usdc_addr, user).await, devnet.balance(weth_addr, user).await);
+    assert!(
+        txs[0]["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("Approve")),
+        "{built}"
+    );
+    assert!(
+        txs.iter().all(|t| t["nonce"].is_string()
+            && t["gas"].is_string()
+            && t["maxFeePerGas"].is_string()),
+        "{built}"
+    );
+    let (usdc_before, weth_before) = (
+        devnet.balance(usdc_addr, user).await,
+        devnet.balance(weth_addr, user).await,
+    );
     let mut signer = Command::new("node")
         .arg(actiongate_testkit::repo_root().join("devnet/sign-and-send.mjs"))
         .args([devnet.url.as_str(), user_key.as_str()])
@@ -73,75 +142,240 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    signer.stdin.take().unwrap_or_else(|| panic!("stdin")).write_all(built["data"].to_string().as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    signer
+        .stdin
+        .take()
+        .unwrap_or_else(|| panic!("stdin"))
+        .write_all(built["data"].to_string().as_bytes())
+        .unwrap_or_else(|e| panic!("{e}"));
     let out = signer.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
-    let sent: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("viem said {:?}: {e}", String::from_utf8_lossy(&out.stdout)));
-    assert!(sent["results"].as_array().is_some_and(|r| r.len() == 2 && r.iter().all(|x| x["status"] == "success")), "{sent}");
-    assert_eq!(usdc_before - devnet.balance(usdc_addr, user).await, usdc(100));
+    let sent: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("viem said {:?}: {e}", String::from_utf8_lossy(&out.stdout)));
+    assert!(
+        sent["results"]
+            .as_array()
+            .is_some_and(|r| r.len() == 2 && r.iter().all(|x| x["status"] == "success")),
+        "{sent}"
+    );
+    assert_eq!(
+        usdc_before - devnet.balance(usdc_addr, user).await,
+        usdc(100)
+    );
     let got = devnet.balance(weth_addr, user).await - weth_before;
-    assert!(got >= quoted * U256::from(9950u64) / U256::from(10_000u64) && got <= quoted, "received {got}, quoted {quoted}");
+    assert!(
+        got >= quoted * U256::from(9950u64) / U256::from(10_000u64) && got <= quoted,
+        "received {got}, quoted {quoted}"
+    );
     // build-tx needs the signer for these actions.
     let (status, body) = post(
         format!("{}/api/v1/agent/build-tx", gw.url),
         json!({"agentApiKey": agent.key, "action": "transfer", "chainId": 84532, "params": {"token": "USDC", "to": user, "amount": "1"}}),
     )
     .await;
-    assert_eq!((status, body["code"].clone()), (400, json!("INVALID_REQUEST")), "{body}");
+    assert_eq!(
+        (status, body["code"].clone()),
+        (400, json!("INVALID_REQUEST")),
+        "{body}"
+    );
 
     // --- direct execution from the agent's own wallet.
-    devnet.fund(agent.address, U256::from(10u64).pow(U256::from(18u64)), usdc(1000)).await;
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            usdc(1000),
+        )
+        .await;
     let recipient = devnet.account(2).0;
     let before = devnet.balance(usdc_addr, recipient).await;
-    let (status, sent) = execute(&gw, &agent, "transfer", json!({"token": "USDC", "to": recipient, "amount": "10"}), "transfer-1").await;
+    let (status, sent) = execute(
+        &gw,
+        &agent,
+        "transfer",
+        json!({"token": "USDC", "to": recipient, "amount": "10"}),
+        "transfer-1",
+    )
+    .await;
     assert_eq!(status, 200, "{sent}");
     assert_eq!(sent["data"]["status"], "confirmed", "{sent}");
-    let hash = sent["data"]["txHash"].as_str().unwrap_or_default().to_owned();
-    assert_eq!(devnet.balance(usdc_addr, recipient).await - before, usdc(10));
+    let hash = sent["data"]["txHash"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        devnet.balance(usdc_addr, recipient).await - before,
+        usdc(10)
+    );
     // A retry with the same key answers the same hash and sends nothing.
     let nonce = devnet.nonce(agent.address).await;
-    let (_, again) = execute(&gw, &agent, "transfer", json!({"token": "USDC", "to": recipient, "amount": "10"}), "transfer-1").await;
+    let (_, again) = execute(
+        &gw,
+        &agent,
+        "transfer",
+        json!({"token": "USDC", "to": recipient, "amount": "10"}),
+        "transfer-1",
+    )
+    .await;
     assert_eq!(again["data"]["txHash"], json!(hash));
     assert_eq!(devnet.nonce(agent.address).await, nonce);
-    assert_eq!(devnet.balance(usdc_addr, recipient).await - before, usdc(10));
+    assert_eq!(
+        devnet.balance(usdc_addr, recipient).await - before,
+        usdc(10)
+    );
 
-    let (status, swapped) = execute(&gw, &agent, "swap", json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "50"}), "swap-1").await;
-    assert_eq!((status, swapped["data"]["status"].clone()), (200, json!("confirmed")), "{swapped}");
+    let (status, swapped) = execute(
+        &gw,
+        &agent,
+        "swap",
+        json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "50"}),
+        "swap-1",
+    )
+    .await;
+    assert_eq!(
+        (status, swapped["data"]["status"].clone()),
+        (200, json!("confirmed")),
+        "{swapped}"
+    );
     assert!(devnet.balance(weth_addr, agent.address).await > U256::ZERO);
     assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(940));
     let weth_before_v3 = devnet.balance(weth_addr, agent.address).await;
-    let (status, swapped) = execute(&gw, &agent, "swap-v3", json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "20", "fee": 3000}), "swap-v3-1").await;
-    assert_eq!((status, swapped["data"]["status"].clone()), (200, json!("confirmed")), "{swapped}");
-    assert!(devnet.balance(weth_addr, agent.address).await > weth_before_v3, "the V3 pool paid out WETH");
+    let (status, swapped) = execute(
+        &gw,
+        &agent,
+        "swap-v3",
+        json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "20", "fee": 3000}),
+        "swap-v3-1",
+    )
+    .await;
+    assert_eq!(
+        (status, swapped["data"]["status"].clone()),
+        (200, json!("confirmed")),
+        "{swapped}"
+    );
+    assert!(
+        devnet.balance(weth_addr, agent.address).await > weth_before_v3,
+        "the V3 pool paid out WETH"
+    );
     assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(920));
 
     let vault = devnet.address(&["vaults", "usdc-vault"]);
-    let (status, deposited) = execute(&gw, &agent, "deposit-earn-position", json!({"providerId": "erc4626-vaults", "opportunityId": "usdc-vault", "amount": "100"}), "deposit-1").await;
-    assert_eq!((status, deposited["data"]["status"].clone()), (200, json!("confirmed")), "{deposited}");
-    assert!(devnet.balance(vault, agent.address).await > U256::ZERO, "the agent holds vault shares");
+    let (status, deposited) = execute(
+        &gw,
+        &agent,
+        "deposit-earn-position",
+        json!({"providerId": "erc4626-vaults", "opportunityId": "usdc-vault", "amount": "100"}),
+        "deposit-1",
+    )
+    .await;
+    assert_eq!(
+        (status, deposited["data"]["status"].clone()),
+        (200, json!("confirmed")),
+        "{deposited}"
+    );
+    assert!(
+        devnet.balance(vault, agent.address).await > U256::ZERO,
+        "the agent holds vault shares"
+    );
     assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(820));
     // The position read through an intent (a read runs for the agent itself).
-    let status = read_for(&gw, &agent, "get-earn-position", json!({"providerId": "erc4626-vaults"})).await;
-    assert_eq!(status["results"][0]["data"]["positions"][0]["assets"], json!("100"), "{status}");
+    let status = read_for(
+        &gw,
+        &agent,
+        "get-earn-position",
+        json!({"providerId": "erc4626-vaults"}),
+    )
+    .await;
+    assert_eq!(
+        status["results"][0]["data"]["positions"][0]["assets"],
+        json!("100"),
+        "{status}"
+    );
     // Withdraw part of it, then redeem the rest.
-    let (status, withdrawn) = execute(&gw, &agent, "withdraw-earn-position", json!({"providerId": "erc4626-vaults", "opportunityId": "usdc-vault", "amount": "40"}), "withdraw-1").await;
-    assert_eq!((status, withdrawn["data"]["status"].clone()), (200, json!("confirmed")), "{withdrawn}");
+    let (status, withdrawn) = execute(
+        &gw,
+        &agent,
+        "withdraw-earn-position",
+        json!({"providerId": "erc4626-vaults", "opportunityId": "usdc-vault", "amount": "40"}),
+        "withdraw-1",
+    )
+    .await;
+    assert_eq!(
+        (status, withdrawn["data"]["status"].clone()),
+        (200, json!("confirmed")),
+        "{withdrawn}"
+    );
     assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(860));
-    let (status, redeemed) = execute(&gw, &agent, "withdraw-earn-position", json!({"providerId": "erc4626-vaults", "opportunityId": "usdc-vault", "amount": "max"}), "withdraw-2").await;
-    assert_eq!((status, redeemed["data"]["status"].clone()), (200, json!("confirmed")), "{redeemed}");
-    assert_eq!(devnet.balance(vault, agent.address).await, U256::ZERO, "no shares left");
+    let (status, redeemed) = execute(
+        &gw,
+        &agent,
+        "withdraw-earn-position",
+        json!({"providerId": "erc4626-vaults", "opportunityId": "usdc-vault", "amount": "max"}),
+        "withdraw-2",
+    )
+    .await;
+    assert_eq!(
+        (status, redeemed["data"]["status"].clone()),
+        (200, json!("confirmed")),
+        "{redeemed}"
+    );
+    assert_eq!(
+        devnet.balance(vault, agent.address).await,
+        U256::ZERO,
+        "no shares left"
+    );
     assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(920));
 
     // --- simulation refusals: EXECUTION_REVERTED with the decoded reason, nothing sent, nothing charged.
     let nonce = devnet.nonce(agent.address).await;
     let paid = credits(&gw, &agent).await;
-    let (status, refused) = execute(&gw, &agent, "transfer", json!({"token": "USDC", "to": recipient, "amount": "5000"}), "too-much").await;
-    assert_eq!((status, refused["code"].clone()), (422, json!("EXECUTION_REVERTED")), "{refused}");
-    assert!(refused["message"].as_str().is_some_and(|m| m.contains("ERC20InsufficientBalance")), "{refused}");
-    let (status, refused) = execute(&gw, &agent, "swap", json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "1", "amountOutMin": "1000"}), "impossible").await;
-    assert_eq!((status, refused["code"].clone()), (422, json!("EXECUTION_REVERTED")), "{refused}");
-    assert!(refused["message"].as_str().is_some_and(|m| m.contains("INSUFFICIENT_OUTPUT_AMOUNT")), "{refused}");
-    assert_eq!(devnet.nonce(agent.address).await, nonce, "a refused simulation moves no nonce");
-    assert_eq!(credits(&gw, &agent).await, paid, "a refused simulation is not charged");
+    let (status, refused) = execute(
+        &gw,
+        &agent,
+        "transfer",
+        json!({"token": "USDC", "to": recipient, "amount": "5000"}),
+        "too-much",
+    )
+    .await;
+    assert_eq!(
+        (status, refused["code"].clone()),
+        (422, json!("EXECUTION_REVERTED")),
+        "{refused}"
+    );
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("ERC20InsufficientBalance")),
+        "{refused}"
+    );
+    let (status, refused) = execute(
+        &gw,
+        &agent,
+        "swap",
+        json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "1", "amountOutMin": "1000"}),
+        "impossible",
+    )
+    .await;
+    assert_eq!(
+        (status, refused["code"].clone()),
+        (422, json!("EXECUTION_REVERTED")),
+        "{refused}"
+    );
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("INSUFFICIENT_OUTPUT_AMOUNT")),
+        "{refused}"
+    );
+    assert_eq!(
+        devnet.nonce(agent.address).await,
+        nonce,
+        "a refused simulation moves no nonce"
+    );
+    assert_eq!(
+        credits(&gw, &agent).await,
+        paid,
+        "a refused simulation is not charged"
+    );
 
     // --- 20 concurrent executions from one wallet: 20 mined, contiguous nonces, no duplicate.
     let third = devnet.account(3).0;
@@ -161,24 +395,69 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     let mut nonces = Vec::new();
     for run in runs.collect::<Vec<_>>() {
         let (status, body) = run.await.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((status, body["data"]["status"].clone()), (200, json!("confirmed")), "{body}");
-        let hash: B256 = body["data"]["txHash"].as_str().and_then(|h| h.parse().ok()).unwrap_or_else(|| panic!("{body}"));
-        let tx = devnet.provider.get_transaction_by_hash(hash).await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("{hash} unknown"));
+        assert_eq!(
+            (status, body["data"]["status"].clone()),
+            (200, json!("confirmed")),
+            "{body}"
+        );
+        let hash: B256 = body["data"]["txHash"]
+            .as_str()
+            .and_then(|h| h.parse().ok())
+            .unwrap_or_else(|| panic!("{body}"));
+        let tx = devnet
+            .provider
+            .get_transaction_by_hash(hash)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("{hash} unknown"));
         nonces.push(alloy::consensus::Transaction::nonce(&tx));
     }
     let unique: BTreeSet<u64> = nonces.iter().copied().collect();
-    assert_eq!(unique.into_iter().collect::<Vec<_>>(), (start_nonce..start_nonce + 20).collect::<Vec<_>>(), "{nonces:?}");
+    assert_eq!(
+        unique.into_iter().collect::<Vec<_>>(),
+        (start_nonce..start_nonce + 20).collect::<Vec<_>>(),
+        "{nonces:?}"
+    );
     assert_eq!(devnet.balance(usdc_addr, third).await - before, usdc(20));
 
     // --- wrapping, and a balance read for the agent.
-    let (status, wrapped) = execute(&gw, &agent, "wrap-native", json!({"amount": "0.01"}), "wrap-1").await;
-    assert_eq!((status, wrapped["data"]["status"].clone()), (200, json!("confirmed")), "{wrapped}");
+    let (status, wrapped) = execute(
+        &gw,
+        &agent,
+        "wrap-native",
+        json!({"amount": "0.01"}),
+        "wrap-1",
+    )
+    .await;
+    assert_eq!(
+        (status, wrapped["data"]["status"].clone()),
+        (200, json!("confirmed")),
+        "{wrapped}"
+    );
     let weth_now = devnet.balance(weth_addr, agent.address).await;
-    let (status, unwrapped) = execute(&gw, &agent, "unwrap-native", json!({"amount": "0.01"}), "unwrap-1").await;
-    assert_eq!((status, unwrapped["data"]["status"].clone()), (200, json!("confirmed")), "{unwrapped}");
-    assert_eq!(weth_now - devnet.balance(weth_addr, agent.address).await, U256::from(10u64).pow(U256::from(16u64)));
+    let (status, unwrapped) = execute(
+        &gw,
+        &agent,
+        "unwrap-native",
+        json!({"amount": "0.01"}),
+        "unwrap-1",
+    )
+    .await;
+    assert_eq!(
+        (status, unwrapped["data"]["status"].clone()),
+        (200, json!("confirmed")),
+        "{unwrapped}"
+    );
+    assert_eq!(
+        weth_now - devnet.balance(weth_addr, agent.address).await,
+        U256::from(10u64).pow(U256::from(16u64))
+    );
     let read = read_for(&gw, &agent, "get-token-balance", json!({"token": "USDC"})).await;
-    assert_eq!(read["results"][0]["data"]["balance"], json!("900"), "{read}");
+    assert_eq!(
+        read["results"][0]["data"]["balance"],
+        json!("900"),
+        "{read}"
+    );
 
     // --- build-tx refuses what would revert, with the reason.
     let (status, body) = post(
@@ -187,39 +466,83 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
                "params": {"token": "USDC", "to": user, "amount": "5000"}}),
     )
     .await;
-    assert_eq!((status, body["code"].clone()), (422, json!("EXECUTION_REVERTED")), "{body}");
-    assert!(body["message"].as_str().is_some_and(|m| m.contains("ERC20InsufficientBalance")), "{body}");
+    assert_eq!(
+        (status, body["code"].clone()),
+        (422, json!("EXECUTION_REVERTED")),
+        "{body}"
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("ERC20InsufficientBalance")),
+        "{body}"
+    );
 
     // --- a stuck transaction is replaced at its nonce with higher fees; it is paid once.
     rpc(&devnet, "evm_setAutomine", json!([false])).await;
     let sixth = devnet.account(6).0;
-    let (before, nonce) = (devnet.balance(usdc_addr, sixth).await, devnet.nonce(agent.address).await);
-    let (status, pending) = execute(&gw, &agent, "transfer", json!({"token": "USDC", "to": sixth, "amount": "3"}), "stuck-1").await;
-    assert_eq!((status, pending["data"]["status"].clone()), (200, json!("pending")), "{pending}");
+    let (before, nonce) = (
+        devnet.balance(usdc_addr, sixth).await,
+        devnet.nonce(agent.address).await,
+    );
+    let (status, pending) = execute(
+        &gw,
+        &agent,
+        "transfer",
+        json!({"token": "USDC", "to": sixth, "amount": "3"}),
+        "stuck-1",
+    )
+    .await;
+    assert_eq!(
+        (status, pending["data"]["status"].clone()),
+        (200, json!("pending")),
+        "{pending}"
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     rpc(&devnet, "evm_mine", json!([])).await;
     rpc(&devnet, "evm_setAutomine", json!([true])).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     let done = loop {
-        let (_, answer) = execute(&gw, &agent, "transfer", json!({"token": "USDC", "to": sixth, "amount": "3"}), "stuck-1").await;
+        let (_, answer) = execute(
+            &gw,
+            &agent,
+            "transfer",
+            json!({"token": "USDC", "to": sixth, "amount": "3"}),
+            "stuck-1",
+        )
+        .await;
         if answer["data"]["status"] == "confirmed" {
             break answer;
         }
-        assert!(Instant::now() < deadline, "the replaced transaction was not recorded: {answer}");
+        assert!(
+            Instant::now() < deadline,
+            "the replaced transaction was not recorded: {answer}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let store = SqlStore::connect(&database_url).await.unwrap_or_else(|e| panic!("{e}"));
+    let store = SqlStore::connect(&database_url)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let intent_id = done["data"]["intentId"].as_str().unwrap_or_default();
-    let txs = store.execution_txs(&format!("{intent_id}:0")).await.unwrap_or_else(|e| panic!("{e}"));
+    let txs = store
+        .execution_txs(&format!("{intent_id}:0"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     store.close().await;
     assert_eq!(txs.len(), 1);
-    assert!(!txs[0].prior_hashes.is_empty(), "the transaction was re-signed: {txs:?}");
+    assert!(
+        !txs[0].prior_hashes.is_empty(),
+        "the transaction was re-signed: {txs:?}"
+    );
     assert_eq!(txs[0].tx_hash.as_deref(), done["data"]["txHash"].as_str());
     assert_eq!(devnet.nonce(agent.address).await, nonce + 1);
-    assert_eq!(devnet.balance(usdc_addr, sixth).await - before, usdc(3), "paid once");
+    assert_eq!(
+        devnet.balance(usdc_addr, sixth).await - before,
+        usdc(3),
+        "paid once"
+    );
     drop(gw.process);
 }
-
 
 /// Submits a read for the agent itself and waits for the intent to end.
 async fn read_for(gw: &Gateway, agent: &Agent, action: &str, params: Value) -> Value {
@@ -228,11 +551,17 @@ async fn read_for(gw: &Gateway, agent: &Agent, action: &str, params: Value) -> V
         json!({"agentApiKey": agent.key, "action": action, "chainId": 84532, "params": params}),
     )
     .await;
-    let id = intent["intentId"].as_str().unwrap_or_else(|| panic!("{intent}")).to_owned();
+    let id = intent["intentId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{intent}"))
+        .to_owned();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let r = reqwest::Client::new()
-            .get(format!("{}/api/v1/agent/execute-intent/status?intentId={id}", gw.url))
+            .get(format!(
+                "{}/api/v1/agent/execute-intent/status?intentId={id}",
+                gw.url
+            ))
             .header("x-agent-api-key", &agent.key)
             .send()
             .await
@@ -248,17 +577,44 @@ async fn read_for(gw: &Gateway, agent: &Agent, action: &str, params: Value) -> V
 
 /// Kill the gateway right after it hands a transfer to the node and before it records anything;
 /// a new process finds the execution by its reserved nonce and signed hash and sends nothing again.
-async fn crash_between_send_and_record(devnet: &Devnet, name: &str, database_url: &str, recipient: Address) {
+async fn crash_between_send_and_record(
+    devnet: &Devnet,
+    name: &str,
+    database_url: &str,
+    recipient: Address,
+) {
     let config = devnet.gateway_config(name, database_url);
     let mut a = start_gateway(&config, true);
-    let agent = onboard(&a, database_url, &format!("{name}@example.com"), &["transfer"]).await;
-    devnet.fund(agent.address, U256::from(10u64).pow(U256::from(17u64)), usdc(100)).await;
+    let agent = onboard(
+        &a,
+        database_url,
+        &format!("{name}@example.com"),
+        &["transfer"],
+    )
+    .await;
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(17u64)),
+            usdc(100),
+        )
+        .await;
     let usdc_addr = devnet.usdc();
-    let (before, nonce) = (devnet.balance(usdc_addr, recipient).await, devnet.nonce(agent.address).await);
+    let (before, nonce) = (
+        devnet.balance(usdc_addr, recipient).await,
+        devnet.nonce(agent.address).await,
+    );
     let body = json!({"agentApiKey": agent.key, "action": "transfer", "chainId": 84532, "idempotencyKey": "crash-1",
                       "params": {"token": "USDC", "to": recipient, "amount": "7"}});
-    let answered = reqwest::Client::new().post(format!("{}/api/v1/agent/execute", a.url)).json(&body).send().await;
-    assert!(answered.is_err(), "the gateway was to die before answering: {answered:?}");
+    let answered = reqwest::Client::new()
+        .post(format!("{}/api/v1/agent/execute", a.url))
+        .json(&body)
+        .send()
+        .await;
+    assert!(
+        answered.is_err(),
+        "the gateway was to die before answering: {answered:?}"
+    );
     let exited = a.process.0.wait().unwrap_or_else(|e| panic!("{e}"));
     assert!(!exited.success());
     // The transaction reached the chain before the process died.
@@ -273,14 +629,37 @@ async fn crash_between_send_and_record(devnet: &Devnet, name: &str, database_url
         if answer["data"]["status"] == "confirmed" {
             break answer;
         }
-        assert!(Instant::now() < deadline, "the execution was not recovered: {answer}");
+        assert!(
+            Instant::now() < deadline,
+            "the execution was not recovered: {answer}"
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
-    let hash: B256 = done["data"]["txHash"].as_str().and_then(|h| h.parse().ok()).unwrap_or_else(|| panic!("{done}"));
-    let tx = devnet.provider.get_transaction_by_hash(hash).await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("{hash}"));
-    assert_eq!(alloy::consensus::Transaction::nonce(&tx), nonce, "the recorded hash is the transaction that was sent");
-    assert_eq!(devnet.nonce(agent.address).await, nonce + 1, "nothing was sent again");
-    assert_eq!(devnet.balance(usdc_addr, recipient).await - before, usdc(7), "paid once");
+    let hash: B256 = done["data"]["txHash"]
+        .as_str()
+        .and_then(|h| h.parse().ok())
+        .unwrap_or_else(|| panic!("{done}"));
+    let tx = devnet
+        .provider
+        .get_transaction_by_hash(hash)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("{hash}"));
+    assert_eq!(
+        alloy::consensus::Transaction::nonce(&tx),
+        nonce,
+        "the recorded hash is the transaction that was sent"
+    );
+    assert_eq!(
+        devnet.nonce(agent.address).await,
+        nonce + 1,
+        "nothing was sent again"
+    );
+    assert_eq!(
+        devnet.balance(usdc_addr, recipient).await - before,
+        usdc(7),
+        "paid once"
+    );
     let _ = agent.account_id;
     drop(b);
 }
@@ -290,6 +669,8 @@ async fn a_crash_between_send_and_record_sends_nothing_twice() {
     let devnet = Devnet::start();
     let sqlite = format!("sqlite://{}", devnet.dir.path().join("crash.db").display());
     crash_between_send_and_record(&devnet, "crash-sqlite", &sqlite, devnet.account(4).0).await;
-    let postgres = actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}"));
+    let postgres = actiongate_testkit::fresh_postgres_url()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     crash_between_send_and_record(&devnet, "crash-postgres", &postgres, devnet.account(5).0).await;
 }

@@ -30,8 +30,14 @@ fn start(config: &Path, log: &Path) -> (Child, String) {
         .unwrap_or_else(|e| panic!("spawn: {e}"));
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
-    let addr = line.trim().strip_prefix("actiongate listening on ").unwrap_or_else(|| panic!("{line:?}")).to_owned();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = line
+        .trim()
+        .strip_prefix("actiongate listening on ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_owned();
     (child, addr)
 }
 
@@ -73,9 +79,20 @@ async fn takeover(database_url: String) {
 
     let (mut a, addr) = start(&config, &log);
     // Onboard through the dev outbox.
-    post(&client, format!("{addr}/api/v1/onboarding/email/start"), json!({"email": "crash@example.com"}), None).await;
+    post(
+        &client,
+        format!("{addr}/api/v1/onboarding/email/start"),
+        json!({"email": "crash@example.com"}),
+        None,
+    )
+    .await;
     let outbox = [data.join("outbox")];
-    let code = actiongate_testkit::wait_for_code(|| actiongate_testkit::messages_in(&outbox, "crash@example.com"), "crash@example.com", 1).await;
+    let code = actiongate_testkit::wait_for_code(
+        || actiongate_testkit::messages_in(&outbox, "crash@example.com"),
+        "crash@example.com",
+        1,
+    )
+    .await;
     let done = post(
         &client,
         format!("{addr}/api/v1/onboarding/email/complete"),
@@ -83,10 +100,22 @@ async fn takeover(database_url: String) {
         None,
     )
     .await;
-    let key = done["data"]["bootstrap"]["agentApiKey"].as_str().unwrap_or("").to_owned();
-    let agent_id = done["data"]["bootstrap"]["agentId"].as_str().unwrap_or("").to_owned();
-    let account_id = done["data"]["account"]["accountId"].as_str().unwrap_or("").to_owned();
-    let session = done["data"]["session"]["token"].as_str().unwrap_or("").to_owned();
+    let key = done["data"]["bootstrap"]["agentApiKey"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    let agent_id = done["data"]["bootstrap"]["agentId"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    let account_id = done["data"]["account"]["accountId"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    let session = done["data"]["session"]["token"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
     let policy = client
         .put(format!("{addr}/api/v1/agents/{agent_id}/policy"))
         .bearer_auth(&session)
@@ -97,7 +126,9 @@ async fn takeover(database_url: String) {
     assert_eq!(policy.status().as_u16(), 200);
 
     // Users who delegated to the agent, and credits, written beside the gateway.
-    let store = SqlStore::connect(&database_url).await.unwrap_or_else(|e| panic!("{e}"));
+    let store = SqlStore::connect(&database_url)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     for i in 0..USERS {
         store
             .put_delegation(&DelegationRecord {
@@ -113,7 +144,10 @@ async fn takeover(database_url: String) {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    store.grant_credits(&account_id, 1000, "grant", "test grant", 0).await.unwrap_or_else(|e| panic!("{e}"));
+    store
+        .grant_credits(&account_id, 1000, "grant", "test grant", 0)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 
     let submitted = post(
         &client,
@@ -123,25 +157,36 @@ async fn takeover(database_url: String) {
         None,
     )
     .await;
-    let intent_id = submitted["intentId"].as_str().unwrap_or_else(|| panic!("{submitted}")).to_owned();
+    let intent_id = submitted["intentId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{submitted}"))
+        .to_owned();
 
     // Let a few executions happen, then kill the process without warning.
     let deadline = Instant::now() + Duration::from_secs(20);
     while read_log(&log).len() < 4 {
-        assert!(Instant::now() < deadline, "the first gateway executed nothing");
+        assert!(
+            Instant::now() < deadline,
+            "the first gateway executed nothing"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     a.kill().unwrap_or_else(|e| panic!("{e}"));
     let _ = a.wait();
     let at_kill = read_log(&log).len();
-    assert!(at_kill < USERS, "killed too late to test a takeover ({at_kill} done)");
+    assert!(
+        at_kill < USERS,
+        "killed too late to test a takeover ({at_kill} done)"
+    );
 
     // A second process takes over once the lease ends.
     let (mut b, addr) = start(&config, &log);
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         let r = client
-            .get(format!("{addr}/api/v1/agent/execute-intent/status?intentId={intent_id}"))
+            .get(format!(
+                "{addr}/api/v1/agent/execute-intent/status?intentId={intent_id}"
+            ))
             .header("x-agent-api-key", &key)
             .send()
             .await
@@ -150,24 +195,47 @@ async fn takeover(database_url: String) {
         if body["status"] == "completed" || body["status"] == "failed" {
             break body;
         }
-        assert!(Instant::now() < deadline, "the intent did not complete after the takeover: {body}");
+        assert!(
+            Instant::now() < deadline,
+            "the intent did not complete after the takeover: {body}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let _ = b.kill();
     let _ = b.wait();
 
     assert_eq!(status["status"], "completed", "{status}");
-    assert_eq!((status["total"].clone(), status["executed"].clone()), (json!(USERS), json!(USERS)));
-    assert!(status["results"].as_array().is_some_and(|r| r.iter().all(|x| x["success"] == json!(true))), "{status}");
+    assert_eq!(
+        (status["total"].clone(), status["executed"].clone()),
+        (json!(USERS), json!(USERS))
+    );
+    assert!(
+        status["results"]
+            .as_array()
+            .is_some_and(|r| r.iter().all(|x| x["success"] == json!(true))),
+        "{status}"
+    );
     let effects = read_log(&log);
     let unique: BTreeSet<&String> = effects.iter().collect();
-    assert_eq!(effects.len(), USERS, "every execution ran exactly once: {effects:?}");
+    assert_eq!(
+        effects.len(),
+        USERS,
+        "every execution ran exactly once: {effects:?}"
+    );
     assert_eq!(unique.len(), USERS);
     let expected: BTreeSet<String> = (0..USERS).map(|i| format!("{intent_id}:{i}")).collect();
-    assert_eq!(unique.into_iter().cloned().collect::<BTreeSet<_>>(), expected);
+    assert_eq!(
+        unique.into_iter().cloned().collect::<BTreeSet<_>>(),
+        expected
+    );
 
     // Charged for exactly the executions that ran.
-    let credits = store.credit_account(&account_id).await.ok().flatten().map(|c| (c.balance, c.reserved));
+    let credits = store
+        .credit_account(&account_id)
+        .await
+        .ok()
+        .flatten()
+        .map(|c| (c.balance, c.reserved));
     assert_eq!(credits, Some((1000 - 10 * USERS as i64, 0)));
     store.close().await;
 }
@@ -180,5 +248,10 @@ async fn sqlite_takeover_after_sigkill() {
 
 #[tokio::test]
 async fn postgres_takeover_after_sigkill() {
-    takeover(actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}"))).await;
+    takeover(
+        actiongate_testkit::fresh_postgres_url()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+    .await;
 }

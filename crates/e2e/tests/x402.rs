@@ -20,24 +20,44 @@ struct Buyer<'a> {
 
 impl Buyer<'_> {
     /// A purchase request on the agent route (`None` receipt: the first call).
-    async fn buy(&self, sku: &str, payer: Address, paid: Option<(&str, B256)>) -> (u16, Value, Option<String>) {
+    async fn buy(
+        &self,
+        sku: &str,
+        payer: Address,
+        paid: Option<(&str, B256)>,
+    ) -> (u16, Value, Option<String>) {
         let mut req = reqwest::Client::new()
-            .post(format!("{}/api/v1/agent/credits/buy-with-x402", self.gw.url))
+            .post(format!(
+                "{}/api/v1/agent/credits/buy-with-x402",
+                self.gw.url
+            ))
             .header("x-agent-api-key", &self.agent.key)
             .json(&json!({"sku": sku, "userAddress": payer}));
         if let Some((invoice, hash)) = paid {
-            req = req.header("X-Invoice-Id", invoice).header("X-Payment-Receipt", hash.to_string());
+            req = req
+                .header("X-Invoice-Id", invoice)
+                .header("X-Payment-Receipt", hash.to_string());
         }
         let resp = req.send().await.unwrap_or_else(|e| panic!("{e}"));
         let status = resp.status().as_u16();
-        let retry = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let retry = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         (status, resp.json().await.unwrap_or(Value::Null), retry)
     }
 
     async fn challenge(&self, sku: &str, payer: Address) -> (String, Value) {
         let (status, body, _) = self.buy(sku, payer, None).await;
         assert_eq!(status, 402, "{body}");
-        (body["x402Challenge"]["invoiceId"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned(), body["x402Challenge"].clone())
+        (
+            body["x402Challenge"]["invoiceId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{body}"))
+                .to_owned(),
+            body["x402Challenge"].clone(),
+        )
     }
 }
 
@@ -47,23 +67,46 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
     let database_url = format!("sqlite://{}", devnet.dir.path().join("gw.db").display());
     let config = devnet.gateway_config("x402", &database_url);
     // Short-lived invoices, so that expiry is tested without waiting long.
-    let text = std::fs::read_to_string(&config).unwrap_or_default().replace("[x402]\n", "[x402]\ninvoice-ttl-seconds = 4\n");
+    let text = std::fs::read_to_string(&config)
+        .unwrap_or_default()
+        .replace("[x402]\n", "[x402]\ninvoice-ttl-seconds = 4\n");
     std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
     let gw = start_gateway(&config, false);
     let usdc_addr = devnet.usdc();
     let recipient = devnet.address(&["x402", "recipient"]);
 
     // The metadata: SPEC's packages, the recipient, the stablecoin, the network.
-    let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", gw.url)).await.unwrap_or_else(|e| panic!("{e}")).json().await.unwrap_or(Value::Null);
+    let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", gw.url))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .json()
+        .await
+        .unwrap_or(Value::Null);
     let data = &meta["data"];
-    let packages: Vec<(Value, Value, Value)> = data["packages"].as_array().cloned().unwrap_or_default().iter().map(|p| (p["sku"].clone(), p["credits"].clone(), p["price"].clone())).collect();
-    assert_eq!(packages, vec![
-        (json!("credits_100"), json!(100), json!("2.00")),
-        (json!("credits_1000"), json!(1000), json!("18.00")),
-        (json!("credits_10000"), json!(10000), json!("160.00")),
-    ]);
+    let packages: Vec<(Value, Value, Value)> = data["packages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| (p["sku"].clone(), p["credits"].clone(), p["price"].clone()))
+        .collect();
+    assert_eq!(
+        packages,
+        vec![
+            (json!("credits_100"), json!(100), json!("2.00")),
+            (json!("credits_1000"), json!(1000), json!("18.00")),
+            (json!("credits_10000"), json!(10000), json!("160.00")),
+        ]
+    );
     assert_eq!(data["recipient"], json!(recipient.to_string()));
-    assert_eq!((data["currency"]["address"].clone(), data["currency"]["decimals"].clone(), data["chainId"].clone()), (json!(usdc_addr.to_string()), json!(6), json!(84532)));
+    assert_eq!(
+        (
+            data["currency"]["address"].clone(),
+            data["currency"]["decimals"].clone(),
+            data["chainId"].clone()
+        ),
+        (json!(usdc_addr.to_string()), json!(6), json!(84532))
+    );
 
     // --- the open route: 402, a real transfer, the retry; the payer's wallet is not linked, so the
     // credits are held for it.
@@ -75,13 +118,31 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
             .send()
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+        (
+            r.status().as_u16(),
+            r.json::<Value>().await.unwrap_or(Value::Null),
+        )
     };
     assert_eq!(status, 402, "{challenge}");
     let c = &challenge["x402Challenge"];
-    assert_eq!((c["amount"].clone(), c["recipient"].clone(), c["currency"].clone(), c["network"].clone()), (json!("2.00"), json!(recipient.to_string()), json!("USDC"), json!("devnet")));
+    assert_eq!(
+        (
+            c["amount"].clone(),
+            c["recipient"].clone(),
+            c["currency"].clone(),
+            c["network"].clone()
+        ),
+        (
+            json!("2.00"),
+            json!(recipient.to_string()),
+            json!("USDC"),
+            json!("devnet")
+        )
+    );
     let invoice = c["invoiceId"].as_str().unwrap_or_default().to_owned();
-    let hash = devnet.transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None).await;
+    let hash = devnet
+        .transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None)
+        .await;
     let r = reqwest::Client::new()
         .post(format!("{}/api/v1/credits/buy-with-x402", gw.url))
         .header("X-Payment-Receipt", hash.to_string())
@@ -92,8 +153,19 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.status().as_u16(), 200);
     let done: Value = r.json().await.unwrap_or(Value::Null);
-    assert_eq!((done["success"].clone(), done["credits"].clone(), done["balance"].clone()), (json!(true), json!(100), json!(100)), "{done}");
-    assert!(done["message"].as_str().is_some_and(|m| m.contains("held")), "{done}");
+    assert_eq!(
+        (
+            done["success"].clone(),
+            done["credits"].clone(),
+            done["balance"].clone()
+        ),
+        (json!(true), json!(100), json!(100)),
+        "{done}"
+    );
+    assert!(
+        done["message"].as_str().is_some_and(|m| m.contains("held")),
+        "{done}"
+    );
 
     // --- the agent route: the credits go to the agent's account; any wallet may pay.
     let agent = onboard(&gw, &database_url, "buyer@example.com", &[]).await;
@@ -103,41 +175,108 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
     let link = |body: Value, path: &'static str| {
         let (url, session) = (gw.url.clone(), agent.session.clone());
         async move {
-            let r = reqwest::Client::new().post(format!("{url}{path}")).bearer_auth(session).json(&body).send().await.unwrap_or_else(|e| panic!("{e}"));
-            (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+            let r = reqwest::Client::new()
+                .post(format!("{url}{path}"))
+                .bearer_auth(session)
+                .json(&body)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            (
+                r.status().as_u16(),
+                r.json::<Value>().await.unwrap_or(Value::Null),
+            )
         }
     };
     let sign = |i: usize, message: String| {
         let key = devnet.account(i).1;
         async move {
-            let signer: alloy::signers::local::PrivateKeySigner = key.parse().unwrap_or_else(|e| panic!("{e}"));
-            let sig = alloy::signers::Signer::sign_message(&signer, message.as_bytes()).await.unwrap_or_else(|e| panic!("{e}"));
+            let signer: alloy::signers::local::PrivateKeySigner =
+                key.parse().unwrap_or_else(|e| panic!("{e}"));
+            let sig = alloy::signers::Signer::sign_message(&signer, message.as_bytes())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
             format!("0x{}", hex::encode(sig.as_bytes()))
         }
     };
     let (_, begun) = link(json!({"address": payer}), "/api/v1/wallets/link/begin").await;
-    let message = begun["data"]["message"].as_str().unwrap_or_else(|| panic!("{begun}")).to_owned();
-    assert!(message.contains(&payer.to_string()) && message.contains("Nonce: "), "{message}");
-    let (status, refused) = link(json!({"message": message, "signature": sign(8, message.clone()).await}), "/api/v1/wallets/link").await;
-    assert_eq!((status, refused["code"].clone()), (400, json!("WALLET_SIGNATURE_INVALID")), "another wallet's signature: {refused}");
-    let (status, reused) = link(json!({"message": message, "signature": sign(7, message.clone()).await}), "/api/v1/wallets/link").await;
-    assert_eq!((status, reused["code"].clone()), (409, json!("WALLET_LINK_INVALID")), "a message is used once: {reused}");
+    let message = begun["data"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{begun}"))
+        .to_owned();
+    assert!(
+        message.contains(&payer.to_string()) && message.contains("Nonce: "),
+        "{message}"
+    );
+    let (status, refused) = link(
+        json!({"message": message, "signature": sign(8, message.clone()).await}),
+        "/api/v1/wallets/link",
+    )
+    .await;
+    assert_eq!(
+        (status, refused["code"].clone()),
+        (400, json!("WALLET_SIGNATURE_INVALID")),
+        "another wallet's signature: {refused}"
+    );
+    let (status, reused) = link(
+        json!({"message": message, "signature": sign(7, message.clone()).await}),
+        "/api/v1/wallets/link",
+    )
+    .await;
+    assert_eq!(
+        (status, reused["code"].clone()),
+        (409, json!("WALLET_LINK_INVALID")),
+        "a message is used once: {reused}"
+    );
     let (_, begun) = link(json!({"address": payer}), "/api/v1/wallets/link/begin").await;
-    let message = begun["data"]["message"].as_str().unwrap_or_default().to_owned();
-    let (status, linked) = link(json!({"message": message, "signature": sign(7, message.clone()).await}), "/api/v1/wallets/link").await;
-    assert_eq!((status, linked["data"]["creditsMoved"].clone()), (200, json!(100)), "{linked}");
-    assert_eq!(credits(&gw, &agent).await, granted + 100, "the held credits joined the account");
+    let message = begun["data"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let (status, linked) = link(
+        json!({"message": message, "signature": sign(7, message.clone()).await}),
+        "/api/v1/wallets/link",
+    )
+    .await;
+    assert_eq!(
+        (status, linked["data"]["creditsMoved"].clone()),
+        (200, json!(100)),
+        "{linked}"
+    );
+    assert_eq!(
+        credits(&gw, &agent).await,
+        granted + 100,
+        "the held credits joined the account"
+    );
     let start = credits(&gw, &agent).await;
-    let buyer = Buyer { gw: &gw, agent: &agent };
+    let buyer = Buyer {
+        gw: &gw,
+        agent: &agent,
+    };
     let (invoice, challenge) = buyer.challenge("credits_1000", payer).await;
     assert_eq!(challenge["amount"], json!("18.00"));
     // Not mined yet: the same challenge again, with Retry-After; nothing lost.
     rpc(&devnet, "evm_setAutomine", json!([false])).await;
     let wallet = devnet.wallet(7);
-    let pending = IERC20::new(usdc_addr, &wallet).transfer(recipient, U256::from(18_000_000u64)).gas(100_000).send().await.unwrap_or_else(|e| panic!("{e}"));
+    let pending = IERC20::new(usdc_addr, &wallet)
+        .transfer(recipient, U256::from(18_000_000u64))
+        .gas(100_000)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let hash = *pending.tx_hash();
-    let (status, again, retry) = buyer.buy("credits_1000", payer, Some((&invoice, hash))).await;
-    assert_eq!((status, again["x402Challenge"]["invoiceId"].clone(), retry.as_deref()), (402, json!(invoice), Some("2")), "{again}");
+    let (status, again, retry) = buyer
+        .buy("credits_1000", payer, Some((&invoice, hash)))
+        .await;
+    assert_eq!(
+        (
+            status,
+            again["x402Challenge"]["invoiceId"].clone(),
+            retry.as_deref()
+        ),
+        (402, json!(invoice), Some("2")),
+        "{again}"
+    );
     rpc(&devnet, "evm_mine", json!([])).await;
     rpc(&devnet, "evm_setAutomine", json!([true])).await;
     // Mined: 20 racing retries credit once.
@@ -154,65 +293,174 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
                     .send()
                     .await
                     .unwrap_or_else(|e| panic!("{e}"));
-                (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+                (
+                    r.status().as_u16(),
+                    r.json::<Value>().await.unwrap_or(Value::Null),
+                )
             })
         })
         .collect();
     for race in races {
         let (status, body) = race.await.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((status, body["credits"].clone(), body["balance"].clone()), (200, json!(1000), json!(start + 1000)), "{body}");
+        assert_eq!(
+            (status, body["credits"].clone(), body["balance"].clone()),
+            (200, json!(1000), json!(start + 1000)),
+            "{body}"
+        );
     }
     assert_eq!(credits(&gw, &agent).await, start + 1000, "credited once");
     // The same hash cannot pay another invoice.
     let (other, _) = buyer.challenge("credits_1000", payer).await;
     let (status, body, _) = buyer.buy("credits_1000", payer, Some((&other, hash))).await;
-    assert_eq!((status, body["code"].clone()), (409, json!("PAYMENT_ALREADY_USED")), "{body}");
+    assert_eq!(
+        (status, body["code"].clone()),
+        (409, json!("PAYMENT_ALREADY_USED")),
+        "{body}"
+    );
 
     // --- every refusal has its own code and adds nothing.
     let balance = credits(&gw, &agent).await;
     let refused = |(status, body, _): (u16, Value, Option<String>), code: &str| {
-        assert_eq!((status, body["code"].as_str().unwrap_or_default()), (if code == "INVOICE_NOT_FOUND" { 404 } else { 422 }, code), "{body}");
+        assert_eq!(
+            (status, body["code"].as_str().unwrap_or_default()),
+            (
+                if code == "INVOICE_NOT_FOUND" {
+                    404
+                } else {
+                    422
+                },
+                code
+            ),
+            "{body}"
+        );
     };
     let someone = devnet.account(8).0;
     let weth = devnet.weth();
-    IWETH::new(weth, &devnet.wallet(7)).deposit().value(U256::from(10u64).pow(U256::from(18u64))).send().await.unwrap_or_else(|e| panic!("{e}")).get_receipt().await.unwrap_or_else(|e| panic!("{e}"));
+    IWETH::new(weth, &devnet.wallet(7))
+        .deposit()
+        .value(U256::from(10u64).pow(U256::from(18u64)))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .get_receipt()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let cases: Vec<(&str, B256)> = vec![
-        ("PAYMENT_WRONG_TOKEN", devnet.transfer(7, weth, recipient, U256::from(2_000_000u64), None).await),
-        ("PAYMENT_WRONG_RECIPIENT", devnet.transfer(7, usdc_addr, someone, U256::from(2_000_000u64), None).await),
-        ("PAYMENT_AMOUNT_SHORT", devnet.transfer(7, usdc_addr, recipient, U256::from(1_999_999u64), None).await),
-        ("PAYMENT_WRONG_PAYER", devnet.transfer(8, usdc_addr, recipient, U256::from(2_000_000u64), None).await),
-        ("PAYMENT_REVERTED", devnet.transfer(7, usdc_addr, recipient, U256::from(10u64).pow(U256::from(30u64)), Some(100_000)).await),
+        (
+            "PAYMENT_WRONG_TOKEN",
+            devnet
+                .transfer(7, weth, recipient, U256::from(2_000_000u64), None)
+                .await,
+        ),
+        (
+            "PAYMENT_WRONG_RECIPIENT",
+            devnet
+                .transfer(7, usdc_addr, someone, U256::from(2_000_000u64), None)
+                .await,
+        ),
+        (
+            "PAYMENT_AMOUNT_SHORT",
+            devnet
+                .transfer(7, usdc_addr, recipient, U256::from(1_999_999u64), None)
+                .await,
+        ),
+        (
+            "PAYMENT_WRONG_PAYER",
+            devnet
+                .transfer(8, usdc_addr, recipient, U256::from(2_000_000u64), None)
+                .await,
+        ),
+        (
+            "PAYMENT_REVERTED",
+            devnet
+                .transfer(
+                    7,
+                    usdc_addr,
+                    recipient,
+                    U256::from(10u64).pow(U256::from(30u64)),
+                    Some(100_000),
+                )
+                .await,
+        ),
     ];
     for (code, hash) in cases {
         let (invoice, _) = buyer.challenge("credits_100", payer).await;
-        refused(buyer.buy("credits_100", payer, Some((&invoice, hash))).await, code);
+        refused(
+            buyer
+                .buy("credits_100", payer, Some((&invoice, hash)))
+                .await,
+            code,
+        );
     }
-    let fresh = devnet.transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None).await;
-    refused(buyer.buy("credits_100", payer, Some(("inv_unknown", fresh))).await, "INVOICE_NOT_FOUND");
+    let fresh = devnet
+        .transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None)
+        .await;
+    refused(
+        buyer
+            .buy("credits_100", payer, Some(("inv_unknown", fresh)))
+            .await,
+        "INVOICE_NOT_FOUND",
+    );
     let (invoice, _) = buyer.challenge("credits_100", payer).await;
-    let (status, body, _) = buyer.buy("credits_1000", payer, Some((&invoice, fresh))).await;
-    assert_eq!((status, body["code"].clone()), (422, json!("INVOICE_MISMATCH")), "{body}");
+    let (status, body, _) = buyer
+        .buy("credits_1000", payer, Some((&invoice, fresh)))
+        .await;
+    assert_eq!(
+        (status, body["code"].clone()),
+        (422, json!("INVOICE_MISMATCH")),
+        "{body}"
+    );
     // An invoice that expired before it was paid.
     let (stale, _) = buyer.challenge("credits_100", payer).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let late = devnet.transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None).await;
-    refused(buyer.buy("credits_100", payer, Some((&stale, late))).await, "INVOICE_EXPIRED");
-    assert_eq!(credits(&gw, &agent).await, balance, "no refusal added a credit");
+    let late = devnet
+        .transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None)
+        .await;
+    refused(
+        buyer.buy("credits_100", payer, Some((&stale, late))).await,
+        "INVOICE_EXPIRED",
+    );
+    assert_eq!(
+        credits(&gw, &agent).await,
+        balance,
+        "no refusal added a credit"
+    );
     // A payment mined before the invoice was issued does not answer it (nobody claims an old transfer).
     let (invoice, _) = buyer.challenge("credits_100", payer).await;
-    let (status, body, _) = buyer.buy("credits_100", payer, Some((&invoice, fresh))).await;
-    assert_eq!((status, body["code"].clone()), (422, json!("INVOICE_MISMATCH")), "{body}");
+    let (status, body, _) = buyer
+        .buy("credits_100", payer, Some((&invoice, fresh)))
+        .await;
+    assert_eq!(
+        (status, body["code"].clone()),
+        (422, json!("INVOICE_MISMATCH")),
+        "{body}"
+    );
     // The agent route takes only the agent's own or linked wallets as payers.
     let stranger = devnet.account(9).0;
     let (status, body, _) = buyer.buy("credits_100", stranger, None).await;
-    assert_eq!((status, body["code"].clone()), (422, json!("PAYMENT_WRONG_PAYER")), "{body}");
-    assert_eq!(credits(&gw, &agent).await, balance, "no refusal added a credit");
+    assert_eq!(
+        (status, body["code"].clone()),
+        (422, json!("PAYMENT_WRONG_PAYER")),
+        "{body}"
+    );
+    assert_eq!(
+        credits(&gw, &agent).await,
+        balance,
+        "no refusal added a credit"
+    );
     // A payment made after its challenge pays it.
-    let now_paid = devnet.transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None).await;
-    let (status, body, _) = buyer.buy("credits_100", payer, Some((&invoice, now_paid))).await;
-    assert_eq!((status, body["balance"].clone()), (200, json!(balance + 100)), "{body}");
+    let now_paid = devnet
+        .transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None)
+        .await;
+    let (status, body, _) = buyer
+        .buy("credits_100", payer, Some((&invoice, now_paid)))
+        .await;
+    assert_eq!(
+        (status, body["balance"].clone()),
+        (200, json!(balance + 100)),
+        "{body}"
+    );
 }
-
 
 /// The official x402 v2 client (`@x402/fetch` with `@x402/evm`'s exact EVM scheme) pays the gateway
 /// with no custom code: an EIP-3009 authorization verified and settled by the gateway's settlement
@@ -222,9 +470,23 @@ async fn the_official_x402_client_pays() {
     let devnet = Devnet::start();
     let database_url = format!("sqlite://{}", devnet.dir.path().join("std.db").display());
     let gw = start_gateway(&devnet.gateway_config("x402-std", &database_url), false);
-    let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", gw.url)).await.unwrap_or_else(|e| panic!("{e}")).json().await.unwrap_or(Value::Null);
-    let settlement: Address = meta["data"]["settlementAddress"].as_str().and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("{meta}"));
-    devnet.fund(settlement, U256::from(10u64).pow(U256::from(18u64)), U256::from(1u64)).await;
+    let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", gw.url))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .json()
+        .await
+        .unwrap_or(Value::Null);
+    let settlement: Address = meta["data"]["settlementAddress"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("{meta}"));
+    devnet
+        .fund(
+            settlement,
+            U256::from(10u64).pow(U256::from(18u64)),
+            U256::from(1u64),
+        )
+        .await;
     let recipient = devnet.address(&["x402", "recipient"]);
     let usdc_addr = devnet.usdc();
     let before = devnet.balance(usdc_addr, recipient).await;
@@ -232,20 +494,69 @@ async fn the_official_x402_client_pays() {
 
     let out = std::process::Command::new("node")
         .arg(actiongate_testkit::repo_root().join("tests/e2e/x402_client.mjs"))
-        .args([gw.url.as_str(), devnet.url.as_str(), "84532", key.as_str(), usdc_addr.to_string().as_str()])
+        .args([
+            gw.url.as_str(),
+            devnet.url.as_str(),
+            "84532",
+            key.as_str(),
+            usdc_addr.to_string().as_str(),
+        ])
         .output()
         .unwrap_or_else(|e| panic!("{e}"));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout} / {}", String::from_utf8_lossy(&out.stderr)));
+    let result: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {stdout} / {}", String::from_utf8_lossy(&out.stderr)));
 
     let paid = &result["paid"];
-    assert_eq!((paid["status"].clone(), paid["body"]["credits"].clone(), paid["body"]["balance"].clone()), (json!(200), json!(100), json!(100)), "{result}");
+    assert_eq!(
+        (
+            paid["status"].clone(),
+            paid["body"]["credits"].clone(),
+            paid["body"]["balance"].clone()
+        ),
+        (json!(200), json!(100), json!(100)),
+        "{result}"
+    );
     let response = &paid["response"];
-    assert_eq!((response["success"].clone(), response["network"].clone(), response["payer"].clone()), (json!(true), json!("eip155:84532"), json!(payer.to_string())), "{result}");
-    let tx: B256 = response["transaction"].as_str().and_then(|h| h.parse().ok()).unwrap_or_else(|| panic!("{result}"));
-    let receipt = alloy::providers::Provider::get_transaction_receipt(&devnet.provider, tx).await.unwrap_or_else(|e| panic!("{e}"));
-    assert!(receipt.is_some_and(|r| r.status()), "the settlement is mined");
-    assert_eq!(devnet.balance(usdc_addr, recipient).await - before, U256::from(2_000_000u64), "paid exactly once");
-    assert_eq!((result["replay"]["status"].clone(), result["replay"]["body"]["code"].clone()), (json!(409), json!("PAYMENT_ALREADY_USED")), "{result}");
-    assert_eq!((result["otherAmount"]["status"].clone(), result["otherAmount"]["body"]["code"].clone()), (json!(422), json!("PAYMENT_AUTHORIZATION_INVALID")), "{result}");
+    assert_eq!(
+        (
+            response["success"].clone(),
+            response["network"].clone(),
+            response["payer"].clone()
+        ),
+        (json!(true), json!("eip155:84532"), json!(payer.to_string())),
+        "{result}"
+    );
+    let tx: B256 = response["transaction"]
+        .as_str()
+        .and_then(|h| h.parse().ok())
+        .unwrap_or_else(|| panic!("{result}"));
+    let receipt = alloy::providers::Provider::get_transaction_receipt(&devnet.provider, tx)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        receipt.is_some_and(|r| r.status()),
+        "the settlement is mined"
+    );
+    assert_eq!(
+        devnet.balance(usdc_addr, recipient).await - before,
+        U256::from(2_000_000u64),
+        "paid exactly once"
+    );
+    assert_eq!(
+        (
+            result["replay"]["status"].clone(),
+            result["replay"]["body"]["code"].clone()
+        ),
+        (json!(409), json!("PAYMENT_ALREADY_USED")),
+        "{result}"
+    );
+    assert_eq!(
+        (
+            result["otherAmount"]["status"].clone(),
+            result["otherAmount"]["body"]["code"].clone()
+        ),
+        (json!(422), json!("PAYMENT_AUTHORIZATION_INVALID")),
+        "{result}"
+    );
 }

@@ -7,18 +7,18 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
-use actiongate_chain::sender::AfterSend;
 use actiongate_chain::payments::{ChainPayments, ChainSettler};
+use actiongate_chain::sender::AfterSend;
 use actiongate_chain::{ChainClients, EvmProvider, FrameworkChains};
-use actiongate_core::delegations::DelegationChain;
-use actiongate_core::purchases::{AuthorizationSettler, PaymentVerifier};
 use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog};
-use actiongate_core::execution::{Provider, Registry};
-use actiongate_core::providers::internal::{BUILTIN_DATA, InternalData, InternalReads};
 use actiongate_core::clock::{Clock, SystemClock, rfc3339};
 use actiongate_core::crypto::MasterKey;
+use actiongate_core::delegations::DelegationChain;
+use actiongate_core::execution::{Provider, Registry};
 use actiongate_core::mail::Mailer;
 use actiongate_core::personhood::{Personhood, ProofVerifier, RpSigner};
+use actiongate_core::providers::internal::{BUILTIN_DATA, InternalData, InternalReads};
+use actiongate_core::purchases::{AuthorizationSettler, PaymentVerifier};
 use actiongate_core::{Gateway, Ports};
 use actiongate_store::SqlStore;
 use anyhow::{Context, bail};
@@ -62,9 +62,14 @@ impl Application {
         let master = load_master_key(&config.master_key_file, config.dev).await?;
 
         let store = Arc::new(
-            SqlStore::connect(&config.database_url).await.context("cannot open the database")?,
+            SqlStore::connect(&config.database_url)
+                .await
+                .context("cannot open the database")?,
         );
-        store.migrate().await.context("cannot apply database migrations")?;
+        store
+            .migrate()
+            .await
+            .context("cannot apply database migrations")?;
 
         let mailer: Arc<dyn Mailer> = match (deps.mailer, &config.smtp_url) {
             (Some(m), _) => m,
@@ -74,7 +79,9 @@ impl Application {
             }
             (None, None) => {
                 let dir = config.data_dir.join("outbox");
-                tokio::fs::create_dir_all(&dir).await.context("cannot create the outbox")?;
+                tokio::fs::create_dir_all(&dir)
+                    .await
+                    .context("cannot create the outbox")?;
                 Arc::new(OutboxMailer::new(dir, &config.mail_from)?)
             }
         };
@@ -86,25 +93,52 @@ impl Application {
                 .with_context(|| format!("cannot read internal data {}", path.display()))?,
             None => BUILTIN_DATA.to_owned(),
         };
-        let internal = InternalData::parse(&internal_data).context("internal data file is invalid")?;
+        let internal =
+            InternalData::parse(&internal_data).context("internal data file is invalid")?;
         let chain_clients = ChainClients::connect(&config.settings.chains, config.evm.clone())?;
-        let payments = ChainPayments::for_chain(chain_clients.clone(), config.settings.purchase.chain_id)
-            .map(|p| Arc::new(p) as Arc<dyn PaymentVerifier>);
+        let payments =
+            ChainPayments::for_chain(chain_clients.clone(), config.settings.purchase.chain_id)
+                .map(|p| Arc::new(p) as Arc<dyn PaymentVerifier>);
         let settler = match chain_clients.get(config.settings.purchase.chain_id) {
-            Some(_) => Some(Arc::new(ChainSettler::new(chain_clients.clone(), store.clone(), clock.clone(), &master.settlement_wallet_secret())?)
-                as Arc<dyn AuthorizationSettler>),
+            Some(_) => Some(Arc::new(ChainSettler::new(
+                chain_clients.clone(),
+                store.clone(),
+                clock.clone(),
+                &master.settlement_wallet_secret(),
+            )?) as Arc<dyn AuthorizationSettler>),
             None => None,
         };
-        let delegations: Arc<dyn DelegationChain> = Arc::new(FrameworkChains::new(config.settings.chains.clone(), chain_clients.clone()));
-        let evm = EvmProvider::new(chain_clients, store.clone(), clock.clone(), master.keyring(), deps.after_send);
-        let mut providers: Vec<Arc<dyn Provider>> = vec![Arc::new(InternalReads::new(internal)), Arc::new(evm)];
+        let delegations: Arc<dyn DelegationChain> = Arc::new(FrameworkChains::new(
+            config.settings.chains.clone(),
+            chain_clients.clone(),
+        ));
+        let evm = EvmProvider::new(
+            chain_clients,
+            store.clone(),
+            clock.clone(),
+            master.keyring(),
+            deps.after_send,
+        );
+        let mut providers: Vec<Arc<dyn Provider>> =
+            vec![Arc::new(InternalReads::new(internal)), Arc::new(evm)];
         providers.extend(deps.providers);
         let registry = Arc::new(Registry::new(providers));
-        let catalog = Arc::new(Catalog::from_manifest(BUILTIN_MANIFEST, rfc3339(clock.now()), registry.as_ref())?);
+        let catalog = Arc::new(Catalog::from_manifest(
+            BUILTIN_MANIFEST,
+            rfc3339(clock.now()),
+            registry.as_ref(),
+        )?);
         let catalog_bytes = Arc::new(CatalogBytes::new(catalog.document())?);
         let deps_clock = clock.clone();
         let gateway = Arc::new(Gateway::new(
-            Ports { store: store.clone(), mailer, clock, payments, settler, delegations: Some(delegations) },
+            Ports {
+                store: store.clone(),
+                mailer,
+                clock,
+                payments,
+                settler,
+                delegations: Some(delegations),
+            },
             catalog,
             registry,
             master.keyring(),
@@ -115,7 +149,11 @@ impl Application {
             None => Arc::new(WorldIdVerifier::new(&config.personhood_verify_url)?),
         };
         let signer = RpSigner::new(&master.rp_signing_secret())?;
-        tracing::info!(rp_id = config.personhood.rp_id, signer = signer.address(), "personhood relying party");
+        tracing::info!(
+            rp_id = config.personhood.rp_id,
+            signer = signer.address(),
+            "personhood relying party"
+        );
         let personhood = Arc::new(Personhood::new(
             gateway.store().clone(),
             deps_clock,
@@ -123,14 +161,25 @@ impl Application {
             verifier,
             config.personhood.clone(),
         ));
-        let state = AppState { gateway: gateway.clone(), catalog_bytes, personhood };
+        let state = AppState {
+            gateway: gateway.clone(),
+            catalog_bytes,
+            personhood,
+        };
 
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
         let router = router(state, config.mcp_allowed_hosts.clone());
-        Ok(Self { listener, router, store, addr, gateway, workers: config.runner_workers })
+        Ok(Self {
+            listener,
+            router,
+            store,
+            addr,
+            gateway,
+            workers: config.runner_workers,
+        })
     }
 
     /// The address the socket is bound to.
@@ -145,11 +194,16 @@ impl Application {
 
     /// Serves until `shutdown` resolves, then lets in-flight requests finish, lets each intent
     /// runner worker finish the intent in hand, and closes the store.
-    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let workers = self.gateway.runner().spawn(self.workers, stop_rx.clone());
         let sweep = spawn_delegation_sweep(self.gateway.clone(), stop_rx);
-        let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
+        let served = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await;
         let _ = stop_tx.send(true);
         for worker in workers {
             let _ = worker.await;
@@ -163,7 +217,10 @@ impl Application {
 
 /// Checks active delegations onchain every `[delegation] sweep-seconds`, so that a revocation made
 /// anywhere is recorded without anyone asking (`check` and the fan-out gate read the database).
-fn spawn_delegation_sweep(gateway: Arc<Gateway>, mut stop: tokio::sync::watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+fn spawn_delegation_sweep(
+    gateway: Arc<Gateway>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let every = gateway.settings().delegation_sweep.unsigned_abs();
         if every.is_zero() {
@@ -186,7 +243,8 @@ async fn load_master_key(path: &Path, dev: bool) -> anyhow::Result<MasterKey> {
     match tokio::fs::read_to_string(path).await {
         Ok(text) => {
             warn_if_readable_by_others(path);
-            MasterKey::from_hex(&text).with_context(|| format!("master key file {} is invalid", path.display()))
+            MasterKey::from_hex(&text)
+                .with_context(|| format!("master key file {} is invalid", path.display()))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && dev => {
             let key = MasterKey::generate()?;

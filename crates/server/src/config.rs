@@ -241,9 +241,15 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config file {path} is invalid: {source}")]
-    Parse { path: PathBuf, source: Box<toml::de::Error> },
+    Parse {
+        path: PathBuf,
+        source: Box<toml::de::Error>,
+    },
     #[error("{0}")]
     Invalid(String),
 }
@@ -253,10 +259,14 @@ impl Config {
     pub fn load(overrides: Overrides) -> Result<Self, ConfigError> {
         let file = match &overrides.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
-                toml::from_str::<FileConfig>(&text)
-                    .map_err(|source| ConfigError::Parse { path: path.clone(), source: Box::new(source) })?
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                toml::from_str::<FileConfig>(&text).map_err(|source| ConfigError::Parse {
+                    path: path.clone(),
+                    source: Box::new(source),
+                })?
             }
             None => FileConfig::default(),
         };
@@ -266,7 +276,10 @@ impl Config {
     /// Merges defaults, file and overrides.
     pub fn resolve(o: Overrides, f: FileConfig) -> Result<Self, ConfigError> {
         let dev = o.dev || f.dev.unwrap_or(false);
-        let data_dir = o.data_dir.or(f.data_dir).unwrap_or_else(|| PathBuf::from("./.actiongate"));
+        let data_dir = o
+            .data_dir
+            .or(f.data_dir)
+            .unwrap_or_else(|| PathBuf::from("./.actiongate"));
         let listen = o
             .listen
             .or(f.listen)
@@ -297,7 +310,9 @@ impl Config {
         }
         if let Some(n) = f.onboarding.code_max_attempts {
             if n == 0 {
-                return Err(ConfigError::Invalid("onboarding.code-max-attempts must be at least 1".into()));
+                return Err(ConfigError::Invalid(
+                    "onboarding.code-max-attempts must be at least 1".into(),
+                ));
             }
             settings.email_code_max_attempts = n;
         }
@@ -307,9 +322,9 @@ impl Config {
 
         let mut chains = builtin_chains();
         for (id, chain) in f.chains {
-            let id: u64 = id
-                .parse()
-                .map_err(|_| ConfigError::Invalid(format!("[chains.{id}]: the key must be a chain id number")))?;
+            let id: u64 = id.parse().map_err(|_| {
+                ConfigError::Invalid(format!("[chains.{id}]: the key must be a chain id number"))
+            })?;
             chains.insert(id, chain);
         }
         settings.chains = Chains(
@@ -319,15 +334,34 @@ impl Config {
                     let tokens = c
                         .tokens
                         .into_iter()
-                        .map(|(sym, t)| (sym.to_ascii_uppercase(), Token { address: t.address, decimals: t.decimals }))
+                        .map(|(sym, t)| {
+                            (
+                                sym.to_ascii_uppercase(),
+                                Token {
+                                    address: t.address,
+                                    decimals: t.decimals,
+                                },
+                            )
+                        })
                         .collect();
-                    (id, ChainSettings { name: c.name, rpc_url: c.rpc_url, tokens, contracts: c.contracts, vaults: c.vaults })
+                    (
+                        id,
+                        ChainSettings {
+                            name: c.name,
+                            rpc_url: c.rpc_url,
+                            tokens,
+                            contracts: c.contracts,
+                            vaults: c.vaults,
+                        },
+                    )
                 })
                 .collect(),
         );
         if let Some(prices) = f.credits.prices {
             if let Some((tier, p)) = prices.iter().find(|(_, p)| **p < 0) {
-                return Err(ConfigError::Invalid(format!("credits.prices.{tier} must not be negative (got {p})")));
+                return Err(ConfigError::Invalid(format!(
+                    "credits.prices.{tier} must not be negative (got {p})"
+                )));
             }
             settings.credits.prices = prices;
         }
@@ -344,7 +378,10 @@ impl Config {
                 p.token = t.to_ascii_uppercase();
             }
             if let Some(r) = &x.recipient {
-                p.recipient = Some(actiongate_core::purchases::checksum_address("x402.recipient", r).map_err(|e| ConfigError::Invalid(e.message))?);
+                p.recipient = Some(
+                    actiongate_core::purchases::checksum_address("x402.recipient", r)
+                        .map_err(|e| ConfigError::Invalid(e.message))?,
+                );
             }
             if let Some(c) = x.confirmations {
                 p.confirmations = c.max(1);
@@ -367,12 +404,21 @@ impl Config {
                 p.packages = packages
                     .iter()
                     .map(|(sku, k)| {
-                        let price = actiongate_core::money::usd_to_micros(&format!("x402.packages.{sku}.price"), k.price.parse::<f64>().unwrap_or(-1.0))
-                            .map_err(|e| ConfigError::Invalid(e.message))?;
+                        let price = actiongate_core::money::usd_to_micros(
+                            &format!("x402.packages.{sku}.price"),
+                            k.price.parse::<f64>().unwrap_or(-1.0),
+                        )
+                        .map_err(|e| ConfigError::Invalid(e.message))?;
                         if k.credits <= 0 || price <= 0 {
-                            return Err(ConfigError::Invalid(format!("x402.packages.{sku}: credits and price must be positive")));
+                            return Err(ConfigError::Invalid(format!(
+                                "x402.packages.{sku}: credits and price must be positive"
+                            )));
                         }
-                        Ok(actiongate_core::purchases::Package { sku: sku.clone(), credits: k.credits, price_atomic: price })
+                        Ok(actiongate_core::purchases::Package {
+                            sku: sku.clone(),
+                            credits: k.credits,
+                            price_atomic: price,
+                        })
                     })
                     .collect::<Result<_, _>>()?;
             }
@@ -389,7 +435,9 @@ impl Config {
         }
         if let Some(s) = f.intents.lease_seconds {
             if s == 0 {
-                return Err(ConfigError::Invalid("intents.lease-seconds must be at least 1".into()));
+                return Err(ConfigError::Invalid(
+                    "intents.lease-seconds must be at least 1".into(),
+                ));
             }
             settings.lease = seconds(s)?;
         }
@@ -406,17 +454,24 @@ impl Config {
             database_url,
             smtp_url,
             master_key_file,
-            mail_from: f.mail_from.unwrap_or_else(|| "actiongate <no-reply@actiongate.localhost>".into()),
+            mail_from: f
+                .mail_from
+                .unwrap_or_else(|| "actiongate <no-reply@actiongate.localhost>".into()),
             settings,
             runner_workers: f.intents.workers.unwrap_or(4).max(1),
             evm: {
                 let d = actiongate_chain::ChainOptions::default();
-                let secs = |v: Option<u64>, default: std::time::Duration| v.map_or(default, std::time::Duration::from_secs);
+                let secs = |v: Option<u64>, default: std::time::Duration| {
+                    v.map_or(default, std::time::Duration::from_secs)
+                };
                 actiongate_chain::ChainOptions {
                     request_timeout: secs(f.evm.request_timeout_seconds, d.request_timeout),
                     max_retries: f.evm.max_retries.unwrap_or(d.max_retries),
                     retry_backoff: d.retry_backoff,
-                    compute_units_per_second: f.evm.compute_units_per_second.unwrap_or(d.compute_units_per_second),
+                    compute_units_per_second: f
+                        .evm
+                        .compute_units_per_second
+                        .unwrap_or(d.compute_units_per_second),
                     receipt_timeout: secs(f.evm.receipt_timeout_seconds, d.receipt_timeout),
                     bump_after: secs(f.evm.bump_after_seconds, d.bump_after),
                 }
@@ -426,7 +481,9 @@ impl Config {
                 let d = actiongate_core::personhood::PersonhoodSettings::default();
                 let environment = f.personhood.environment.unwrap_or(d.environment);
                 if environment != "production" && environment != "staging" {
-                    return Err(ConfigError::Invalid("personhood.environment must be production or staging".into()));
+                    return Err(ConfigError::Invalid(
+                        "personhood.environment must be production or staging".into(),
+                    ));
                 }
                 actiongate_core::personhood::PersonhoodSettings {
                     rp_id: f.personhood.rp_id.unwrap_or(d.rp_id),
@@ -463,7 +520,11 @@ pub fn sqlite_url(path: &Path) -> String {
 
 /// `smtp://host:port` → (host, port).
 pub fn parse_smtp_url(url: &str) -> Result<(String, u16), ConfigError> {
-    let bad = || ConfigError::Invalid(format!("smtp-url must look like smtp://host:port, got {url:?}"));
+    let bad = || {
+        ConfigError::Invalid(format!(
+            "smtp-url must look like smtp://host:port, got {url:?}"
+        ))
+    };
     let rest = url.strip_prefix("smtp://").ok_or_else(bad)?;
     let rest = rest.trim_end_matches('/');
     let (host, port) = match rest.rsplit_once(':') {
@@ -478,7 +539,10 @@ pub fn parse_smtp_url(url: &str) -> Result<(String, u16), ConfigError> {
 
 /// Chain 8453 (Base) and 84532 (Base Sepolia) with their public token addresses and no RPC URL.
 fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
-    let token = |address: &str, decimals| TokenConfig { address: address.into(), decimals };
+    let token = |address: &str, decimals| TokenConfig {
+        address: address.into(),
+        decimals,
+    };
     let weth = "0x4200000000000000000000000000000000000006";
     BTreeMap::from([
         (
@@ -487,7 +551,10 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 name: "base".into(),
                 rpc_url: None,
                 tokens: BTreeMap::from([
-                    ("USDC".into(), token("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", 6)),
+                    (
+                        "USDC".into(),
+                        token("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913", 6),
+                    ),
                     ("WETH".into(), token(weth, 18)),
                 ]),
                 contracts: BTreeMap::new(),
@@ -500,7 +567,10 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 name: "base-sepolia".into(),
                 rpc_url: None,
                 tokens: BTreeMap::from([
-                    ("USDC".into(), token("0x036CbD53842c5426634e7929541eC2318f3dCF7e", 6)),
+                    (
+                        "USDC".into(),
+                        token("0x036CbD53842c5426634e7929541eC2318f3dCF7e", 6),
+                    ),
                     ("WETH".into(), token(weth, 18)),
                 ]),
                 contracts: BTreeMap::new(),
@@ -529,16 +599,27 @@ mod tests {
             "#,
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let cfg = Config::resolve(Overrides::default(), file.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let cfg =
+            Config::resolve(Overrides::default(), file.clone()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.listen.port(), 9000);
         assert_eq!(cfg.database_url, "sqlite:///tmp/ag/actiongate.db");
         assert_eq!(cfg.master_key_file, PathBuf::from("/tmp/ag/master.key"));
         assert_eq!(cfg.settings.default_policy.daily_limit_usd, 50.0);
         let chains = &cfg.settings.chains;
-        assert_eq!(chains.get(84532).and_then(|c| c.rpc_url.clone()).as_deref(), Some("http://127.0.0.1:8545"));
-        assert!(chains.get(8453).is_some_and(|c| c.rpc_url.is_none() && c.tokens.contains_key("USDC")));
+        assert_eq!(
+            chains.get(84532).and_then(|c| c.rpc_url.clone()).as_deref(),
+            Some("http://127.0.0.1:8545")
+        );
+        assert!(
+            chains
+                .get(8453)
+                .is_some_and(|c| c.rpc_url.is_none() && c.tokens.contains_key("USDC"))
+        );
 
-        let o = Overrides { listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))), ..Overrides::default() };
+        let o = Overrides {
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            ..Overrides::default()
+        };
         let cfg = Config::resolve(o, file).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.listen.port(), 0);
     }
@@ -546,8 +627,14 @@ mod tests {
     #[test]
     fn bad_values_are_refused_with_a_reason() {
         assert!(toml::from_str::<FileConfig>("lissten = \"x\"").is_err());
-        let o = Overrides { smtp_url: Some("http://x".into()), ..Overrides::default() };
+        let o = Overrides {
+            smtp_url: Some("http://x".into()),
+            ..Overrides::default()
+        };
         assert!(Config::resolve(o, FileConfig::default()).is_err());
-        assert_eq!(parse_smtp_url("smtp://127.0.0.1:2525").ok(), Some(("127.0.0.1".into(), 2525)));
+        assert_eq!(
+            parse_smtp_url("smtp://127.0.0.1:2525").ok(),
+            Some(("127.0.0.1".into(), 2525))
+        );
     }
 }

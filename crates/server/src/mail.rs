@@ -9,7 +9,10 @@ use lettre::message::{Mailbox, header::ContentType};
 use lettre::{AsyncFileTransport, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
 fn compose(from: &Mailbox, mail: OutgoingMail) -> Result<Message, MailError> {
-    let to: Mailbox = mail.to.parse().map_err(|e| MailError(format!("recipient: {e}")))?;
+    let to: Mailbox = mail
+        .to
+        .parse()
+        .map_err(|e| MailError(format!("recipient: {e}")))?;
     Message::builder()
         .from(from.clone())
         .to(to)
@@ -27,8 +30,12 @@ pub struct SmtpMailer {
 
 impl SmtpMailer {
     pub fn new(host: &str, port: u16, from: &str) -> Result<Self, MailError> {
-        let from = from.parse().map_err(|e| MailError(format!("mail-from: {e}")))?;
-        let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host).port(port).build();
+        let from = from
+            .parse()
+            .map_err(|e| MailError(format!("mail-from: {e}")))?;
+        let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
+            .port(port)
+            .build();
         Ok(Self { from, transport })
     }
 }
@@ -37,7 +44,11 @@ impl SmtpMailer {
 impl Mailer for SmtpMailer {
     async fn send(&self, mail: OutgoingMail) -> Result<(), MailError> {
         let message = compose(&self.from, mail)?;
-        self.transport.send(message).await.map(|_| ()).map_err(|e| MailError(e.to_string()))
+        self.transport
+            .send(message)
+            .await
+            .map(|_| ())
+            .map_err(|e| MailError(e.to_string()))
     }
 }
 
@@ -50,8 +61,14 @@ pub struct OutboxMailer {
 
 impl OutboxMailer {
     pub fn new(dir: PathBuf, from: &str) -> Result<Self, MailError> {
-        let from = from.parse().map_err(|e| MailError(format!("mail-from: {e}")))?;
-        Ok(Self { from, transport: AsyncFileTransport::new(&dir), dir })
+        let from = from
+            .parse()
+            .map_err(|e| MailError(format!("mail-from: {e}")))?;
+        Ok(Self {
+            from,
+            transport: AsyncFileTransport::new(&dir),
+            dir,
+        })
     }
 
     pub fn dir(&self) -> &std::path::Path {
@@ -63,6 +80,10 @@ impl OutboxMailer {
 impl Mailer for OutboxMailer {
     async fn send(&self, mail: OutgoingMail) -> Result<(), MailError> {
         let message = compose(&self.from, mail)?;
-        self.transport.send(message).await.map(|_| ()).map_err(|e| MailError(e.to_string()))
+        self.transport
+            .send(message)
+            .await
+            .map(|_| ())
+            .map_err(|e| MailError(e.to_string()))
     }
 }

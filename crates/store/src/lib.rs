@@ -9,14 +9,18 @@ use std::time::Duration;
 use actiongate_core::crypto::SecretHash;
 use actiongate_core::pricing::{Coverage, coverage, fits_daily_limit};
 use actiongate_core::store::{
-    ConsumeOutcome, PersonhoodChallenge, PersonhoodEffect, PersonhoodOutcome,
-    execution_key, AcceptOutcome, AgentRecord, ChainTxRecord, CreditAccount, InvoiceRecord, SettleOutcome, SignedTx, DelegationRecord, EmailChallenge, ExecutionFinish, ExecutionRecord,
-    IdempotencyRecord, IntentDraft, IntentRecord, LedgerEntry, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord,
-    SessionRecord, Store, StoreError,
+    AcceptOutcome, AgentRecord, ChainTxRecord, ConsumeOutcome, CreditAccount, DelegationRecord,
+    EmailChallenge, ExecutionFinish, ExecutionRecord, IdempotencyRecord, IntentDraft, IntentRecord,
+    InvoiceRecord, LedgerEntry, NewAgent, Onboarding, OnboardingOutcome, PersonhoodChallenge,
+    PersonhoodEffect, PersonhoodOutcome, PolicyRecord, SessionRecord, SettleOutcome, SignedTx,
+    Store, StoreError, execution_key,
 };
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
+};
 use sqlx::{Postgres, Row, Sqlite};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -27,7 +31,10 @@ enum Backend {
     /// SQLite has one writer: every write of the process, the batcher's included, runs on one
     /// connection taken in turn (a fair queue in the process, instead of SQLite's busy handler, and
     /// no pool round trips); reads use the pool.
-    Sqlite { read: SqlitePool, writer: std::sync::Arc<tokio::sync::Mutex<Option<SqliteConnection>>> },
+    Sqlite {
+        read: SqlitePool,
+        writer: std::sync::Arc<tokio::sync::Mutex<Option<SqliteConnection>>>,
+    },
     Postgres(PgPool),
 }
 
@@ -92,13 +99,24 @@ where
     Option<String>: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     Option<i64>: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
 {
-    let Some(allowed) = row.try_get::<Option<String>, _>("allowed_actions").map_err(err)? else { return Ok(None) };
+    let Some(allowed) = row
+        .try_get::<Option<String>, _>("allowed_actions")
+        .map_err(err)?
+    else {
+        return Ok(None);
+    };
     Ok(Some(PolicyRecord {
         agent_id: agent_id.to_owned(),
         allowed_actions: serde_json::from_str(&allowed).map_err(err)?,
-        daily_limit_micros: row.try_get::<Option<i64>, _>("daily_limit_micros").map_err(err)?.unwrap_or_default(),
+        daily_limit_micros: row
+            .try_get::<Option<i64>, _>("daily_limit_micros")
+            .map_err(err)?
+            .unwrap_or_default(),
         max_per_action_micros: row.try_get("max_per_action_micros").map_err(err)?,
-        updated_at: row.try_get::<Option<i64>, _>("policy_updated_at").map_err(err)?.unwrap_or_default(),
+        updated_at: row
+            .try_get::<Option<i64>, _>("policy_updated_at")
+            .map_err(err)?
+            .unwrap_or_default(),
     }))
 }
 
@@ -112,7 +130,9 @@ macro_rules! policy_columns {
 impl<'c> Dialect<'c> for &'c mut SqliteConnection {
     type Db = Sqlite;
     async fn begin_write(self) -> Result<sqlx::Transaction<'c, Sqlite>, StoreError> {
-        sqlx::Connection::begin_with(self, "BEGIN IMMEDIATE").await.map_err(err)
+        sqlx::Connection::begin_with(self, "BEGIN IMMEDIATE")
+            .await
+            .map_err(err)
     }
     fn claim_many_sql(&self) -> &'static str {
         claim_many_sql!("")
@@ -244,10 +264,23 @@ macro_rules! insert_agent_with_policy {
 /// What covers a draft addressing `users` users, given its account's balance and free allowance
 /// use: (credits to reserve, whether a free request covers it, free requests used today), or the
 /// refusal.
-fn cover(d: &IntentDraft, users: usize, balance: i64, free_day: i64, free_used: i32) -> Result<Result<(i64, bool, u32), AcceptOutcome>, StoreError> {
-    let free_today = if free_day == d.day { u32::try_from(free_used).unwrap_or(u32::MAX) } else { 0 };
+fn cover(
+    d: &IntentDraft,
+    users: usize,
+    balance: i64,
+    free_day: i64,
+    free_used: i32,
+) -> Result<Result<(i64, bool, u32), AcceptOutcome>, StoreError> {
+    let free_today = if free_day == d.day {
+        u32::try_from(free_used).unwrap_or(u32::MAX)
+    } else {
+        0
+    };
     let count = i64::try_from(users).map_err(err)?;
-    let price = d.price_per_execution.checked_mul(count).ok_or_else(|| StoreError("price overflow".into()))?;
+    let price = d
+        .price_per_execution
+        .checked_mul(count)
+        .ok_or_else(|| StoreError("price overflow".into()))?;
     Ok(match coverage(price, balance, free_today, d.free_per_day) {
         Coverage::Free => Ok((0, false, free_today)),
         Coverage::Paid(p) => Ok((p, false, free_today)),
@@ -272,12 +305,12 @@ macro_rules! users_of {
     ($tx:ident, $d:expr, $chain:expr) => {{
         let d: &IntentDraft = $d;
         if d.fan_out {
-            let delegators: Vec<String> = sqlx::query_scalar(
-                concat!(
-                    "SELECT MIN(delegator) ", usable_delegations!(), " AND ($4 IS NULL OR lower(delegator) = lower($4))
+            let delegators: Vec<String> = sqlx::query_scalar(concat!(
+                "SELECT MIN(delegator) ",
+                usable_delegations!(),
+                " AND ($4 IS NULL OR lower(delegator) = lower($4))
                      GROUP BY lower(delegator) ORDER BY MIN(created_at), lower(delegator)"
-                ),
-            )
+            ))
             .bind(&d.agent_id)
             .bind($chain)
             .bind(d.now)
@@ -285,7 +318,10 @@ macro_rules! users_of {
             .fetch_all(&mut *$tx)
             .await
             .map_err(err)?;
-            delegators.into_iter().map(|a| (format!("did:pkh:eip155:{}:{a}", d.chain_id), a)).collect()
+            delegators
+                .into_iter()
+                .map(|a| (format!("did:pkh:eip155:{}:{a}", d.chain_id), a))
+                .collect()
         } else {
             vec![(d.own.user_did.clone(), d.own.wallet_address.clone())]
         }
@@ -304,10 +340,40 @@ macro_rules! invoice_columns {
     };
 }
 
-type InvoiceRow = (String, String, i64, i64, String, Option<String>, Option<String>, i64, String, String, i64, i64, Option<i64>, Option<String>);
+type InvoiceRow = (
+    String,
+    String,
+    i64,
+    i64,
+    String,
+    Option<String>,
+    Option<String>,
+    i64,
+    String,
+    String,
+    i64,
+    i64,
+    Option<i64>,
+    Option<String>,
+);
 
 fn invoice_from(row: InvoiceRow) -> Result<InvoiceRecord, StoreError> {
-    let (id, sku, credits, amount_atomic, payer, account_id, agent_id, chain, token, recipient, created_at, expires_at, paid_at, tx_hash) = row;
+    let (
+        id,
+        sku,
+        credits,
+        amount_atomic,
+        payer,
+        account_id,
+        agent_id,
+        chain,
+        token,
+        recipient,
+        created_at,
+        expires_at,
+        paid_at,
+        tx_hash,
+    ) = row;
     Ok(InvoiceRecord {
         id,
         sku,
@@ -368,10 +434,34 @@ macro_rules! chain_tx_columns {
     };
 }
 
-type ChainTxRow = (i64, String, i64, String, i64, String, Option<String>, Option<Vec<u8>>, String, Option<i64>, i64);
+type ChainTxRow = (
+    i64,
+    String,
+    i64,
+    String,
+    i64,
+    String,
+    Option<String>,
+    Option<Vec<u8>>,
+    String,
+    Option<i64>,
+    i64,
+);
 
 fn chain_tx_from(row: ChainTxRow) -> Result<ChainTxRecord, StoreError> {
-    let (chain, wallet, nonce, execution_key, idx, state, tx_hash, raw_tx, prior, receipt_status, updated_at) = row;
+    let (
+        chain,
+        wallet,
+        nonce,
+        execution_key,
+        idx,
+        state,
+        tx_hash,
+        raw_tx,
+        prior,
+        receipt_status,
+        updated_at,
+    ) = row;
     Ok(ChainTxRecord {
         chain_id: u64::try_from(chain).map_err(err)?,
         wallet,
@@ -381,7 +471,11 @@ fn chain_tx_from(row: ChainTxRow) -> Result<ChainTxRecord, StoreError> {
         state,
         tx_hash,
         raw_tx,
-        prior_hashes: prior.split(',').filter(|h| !h.is_empty()).map(str::to_owned).collect(),
+        prior_hashes: prior
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(str::to_owned)
+            .collect(),
         receipt_status,
         updated_at,
     })
@@ -395,12 +489,37 @@ macro_rules! challenge_columns {
 }
 
 type ChallengeRow = (
-    String, String, String, String, String, String, i64, Option<String>, Option<String>, Option<String>, i64, i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    i64,
+    i64,
     Option<i64>,
 );
 
 fn challenge_from(row: ChallengeRow) -> Result<PersonhoodChallenge, StoreError> {
-    let (nonce, kind, account_id, subject, action, signal, chain, challenge_id, idempotency_key, details, created_at, expires_at, used_at) = row;
+    let (
+        nonce,
+        kind,
+        account_id,
+        subject,
+        action,
+        signal,
+        chain,
+        challenge_id,
+        idempotency_key,
+        details,
+        created_at,
+        expires_at,
+        used_at,
+    ) = row;
     Ok(PersonhoodChallenge {
         nonce,
         kind,
@@ -480,9 +599,14 @@ fn for_update<DB: sqlx::Database + RowLock>(_: &sqlx::Transaction<'_, DB>) -> &'
 macro_rules! lock_queued_intents {
     ($tx:ident, $ids:expr) => {{
         let ids: &[String] = $ids;
-        let mut intents: std::collections::HashMap<String, (IntentRecord, Option<String>)> = std::collections::HashMap::new();
+        let mut intents: std::collections::HashMap<String, (IntentRecord, Option<String>)> =
+            std::collections::HashMap::new();
         if !ids.is_empty() {
-            let mut q = sqlx::QueryBuilder::new(concat!("SELECT lease_owner, ", intent_columns!(), " FROM intents WHERE id IN ("));
+            let mut q = sqlx::QueryBuilder::new(concat!(
+                "SELECT lease_owner, ",
+                intent_columns!(),
+                " FROM intents WHERE id IN ("
+            ));
             let mut list = q.separated(", ");
             for id in ids {
                 list.push_bind(id);
@@ -622,7 +746,9 @@ impl BatchWriter for SqliteConnection {
     async fn write_rows(&mut self, rows: &BatchRows<'_>) -> Result<(), StoreError> {
         let conn = self;
         for chunk in rows.reads.chunks(500) {
-            let mut q = sqlx::QueryBuilder::new("WITH v (intent_id, seq, state, tx_hash, error_code, error_message, data, now) AS (");
+            let mut q = sqlx::QueryBuilder::new(
+                "WITH v (intent_id, seq, state, tx_hash, error_code, error_message, data, now) AS (",
+            );
             q.push_values(chunk, |mut b, (intent_id, seq, f, now)| {
                 b.push_bind(*intent_id)
                     .push("CAST(")
@@ -644,13 +770,16 @@ impl BatchWriter for SqliteConnection {
             );
             q.build().execute(&mut *conn).await.map_err(err)?;
         }
-        let mut by_status: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+        let mut by_status: std::collections::BTreeMap<&str, Vec<&str>> =
+            std::collections::BTreeMap::new();
         for (id, status) in &rows.finished {
             by_status.entry(*status).or_default().push(*id);
         }
         for (status, ended) in by_status {
             let mut q = sqlx::QueryBuilder::new("UPDATE intents SET status = ");
-            q.push_bind(status).push(", finished_at = ").push_bind(rows.finished_at);
+            q.push_bind(status)
+                .push(", finished_at = ")
+                .push_bind(rows.finished_at);
             q.push(", lease_owner = NULL, lease_until = NULL WHERE id IN (");
             let mut list = q.separated(", ");
             for id in ended {
@@ -684,16 +813,24 @@ impl BatchWriter for SqliteConnection {
                     .push_bind(d.now);
             });
             q.build().execute(&mut *conn).await.map_err(err)?;
-            let mut q = sqlx::QueryBuilder::new("INSERT INTO idempotency_keys (agent_id, key, request_hash, intent_id, created_at) ");
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO idempotency_keys (agent_id, key, request_hash, intent_id, created_at) ",
+            );
             q.push_values(&rows.intents, |mut b, i| {
                 let d = i.draft;
-                b.push_bind(&d.agent_id).push_bind(&d.idempotency_key).push_bind(d.request_hash.to_vec()).push_bind(&d.id).push_bind(d.now);
+                b.push_bind(&d.agent_id)
+                    .push_bind(&d.idempotency_key)
+                    .push_bind(d.request_hash.to_vec())
+                    .push_bind(&d.id)
+                    .push_bind(d.now);
             });
             q.build().execute(&mut *conn).await.map_err(err)?;
         }
         // At most 7 binds an execution: keep a statement well under every parameter limit.
         for chunk in rows.executions.chunks(2000) {
-            let mut q = sqlx::QueryBuilder::new("INSERT INTO intent_executions (intent_id, seq, execution_key, user_did, wallet_address, chain_id, state) ");
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO intent_executions (intent_id, seq, execution_key, user_did, wallet_address, chain_id, state) ",
+            );
             q.push_values(chunk, |mut b, e| {
                 b.push_bind(e.intent_id)
                     .push_bind(e.seq)
@@ -791,7 +928,12 @@ impl BatchWriter for sqlx::PgConnection {
         fn column<'r, T, U>(items: &'r [T], f: impl FnMut(&'r T) -> U) -> Vec<U> {
             items.iter().map(f).collect()
         }
-        let (reads, intents, execs, ledger) = (&rows.reads[..], &rows.intents[..], &rows.executions[..], &rows.ledger[..]);
+        let (reads, intents, execs, ledger) = (
+            &rows.reads[..],
+            &rows.intents[..],
+            &rows.executions[..],
+            &rows.ledger[..],
+        );
         let mut seqs = Vec::with_capacity(reads.len());
         for (_, seq, _, _) in reads {
             seqs.push(i32::try_from(*seq).map_err(err)?);
@@ -820,7 +962,9 @@ impl BatchWriter for sqlx::PgConnection {
             .bind(column(intents, |i| i.reserve))
             .bind(column(intents, |i| i.free))
             .bind(column(intents, |i| i.total))
-            .bind(column(intents, |i| i.draft.lease.as_ref().map(|(o, _)| o.as_str())))
+            .bind(column(intents, |i| {
+                i.draft.lease.as_ref().map(|(o, _)| o.as_str())
+            }))
             .bind(column(intents, |i| i.draft.lease.as_ref().map(|(_, u)| *u)))
             .bind(column(intents, |i| i.draft.now))
             .bind(column(intents, |i| i.draft.idempotency_key.as_str()))
@@ -1079,27 +1223,51 @@ macro_rules! settle_and_accept {
     ($tx:ident, $settles:expr, $drafts:expr) => {{
         let (settles, drafts): (&[Settle], &[IntentDraft]) = ($settles, $drafts);
         let result: Result<Vec<AcceptOutcome>, StoreError> = async {
-            let now = settles.iter().map(|s| s.now).chain(drafts.iter().map(|d| d.now)).max().unwrap_or(0);
-            let ids: Vec<String> = settles.iter().flat_map(|s| s.intents.iter().cloned()).collect();
+            let now = settles
+                .iter()
+                .map(|s| s.now)
+                .chain(drafts.iter().map(|d| d.now))
+                .max()
+                .unwrap_or(0);
+            let ids: Vec<String> = settles
+                .iter()
+                .flat_map(|s| s.intents.iter().cloned())
+                .collect();
             let intents = lock_queued_intents!($tx, &ids);
-            let mut rows = BatchRows { finished_at: now, ..BatchRows::default() };
+            let mut rows = BatchRows {
+                finished_at: now,
+                ..BatchRows::default()
+            };
             // Only while each intent is still queued and leased to the owner recording it.
             for s in settles {
                 for (id, seq, f) in &s.done {
-                    if intents.get(id).is_some_and(|(_, owner)| owner.as_deref() == Some(s.owner.as_str())) {
+                    if intents
+                        .get(id)
+                        .is_some_and(|(_, owner)| owner.as_deref() == Some(s.owner.as_str()))
+                    {
                         rows.reads.push((id.as_str(), *seq, f, s.now));
                     }
                 }
             }
             let mut accounts = lock_accounts!(
                 $tx,
-                intents.values().map(|(i, _)| i.account_id.as_str()).chain(drafts.iter().map(|d| d.account_id.as_str())),
+                intents
+                    .values()
+                    .map(|(i, _)| i.account_id.as_str())
+                    .chain(drafts.iter().map(|d| d.account_id.as_str())),
                 now
             );
             let before = accounts.clone();
             settle_locked!($tx, &ids, &intents, accounts, rows, now);
-            let outcomes = if drafts.is_empty() { Vec::new() } else { accept_locked!($tx, drafts, accounts, rows) };
-            rows.credits = accounts.into_iter().filter(|(id, state)| before.get(id) != Some(state)).collect();
+            let outcomes = if drafts.is_empty() {
+                Vec::new()
+            } else {
+                accept_locked!($tx, drafts, accounts, rows)
+            };
+            rows.credits = accounts
+                .into_iter()
+                .filter(|(id, state)| before.get(id) != Some(state))
+                .collect();
             BatchWriter::write_rows(&mut *$tx, &rows).await?;
             Ok(outcomes)
         }
@@ -1179,7 +1347,10 @@ async fn next_batch(jobs: &mut tokio::sync::mpsc::Receiver<Job>) -> Option<Batch
 }
 
 /// How a batch went ([`write_batch`]): the settles' result, and one result per draft.
-type BatchResult = (Result<(), StoreError>, Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError>);
+type BatchResult = (
+    Result<(), StoreError>,
+    Result<Vec<Result<AcceptOutcome, StoreError>>, StoreError>,
+);
 
 /// Sends each job of a batch begun at `started` its answer.
 fn answer(
@@ -1188,12 +1359,22 @@ fn answer(
     replies: Vec<Reply>,
     (settled, accepted): BatchResult,
 ) {
-    tracing::debug!(settles = settle_replies.len(), drafts = replies.len(), ms = started.elapsed().as_secs_f64() * 1e3, "batch written");
+    tracing::debug!(
+        settles = settle_replies.len(),
+        drafts = replies.len(),
+        ms = started.elapsed().as_secs_f64() * 1e3,
+        "batch written"
+    );
     if let Err(e) = &settled {
         tracing::error!(error = %e.0, size = settle_replies.len(), "settling failed");
     }
     for reply in settle_replies {
-        let _ = reply.send(settled.as_ref().map(|_| ()).map_err(|e| StoreError(e.0.clone())));
+        let _ = reply.send(
+            settled
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| StoreError(e.0.clone())),
+        );
     }
     match accepted {
         Ok(outcomes) => {
@@ -1223,14 +1404,31 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(10);
 /// append to the WAL and sync it. Left to SQLite's automatic checkpoint, the commit that crosses
 /// 1000 pages copies and syncs them all (measured: commits of 15-35 ms every few batches under
 /// load). Ends when the pool closes or the store is dropped (its writer gone).
-async fn checkpoint_wal(pool: SqlitePool, writer: std::sync::Weak<tokio::sync::Mutex<Option<SqliteConnection>>>) {
+async fn checkpoint_wal(
+    pool: SqlitePool,
+    writer: std::sync::Weak<tokio::sync::Mutex<Option<SqliteConnection>>>,
+) {
     loop {
-        if pool.close_event().do_until(tokio::time::sleep(CHECKPOINT_EVERY)).await.is_err() || writer.strong_count() == 0 {
+        if pool
+            .close_event()
+            .do_until(tokio::time::sleep(CHECKPOINT_EVERY))
+            .await
+            .is_err()
+            || writer.strong_count() == 0
+        {
             return;
         }
         let started = std::time::Instant::now();
-        match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&pool).await {
-            Ok((_, wal, copied)) => tracing::debug!(wal, copied, ms = started.elapsed().as_secs_f64() * 1e3, "WAL checkpoint"),
+        match sqlx::query_as::<_, (i64, i64, i64)>("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(&pool)
+            .await
+        {
+            Ok((_, wal, copied)) => tracing::debug!(
+                wal,
+                copied,
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "WAL checkpoint"
+            ),
             Err(e) => {
                 if pool.is_closed() {
                     return;
@@ -1253,7 +1451,12 @@ async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<Job
     match backend {
         Backend::Sqlite { writer, .. } => {
             while let Some(batch) = next_batch(&mut jobs).await {
-                let Batch { settles, settle_replies, drafts, replies } = batch;
+                let Batch {
+                    settles,
+                    settle_replies,
+                    drafts,
+                    replies,
+                } = batch;
                 let started = std::time::Instant::now();
                 let mut turn = writer.lock().await;
                 let result = match turn.as_mut() {
@@ -1265,19 +1468,32 @@ async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<Job
             }
         }
         Backend::Postgres(pool) => {
-            let options = pool.connect_options().as_ref().clone().statement_cache_capacity(BATCH_STATEMENT_CACHE).options([
-                // Every statement of a batch finds its rows by key. A table that grows by thousands of
-                // rows a second has no statistics yet for minutes (autovacuum analyzes it later), and
-                // the planner, seeing a few pages, scans all of them; it then does so at every batch
-                // as the table grows (measured: 1-4 ms per statement at a few thousand rows).
-                ("enable_seqscan", "off"),
-            ]);
+            let options = pool
+                .connect_options()
+                .as_ref()
+                .clone()
+                .statement_cache_capacity(BATCH_STATEMENT_CACHE)
+                .options([
+                    // Every statement of a batch finds its rows by key. A table that grows by thousands of
+                    // rows a second has no statistics yet for minutes (autovacuum analyzes it later), and
+                    // the planner, seeing a few pages, scans all of them; it then does so at every batch
+                    // as the table grows (measured: 1-4 ms per statement at a few thousand rows).
+                    ("enable_seqscan", "off"),
+                ]);
             let mut held: Option<sqlx::PgConnection> = None;
             while let Ok(Some(batch)) = pool.close_event().do_until(next_batch(&mut jobs)).await {
-                let Batch { settles, settle_replies, drafts, replies } = batch;
+                let Batch {
+                    settles,
+                    settle_replies,
+                    drafts,
+                    replies,
+                } = batch;
                 let conn = match &mut held {
                     Some(conn) => Ok(conn),
-                    None => sqlx::ConnectOptions::connect(&options).await.map(|c| held.insert(c)).map_err(err),
+                    None => sqlx::ConnectOptions::connect(&options)
+                        .await
+                        .map(|c| held.insert(c))
+                        .map_err(err),
                 };
                 let started = std::time::Instant::now();
                 let result = match conn {
@@ -1326,14 +1542,19 @@ impl BackendKind {
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(Self::Postgres)
         } else {
-            Err(StoreError("database URL must start with sqlite:// or postgres://".into()))
+            Err(StoreError(
+                "database URL must start with sqlite:// or postgres://".into(),
+            ))
         }
     }
 }
 
 impl SqlStore {
     /// Gives the batcher a job and waits for its answer.
-    async fn batch<T>(&self, job: impl FnOnce(tokio::sync::oneshot::Sender<Result<T, StoreError>>) -> Job) -> Result<T, StoreError> {
+    async fn batch<T>(
+        &self,
+        job: impl FnOnce(tokio::sync::oneshot::Sender<Result<T, StoreError>>) -> Job,
+    ) -> Result<T, StoreError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         if self.batcher.send(job(reply)).await.is_ok()
             && let Ok(outcome) = answer.await
@@ -1361,10 +1582,19 @@ impl SqlStore {
                     .pragma("temp_store", "memory");
                 // The writer runs every batch, whose statements take a text per batch size: keep them
                 // prepared (SQLite's default cache of 100 would prepare most of them again).
-                let mut writer = sqlx::ConnectOptions::connect(&options.clone().statement_cache_capacity(BATCH_STATEMENT_CACHE)).await.map_err(err)?;
+                let mut writer = sqlx::ConnectOptions::connect(
+                    &options
+                        .clone()
+                        .statement_cache_capacity(BATCH_STATEMENT_CACHE),
+                )
+                .await
+                .map_err(err)?;
                 // Checkpoints run beside the writer ([`checkpoint_wal`]), not inside its commits; this
                 // one is only the bound should they fall behind (64 MiB of WAL at 4 KiB pages).
-                sqlx::query("PRAGMA wal_autocheckpoint = 16384").execute(&mut writer).await.map_err(err)?;
+                sqlx::query("PRAGMA wal_autocheckpoint = 16384")
+                    .execute(&mut writer)
+                    .await
+                    .map_err(err)?;
                 let read = SqlitePoolOptions::new()
                     .max_connections(8)
                     .test_before_acquire(false)
@@ -1372,7 +1602,10 @@ impl SqlStore {
                     .await
                     .map_err(err)?;
                 let writer = std::sync::Arc::new(tokio::sync::Mutex::new(Some(writer)));
-                tokio::spawn(checkpoint_wal(read.clone(), std::sync::Arc::downgrade(&writer)));
+                tokio::spawn(checkpoint_wal(
+                    read.clone(),
+                    std::sync::Arc::downgrade(&writer),
+                ));
                 Backend::Sqlite { read, writer }
             }
             BackendKind::Postgres => {
@@ -1391,12 +1624,18 @@ impl SqlStore {
         // database, and on the request runtime each of its wake-ups would queue behind the request
         // handlers (many statements a batch, all of them on the path of every waiting submit).
         let batcher_backend = backend.clone();
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(err)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(err)?;
         std::thread::Builder::new()
             .name("actiongate-batcher".into())
             .spawn(move || runtime.block_on(run_batcher(batcher_backend, rx)))
             .map_err(err)?;
-        Ok(Self { backend, batcher: tx })
+        Ok(Self {
+            backend,
+            batcher: tx,
+        })
     }
 
     pub fn kind(&self) -> BackendKind {
@@ -1412,7 +1651,10 @@ impl SqlStore {
         match &self.backend {
             Backend::Sqlite { writer, .. } => {
                 let mut turn = writer.lock().await;
-                SQLITE_MIGRATIONS.run(turn.as_mut().ok_or_else(closed)?).await.map_err(err)
+                SQLITE_MIGRATIONS
+                    .run(turn.as_mut().ok_or_else(closed)?)
+                    .await
+                    .map_err(err)
             }
             Backend::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await.map_err(err),
         }
@@ -1459,13 +1701,18 @@ where
 }
 
 fn hash_from(bytes: Vec<u8>) -> Result<SecretHash, StoreError> {
-    let arr: [u8; 32] = bytes.try_into().map_err(|_| StoreError("stored hash is not 32 bytes".into()))?;
+    let arr: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| StoreError("stored hash is not 32 bytes".into()))?;
     Ok(SecretHash(arr))
 }
 
 macro_rules! select_agents {
     ($where:literal) => {
-        concat!("SELECT id, account_id, name, wallet_address, created_at, key_rotated_at FROM agents ", $where)
+        concat!(
+            "SELECT id, account_id, name, wallet_address, created_at, key_rotated_at FROM agents ",
+            $where
+        )
     };
 }
 
@@ -1589,7 +1836,11 @@ impl Store for SqlStore {
         })
     }
 
-    async fn find_session(&self, token_hash: &SecretHash, now: i64) -> Result<Option<SessionRecord>, StoreError> {
+    async fn find_session(
+        &self,
+        token_hash: &SecretHash,
+        now: i64,
+    ) -> Result<Option<SessionRecord>, StoreError> {
         let row: Option<(String, i64)> = on_pool!(self, pool => sqlx::query_as(
             "SELECT account_id, expires_at FROM owner_sessions WHERE token_hash = $1 AND expires_at > $2",
         )
@@ -1598,7 +1849,10 @@ impl Store for SqlStore {
         .fetch_optional(pool)
         .await
         .map_err(err)?);
-        Ok(row.map(|(account_id, expires_at)| SessionRecord { account_id, expires_at }))
+        Ok(row.map(|(account_id, expires_at)| SessionRecord {
+            account_id,
+            expires_at,
+        }))
     }
 
     async fn delete_session(&self, token_hash: &SecretHash) -> Result<bool, StoreError> {
@@ -1610,7 +1864,10 @@ impl Store for SqlStore {
             .map_err(err))
     }
 
-    async fn find_agent_and_policy(&self, key_hash: &SecretHash) -> Result<Option<(AgentRecord, Option<PolicyRecord>)>, StoreError> {
+    async fn find_agent_and_policy(
+        &self,
+        key_hash: &SecretHash,
+    ) -> Result<Option<(AgentRecord, Option<PolicyRecord>)>, StoreError> {
         on_pool!(self, pool => {
             let row = sqlx::query(concat!(
                 "SELECT a.id, a.account_id, a.name, a.wallet_address, a.created_at, a.key_rotated_at, ",
@@ -1653,7 +1910,12 @@ impl Store for SqlStore {
         })
     }
 
-    async fn rotate_agent_key(&self, agent_id: &str, key_hash: &SecretHash, now: i64) -> Result<bool, StoreError> {
+    async fn rotate_agent_key(
+        &self,
+        agent_id: &str,
+        key_hash: &SecretHash,
+        now: i64,
+    ) -> Result<bool, StoreError> {
         on_writer!(self, pool => sqlx::query("UPDATE agents SET key_hash = $1, key_rotated_at = $2 WHERE id = $3")
             .bind(key_hash.0.to_vec())
             .bind(now)
@@ -1706,7 +1968,11 @@ impl Store for SqlStore {
         .map(|_| ())
         .map_err(err))
     }
-    async fn find_idempotency(&self, agent_id: &str, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+    async fn find_idempotency(
+        &self,
+        agent_id: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let row: Option<(Vec<u8>, String, i64)> = on_pool!(self, pool => sqlx::query_as(
             "SELECT request_hash, intent_id, created_at FROM idempotency_keys WHERE agent_id = $1 AND key = $2",
         )
@@ -1716,7 +1982,11 @@ impl Store for SqlStore {
         .await
         .map_err(err)?);
         row.map(|(hash, intent_id, created_at)| {
-            Ok(IdempotencyRecord { request_hash: hash_from(hash)?.0, intent_id, created_at })
+            Ok(IdempotencyRecord {
+                request_hash: hash_from(hash)?.0,
+                intent_id,
+                created_at,
+            })
         })
         .transpose()
     }
@@ -1736,11 +2006,26 @@ impl Store for SqlStore {
         })
     }
 
-    async fn list_executions_of(&self, intent_ids: &[String]) -> Result<Vec<ExecutionRecord>, StoreError> {
+    async fn list_executions_of(
+        &self,
+        intent_ids: &[String],
+    ) -> Result<Vec<ExecutionRecord>, StoreError> {
         if intent_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: Vec<(String, i32, String, String, String, i64, String, Option<String>, Option<String>, Option<String>, Option<String>)> = on_pool!(self, pool => {
+        let rows: Vec<(
+            String,
+            i32,
+            String,
+            String,
+            String,
+            i64,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        )> = on_pool!(self, pool => {
             let mut q = sqlx::QueryBuilder::new(
                 "SELECT intent_id, seq, execution_key, user_did, wallet_address, chain_id, state, tx_hash, error_code, error_message, data
                  FROM intent_executions WHERE intent_id IN (",
@@ -1753,21 +2038,23 @@ impl Store for SqlStore {
             q.build_query_as().fetch_all(pool).await.map_err(err)?
         });
         rows.into_iter()
-            .map(|(intent_id, seq, key, did, wallet, chain, state, tx_hash, code, message, data)| {
-                Ok(ExecutionRecord {
-                    intent_id,
-                    seq: u32::try_from(seq).map_err(err)?,
-                    execution_key: key,
-                    user_did: did,
-                    wallet_address: wallet,
-                    chain_id: u64::try_from(chain).map_err(err)?,
-                    state,
-                    tx_hash,
-                    error_code: code,
-                    error_message: message,
-                    data,
-                })
-            })
+            .map(
+                |(intent_id, seq, key, did, wallet, chain, state, tx_hash, code, message, data)| {
+                    Ok(ExecutionRecord {
+                        intent_id,
+                        seq: u32::try_from(seq).map_err(err)?,
+                        execution_key: key,
+                        user_did: did,
+                        wallet_address: wallet,
+                        chain_id: u64::try_from(chain).map_err(err)?,
+                        state,
+                        tx_hash,
+                        error_code: code,
+                        error_message: message,
+                        data,
+                    })
+                },
+            )
             .collect()
     }
 
@@ -1796,7 +2083,12 @@ impl Store for SqlStore {
         .map_err(err))
     }
 
-    async fn renew_lease(&self, intent_id: &str, owner: &str, lease_until: i64) -> Result<bool, StoreError> {
+    async fn renew_lease(
+        &self,
+        intent_id: &str,
+        owner: &str,
+        lease_until: i64,
+    ) -> Result<bool, StoreError> {
         on_writer!(self, pool => sqlx::query(
             "UPDATE intents SET lease_until = $3 WHERE id = $1 AND lease_owner = $2 AND status = 'queued'",
         )
@@ -1809,7 +2101,13 @@ impl Store for SqlStore {
         .map_err(err))
     }
 
-    async fn start_execution(&self, intent_id: &str, seq: u32, owner: &str, now: i64) -> Result<bool, StoreError> {
+    async fn start_execution(
+        &self,
+        intent_id: &str,
+        seq: u32,
+        owner: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
         let seq = i32::try_from(seq).map_err(err)?;
         on_writer!(self, pool => sqlx::query(
             "UPDATE intent_executions SET state = 'started', started_at = $4
@@ -1826,7 +2124,13 @@ impl Store for SqlStore {
         .map_err(err))
     }
 
-    async fn finish_execution(&self, intent_id: &str, seq: u32, f: &ExecutionFinish, now: i64) -> Result<bool, StoreError> {
+    async fn finish_execution(
+        &self,
+        intent_id: &str,
+        seq: u32,
+        f: &ExecutionFinish,
+        now: i64,
+    ) -> Result<bool, StoreError> {
         let seq = i32::try_from(seq).map_err(err)?;
         let state = f.state();
         on_writer!(self, pool => sqlx::query(
@@ -1848,7 +2152,11 @@ impl Store for SqlStore {
         .map_err(err))
     }
 
-    async fn finish_intent(&self, intent_id: &str, now: i64) -> Result<Option<IntentRecord>, StoreError> {
+    async fn finish_intent(
+        &self,
+        intent_id: &str,
+        now: i64,
+    ) -> Result<Option<IntentRecord>, StoreError> {
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let settle = Settle { owner: String::new(), intents: vec![intent_id.to_owned()], done: Vec::new(), now };
@@ -1863,7 +2171,13 @@ impl Store for SqlStore {
         })
     }
 
-    async fn claim_intents(&self, owner: &str, now: i64, lease_until: i64, limit: u32) -> Result<Vec<IntentRecord>, StoreError> {
+    async fn claim_intents(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+        limit: u32,
+    ) -> Result<Vec<IntentRecord>, StoreError> {
         on_writer!(self, pool => {
             let rows = sqlx::query(pool.claim_many_sql())
                 .bind(owner)
@@ -1877,11 +2191,22 @@ impl Store for SqlStore {
         })
     }
 
-    async fn finish_reads(&self, owner: &str, intents: &[String], done: &[(String, u32, ExecutionFinish)], now: i64) -> Result<(), StoreError> {
+    async fn finish_reads(
+        &self,
+        owner: &str,
+        intents: &[String],
+        done: &[(String, u32, ExecutionFinish)],
+        now: i64,
+    ) -> Result<(), StoreError> {
         if intents.is_empty() {
             return Ok(());
         }
-        let settle = Settle { owner: owner.to_owned(), intents: intents.to_vec(), done: done.to_vec(), now };
+        let settle = Settle {
+            owner: owner.to_owned(),
+            intents: intents.to_vec(),
+            done: done.to_vec(),
+            now,
+        };
         self.batch(|reply| Job::Settle(settle, reply)).await
     }
 
@@ -1893,15 +2218,24 @@ impl Store for SqlStore {
         .fetch_optional(pool)
         .await
         .map_err(err)?);
-        Ok(row.map(|(balance, reserved, free_day, free_used)| CreditAccount {
-            balance,
-            reserved,
-            free_day,
-            free_used: u32::try_from(free_used).unwrap_or(0),
-        }))
+        Ok(
+            row.map(|(balance, reserved, free_day, free_used)| CreditAccount {
+                balance,
+                reserved,
+                free_day,
+                free_used: u32::try_from(free_used).unwrap_or(0),
+            }),
+        )
     }
 
-    async fn grant_credits(&self, account_id: &str, amount: i64, kind: &str, reason: &str, now: i64) -> Result<CreditAccount, StoreError> {
+    async fn grant_credits(
+        &self,
+        account_id: &str,
+        amount: i64,
+        kind: &str,
+        reason: &str,
+        now: i64,
+    ) -> Result<CreditAccount, StoreError> {
         if amount <= 0 {
             return Err(StoreError("a grant must be positive".into()));
         }
@@ -1914,7 +2248,18 @@ impl Store for SqlStore {
     }
 
     async fn ledger(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
-        type Row = (String, String, Option<String>, Option<String>, Option<String>, i64, i64, i64, i64, i64);
+        type Row = (
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+        );
         let rows: Vec<Row> = on_pool!(self, pool => sqlx::query_as(
             "SELECT kind, reason, agent_id, intent_id, invoice_id, balance_before, balance_after, reserved_before,
                  reserved_after, created_at
@@ -1926,18 +2271,22 @@ impl Store for SqlStore {
         .map_err(err)?);
         Ok(rows
             .into_iter()
-            .map(|(kind, reason, agent_id, intent_id, invoice_id, bb, ba, rb, ra, created_at)| LedgerEntry {
-                kind,
-                reason,
-                agent_id,
-                intent_id,
-                invoice_id,
-                balance_before: bb,
-                balance_after: ba,
-                reserved_before: rb,
-                reserved_after: ra,
-                created_at,
-            })
+            .map(
+                |(kind, reason, agent_id, intent_id, invoice_id, bb, ba, rb, ra, created_at)| {
+                    LedgerEntry {
+                        kind,
+                        reason,
+                        agent_id,
+                        intent_id,
+                        invoice_id,
+                        balance_before: bb,
+                        balance_after: ba,
+                        reserved_before: rb,
+                        reserved_after: ra,
+                        created_at,
+                    }
+                },
+            )
             .collect())
     }
 
@@ -1985,7 +2334,12 @@ impl Store for SqlStore {
         row.map(delegation_record).transpose()
     }
 
-    async fn list_delegations(&self, agent_id: &str, chain_id: Option<u64>, delegator: Option<&str>) -> Result<Vec<DelegationRecord>, StoreError> {
+    async fn list_delegations(
+        &self,
+        agent_id: &str,
+        chain_id: Option<u64>,
+        delegator: Option<&str>,
+    ) -> Result<Vec<DelegationRecord>, StoreError> {
         let chain = chain_id.map(i64::try_from).transpose().map_err(err)?;
         let rows: Vec<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!(
             "SELECT ", delegation_columns!(), " FROM delegations WHERE agent_id = $1 AND ($2 IS NULL OR chain_id = $2)
@@ -2000,7 +2354,13 @@ impl Store for SqlStore {
         rows.into_iter().map(delegation_record).collect()
     }
 
-    async fn active_delegation(&self, agent_id: &str, chain_id: u64, delegator: &str, now: i64) -> Result<Option<DelegationRecord>, StoreError> {
+    async fn active_delegation(
+        &self,
+        agent_id: &str,
+        chain_id: u64,
+        delegator: &str,
+        now: i64,
+    ) -> Result<Option<DelegationRecord>, StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
         let row: Option<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!(
             "SELECT ", delegation_columns!(), " ", usable_delegations!(), " AND lower(delegator) = lower($4)
@@ -2016,7 +2376,11 @@ impl Store for SqlStore {
         row.map(delegation_record).transpose()
     }
 
-    async fn active_delegations(&self, after: Option<&str>, limit: u32) -> Result<Vec<DelegationRecord>, StoreError> {
+    async fn active_delegations(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<DelegationRecord>, StoreError> {
         let rows: Vec<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!(
             "SELECT ", delegation_columns!(), " FROM delegations WHERE status = 'active' AND ($1 IS NULL OR hash > $1)
                ORDER BY hash LIMIT $2"
@@ -2029,7 +2393,12 @@ impl Store for SqlStore {
         rows.into_iter().map(delegation_record).collect()
     }
 
-    async fn set_delegation_status(&self, hash: &str, status: &str, now: i64) -> Result<bool, StoreError> {
+    async fn set_delegation_status(
+        &self,
+        hash: &str,
+        status: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
         let done = on_writer!(self, pool => sqlx::query("UPDATE delegations SET status = $2, updated_at = $3 WHERE hash = $1")
             .bind(hash)
             .bind(status)
@@ -2072,7 +2441,12 @@ impl Store for SqlStore {
             .map_err(err))
     }
 
-    async fn count_active_delegations(&self, agent_id: &str, chain_id: u64, now: i64) -> Result<u64, StoreError> {
+    async fn count_active_delegations(
+        &self,
+        agent_id: &str,
+        chain_id: u64,
+        now: i64,
+    ) -> Result<u64, StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
         let n: i64 = on_pool!(self, pool => sqlx::query_scalar(concat!("SELECT COUNT(DISTINCT lower(delegator)) ", usable_delegations!()))
         .bind(agent_id)
@@ -2108,7 +2482,10 @@ impl Store for SqlStore {
         .map_err(err))
     }
 
-    async fn get_personhood_challenge(&self, nonce: &str) -> Result<Option<PersonhoodChallenge>, StoreError> {
+    async fn get_personhood_challenge(
+        &self,
+        nonce: &str,
+    ) -> Result<Option<PersonhoodChallenge>, StoreError> {
         let row: Option<ChallengeRow> = on_pool!(self, pool => sqlx::query_as(
             concat!("SELECT ", challenge_columns!(), " FROM personhood_challenges WHERE nonce = $1"),
         )
@@ -2119,7 +2496,11 @@ impl Store for SqlStore {
         row.map(challenge_from).transpose()
     }
 
-    async fn find_personhood_challenge_by_key(&self, account_id: &str, key: &str) -> Result<Option<PersonhoodChallenge>, StoreError> {
+    async fn find_personhood_challenge_by_key(
+        &self,
+        account_id: &str,
+        key: &str,
+    ) -> Result<Option<PersonhoodChallenge>, StoreError> {
         let row: Option<ChallengeRow> = on_pool!(self, pool => sqlx::query_as(
             concat!("SELECT ", challenge_columns!(), " FROM personhood_challenges WHERE account_id = $1 AND idempotency_key = $2"),
         )
@@ -2131,7 +2512,13 @@ impl Store for SqlStore {
         row.map(challenge_from).transpose()
     }
 
-    async fn open_personhood_challenge(&self, account_id: &str, kind: &str, subject: &str, now: i64) -> Result<Option<PersonhoodChallenge>, StoreError> {
+    async fn open_personhood_challenge(
+        &self,
+        account_id: &str,
+        kind: &str,
+        subject: &str,
+        now: i64,
+    ) -> Result<Option<PersonhoodChallenge>, StoreError> {
         let row: Option<ChallengeRow> = on_pool!(self, pool => sqlx::query_as(
             concat!("SELECT ", challenge_columns!(), " FROM personhood_challenges
                  WHERE account_id = $1 AND kind = $2 AND subject = $3 AND used_at IS NULL AND expires_at > $4
@@ -2147,7 +2534,12 @@ impl Store for SqlStore {
         row.map(challenge_from).transpose()
     }
 
-    async fn complete_personhood(&self, nonce: &str, now: i64, effect: &PersonhoodEffect) -> Result<PersonhoodOutcome, StoreError> {
+    async fn complete_personhood(
+        &self,
+        nonce: &str,
+        now: i64,
+        effect: &PersonhoodEffect,
+    ) -> Result<PersonhoodOutcome, StoreError> {
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let taken = sqlx::query(
@@ -2234,7 +2626,13 @@ impl Store for SqlStore {
             .map_err(err))
     }
 
-    async fn consume_receipt(&self, receipt_id: &str, subject: &str, details: &str, now: i64) -> Result<ConsumeOutcome, StoreError> {
+    async fn consume_receipt(
+        &self,
+        receipt_id: &str,
+        subject: &str,
+        details: &str,
+        now: i64,
+    ) -> Result<ConsumeOutcome, StoreError> {
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let done = sqlx::query(
@@ -2280,7 +2678,12 @@ impl Store for SqlStore {
         row.map(invoice_from).transpose()
     }
 
-    async fn settle_invoice(&self, invoice_id: &str, tx_hash: &str, now: i64) -> Result<SettleOutcome, StoreError> {
+    async fn settle_invoice(
+        &self,
+        invoice_id: &str,
+        tx_hash: &str,
+        now: i64,
+    ) -> Result<SettleOutcome, StoreError> {
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             // The invoice row first: racing retries of one invoice queue here.
@@ -2330,7 +2733,12 @@ impl Store for SqlStore {
         })
     }
 
-    async fn link_wallet(&self, address: &str, account_id: &str, now: i64) -> Result<Option<i64>, StoreError> {
+    async fn link_wallet(
+        &self,
+        address: &str,
+        account_id: &str,
+        now: i64,
+    ) -> Result<Option<i64>, StoreError> {
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             sqlx::query("INSERT INTO wallet_links (address, account_id, linked_at) VALUES ($1, $2, $3) ON CONFLICT (address) DO NOTHING")
@@ -2373,7 +2781,14 @@ impl Store for SqlStore {
             .bind(address).fetch_optional(pool).await.map_err(err))
     }
 
-    async fn put_link_challenge(&self, nonce: &str, account_id: &str, address: &str, message: &str, expires_at: i64) -> Result<(), StoreError> {
+    async fn put_link_challenge(
+        &self,
+        nonce: &str,
+        account_id: &str,
+        address: &str,
+        message: &str,
+        expires_at: i64,
+    ) -> Result<(), StoreError> {
         on_writer!(self, pool => sqlx::query(
             "INSERT INTO wallet_link_challenges (nonce, account_id, address, message, expires_at) VALUES ($1, $2, $3, $4, $5)",
         )
@@ -2381,7 +2796,12 @@ impl Store for SqlStore {
         .execute(pool).await.map(|_| ()).map_err(err))
     }
 
-    async fn take_link_challenge(&self, nonce: &str, account_id: &str, now: i64) -> Result<Option<(String, String)>, StoreError> {
+    async fn take_link_challenge(
+        &self,
+        nonce: &str,
+        account_id: &str,
+        now: i64,
+    ) -> Result<Option<(String, String)>, StoreError> {
         on_writer!(self, pool => sqlx::query_as(
             "UPDATE wallet_link_challenges SET used_at = $3
              WHERE nonce = $1 AND account_id = $2 AND used_at IS NULL AND expires_at > $3 RETURNING address, message",
@@ -2390,7 +2810,15 @@ impl Store for SqlStore {
         .fetch_optional(pool).await.map_err(err))
     }
 
-    async fn reserve_nonces(&self, chain_id: u64, wallet: &str, execution_key: &str, count: u32, chain_nonce: u64, now: i64) -> Result<Vec<ChainTxRecord>, StoreError> {
+    async fn reserve_nonces(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        execution_key: &str,
+        count: u32,
+        chain_nonce: u64,
+        now: i64,
+    ) -> Result<Vec<ChainTxRecord>, StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
         let chain_nonce = i64::try_from(chain_nonce).map_err(err)?;
         on_writer!(self, pool => {
@@ -2457,7 +2885,13 @@ impl Store for SqlStore {
         })
     }
 
-    async fn record_signed_txs(&self, chain_id: u64, wallet: &str, signed: &[SignedTx], now: i64) -> Result<(), StoreError> {
+    async fn record_signed_txs(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        signed: &[SignedTx],
+        now: i64,
+    ) -> Result<(), StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
@@ -2482,7 +2916,15 @@ impl Store for SqlStore {
         })
     }
 
-    async fn record_mined_tx(&self, chain_id: u64, wallet: &str, nonce: u64, tx_hash: &str, status: i64, now: i64) -> Result<(), StoreError> {
+    async fn record_mined_tx(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        nonce: u64,
+        tx_hash: &str,
+        status: i64,
+        now: i64,
+    ) -> Result<(), StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
         let nonce = i64::try_from(nonce).map_err(err)?;
         on_writer!(self, pool => sqlx::query(
@@ -2496,7 +2938,12 @@ impl Store for SqlStore {
         .execute(pool).await.map(|_| ()).map_err(err))
     }
 
-    async fn void_txs(&self, execution_key: &str, include_signed: bool, now: i64) -> Result<(), StoreError> {
+    async fn void_txs(
+        &self,
+        execution_key: &str,
+        include_signed: bool,
+        now: i64,
+    ) -> Result<(), StoreError> {
         on_writer!(self, pool => sqlx::query(
             "UPDATE chain_txs SET state = 'voided', updated_at = $2
              WHERE execution_key = $1 AND (state = 'reserved' OR (state = 'signed' AND $3))",
@@ -2504,7 +2951,6 @@ impl Store for SqlStore {
         .bind(execution_key).bind(now).bind(include_signed)
         .execute(pool).await.map(|_| ()).map_err(err))
     }
-
 }
 
 pub mod testing {
@@ -2544,14 +2990,37 @@ pub mod testing {
     fn uuid_like() -> String {
         use std::time::{SystemTime, UNIX_EPOCH};
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         format!("{:x}_{}_{n}", nanos, std::process::id())
     }
 }
 
-type DelegationRow = (String, String, String, i64, String, i64, Option<i64>, Option<String>);
+type DelegationRow = (
+    String,
+    String,
+    String,
+    i64,
+    String,
+    i64,
+    Option<i64>,
+    Option<String>,
+);
 
-fn delegation_record((hash, agent_id, delegator, chain_id, status, created_at, expires_at, body): DelegationRow) -> Result<DelegationRecord, StoreError> {
-    Ok(DelegationRecord { hash, agent_id, delegator, chain_id: u64::try_from(chain_id).map_err(err)?, status, created_at, expires_at, body })
+fn delegation_record(
+    (hash, agent_id, delegator, chain_id, status, created_at, expires_at, body): DelegationRow,
+) -> Result<DelegationRecord, StoreError> {
+    Ok(DelegationRecord {
+        hash,
+        agent_id,
+        delegator,
+        chain_id: u64::try_from(chain_id).map_err(err)?,
+        status,
+        created_at,
+        expires_at,
+        body,
+    })
 }

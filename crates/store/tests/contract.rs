@@ -3,8 +3,8 @@
 
 use actiongate_core::crypto::SecretHash;
 use actiongate_core::store::{
-    AcceptOutcome, AgentRecord, EmailChallenge, ExecutionDraft, IntentDraft, NewAgent, Onboarding, OnboardingOutcome,
-    PolicyRecord, Store,
+    AcceptOutcome, AgentRecord, EmailChallenge, ExecutionDraft, IntentDraft, NewAgent, Onboarding,
+    OnboardingOutcome, PolicyRecord, Store,
 };
 use actiongate_store::{SqlStore, testing};
 
@@ -16,15 +16,36 @@ struct Fixture {
 async fn backends() -> Vec<(&'static str, Fixture)> {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let sqlite = SqlStore::connect(&url).await.unwrap_or_else(|e| panic!("{e}"));
+    let sqlite = SqlStore::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     sqlite.migrate().await.unwrap_or_else(|e| panic!("{e}"));
-    let pg_url = testing::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}"));
-    let pg = SqlStore::connect(&pg_url).await.unwrap_or_else(|e| panic!("{e}"));
+    let pg_url = testing::fresh_postgres_url()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let pg = SqlStore::connect(&pg_url)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     pg.migrate().await.unwrap_or_else(|e| panic!("{e}"));
     // Migrating twice is a no-op.
     pg.migrate().await.unwrap_or_else(|e| panic!("{e}"));
     let pg_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    vec![("sqlite", Fixture { store: sqlite.into(), _dir: dir }), ("postgres", Fixture { store: pg.into(), _dir: pg_dir })]
+    vec![
+        (
+            "sqlite",
+            Fixture {
+                store: sqlite.into(),
+                _dir: dir,
+            },
+        ),
+        (
+            "postgres",
+            Fixture {
+                store: pg.into(),
+                _dir: pg_dir,
+            },
+        ),
+    ]
 }
 
 fn h(b: u8) -> SecretHash {
@@ -56,7 +77,14 @@ fn policy(agent_id: &str) -> PolicyRecord {
     }
 }
 
-fn onboarding(email: &str, code: u8, account: &str, agent_id: &str, key: u8, session: u8) -> Onboarding {
+fn onboarding(
+    email: &str,
+    code: u8,
+    account: &str,
+    agent_id: &str,
+    key: u8,
+    session: u8,
+) -> Onboarding {
     Onboarding {
         email: email.into(),
         code_hash: h(code),
@@ -72,7 +100,12 @@ fn onboarding(email: &str, code: u8, account: &str, agent_id: &str, key: u8, ses
 
 async fn challenge(store: &SqlStore, email: &str, code: u8) {
     store
-        .put_email_challenge(&EmailChallenge { email: email.into(), code_hash: h(code), expires_at: 5_000, attempts: 0 })
+        .put_email_challenge(&EmailChallenge {
+            email: email.into(),
+            code_hash: h(code),
+            expires_at: 5_000,
+            attempts: 0,
+        })
         .await
         .unwrap_or_else(|e| panic!("{e}"));
 }
@@ -80,7 +113,10 @@ async fn challenge(store: &SqlStore, email: &str, code: u8) {
 /// Account acc1 of `email` with its first agent ag1 (key 1).
 async fn onboarded(store: &SqlStore, email: &str) {
     challenge(store, email, 9).await;
-    store.complete_onboarding(&onboarding(email, 9, "acc1", "ag1", 1, 11)).await.unwrap_or_else(|e| panic!("{e}"));
+    store
+        .complete_onboarding(&onboarding(email, 9, "acc1", "ag1", 1, 11))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[tokio::test]
@@ -89,26 +125,73 @@ async fn onboarding_creates_once_then_signs_in() {
         let s = &f.store;
         s.ping().await.unwrap_or_else(|e| panic!("{name}: {e}"));
         challenge(s, "a@example.com", 9).await;
-        let first = s.complete_onboarding(&onboarding("a@example.com", 9, "acc1", "ag1", 1, 11)).await;
-        assert_eq!(first.ok(), Some(OnboardingOutcome::Created { account_id: "acc1".into() }), "{name}");
+        let first = s
+            .complete_onboarding(&onboarding("a@example.com", 9, "acc1", "ag1", 1, 11))
+            .await;
+        assert_eq!(
+            first.ok(),
+            Some(OnboardingOutcome::Created {
+                account_id: "acc1".into()
+            }),
+            "{name}"
+        );
         // The code is single-use.
-        let again = s.complete_onboarding(&onboarding("a@example.com", 9, "acc2", "ag2", 2, 12)).await;
+        let again = s
+            .complete_onboarding(&onboarding("a@example.com", 9, "acc2", "ag2", 2, 12))
+            .await;
         assert_eq!(again.ok(), Some(OnboardingOutcome::ChallengeGone), "{name}");
         // A new code for the same e-mail signs in to the same account and creates no agent.
         challenge(s, "a@example.com", 8).await;
-        let second = s.complete_onboarding(&onboarding("a@example.com", 8, "acc3", "ag3", 3, 13)).await;
-        assert_eq!(second.ok(), Some(OnboardingOutcome::SignedIn { account_id: "acc1".into() }), "{name}");
+        let second = s
+            .complete_onboarding(&onboarding("a@example.com", 8, "acc3", "ag3", 3, 13))
+            .await;
+        assert_eq!(
+            second.ok(),
+            Some(OnboardingOutcome::SignedIn {
+                account_id: "acc1".into()
+            }),
+            "{name}"
+        );
         let agents = s.list_agents("acc1").await.unwrap_or_default();
-        assert_eq!(agents.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), ["ag1"], "{name}");
-        assert!(s.list_agents("acc3").await.unwrap_or_default().is_empty(), "{name}");
-        assert!(s.find_agent_and_policy(&h(3)).await.ok().flatten().is_none(), "{name}");
+        assert_eq!(
+            agents.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+            ["ag1"],
+            "{name}"
+        );
+        assert!(
+            s.list_agents("acc3").await.unwrap_or_default().is_empty(),
+            "{name}"
+        );
+        assert!(
+            s.find_agent_and_policy(&h(3))
+                .await
+                .ok()
+                .flatten()
+                .is_none(),
+            "{name}"
+        );
         // Both sessions work; expired ones do not.
         for sess in [11, 13] {
-            let found = s.find_session(&h(sess), 2_000).await.ok().flatten().map(|s| s.account_id);
+            let found = s
+                .find_session(&h(sess), 2_000)
+                .await
+                .ok()
+                .flatten()
+                .map(|s| s.account_id);
             assert_eq!(found.as_deref(), Some("acc1"), "{name}");
         }
-        assert!(s.find_session(&h(11), 10_000).await.ok().flatten().is_none(), "{name}");
-        assert!(s.find_session(&h(99), 2_000).await.ok().flatten().is_none(), "{name}");
+        assert!(
+            s.find_session(&h(11), 10_000)
+                .await
+                .ok()
+                .flatten()
+                .is_none(),
+            "{name}"
+        );
+        assert!(
+            s.find_session(&h(99), 2_000).await.ok().flatten().is_none(),
+            "{name}"
+        );
     }
 }
 
@@ -119,11 +202,29 @@ async fn expired_or_wrong_codes_consume_nothing() {
         challenge(s, "b@example.com", 9).await;
         let mut late = onboarding("b@example.com", 9, "acc1", "ag1", 1, 11);
         late.now = 5_000;
-        assert_eq!(s.complete_onboarding(&late).await.ok(), Some(OnboardingOutcome::ChallengeGone), "{name}");
+        assert_eq!(
+            s.complete_onboarding(&late).await.ok(),
+            Some(OnboardingOutcome::ChallengeGone),
+            "{name}"
+        );
         let wrong = onboarding("b@example.com", 7, "acc1", "ag1", 1, 11);
-        assert_eq!(s.complete_onboarding(&wrong).await.ok(), Some(OnboardingOutcome::ChallengeGone), "{name}");
-        assert!(s.list_agents("acc1").await.unwrap_or_default().is_empty(), "{name}");
-        assert!(s.get_email_challenge("b@example.com").await.ok().flatten().is_some(), "{name}");
+        assert_eq!(
+            s.complete_onboarding(&wrong).await.ok(),
+            Some(OnboardingOutcome::ChallengeGone),
+            "{name}"
+        );
+        assert!(
+            s.list_agents("acc1").await.unwrap_or_default().is_empty(),
+            "{name}"
+        );
+        assert!(
+            s.get_email_challenge("b@example.com")
+                .await
+                .ok()
+                .flatten()
+                .is_some(),
+            "{name}"
+        );
     }
 }
 
@@ -139,14 +240,27 @@ async fn failed_attempts_count_atomically_and_reset_on_a_new_code() {
         }
         let mut seen: Vec<u32> = Vec::new();
         while let Some(joined) = tasks.join_next().await {
-            seen.push(joined.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|e| panic!("{name}: {e}")));
+            seen.push(
+                joined
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .unwrap_or_else(|e| panic!("{name}: {e}")),
+            );
         }
         seen.sort_unstable();
         assert_eq!(seen, (1..=10).collect::<Vec<_>>(), "{name}");
         challenge(s, "c@example.com", 9).await;
-        let c = s.get_email_challenge("c@example.com").await.ok().flatten().map(|c| c.attempts);
+        let c = s
+            .get_email_challenge("c@example.com")
+            .await
+            .ok()
+            .flatten()
+            .map(|c| c.attempts);
         assert_eq!(c, Some(0), "{name}");
-        assert_eq!(s.count_failed_attempt("nobody@example.com").await.ok(), Some(u32::MAX), "{name}");
+        assert_eq!(
+            s.count_failed_attempt("nobody@example.com").await.ok(),
+            Some(u32::MAX),
+            "{name}"
+        );
     }
 }
 
@@ -155,38 +269,99 @@ async fn agents_keys_and_policies() {
     for (name, f) in backends().await {
         let s = &f.store;
         onboarded(s, "d@example.com").await;
-        s.create_agent(&agent("ag2", "acc1", 2), &policy("ag2")).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.create_agent(&agent("ag2", "acc1", 2), &policy("ag2"))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         // A key hash is unique: a second agent with the same hash is refused.
-        assert!(s.create_agent(&agent("ag3", "acc1", 2), &policy("ag3")).await.is_err(), "{name}");
-        assert!(s.get_agent("ag3").await.ok().flatten().is_none(), "{name}: a failed create left a row");
+        assert!(
+            s.create_agent(&agent("ag3", "acc1", 2), &policy("ag3"))
+                .await
+                .is_err(),
+            "{name}"
+        );
+        assert!(
+            s.get_agent("ag3").await.ok().flatten().is_none(),
+            "{name}: a failed create left a row"
+        );
 
-        let found = s.find_agent_and_policy(&h(2)).await.ok().flatten().map(|(a, _)| a.id);
+        let found = s
+            .find_agent_and_policy(&h(2))
+            .await
+            .ok()
+            .flatten()
+            .map(|(a, _)| a.id);
         assert_eq!(found.as_deref(), Some("ag2"), "{name}");
-        assert_eq!(s.agent_wallet_sealed("ag2").await.ok().flatten(), Some(vec![1, 2, 3]), "{name}");
+        assert_eq!(
+            s.agent_wallet_sealed("ag2").await.ok().flatten(),
+            Some(vec![1, 2, 3]),
+            "{name}"
+        );
 
-        assert_eq!(s.rotate_agent_key("ag2", &h(5), 3_000).await.ok(), Some(true), "{name}");
-        assert!(s.find_agent_and_policy(&h(2)).await.ok().flatten().is_none(), "{name}: old key still works");
+        assert_eq!(
+            s.rotate_agent_key("ag2", &h(5), 3_000).await.ok(),
+            Some(true),
+            "{name}"
+        );
+        assert!(
+            s.find_agent_and_policy(&h(2))
+                .await
+                .ok()
+                .flatten()
+                .is_none(),
+            "{name}: old key still works"
+        );
         let rotated = s.find_agent_and_policy(&h(5)).await.ok().flatten();
-        assert_eq!(rotated.and_then(|(a, _)| a.key_rotated_at), Some(3_000), "{name}");
-        assert_eq!(s.rotate_agent_key("nope", &h(6), 3_000).await.ok(), Some(false), "{name}");
+        assert_eq!(
+            rotated.and_then(|(a, _)| a.key_rotated_at),
+            Some(3_000),
+            "{name}"
+        );
+        assert_eq!(
+            s.rotate_agent_key("nope", &h(6), 3_000).await.ok(),
+            Some(false),
+            "{name}"
+        );
 
-        assert_eq!(s.get_policy("ag2").await.ok().flatten(), Some(policy("ag2")), "{name}");
+        assert_eq!(
+            s.get_policy("ag2").await.ok().flatten(),
+            Some(policy("ag2")),
+            "{name}"
+        );
         let mut p = policy("ag2");
         p.allowed_actions = vec!["swap".into(), "vote".into()];
         p.max_per_action_micros = Some(5);
         p.updated_at = 4_000;
-        s.put_policy(&p).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(s.get_policy("ag2").await.ok().flatten(), Some(p.clone()), "{name}");
+        s.put_policy(&p)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            s.get_policy("ag2").await.ok().flatten(),
+            Some(p.clone()),
+            "{name}"
+        );
         // The agent of a key comes with its policy in one read.
-        let with_policy = s.find_agent_and_policy(&h(5)).await.ok().flatten().and_then(|(_, policy)| policy);
+        let with_policy = s
+            .find_agent_and_policy(&h(5))
+            .await
+            .ok()
+            .flatten()
+            .and_then(|(_, policy)| policy);
         assert_eq!(with_policy, Some(p), "{name}");
         assert_eq!(s.get_policy("nope").await.ok().flatten(), None, "{name}");
-        assert_eq!(s.list_agents("acc1").await.unwrap_or_default().len(), 2, "{name}");
+        assert_eq!(
+            s.list_agents("acc1").await.unwrap_or_default().len(),
+            2,
+            "{name}"
+        );
     }
 }
 
 fn signed(nonce: u64, hash: &str) -> actiongate_core::store::SignedTx {
-    actiongate_core::store::SignedTx { nonce, tx_hash: hash.into(), raw_tx: vec![1, 2, 3] }
+    actiongate_core::store::SignedTx {
+        nonce,
+        tx_hash: hash.into(),
+        raw_tx: vec![1, 2, 3],
+    }
 }
 
 #[tokio::test]
@@ -195,46 +370,130 @@ async fn wallet_nonces_are_reserved_once_contiguously_and_voided_ones_are_reused
         let store = f.store.clone();
         let wallet = "0x00000000000000000000000000000000000000aa";
         // The chain says the wallet has sent 7 transactions: numbering starts there.
-        let first = store.reserve_nonces(84532, wallet, "i1:0", 2, 7, 1).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(first.iter().map(|t| t.nonce).collect::<Vec<_>>(), vec![7, 8], "{name}");
+        let first = store
+            .reserve_nonces(84532, wallet, "i1:0", 2, 7, 1)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            first.iter().map(|t| t.nonce).collect::<Vec<_>>(),
+            vec![7, 8],
+            "{name}"
+        );
         // Reserving again for the same execution answers the same rows (idempotent).
-        let again = store.reserve_nonces(84532, wallet, "i1:0", 2, 7, 2).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let again = store
+            .reserve_nonces(84532, wallet, "i1:0", 2, 7, 2)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(again, first, "{name}");
         // Many executions at once: contiguous, no duplicate.
         let tasks: Vec<_> = (0..20)
             .map(|i| {
                 let store = store.clone();
-                tokio::spawn(async move { store.reserve_nonces(84532, wallet, &format!("i2:{i}"), 1, 7, 3).await })
+                tokio::spawn(async move {
+                    store
+                        .reserve_nonces(84532, wallet, &format!("i2:{i}"), 1, 7, 3)
+                        .await
+                })
             })
             .collect();
         let mut nonces = Vec::new();
         for t in tasks {
-            let rows = t.await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let rows = t
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
             nonces.extend(rows.iter().map(|r| r.nonce));
         }
         nonces.sort_unstable();
         assert_eq!(nonces, (9..29).collect::<Vec<_>>(), "{name}");
         // Signed, then mined; a re-signing keeps the earlier hash.
-        store.record_signed_txs(84532, wallet, &[signed(7, "0xaa")], 4).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        store.record_signed_txs(84532, wallet, &[signed(7, "0xbb")], 5).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        let pending = store.execution_txs("i1:0").await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!((pending[0].state.as_str(), pending[1].state.as_str()), ("signed", "reserved"), "{name}");
-        assert_eq!((pending[0].tx_hash.as_deref(), pending[0].prior_hashes.clone()), (Some("0xbb"), vec!["0xaa".to_owned()]), "{name}");
-        store.record_mined_tx(84532, wallet, 7, "0xaa", 1, 6).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        let txs = store.execution_txs("i1:0").await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!((txs[0].state.as_str(), txs[0].tx_hash.as_deref(), txs[0].receipt_status), ("mined", Some("0xaa"), Some(1)), "{name}");
+        store
+            .record_signed_txs(84532, wallet, &[signed(7, "0xaa")], 4)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        store
+            .record_signed_txs(84532, wallet, &[signed(7, "0xbb")], 5)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let pending = store
+            .execution_txs("i1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            (pending[0].state.as_str(), pending[1].state.as_str()),
+            ("signed", "reserved"),
+            "{name}"
+        );
+        assert_eq!(
+            (
+                pending[0].tx_hash.as_deref(),
+                pending[0].prior_hashes.clone()
+            ),
+            (Some("0xbb"), vec!["0xaa".to_owned()]),
+            "{name}"
+        );
+        store
+            .record_mined_tx(84532, wallet, 7, "0xaa", 1, 6)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let txs = store
+            .execution_txs("i1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            (
+                txs[0].state.as_str(),
+                txs[0].tx_hash.as_deref(),
+                txs[0].receipt_status
+            ),
+            ("mined", Some("0xaa"), Some(1)),
+            "{name}"
+        );
         // A mined transaction cannot be re-signed.
-        assert!(store.record_signed_txs(84532, wallet, &[signed(8, "0xdd"), signed(7, "0xcc")], 7).await.is_err(), "{name}");
+        assert!(
+            store
+                .record_signed_txs(84532, wallet, &[signed(8, "0xdd"), signed(7, "0xcc")], 7)
+                .await
+                .is_err(),
+            "{name}"
+        );
         // ... and the batch it was in changed nothing.
-        let second = store.execution_txs("i1:0").await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!((second[1].state.as_str(), second[1].tx_hash.as_deref()), ("reserved", None), "{name}");
+        let second = store
+            .execution_txs("i1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            (second[1].state.as_str(), second[1].tx_hash.as_deref()),
+            ("reserved", None),
+            "{name}"
+        );
         // Voided (never sent) nonces are filled before new ones.
-        let gap_nonce = store.execution_txs("i2:3").await.unwrap_or_else(|e| panic!("{name}: {e}"))[0].nonce;
-        store.void_txs("i2:3", false, 8).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        let gap = store.execution_txs("i2:3").await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert!(gap.is_empty(), "{name}: a voided execution has no transactions");
-        let refill = store.reserve_nonces(84532, wallet, "i3:0", 2, 7, 9).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(refill.iter().map(|t| t.nonce).collect::<Vec<_>>(), vec![gap_nonce, 29], "{name}");
+        let gap_nonce = store
+            .execution_txs("i2:3")
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"))[0]
+            .nonce;
+        store
+            .void_txs("i2:3", false, 8)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let gap = store
+            .execution_txs("i2:3")
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            gap.is_empty(),
+            "{name}: a voided execution has no transactions"
+        );
+        let refill = store
+            .reserve_nonces(84532, wallet, "i3:0", 2, 7, 9)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            refill.iter().map(|t| t.nonce).collect::<Vec<_>>(),
+            vec![gap_nonce, 29],
+            "{name}"
+        );
     }
 }
 
@@ -265,7 +524,9 @@ async fn an_invoice_is_paid_once_by_one_transaction_and_held_credits_join_a_link
         onboarded(&s, "buyer@example.com").await;
         let wallet = "0x00000000000000000000000000000000000000aa";
         // An unlinked payer: the credits are held for the wallet.
-        s.create_invoice(&invoice("inv1", wallet, None)).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.create_invoice(&invoice("inv1", wallet, None))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let tasks: Vec<_> = (0..20)
             .map(|_| {
                 let s = s.clone();
@@ -274,31 +535,96 @@ async fn an_invoice_is_paid_once_by_one_transaction_and_held_credits_join_a_link
             .collect();
         let mut credited = 0;
         for t in tasks {
-            match t.await.unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|e| panic!("{name}: {e}")) {
-                SettleOutcome::Credited { account: None, balance: 100 } => credited += 1,
-                SettleOutcome::AlreadyPaid { account: None, balance: 100 } => {}
+            match t
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+            {
+                SettleOutcome::Credited {
+                    account: None,
+                    balance: 100,
+                } => credited += 1,
+                SettleOutcome::AlreadyPaid {
+                    account: None,
+                    balance: 100,
+                } => {}
                 other => panic!("{name}: {other:?}"),
             }
         }
         assert_eq!(credited, 1, "{name}: one of 20 racing retries credits");
         // The same transaction cannot pay another invoice; a paid invoice takes no other payment.
-        s.create_invoice(&invoice("inv2", wallet, None)).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(s.settle_invoice("inv2", "0xt1", 6).await.ok(), Some(SettleOutcome::PaymentUsed), "{name}");
-        assert_eq!(s.settle_invoice("inv1", "0xt2", 6).await.ok(), Some(SettleOutcome::InvoicePaid), "{name}");
-        assert!(s.get_invoice("inv2").await.ok().flatten().is_some_and(|i| i.paid_at.is_none()), "{name}: a refused payment changes nothing");
+        s.create_invoice(&invoice("inv2", wallet, None))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            s.settle_invoice("inv2", "0xt1", 6).await.ok(),
+            Some(SettleOutcome::PaymentUsed),
+            "{name}"
+        );
+        assert_eq!(
+            s.settle_invoice("inv1", "0xt2", 6).await.ok(),
+            Some(SettleOutcome::InvoicePaid),
+            "{name}"
+        );
+        assert!(
+            s.get_invoice("inv2")
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|i| i.paid_at.is_none()),
+            "{name}: a refused payment changes nothing"
+        );
         // Linking the wallet moves what is held into the account, once.
-        assert_eq!(s.link_wallet(wallet, "acc1", 7).await.ok(), Some(Some(100)), "{name}");
-        assert_eq!(s.link_wallet(wallet, "acc1", 8).await.ok(), Some(Some(0)), "{name}");
-        assert_eq!(s.credit_account("acc1").await.ok().flatten().map(|a| a.balance), Some(100), "{name}");
+        assert_eq!(
+            s.link_wallet(wallet, "acc1", 7).await.ok(),
+            Some(Some(100)),
+            "{name}"
+        );
+        assert_eq!(
+            s.link_wallet(wallet, "acc1", 8).await.ok(),
+            Some(Some(0)),
+            "{name}"
+        );
+        assert_eq!(
+            s.credit_account("acc1")
+                .await
+                .ok()
+                .flatten()
+                .map(|a| a.balance),
+            Some(100),
+            "{name}"
+        );
         // Now linked: a purchase by the wallet credits the account directly, with its invoice in the ledger.
-        assert_eq!(s.settle_invoice("inv2", "0xt3", 9).await.ok(), Some(SettleOutcome::Credited { account: Some("acc1".into()), balance: 200 }), "{name}");
+        assert_eq!(
+            s.settle_invoice("inv2", "0xt3", 9).await.ok(),
+            Some(SettleOutcome::Credited {
+                account: Some("acc1".into()),
+                balance: 200
+            }),
+            "{name}"
+        );
         let ledger = s.ledger("acc1").await.unwrap_or_default();
-        assert_eq!(ledger.iter().filter(|e| e.kind == "purchase").count(), 2, "{name}");
-        assert!(ledger.iter().any(|e| e.invoice_id.as_deref() == Some("inv2") && e.balance_after == 200), "{name}");
+        assert_eq!(
+            ledger.iter().filter(|e| e.kind == "purchase").count(),
+            2,
+            "{name}"
+        );
+        assert!(
+            ledger
+                .iter()
+                .any(|e| e.invoice_id.as_deref() == Some("inv2") && e.balance_after == 200),
+            "{name}"
+        );
     }
 }
 
-fn delegation(hash: &str, agent: &str, delegator: &str, created_at: i64, expires_at: Option<i64>) -> actiongate_core::store::DelegationRecord {
+fn delegation(
+    hash: &str,
+    agent: &str,
+    delegator: &str,
+    created_at: i64,
+    expires_at: Option<i64>,
+) -> actiongate_core::store::DelegationRecord {
     actiongate_core::store::DelegationRecord {
         hash: hash.into(),
         agent_id: agent.into(),
@@ -316,46 +642,163 @@ async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() 
     for (name, f) in backends().await {
         let s = &f.store;
         onboarded(s, "g@example.com").await;
-        s.create_agent(&agent("ag2", "acc1", 2), &policy("ag2")).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        let (alice, bob) = ("0xA11ce00000000000000000000000000000000001", "0xB0b0000000000000000000000000000000000002");
+        s.create_agent(&agent("ag2", "acc1", 2), &policy("ag2"))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (alice, bob) = (
+            "0xA11ce00000000000000000000000000000000001",
+            "0xB0b0000000000000000000000000000000000002",
+        );
         for d in [
             delegation("0x01", "ag1", alice, 1_000, None),
             delegation("0x02", "ag1", alice, 2_000, Some(5_000)),
             delegation("0x03", "ag1", bob, 3_000, Some(4_000)),
             delegation("0x04", "ag2", bob, 3_000, None),
         ] {
-            s.put_delegation(&d).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+            s.put_delegation(&d)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
         }
-        assert_eq!(s.get_delegation("0x02").await.ok().flatten(), Some(delegation("0x02", "ag1", alice, 2_000, Some(5_000))), "{name}");
+        assert_eq!(
+            s.get_delegation("0x02").await.ok().flatten(),
+            Some(delegation("0x02", "ag1", alice, 2_000, Some(5_000))),
+            "{name}"
+        );
         // One delegator counts once, however many delegations it gave; an expired one does not count.
-        assert_eq!(s.count_active_delegations("ag1", 84532, 3_500).await.ok(), Some(2), "{name}");
-        assert_eq!(s.count_active_delegations("ag1", 84532, 4_500).await.ok(), Some(1), "{name}: bob's window closed");
-        assert_eq!(s.count_active_delegations("ag1", 8453, 3_500).await.ok(), Some(0), "{name}: another chain");
+        assert_eq!(
+            s.count_active_delegations("ag1", 84532, 3_500).await.ok(),
+            Some(2),
+            "{name}"
+        );
+        assert_eq!(
+            s.count_active_delegations("ag1", 84532, 4_500).await.ok(),
+            Some(1),
+            "{name}: bob's window closed"
+        );
+        assert_eq!(
+            s.count_active_delegations("ag1", 8453, 3_500).await.ok(),
+            Some(0),
+            "{name}: another chain"
+        );
         // The newest active, unexpired delegation of a delegator, whatever the address case.
-        let found = s.active_delegation("ag1", 84532, &alice.to_lowercase(), 4_500).await.ok().flatten().map(|d| d.hash);
+        let found = s
+            .active_delegation("ag1", 84532, &alice.to_lowercase(), 4_500)
+            .await
+            .ok()
+            .flatten()
+            .map(|d| d.hash);
         assert_eq!(found.as_deref(), Some("0x02"), "{name}");
-        let found = s.active_delegation("ag1", 84532, alice, 6_000).await.ok().flatten().map(|d| d.hash);
-        assert_eq!(found.as_deref(), Some("0x01"), "{name}: the newer one expired");
-        assert!(s.active_delegation("ag1", 84532, bob, 4_500).await.ok().flatten().is_none(), "{name}");
-        let listed: Vec<String> = s.list_delegations("ag1", Some(84532), None).await.unwrap_or_default().into_iter().map(|d| d.hash).collect();
-        assert_eq!(listed, ["0x03", "0x02", "0x01"], "{name}: newest first, only the agent's");
-        let listed = s.list_delegations("ag1", None, Some(&bob.to_lowercase())).await.unwrap_or_default();
+        let found = s
+            .active_delegation("ag1", 84532, alice, 6_000)
+            .await
+            .ok()
+            .flatten()
+            .map(|d| d.hash);
+        assert_eq!(
+            found.as_deref(),
+            Some("0x01"),
+            "{name}: the newer one expired"
+        );
+        assert!(
+            s.active_delegation("ag1", 84532, bob, 4_500)
+                .await
+                .ok()
+                .flatten()
+                .is_none(),
+            "{name}"
+        );
+        let listed: Vec<String> = s
+            .list_delegations("ag1", Some(84532), None)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|d| d.hash)
+            .collect();
+        assert_eq!(
+            listed,
+            ["0x03", "0x02", "0x01"],
+            "{name}: newest first, only the agent's"
+        );
+        let listed = s
+            .list_delegations("ag1", None, Some(&bob.to_lowercase()))
+            .await
+            .unwrap_or_default();
         assert_eq!(listed.len(), 1, "{name}");
 
-        assert_eq!(s.set_delegation_status("0x02", "revoked", 4_000).await.ok(), Some(true), "{name}");
-        assert_eq!(s.set_delegation_status("0xff", "revoked", 4_000).await.ok(), Some(false), "{name}");
-        let found = s.active_delegation("ag1", 84532, alice, 4_500).await.ok().flatten().map(|d| d.hash);
-        assert_eq!(found.as_deref(), Some("0x01"), "{name}: a revoked delegation is not used");
-        assert_eq!(s.get_delegation("0x02").await.ok().flatten().map(|d| d.status).as_deref(), Some("revoked"), "{name}");
+        assert_eq!(
+            s.set_delegation_status("0x02", "revoked", 4_000).await.ok(),
+            Some(true),
+            "{name}"
+        );
+        assert_eq!(
+            s.set_delegation_status("0xff", "revoked", 4_000).await.ok(),
+            Some(false),
+            "{name}"
+        );
+        let found = s
+            .active_delegation("ag1", 84532, alice, 4_500)
+            .await
+            .ok()
+            .flatten()
+            .map(|d| d.hash);
+        assert_eq!(
+            found.as_deref(),
+            Some("0x01"),
+            "{name}: a revoked delegation is not used"
+        );
+        assert_eq!(
+            s.get_delegation("0x02")
+                .await
+                .ok()
+                .flatten()
+                .map(|d| d.status)
+                .as_deref(),
+            Some("revoked"),
+            "{name}"
+        );
         // Storing a revoked delegation again does not bring it back, nor does another agent take one over.
-        s.put_delegation(&delegation("0x02", "ag1", alice, 9_000, None)).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        s.put_delegation(&delegation("0x01", "ag2", alice, 9_000, None)).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(s.get_delegation("0x02").await.ok().flatten().map(|d| d.status).as_deref(), Some("revoked"), "{name}");
-        assert_eq!(s.get_delegation("0x01").await.ok().flatten().map(|d| d.agent_id).as_deref(), Some("ag1"), "{name}");
+        s.put_delegation(&delegation("0x02", "ag1", alice, 9_000, None))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.put_delegation(&delegation("0x01", "ag2", alice, 9_000, None))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            s.get_delegation("0x02")
+                .await
+                .ok()
+                .flatten()
+                .map(|d| d.status)
+                .as_deref(),
+            Some("revoked"),
+            "{name}"
+        );
+        assert_eq!(
+            s.get_delegation("0x01")
+                .await
+                .ok()
+                .flatten()
+                .map(|d| d.agent_id)
+                .as_deref(),
+            Some("ag1"),
+            "{name}"
+        );
         // The sweep pages through every agent's active delegations by hash.
-        let page: Vec<String> = s.active_delegations(None, 2).await.unwrap_or_default().into_iter().map(|d| d.hash).collect();
+        let page: Vec<String> = s
+            .active_delegations(None, 2)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|d| d.hash)
+            .collect();
         assert_eq!(page, ["0x01", "0x03"], "{name}");
-        let page: Vec<String> = s.active_delegations(Some("0x03"), 2).await.unwrap_or_default().into_iter().map(|d| d.hash).collect();
+        let page: Vec<String> = s
+            .active_delegations(Some("0x03"), 2)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|d| d.hash)
+            .collect();
         assert_eq!(page, ["0x04"], "{name}");
     }
 }
@@ -379,7 +822,10 @@ fn read_draft(n: u32, account: &str, key: u8) -> IntentDraft {
         replace_idempotency_before: None,
         fan_out: false,
         only_delegator: None,
-        own: ExecutionDraft { user_did: "did:pkh:eip155:8453:0xag1".into(), wallet_address: "0xag1".into() },
+        own: ExecutionDraft {
+            user_did: "did:pkh:eip155:8453:0xag1".into(),
+            wallet_address: "0xag1".into(),
+        },
         lease: None,
         day: 0,
         now: 3_000,
@@ -393,35 +839,79 @@ async fn drafts_accepted_together_fail_and_go_stale_one_by_one() {
     for (name, f) in backends().await {
         let s = &f.store;
         onboarded(s, "e@example.com").await;
-        s.grant_credits("acc1", 100, "grant", "test", 2_500).await.unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.grant_credits("acc1", 100, "grant", "test", 2_500)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         // Submitted at once, so that the batcher takes them together: 20 good drafts, one whose
         // account does not exist (its credit row cannot be written: the batch fails and every draft
         // is accepted in its own savepoint) and one checked against a key the agent no longer has.
         let mut tasks = tokio::task::JoinSet::new();
         for n in 0..22 {
-            let (store, draft) = (s.clone(), match n {
-                10 => read_draft(n, "no-such-account", 1),
-                11 => read_draft(n, "acc1", 7),
-                _ => read_draft(n, "acc1", 1),
-            });
+            let (store, draft) = (
+                s.clone(),
+                match n {
+                    10 => read_draft(n, "no-such-account", 1),
+                    11 => read_draft(n, "acc1", 7),
+                    _ => read_draft(n, "acc1", 1),
+                },
+            );
             tasks.spawn(async move { (n, store.accept_intent(&draft).await) });
         }
         while let Some(joined) = tasks.join_next().await {
             let (n, outcome) = joined.unwrap_or_else(|e| panic!("{name}: {e}"));
             match n {
-                10 => assert!(outcome.is_err(), "{name}: a draft of an unknown account was {outcome:?}"),
-                11 => assert!(matches!(outcome, Ok(AcceptOutcome::Stale)), "{name}: a stale key's draft was {outcome:?}"),
-                _ => assert!(matches!(outcome, Ok(AcceptOutcome::Accepted { total: 1, reserved_credits: 1, free_request: false })), "{name}: draft {n} was {outcome:?}"),
+                10 => assert!(
+                    outcome.is_err(),
+                    "{name}: a draft of an unknown account was {outcome:?}"
+                ),
+                11 => assert!(
+                    matches!(outcome, Ok(AcceptOutcome::Stale)),
+                    "{name}: a stale key's draft was {outcome:?}"
+                ),
+                _ => assert!(
+                    matches!(
+                        outcome,
+                        Ok(AcceptOutcome::Accepted {
+                            total: 1,
+                            reserved_credits: 1,
+                            free_request: false
+                        })
+                    ),
+                    "{name}: draft {n} was {outcome:?}"
+                ),
             }
         }
         // The good ones are written and reserved; the failed and the stale one left nothing.
         assert_eq!(s.count_intents("ag1").await.ok(), Some(20), "{name}");
         for n in [10, 11] {
-            assert!(s.get_intent(&format!("intent-{n}")).await.ok().flatten().is_none(), "{name}: intent {n} was written");
-            assert!(s.find_idempotency("ag1", &format!("k:{n}")).await.ok().flatten().is_none(), "{name}: key {n} was kept");
+            assert!(
+                s.get_intent(&format!("intent-{n}"))
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_none(),
+                "{name}: intent {n} was written"
+            );
+            assert!(
+                s.find_idempotency("ag1", &format!("k:{n}"))
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_none(),
+                "{name}: key {n} was kept"
+            );
         }
-        let account = s.credit_account("acc1").await.ok().flatten().unwrap_or_else(|| panic!("{name}: no credit row"));
+        let account = s
+            .credit_account("acc1")
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("{name}: no credit row"));
         assert_eq!((account.balance, account.reserved), (80, 20), "{name}");
-        assert_eq!(s.ledger("acc1").await.unwrap_or_default().len(), 21, "{name}: a grant and 20 reservations");
+        assert_eq!(
+            s.ledger("acc1").await.unwrap_or_default().len(),
+            21,
+            "{name}: a grant and 20 reservations"
+        );
     }
 }

@@ -41,11 +41,18 @@ impl DevnetProcess {
         if let Some(stdout) = child.stdout.take() {
             let _ = BufReader::new(stdout).read_line(&mut line);
         }
-        let mut me = Self { child, dir, url: String::new(), spec: serde_json::Value::Null };
+        let mut me = Self {
+            child,
+            dir,
+            url: String::new(),
+            spec: serde_json::Value::Null,
+        };
         if line.trim() != "devnet ready" {
             return None;
         }
-        me.spec = serde_json::from_str(&std::fs::read_to_string(me.dir.path().join("devnet.json")).ok()?).ok()?;
+        me.spec =
+            serde_json::from_str(&std::fs::read_to_string(me.dir.path().join("devnet.json")).ok()?)
+                .ok()?;
         me.url = me.spec["rpcUrl"].as_str().unwrap_or_default().to_owned();
         Some(me)
     }
@@ -58,7 +65,10 @@ impl DevnetProcess {
     /// Devnet account `i`: (address, private key).
     pub fn account(&self, i: usize) -> (String, String) {
         let a = &self.spec["accounts"][i];
-        (a["address"].as_str().unwrap_or_default().to_owned(), a["privateKey"].as_str().unwrap_or_default().to_owned())
+        (
+            a["address"].as_str().unwrap_or_default().to_owned(),
+            a["privateKey"].as_str().unwrap_or_default().to_owned(),
+        )
     }
 
     pub fn path(&self) -> &Path {
@@ -68,7 +78,10 @@ impl DevnetProcess {
 
 impl Drop for DevnetProcess {
     fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).stderr(Stdio::null()).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.wait();
     }
 }

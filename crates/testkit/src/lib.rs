@@ -26,7 +26,10 @@ pub fn python() -> PathBuf {
         return PathBuf::from(p);
     }
     let venv = repo_root().join(".venv/bin/python");
-    assert!(venv.exists(), "the SMTP sink needs the test venv: run ./scripts/test (it installs aiosmtpd into .venv)");
+    assert!(
+        venv.exists(),
+        "the SMTP sink needs the test venv: run ./scripts/test (it installs aiosmtpd into .venv)"
+    );
     venv
 }
 
@@ -58,7 +61,13 @@ impl SmtpSink {
             let port = free_port();
             let mut child = Command::new(python())
                 .arg(repo_root().join("tests/smtp_sink.py"))
-                .args(["--port", &port.to_string(), "--delay", &delay.to_string(), "--maildir"])
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--delay",
+                    &delay.to_string(),
+                    "--maildir",
+                ])
                 .arg(&maildir)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
@@ -68,7 +77,11 @@ impl SmtpSink {
             let mut line = String::new();
             let _ = BufReader::new(stdout).read_line(&mut line);
             if line.trim() == "ready" {
-                return Self { child, port, maildir };
+                return Self {
+                    child,
+                    port,
+                    maildir,
+                };
             }
             let _ = child.kill();
             let _ = child.wait();
@@ -109,15 +122,22 @@ pub fn messages_in(dirs: &[PathBuf], to: &str) -> Vec<String> {
     let to = to.to_ascii_lowercase();
     let mut found: Vec<(std::time::SystemTime, String)> = Vec::new();
     for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
         for entry in entries.flatten() {
-            let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
+            let Ok(text) = std::fs::read_to_string(entry.path()) else {
+                continue;
+            };
             let addressed = text.lines().any(|l| {
                 let l = l.to_ascii_lowercase();
                 l.starts_with("to:") && l.contains(&to)
             });
             if addressed {
-                let when = entry.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+                let when = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .unwrap_or(std::time::UNIX_EPOCH);
                 found.push((when, text));
             }
         }

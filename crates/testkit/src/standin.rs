@@ -36,7 +36,12 @@ impl StandInVenue {
     /// A venue whose record of effects lives in `log` (and is read back from it).
     pub fn persistent(log: PathBuf, delay: Duration) -> Arc<Self> {
         let effects = read_log(&log);
-        Arc::new(Self { effects: Mutex::new(effects), delay: Mutex::new(delay), log: Some(log), ..Self::default() })
+        Arc::new(Self {
+            effects: Mutex::new(effects),
+            delay: Mutex::new(delay),
+            log: Some(log),
+            ..Self::default()
+        })
     }
 
     pub fn effects(&self) -> Vec<String> {
@@ -49,7 +54,10 @@ impl StandInVenue {
                 .create(true)
                 .append(true)
                 .open(path)
-                .and_then(|mut f| f.write_all(format!("{key}\n").as_bytes()).and_then(|()| f.sync_all()));
+                .and_then(|mut f| {
+                    f.write_all(format!("{key}\n").as_bytes())
+                        .and_then(|()| f.sync_all())
+                });
             if let Err(e) = appended {
                 panic!("stand-in venue log {}: {e}", path.display());
             }
@@ -64,18 +72,33 @@ impl StandInVenue {
     }
 
     fn outcome(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
-        let refused = self.refuse.lock().map(|r| r.contains(&ctx.subject.wallet_address)).unwrap_or(false);
+        let refused = self
+            .refuse
+            .lock()
+            .map(|r| r.contains(&ctx.subject.wallet_address))
+            .unwrap_or(false);
         if refused {
-            return ExecutionOutcome::failed(ErrorCode::ExecutionReverted, "stand-in venue refused this wallet");
+            return ExecutionOutcome::failed(
+                ErrorCode::ExecutionReverted,
+                "stand-in venue refused this wallet",
+            );
         }
-        ExecutionOutcome { success: true, tx_hash: Some(Self::tx_hash(&ctx.execution_key)), data: None, error: None }
+        ExecutionOutcome {
+            success: true,
+            tx_hash: Some(Self::tx_hash(&ctx.execution_key)),
+            data: None,
+            error: None,
+        }
     }
 }
 
 #[async_trait]
 impl Provider for StandInVenue {
     fn lanes(&self) -> Vec<(&'static str, Lane)> {
-        vec![("transfer", Lane::ExecuteIntent), ("transfer", Lane::Execute)]
+        vec![
+            ("transfer", Lane::ExecuteIntent),
+            ("transfer", Lane::Execute),
+        ]
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
@@ -91,14 +114,27 @@ impl Provider for StandInVenue {
     }
 
     async fn reconcile(&self, ctx: &ExecutionContext) -> Reconciled {
-        let seen = self.effects.lock().map(|e| e.contains(&ctx.execution_key)).unwrap_or(false);
-        if seen { Reconciled::Done(self.outcome(ctx)) } else { Reconciled::NotSent }
+        let seen = self
+            .effects
+            .lock()
+            .map(|e| e.contains(&ctx.execution_key))
+            .unwrap_or(false);
+        if seen {
+            Reconciled::Done(self.outcome(ctx))
+        } else {
+            Reconciled::NotSent
+        }
     }
 }
 
 /// Every execution key in a venue log, in order.
 pub fn read_log(path: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(path)
-        .map(|t| t.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect())
+        .map(|t| {
+            t.lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }

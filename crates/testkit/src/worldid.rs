@@ -18,7 +18,13 @@ use serde_json::{Value, json};
 use sha3::{Digest, Keccak256};
 
 /// The commitment a stand-in proof carries.
-pub fn commitment(rp_id: &str, nullifier: &str, action: &str, signal_hash: &str, nonce: &str) -> String {
+pub fn commitment(
+    rp_id: &str,
+    nullifier: &str,
+    action: &str,
+    signal_hash: &str,
+    nonce: &str,
+) -> String {
     let text = format!("{rp_id}|{nullifier}|{action}|{signal_hash}|{nonce}").to_ascii_lowercase();
     format!("0x{}", hex::encode(Keccak256::digest(text.as_bytes())))
 }
@@ -63,7 +69,9 @@ pub struct VerifyApi {
 impl VerifyApi {
     pub async fn start() -> Self {
         let counters = Arc::new(Counters::default());
-        let app = Router::new().route("/{rp_id}", post(verify)).with_state(counters.clone());
+        let app = Router::new()
+            .route("/{rp_id}", post(verify))
+            .with_state(counters.clone());
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
             .await
             .unwrap_or_else(|e| panic!("stand-in verify API: {e}"));
@@ -71,7 +79,11 @@ impl VerifyApi {
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Self { url: format!("http://{addr}"), counters, task }
+        Self {
+            url: format!("http://{addr}"),
+            counters,
+            task,
+        }
     }
 
     /// How many proofs were sent to it.
@@ -86,37 +98,74 @@ impl Drop for VerifyApi {
     }
 }
 
-async fn verify(State(c): State<Arc<Counters>>, Path(rp_id): Path<String>, Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
+async fn verify(
+    State(c): State<Arc<Counters>>,
+    Path(rp_id): Path<String>,
+    Json(body): Json<Value>,
+) -> (StatusCode, Json<Value>) {
     c.calls.fetch_add(1, Ordering::SeqCst);
-    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let text = |v: &Value, k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
     let (action, nonce) = (text(&body, "action"), text(&body, "nonce"));
-    let is_field = |v: &str| v.len() == 66 && v.starts_with("0x") && v[2..].chars().all(|c| c.is_ascii_hexdigit());
-    let bad = |code: &str, detail: &str| (StatusCode::BAD_REQUEST, Json(json!({"success": false, "code": code, "detail": detail})));
-    let Some(responses) = body.get("responses").and_then(Value::as_array).filter(|r| !r.is_empty()) else {
+    let is_field = |v: &str| {
+        v.len() == 66 && v.starts_with("0x") && v[2..].chars().all(|c| c.is_ascii_hexdigit())
+    };
+    let bad = |code: &str, detail: &str| {
+        (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"success": false, "code": code, "detail": detail})),
+        )
+    };
+    let Some(responses) = body
+        .get("responses")
+        .and_then(Value::as_array)
+        .filter(|r| !r.is_empty())
+    else {
         return bad("validation_error", "responses is required");
     };
     if text(&body, "protocol_version") != "4.0" || action.is_empty() || !is_field(&nonce) {
-        return bad("validation_error", "protocol_version 4.0, action and nonce are required");
+        return bad(
+            "validation_error",
+            "protocol_version 4.0, action and nonce are required",
+        );
     }
     let mut nullifier = String::new();
     for r in responses {
         let (signal_hash, n) = (text(r, "signal_hash"), text(r, "nullifier"));
-        let proof = r.get("proof").and_then(Value::as_array).cloned().unwrap_or_default();
+        let proof = r
+            .get("proof")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         if !is_field(&signal_hash) || n.is_empty() || proof.len() != 5 {
-            return bad("validation_error", "each response needs signal_hash, nullifier and a 5-element proof");
+            return bad(
+                "validation_error",
+                "each response needs signal_hash, nullifier and a 5-element proof",
+            );
         }
-        if proof[0].as_str() != Some(commitment(&rp_id, &n, &action, &signal_hash, &nonce).as_str()) {
-            return bad("all_verifications_failed", "the proof does not verify for this action, signal and nonce");
+        if proof[0].as_str() != Some(commitment(&rp_id, &n, &action, &signal_hash, &nonce).as_str())
+        {
+            return bad(
+                "all_verifications_failed",
+                "the proof does not verify for this action, signal and nonce",
+            );
         }
         nullifier = n;
     }
-    (StatusCode::OK, Json(json!({
-        "success": true,
-        "action": action,
-        "nullifier": nullifier,
-        "created_at": "2026-11-22T12:00:00.000Z",
-        "environment": "production",
-        "results": [{"identifier": "proof_of_human", "success": true, "nullifier": nullifier}],
-        "message": "Proof verified",
-    })))
+    (
+        StatusCode::OK,
+        Json(json!({
+            "success": true,
+            "action": action,
+            "nullifier": nullifier,
+            "created_at": "2026-11-22T12:00:00.000Z",
+            "environment": "production",
+            "results": [{"identifier": "proof_of_human", "success": true, "nullifier": nullifier}],
+            "message": "Proof verified",
+        })),
+    )
 }

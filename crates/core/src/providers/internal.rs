@@ -53,9 +53,9 @@ impl InternalReads {
     fn answer(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
         let to_json = |v: &toml::Value| serde_json::to_value(v).unwrap_or(Value::Null);
         match ctx.action.as_str() {
-            "get-fx-supported-assets" => {
-                ExecutionOutcome::read(json!({ "assets": self.data.fx.assets.iter().map(to_json).collect::<Vec<_>>() }))
-            }
+            "get-fx-supported-assets" => ExecutionOutcome::read(
+                json!({ "assets": self.data.fx.assets.iter().map(to_json).collect::<Vec<_>>() }),
+            ),
             "get-bridge-tokens" => {
                 let from = ctx.params.get("fromChain").and_then(Value::as_u64);
                 let to = ctx.params.get("toChain").and_then(Value::as_u64);
@@ -71,7 +71,11 @@ impl InternalReads {
                 ExecutionOutcome::read(json!({ "routes": routes }))
             }
             "get-earn-provider" => {
-                let id = ctx.params.get("providerId").and_then(Value::as_str).unwrap_or("");
+                let id = ctx
+                    .params
+                    .get("providerId")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 match self.data.earn_providers.get(id) {
                     Some(p) => {
                         let mut v = to_json(p);
@@ -84,12 +88,20 @@ impl InternalReads {
                         ErrorCode::NotFound,
                         format!(
                             "No earn provider {id:?}; known: {}.",
-                            self.data.earn_providers.keys().cloned().collect::<Vec<_>>().join(", ")
+                            self.data
+                                .earn_providers
+                                .keys()
+                                .cloned()
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ),
                     ),
                 }
             }
-            other => ExecutionOutcome::failed(ErrorCode::NotAvailable, format!("{other} is not an internal read.")),
+            other => ExecutionOutcome::failed(
+                ErrorCode::NotAvailable,
+                format!("{other} is not an internal read."),
+            ),
         }
     }
 }
@@ -121,6 +133,10 @@ mod tests {
     #[test]
     fn builtin_data_parses() {
         let data = InternalData::parse(BUILTIN_DATA).map_err(|e| e.to_string());
-        assert!(data.as_ref().is_ok_and(|d| !d.fx.assets.is_empty() && !d.bridge.routes.is_empty()), "{data:?}");
+        assert!(
+            data.as_ref()
+                .is_ok_and(|d| !d.fx.assets.is_empty() && !d.bridge.routes.is_empty()),
+            "{data:?}"
+        );
     }
 }

@@ -39,7 +39,10 @@ pub struct Stop(pub Child);
 
 impl Drop for Stop {
     fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).stderr(Stdio::null()).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.0.wait();
     }
 }
@@ -47,7 +50,9 @@ impl Drop for Stop {
 pub fn first_line(child: &mut Child) -> String {
     let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{e}"));
     line.trim().to_owned()
 }
 
@@ -71,9 +76,21 @@ impl DevnetDir {
 impl Devnet {
     pub fn start() -> Self {
         let process = actiongate_testkit::devnet::DevnetProcess::start();
-        let (url, spec, dir) = (process.url.clone(), process.spec.clone(), DevnetDir(process.path().to_owned()));
-        let provider = ProviderBuilder::new().connect_http(url.parse().unwrap_or_else(|e| panic!("{e}"))).erased();
-        Self { process, dir, url, spec, provider }
+        let (url, spec, dir) = (
+            process.url.clone(),
+            process.spec.clone(),
+            DevnetDir(process.path().to_owned()),
+        );
+        let provider = ProviderBuilder::new()
+            .connect_http(url.parse().unwrap_or_else(|e| panic!("{e}")))
+            .erased();
+        Self {
+            process,
+            dir,
+            url,
+            spec,
+            provider,
+        }
     }
 
     pub fn address(&self, path: &[&str]) -> Address {
@@ -81,12 +98,20 @@ impl Devnet {
         for p in path {
             v = &v[*p];
         }
-        v.as_str().and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("no address at {path:?}"))
+        v.as_str()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address at {path:?}"))
     }
 
     pub fn account(&self, i: usize) -> (Address, String) {
         let a = &self.spec["accounts"][i];
-        (a["address"].as_str().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("account {i}")), a["privateKey"].as_str().unwrap_or_default().to_owned())
+        (
+            a["address"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("account {i}")),
+            a["privateKey"].as_str().unwrap_or_default().to_owned(),
+        )
     }
 
     pub fn usdc(&self) -> Address {
@@ -98,21 +123,43 @@ impl Devnet {
     }
 
     pub async fn balance(&self, token: Address, who: Address) -> U256 {
-        IERC20::new(token, &self.provider).balanceOf(who).call().await.unwrap_or_else(|e| panic!("balanceOf: {e}"))
+        IERC20::new(token, &self.provider)
+            .balanceOf(who)
+            .call()
+            .await
+            .unwrap_or_else(|e| panic!("balanceOf: {e}"))
     }
 
     pub async fn nonce(&self, who: Address) -> u64 {
-        self.provider.get_transaction_count(who).await.unwrap_or_else(|e| panic!("{e}"))
+        self.provider
+            .get_transaction_count(who)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Sends ETH and USDC from the devnet's first account (signed here with alloy; these are fixtures).
     pub async fn fund(&self, to: Address, eth: U256, usdc: U256) {
         let (_, key) = self.account(0);
         let signer: PrivateKeySigner = key.parse().unwrap_or_else(|e| panic!("{e}"));
-        let wallet = ProviderBuilder::new().wallet(EthereumWallet::from(signer)).connect_http(self.url.parse().unwrap_or_else(|e| panic!("{e}")));
+        let wallet = ProviderBuilder::new()
+            .wallet(EthereumWallet::from(signer))
+            .connect_http(self.url.parse().unwrap_or_else(|e| panic!("{e}")));
         let tx = TransactionRequest::default().with_to(to).with_value(eth);
-        wallet.send_transaction(tx).await.unwrap_or_else(|e| panic!("{e}")).get_receipt().await.unwrap_or_else(|e| panic!("{e}"));
-        IERC20::new(self.usdc(), &wallet).transfer(to, usdc).send().await.unwrap_or_else(|e| panic!("{e}")).get_receipt().await.unwrap_or_else(|e| panic!("{e}"));
+        wallet
+            .send_transaction(tx)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .get_receipt()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        IERC20::new(self.usdc(), &wallet)
+            .transfer(to, usdc)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .get_receipt()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// A signing provider for a devnet account (fixtures are sent with alloy; the tests check what
@@ -120,12 +167,22 @@ impl Devnet {
     pub fn wallet(&self, i: usize) -> DynProvider {
         let (_, key) = self.account(i);
         let signer: PrivateKeySigner = key.parse().unwrap_or_else(|e| panic!("{e}"));
-        ProviderBuilder::new().wallet(EthereumWallet::from(signer)).connect_http(self.url.parse().unwrap_or_else(|e| panic!("{e}"))).erased()
+        ProviderBuilder::new()
+            .wallet(EthereumWallet::from(signer))
+            .connect_http(self.url.parse().unwrap_or_else(|e| panic!("{e}")))
+            .erased()
     }
 
     /// An ERC-20 transfer from devnet account `from`, mined; its hash. With `gas`, no estimate is made
     /// (so a transfer that reverts is still sent and mined).
-    pub async fn transfer(&self, from: usize, token: Address, to: Address, amount: U256, gas: Option<u64>) -> alloy::primitives::B256 {
+    pub async fn transfer(
+        &self,
+        from: usize,
+        token: Address,
+        to: Address,
+        amount: U256,
+        gas: Option<u64>,
+    ) -> alloy::primitives::B256 {
         let wallet = self.wallet(from);
         let contract = IERC20::new(token, &wallet);
         let call = contract.transfer(to, amount);
@@ -133,7 +190,10 @@ impl Devnet {
             Some(g) => call.gas(g),
             None => call,
         };
-        let pending = call.send().await.unwrap_or_else(|e| panic!("transfer: {e}"));
+        let pending = call
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("transfer: {e}"));
         let hash = *pending.tx_hash();
         let _ = pending.get_receipt().await;
         hash
@@ -166,16 +226,32 @@ pub struct Gateway {
 
 pub fn start_gateway(config: &Path, crash_after_send: bool) -> Gateway {
     let mut cmd = Command::new(GATEWAY);
-    cmd.arg("--config").arg(config).env("ACTIONGATE_LOG", "warn").stdout(Stdio::piped()).stderr(Stdio::inherit());
+    cmd.arg("--config")
+        .arg(config)
+        .env("ACTIONGATE_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     if crash_after_send {
         cmd.env("CRASH_AFTER_SEND", "1");
     }
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
     let line = first_line(&mut child);
-    let url = line.strip_prefix("actiongate listening on ").unwrap_or_else(|| panic!("{line:?}")).to_owned();
+    let url = line
+        .strip_prefix("actiongate listening on ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_owned();
     let text = std::fs::read_to_string(config).unwrap_or_default();
-    let data = text.lines().find_map(|l| l.strip_prefix("data-dir = ")).unwrap_or_default().trim_matches('"').to_owned();
-    Gateway { process: Stop(child), url, outbox: Path::new(&data).join("outbox") }
+    let data = text
+        .lines()
+        .find_map(|l| l.strip_prefix("data-dir = "))
+        .unwrap_or_default()
+        .trim_matches('"')
+        .to_owned();
+    Gateway {
+        process: Stop(child),
+        url,
+        outbox: Path::new(&data).join("outbox"),
+    }
 }
 
 pub struct Agent {
@@ -187,20 +263,44 @@ pub struct Agent {
 }
 
 pub async fn post(url: String, body: Value) -> (u16, Value) {
-    let resp = reqwest::Client::new().post(url).json(&body).send().await.unwrap_or_else(|e| panic!("{e}"));
+    let resp = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let status = resp.status().as_u16();
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
 /// Onboards an owner by e-mail, allows `actions`, and grants credits beside the gateway.
 pub async fn onboard(gw: &Gateway, database_url: &str, email: &str, actions: &[&str]) -> Agent {
-    post(format!("{}/api/v1/onboarding/email/start", gw.url), json!({"email": email})).await;
+    post(
+        format!("{}/api/v1/onboarding/email/start", gw.url),
+        json!({"email": email}),
+    )
+    .await;
     let outbox = [gw.outbox.clone()];
-    let code = actiongate_testkit::wait_for_code(|| actiongate_testkit::messages_in(&outbox, email), email, 1).await;
-    let (_, done) = post(format!("{}/api/v1/onboarding/email/complete", gw.url), json!({"email": email, "code": code, "acceptTerms": true})).await;
+    let code = actiongate_testkit::wait_for_code(
+        || actiongate_testkit::messages_in(&outbox, email),
+        email,
+        1,
+    )
+    .await;
+    let (_, done) = post(
+        format!("{}/api/v1/onboarding/email/complete", gw.url),
+        json!({"email": email, "code": code, "acceptTerms": true}),
+    )
+    .await;
     let s = |v: &Value| v.as_str().unwrap_or_else(|| panic!("{done}")).to_owned();
-    let (key, agent_id, session) = (s(&done["data"]["bootstrap"]["agentApiKey"]), s(&done["data"]["bootstrap"]["agentId"]), s(&done["data"]["session"]["token"]));
-    let address: Address = s(&done["data"]["bootstrap"]["agentAddress"]).parse().unwrap_or_else(|e| panic!("{e}"));
+    let (key, agent_id, session) = (
+        s(&done["data"]["bootstrap"]["agentApiKey"]),
+        s(&done["data"]["bootstrap"]["agentId"]),
+        s(&done["data"]["session"]["token"]),
+    );
+    let address: Address = s(&done["data"]["bootstrap"]["agentAddress"])
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}"));
     let account_id = s(&done["data"]["account"]["accountId"]);
     let policy = reqwest::Client::new()
         .put(format!("{}/api/v1/agents/{agent_id}/policy", gw.url))
@@ -210,10 +310,20 @@ pub async fn onboard(gw: &Gateway, database_url: &str, email: &str, actions: &[&
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(policy.status().as_u16(), 200);
-    let store = SqlStore::connect(database_url).await.unwrap_or_else(|e| panic!("{e}"));
-    store.grant_credits(&account_id, 10_000, "grant", "test grant", 0).await.unwrap_or_else(|e| panic!("{e}"));
+    let store = SqlStore::connect(database_url)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    store
+        .grant_credits(&account_id, 10_000, "grant", "test grant", 0)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     store.close().await;
-    Agent { key, address, account_id, session }
+    Agent {
+        key,
+        address,
+        account_id,
+        session,
+    }
 }
 
 pub fn usdc(units: u64) -> U256 {
@@ -228,13 +338,21 @@ pub async fn credits(gw: &Gateway, agent: &Agent) -> i64 {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let body: Value = r.json().await.unwrap_or(Value::Null);
-    body["data"]["balance"].as_i64().unwrap_or_else(|| panic!("{body}"))
+    body["data"]["balance"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{body}"))
 }
-
 
 /// A JSON-RPC call to the devnet's node (anvil's own methods included).
 pub async fn rpc(devnet: &Devnet, method: &str, params: Value) -> Value {
-    let (status, body) = post(devnet.url.clone(), json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})).await;
-    assert!(status == 200 && body.get("error").is_none(), "{method}: {body}");
+    let (status, body) = post(
+        devnet.url.clone(),
+        json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+    )
+    .await;
+    assert!(
+        status == 200 && body.get("error").is_none(),
+        "{method}: {body}"
+    );
     body["result"].clone()
 }

@@ -3,8 +3,8 @@
 //! account with EIP-4361 (`POST /api/v1/wallets/link/begin`, `POST /api/v1/wallets/link`).
 
 use actiongate_api_types::credits::{
-    BuyCreditsRequest, ChallengeBody, CreditPurchase, WalletLinkBegin, WalletLinkChallenge, WalletLinkRequest, WalletLinked,
-    X402Metadata,
+    BuyCreditsRequest, ChallengeBody, CreditPurchase, WalletLinkBegin, WalletLinkChallenge,
+    WalletLinkRequest, WalletLinked, X402Metadata,
 };
 use actiongate_api_types::{Envelope, ErrorBody};
 use actiongate_core::purchases::{BuyAnswer, PaymentProof};
@@ -19,7 +19,10 @@ use super::extract::ApiJson;
 use super::identity::Owner;
 
 fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 fn proof(headers: &HeaderMap) -> PaymentProof {
@@ -40,14 +43,21 @@ fn x402_header(value: &serde_json::Value) -> Option<HeaderValue> {
 /// (the same invoice's requirements, for this resource), `PAYMENT-RESPONSE` on a standard payment.
 fn render(answer: BuyAnswer, resource: &str) -> Response {
     match answer {
-        BuyAnswer::Paid { purchase, settlement } => {
+        BuyAnswer::Paid {
+            purchase,
+            settlement,
+        } => {
             let mut response = Json(purchase).into_response();
             if let Some(v) = settlement.as_ref().and_then(x402_header) {
                 response.headers_mut().insert("PAYMENT-RESPONSE", v);
             }
             response
         }
-        BuyAnswer::Challenge { body, retry_after, accepts } => {
+        BuyAnswer::Challenge {
+            body,
+            retry_after,
+            accepts,
+        } => {
             let required = serde_json::json!({
                 "x402Version": 2,
                 "error": "Payment required",
@@ -59,7 +69,9 @@ fn render(answer: BuyAnswer, resource: &str) -> Response {
                 response.headers_mut().insert("PAYMENT-REQUIRED", v);
             }
             if let Some(seconds) = retry_after {
-                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
             }
             response
         }
@@ -79,7 +91,9 @@ fn resource_of(headers: &HeaderMap, path: &str) -> String {
     tag = "credits",
     responses((status = 200, body = Envelope<X402Metadata>), (status = 503, description = "NOT_AVAILABLE: purchases are not configured", body = ErrorBody))
 )]
-pub async fn metadata(State(state): State<AppState>) -> Result<Json<Envelope<X402Metadata>>, ApiError> {
+pub async fn metadata(
+    State(state): State<AppState>,
+) -> Result<Json<Envelope<X402Metadata>>, ApiError> {
     Ok(Json(Envelope::new(state.gateway.x402_metadata()?)))
 }
 
@@ -109,9 +123,19 @@ pub async fn metadata(State(state): State<AppState>) -> Result<Json<Envelope<X40
         (status = 503, description = "NOT_AVAILABLE", body = ErrorBody),
     )
 )]
-pub async fn buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<BuyCreditsRequest>) -> Result<Response, ApiError> {
-    let answer = state.gateway.buy_credits(&req, &proof(&headers), None).await?;
-    Ok(render(answer, &resource_of(&headers, "/api/v1/credits/buy-with-x402")))
+pub async fn buy(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<BuyCreditsRequest>,
+) -> Result<Response, ApiError> {
+    let answer = state
+        .gateway
+        .buy_credits(&req, &proof(&headers), None)
+        .await?;
+    Ok(render(
+        answer,
+        &resource_of(&headers, "/api/v1/credits/buy-with-x402"),
+    ))
 }
 
 /// The same purchase for the agent's account (header `x-agent-api-key`); `userAddress` defaults to the
@@ -136,10 +160,20 @@ pub async fn buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req)
         (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_SHORT, PAYMENT_AUTHORIZATION_INVALID", body = ErrorBody),
     )
 )]
-pub async fn agent_buy(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<BuyCreditsRequest>) -> Result<Response, ApiError> {
+pub async fn agent_buy(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<BuyCreditsRequest>,
+) -> Result<Response, ApiError> {
     let key = super::intents::header_key(&headers).unwrap_or_default();
-    let answer = state.gateway.buy_credits(&req, &proof(&headers), Some(key)).await?;
-    Ok(render(answer, &resource_of(&headers, "/api/v1/agent/credits/buy-with-x402")))
+    let answer = state
+        .gateway
+        .buy_credits(&req, &proof(&headers), Some(key))
+        .await?;
+    Ok(render(
+        answer,
+        &resource_of(&headers, "/api/v1/agent/credits/buy-with-x402"),
+    ))
 }
 
 /// Issues the EIP-4361 message that links a wallet to the owner's account once the wallet signs it.
@@ -151,8 +185,14 @@ pub async fn agent_buy(State(state): State<AppState>, headers: HeaderMap, ApiJso
     request_body = WalletLinkBegin,
     responses((status = 200, body = Envelope<WalletLinkChallenge>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody))
 )]
-pub async fn link_begin(State(state): State<AppState>, Owner(owner): Owner, ApiJson(req): ApiJson<WalletLinkBegin>) -> Result<Json<Envelope<WalletLinkChallenge>>, ApiError> {
-    Ok(Json(Envelope::new(state.gateway.begin_wallet_link(&owner, &req).await?)))
+pub async fn link_begin(
+    State(state): State<AppState>,
+    Owner(owner): Owner,
+    ApiJson(req): ApiJson<WalletLinkBegin>,
+) -> Result<Json<Envelope<WalletLinkChallenge>>, ApiError> {
+    Ok(Json(Envelope::new(
+        state.gateway.begin_wallet_link(&owner, &req).await?,
+    )))
 }
 
 /// Links the wallet that signed (`personal_sign`) the issued message; credits it bought before join
@@ -170,6 +210,12 @@ pub async fn link_begin(State(state): State<AppState>, Owner(owner): Owner, ApiJ
         (status = 409, description = "WALLET_LINK_INVALID, WALLET_LINKED_ELSEWHERE", body = ErrorBody),
     )
 )]
-pub async fn link(State(state): State<AppState>, Owner(owner): Owner, ApiJson(req): ApiJson<WalletLinkRequest>) -> Result<Json<Envelope<WalletLinked>>, ApiError> {
-    Ok(Json(Envelope::new(state.gateway.complete_wallet_link(&owner, &req).await?)))
+pub async fn link(
+    State(state): State<AppState>,
+    Owner(owner): Owner,
+    ApiJson(req): ApiJson<WalletLinkRequest>,
+) -> Result<Json<Envelope<WalletLinked>>, ApiError> {
+    Ok(Json(Envelope::new(
+        state.gateway.complete_wallet_link(&owner, &req).await?,
+    )))
 }

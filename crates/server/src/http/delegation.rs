@@ -3,8 +3,9 @@
 //! query; both given and different is `AGENT_IDENTITY_MISMATCH`).
 
 use actiongate_api_types::delegation::{
-    DelegationActivateRequest, DelegationActivated, DelegationBalance, DelegationCheck, DelegationCreateRequest, DelegationCreated,
-    DelegationInspected, DelegationRedeemRequest, DelegationRedeemed, DelegationRevoke, DelegationRevokeRequest, DelegationVerified,
+    DelegationActivateRequest, DelegationActivated, DelegationBalance, DelegationCheck,
+    DelegationCreateRequest, DelegationCreated, DelegationInspected, DelegationRedeemRequest,
+    DelegationRedeemed, DelegationRevoke, DelegationRevokeRequest, DelegationVerified,
 };
 use actiongate_api_types::{Envelope, ErrorBody, ErrorCode};
 use actiongate_core::error::Error;
@@ -22,19 +23,33 @@ use super::intents::header_key;
 
 /// The key of a request: the header's, or the body's / query's when the header has none; both given
 /// and different is `AGENT_IDENTITY_MISMATCH`.
-fn key_of<'a>(headers: &'a HeaderMap, passed: Option<&'a str>) -> Result<Option<&'a str>, ApiError> {
+fn key_of<'a>(
+    headers: &'a HeaderMap,
+    passed: Option<&'a str>,
+) -> Result<Option<&'a str>, ApiError> {
     let header = header_key(headers);
     if let (Some(h), Some(p)) = (header, passed)
         && h != p
     {
-        return Err(Error::new(ErrorCode::AgentIdentityMismatch, "The agent key in the body differs from the one in x-agent-api-key.").into());
+        return Err(Error::new(
+            ErrorCode::AgentIdentityMismatch,
+            "The agent key in the body differs from the one in x-agent-api-key.",
+        )
+        .into());
     }
     Ok(header.or(passed))
 }
 
 /// The agent of a request (its key as [`key_of`] finds it).
-async fn agent(state: &AppState, headers: &HeaderMap, passed: Option<&str>) -> Result<AgentContext, ApiError> {
-    Ok(state.gateway.authenticate_agent(key_of(headers, passed)?).await?)
+async fn agent(
+    state: &AppState,
+    headers: &HeaderMap,
+    passed: Option<&str>,
+) -> Result<AgentContext, ApiError> {
+    Ok(state
+        .gateway
+        .authenticate_agent(key_of(headers, passed)?)
+        .await?)
 }
 
 /// Builds a delegation for the owner to sign.
@@ -52,9 +67,15 @@ async fn agent(state: &AppState, headers: &HeaderMap, passed: Option<&str>) -> R
         (status = 422, description = "CHAIN_NOT_CONFIGURED, DELEGATION_EXPIRED", body = ErrorBody),
     )
 )]
-pub async fn create(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<DelegationCreateRequest>) -> Result<Json<Envelope<DelegationCreated>>, ApiError> {
+pub async fn create(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<DelegationCreateRequest>,
+) -> Result<Json<Envelope<DelegationCreated>>, ApiError> {
     let agent = agent(&state, &headers, req.agent_api_key.as_deref()).await?;
-    Ok(Json(Envelope::new(state.gateway.delegation_create(&agent, &req).await?)))
+    Ok(Json(Envelope::new(
+        state.gateway.delegation_create(&agent, &req).await?,
+    )))
 }
 
 /// Checks a signed delegation and stores it as active.
@@ -71,9 +92,15 @@ pub async fn create(State(state): State<AppState>, headers: HeaderMap, ApiJson(r
         (status = 422, description = "DELEGATION_SIGNATURE_INVALID, DELEGATION_WRONG_DELEGATE, DELEGATION_WRONG_CHAIN, DELEGATION_EXPIRED, DELEGATION_INVALID, DELEGATION_REVOKED, CHAIN_NOT_CONFIGURED", body = ErrorBody),
     )
 )]
-pub async fn activate(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<DelegationActivateRequest>) -> Result<Json<Envelope<DelegationActivated>>, ApiError> {
+pub async fn activate(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<DelegationActivateRequest>,
+) -> Result<Json<Envelope<DelegationActivated>>, ApiError> {
     let agent = agent(&state, &headers, req.agent_api_key.as_deref()).await?;
-    Ok(Json(Envelope::new(state.gateway.delegation_activate(&agent, &req).await?)))
+    Ok(Json(Envelope::new(
+        state.gateway.delegation_activate(&agent, &req).await?,
+    )))
 }
 
 /// Query of check.
@@ -93,9 +120,18 @@ pub struct CheckQuery {
     params(CheckQuery, ("x-agent-api-key" = String, Header, description = "The agent key")),
     responses((status = 200, body = Envelope<DelegationCheck>), (status = 401, description = "UNAUTHORIZED", body = ErrorBody), (status = 403, description = "AGENT_IDENTITY_MISMATCH", body = ErrorBody),)
 )]
-pub async fn check(State(state): State<AppState>, headers: HeaderMap, ApiQuery(q): ApiQuery<CheckQuery>) -> Result<Json<Envelope<DelegationCheck>>, ApiError> {
+pub async fn check(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<CheckQuery>,
+) -> Result<Json<Envelope<DelegationCheck>>, ApiError> {
     let agent = agent(&state, &headers, q.agent_api_key.as_deref()).await?;
-    Ok(Json(Envelope::new(state.gateway.delegation_check(&agent, q.chain_id, q.delegator.as_deref()).await?)))
+    Ok(Json(Envelope::new(
+        state
+            .gateway
+            .delegation_check(&agent, q.chain_id, q.delegator.as_deref())
+            .await?,
+    )))
 }
 
 /// Query of the routes that name one delegation.
@@ -122,9 +158,18 @@ pub struct HashQuery {
         (status = 503, description = "NOT_AVAILABLE: the chain's node did not answer", body = ErrorBody),
     )
 )]
-pub async fn verify(State(state): State<AppState>, headers: HeaderMap, ApiQuery(q): ApiQuery<HashQuery>) -> Result<Json<Envelope<DelegationVerified>>, ApiError> {
+pub async fn verify(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<HashQuery>,
+) -> Result<Json<Envelope<DelegationVerified>>, ApiError> {
     let agent = agent(&state, &headers, q.agent_api_key.as_deref()).await?;
-    Ok(Json(Envelope::new(state.gateway.delegation_verify(&agent, &q.delegation_hash).await?)))
+    Ok(Json(Envelope::new(
+        state
+            .gateway
+            .delegation_verify(&agent, &q.delegation_hash)
+            .await?,
+    )))
 }
 
 /// A delegation's decoded caveats and what was used of them.
@@ -142,9 +187,18 @@ pub async fn verify(State(state): State<AppState>, headers: HeaderMap, ApiQuery(
         (status = 503, description = "NOT_AVAILABLE: the chain's node did not answer", body = ErrorBody),
     )
 )]
-pub async fn inspect(State(state): State<AppState>, headers: HeaderMap, ApiQuery(q): ApiQuery<HashQuery>) -> Result<Json<Envelope<DelegationInspected>>, ApiError> {
+pub async fn inspect(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<HashQuery>,
+) -> Result<Json<Envelope<DelegationInspected>>, ApiError> {
     let agent = agent(&state, &headers, q.agent_api_key.as_deref()).await?;
-    Ok(Json(Envelope::new(state.gateway.delegation_inspect(&agent, &q.delegation_hash).await?)))
+    Ok(Json(Envelope::new(
+        state
+            .gateway
+            .delegation_inspect(&agent, &q.delegation_hash)
+            .await?,
+    )))
 }
 
 /// What the delegator holds of the native coin and the tokens the caveats name.
@@ -162,9 +216,18 @@ pub async fn inspect(State(state): State<AppState>, headers: HeaderMap, ApiQuery
         (status = 503, description = "NOT_AVAILABLE: the chain's node did not answer", body = ErrorBody),
     )
 )]
-pub async fn balance(State(state): State<AppState>, headers: HeaderMap, ApiQuery(q): ApiQuery<HashQuery>) -> Result<Json<Envelope<DelegationBalance>>, ApiError> {
+pub async fn balance(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<HashQuery>,
+) -> Result<Json<Envelope<DelegationBalance>>, ApiError> {
     let agent = agent(&state, &headers, q.agent_api_key.as_deref()).await?;
-    Ok(Json(Envelope::new(state.gateway.delegation_balance(&agent, &q.delegation_hash).await?)))
+    Ok(Json(Envelope::new(
+        state
+            .gateway
+            .delegation_balance(&agent, &q.delegation_hash)
+            .await?,
+    )))
 }
 
 /// The `disableDelegation` transaction for the owner to sign; `revoked` once the chain has it
@@ -183,9 +246,15 @@ pub async fn balance(State(state): State<AppState>, headers: HeaderMap, ApiQuery
         (status = 503, description = "NOT_AVAILABLE: the chain's node did not answer", body = ErrorBody),
     )
 )]
-pub async fn revoke(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<DelegationRevokeRequest>) -> Result<Json<Envelope<DelegationRevoke>>, ApiError> {
+pub async fn revoke(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<DelegationRevokeRequest>,
+) -> Result<Json<Envelope<DelegationRevoke>>, ApiError> {
     let agent = agent(&state, &headers, req.agent_api_key.as_deref()).await?;
-    Ok(Json(Envelope::new(state.gateway.delegation_revoke(&agent, &req).await?)))
+    Ok(Json(Envelope::new(
+        state.gateway.delegation_revoke(&agent, &req).await?,
+    )))
 }
 
 /// The agent redeems one execution within one delegation (policy, limits and credits as a
@@ -206,8 +275,16 @@ pub async fn revoke(State(state): State<AppState>, headers: HeaderMap, ApiJson(r
         (status = 422, description = "DELEGATION_REVOKED, DELEGATION_EXPIRED, DELEGATION_INVALID, ACTION_DISABLED, CHAIN_NOT_CONFIGURED", body = ErrorBody),
     )
 )]
-pub async fn redeem(State(state): State<AppState>, headers: HeaderMap, ApiJson(req): ApiJson<DelegationRedeemRequest>) -> Result<Json<Envelope<DelegationRedeemed>>, ApiError> {
+pub async fn redeem(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<DelegationRedeemRequest>,
+) -> Result<Json<Envelope<DelegationRedeemed>>, ApiError> {
     let agent = agent(&state, &headers, req.agent_api_key.as_deref()).await?;
-    let key = key_of(&headers, req.agent_api_key.as_deref())?.unwrap_or_default().to_owned();
-    Ok(Json(Envelope::new(state.gateway.delegation_redeem(&agent, &key, &req).await?)))
+    let key = key_of(&headers, req.agent_api_key.as_deref())?
+        .unwrap_or_default()
+        .to_owned();
+    Ok(Json(Envelope::new(
+        state.gateway.delegation_redeem(&agent, &key, &req).await?,
+    )))
 }

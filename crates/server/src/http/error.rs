@@ -21,7 +21,9 @@ impl ApiError {
 
     /// A malformed submission body is a refused submission too (`INTENT_REJECTED`).
     pub fn as_intent_rejection(self) -> Self {
-        Self { error: self.error.intent_rejection() }
+        Self {
+            error: self.error.intent_rejection(),
+        }
     }
 
     pub fn code(&self) -> ErrorCode {
@@ -44,13 +46,19 @@ pub fn error_body(error: &Error) -> ErrorBody {
     } else if let Some(detail) = &error.detail {
         tracing::warn!(code = %code, detail, "request refused");
     }
-    ErrorBody { success: false, error: error.family(), code, message: error.message.clone() }
+    ErrorBody {
+        success: false,
+        error: error.family(),
+        code,
+        message: error.message.clone(),
+    }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = self.error.code;
-        let status = StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status =
+            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = error_body(&self.error);
         let mut response = (status, Json(body)).into_response();
         if let Some(seconds) = self.error.retry_after
@@ -64,10 +72,16 @@ impl IntoResponse for ApiError {
 
 /// The answer for a path no route has.
 pub async fn not_found() -> ApiError {
-    ApiError::new(ErrorCode::NotFound, "No such route; see /api/v1/openapi.json for every route.")
+    ApiError::new(
+        ErrorCode::NotFound,
+        "No such route; see /api/v1/openapi.json for every route.",
+    )
 }
 
 /// The answer for a route called with the wrong method.
 pub async fn method_not_allowed() -> ApiError {
-    ApiError::new(ErrorCode::MethodNotAllowed, "This route does not take that HTTP method; see /api/v1/openapi.json.")
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "This route does not take that HTTP method; see /api/v1/openapi.json.",
+    )
 }

@@ -23,18 +23,31 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
             "The body must be JSON sent with Content-Type: application/json.",
         ),
         JsonRejection::BytesRejection(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            ApiError::new(ErrorCode::PayloadTooLarge, "The request body is over the 1 MiB limit.")
+            ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                "The request body is over the 1 MiB limit.",
+            )
         }
-        JsonRejection::JsonDataError(e) => ApiError::new(ErrorCode::InvalidRequest, clean(e.body_text())),
-        JsonRejection::JsonSyntaxError(e) => ApiError::new(ErrorCode::InvalidRequest, clean(e.body_text())),
+        JsonRejection::JsonDataError(e) => {
+            ApiError::new(ErrorCode::InvalidRequest, clean(e.body_text()))
+        }
+        JsonRejection::JsonSyntaxError(e) => {
+            ApiError::new(ErrorCode::InvalidRequest, clean(e.body_text()))
+        }
         other => ApiError::new(ErrorCode::InvalidRequest, clean(other.body_text())),
     }
 }
 
 /// serde's messages are good; axum's prefix about "the target type" is noise to an API user.
 fn clean(text: String) -> String {
-    text.replace("Failed to deserialize the JSON body into the target type: ", "Invalid JSON body: ")
-        .replace("Failed to parse the request body as JSON: ", "Malformed JSON body: ")
+    text.replace(
+        "Failed to deserialize the JSON body into the target type: ",
+        "Invalid JSON body: ",
+    )
+    .replace(
+        "Failed to parse the request body as JSON: ",
+        "Malformed JSON body: ",
+    )
 }
 
 impl<S, T> FromRequest<S> for ApiJson<T>
@@ -63,14 +76,19 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let empty = req.headers().get(header::CONTENT_LENGTH).is_some_and(|v| v == "0")
+        let empty = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v == "0")
             || (req.headers().get(header::CONTENT_TYPE).is_none()
                 && req.headers().get(header::TRANSFER_ENCODING).is_none()
                 && req.headers().get(header::CONTENT_LENGTH).is_none());
         if empty {
             return Ok(Self(T::default()));
         }
-        ApiJson::<T>::from_request(req, state).await.map(|ApiJson(v)| Self(v))
+        ApiJson::<T>::from_request(req, state)
+            .await
+            .map(|ApiJson(v)| Self(v))
     }
 }
 
@@ -87,9 +105,10 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         match Query::<T>::from_request_parts(parts, state).await {
             Ok(Query(v)) => Ok(Self(v)),
-            Err(QueryRejection::FailedToDeserializeQueryString(e)) => {
-                Err(ApiError::new(ErrorCode::InvalidRequest, format!("Invalid query string: {}", e.body_text())))
-            }
+            Err(QueryRejection::FailedToDeserializeQueryString(e)) => Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("Invalid query string: {}", e.body_text()),
+            )),
             Err(other) => Err(ApiError::new(ErrorCode::InvalidRequest, other.body_text())),
         }
     }

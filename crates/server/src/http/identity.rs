@@ -2,8 +2,8 @@
 //! "Policy"). Owner routes take `Authorization: Bearer owner-…`.
 
 use actiongate_api_types::identity::{
-    AgentKeyIssued, AgentListResponse, CreateAgentRequest, EmailCompleteRequest, EmailCompleteResponse,
-    EmailStartRequest, EmailStartResponse, PolicyRequest, PolicyView,
+    AgentKeyIssued, AgentListResponse, CreateAgentRequest, EmailCompleteRequest,
+    EmailCompleteResponse, EmailStartRequest, EmailStartResponse, PolicyRequest, PolicyView,
 };
 use actiongate_api_types::{Envelope, ErrorBody, Health};
 use actiongate_core::OwnerContext;
@@ -21,12 +21,19 @@ type Answer<T> = Result<Json<Envelope<T>>, ApiError>;
 /// request without a session is refused as 401 whatever its body.
 pub struct Owner(pub OwnerContext);
 
-
 impl FromRequestParts<AppState> for Owner {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        Ok(Owner(state.gateway.authenticate_owner(bearer(&parts.headers)).await?))
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Owner(
+            state
+                .gateway
+                .authenticate_owner(bearer(&parts.headers))
+                .await?,
+        ))
     }
 }
 
@@ -46,7 +53,9 @@ pub async fn email_start(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<EmailStartRequest>,
 ) -> Answer<EmailStartResponse> {
-    Ok(Json(Envelope::new(state.gateway.start_email_onboarding(&req.email).await?)))
+    Ok(Json(Envelope::new(
+        state.gateway.start_email_onboarding(&req.email).await?,
+    )))
 }
 
 /// Checks the code. On the account's first completion answers the first agent's key (shown once);
@@ -67,7 +76,9 @@ pub async fn email_complete(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<EmailCompleteRequest>,
 ) -> Answer<EmailCompleteResponse> {
-    Ok(Json(Envelope::new(state.gateway.complete_email_onboarding(&req).await?)))
+    Ok(Json(Envelope::new(
+        state.gateway.complete_email_onboarding(&req).await?,
+    )))
 }
 
 /// The owner's agents (never their keys).
@@ -81,8 +92,13 @@ pub async fn email_complete(
         (status = 401, description = "UNAUTHORIZED: no owner session", body = ErrorBody),
     )
 )]
-pub async fn list_agents(State(state): State<AppState>, Owner(owner): Owner) -> Answer<AgentListResponse> {
-    Ok(Json(Envelope::new(state.gateway.list_agents(&owner).await?)))
+pub async fn list_agents(
+    State(state): State<AppState>,
+    Owner(owner): Owner,
+) -> Answer<AgentListResponse> {
+    Ok(Json(Envelope::new(
+        state.gateway.list_agents(&owner).await?,
+    )))
 }
 
 /// Creates a further agent with its own key and execution wallet; the key is shown once.
@@ -102,7 +118,9 @@ pub async fn create_agent(
     Owner(owner): Owner,
     OptionalJson(req): OptionalJson<CreateAgentRequest>,
 ) -> Answer<AgentKeyIssued> {
-    Ok(Json(Envelope::new(state.gateway.create_agent(&owner, req.name).await?)))
+    Ok(Json(Envelope::new(
+        state.gateway.create_agent(&owner, req.name).await?,
+    )))
 }
 
 /// Issues a new key for an agent; the old key stops working at once.
@@ -123,7 +141,9 @@ pub async fn rotate_key(
     Owner(owner): Owner,
     Path(agent_id): Path<String>,
 ) -> Answer<AgentKeyIssued> {
-    Ok(Json(Envelope::new(state.gateway.rotate_agent_key(&owner, &agent_id).await?)))
+    Ok(Json(Envelope::new(
+        state.gateway.rotate_agent_key(&owner, &agent_id).await?,
+    )))
 }
 
 /// The agent's policy.
@@ -144,7 +164,9 @@ pub async fn get_policy(
     Owner(owner): Owner,
     Path(agent_id): Path<String>,
 ) -> Answer<PolicyView> {
-    Ok(Json(Envelope::new(state.gateway.get_policy(&owner, &agent_id).await?)))
+    Ok(Json(Envelope::new(
+        state.gateway.get_policy(&owner, &agent_id).await?,
+    )))
 }
 
 /// Replaces the agent's policy. Action names are resolved through aliases and stored canonical.
@@ -168,7 +190,9 @@ pub async fn put_policy(
     Path(agent_id): Path<String>,
     ApiJson(req): ApiJson<PolicyRequest>,
 ) -> Answer<PolicyView> {
-    Ok(Json(Envelope::new(state.gateway.put_policy(&owner, &agent_id, &req).await?)))
+    Ok(Json(Envelope::new(
+        state.gateway.put_policy(&owner, &agent_id, &req).await?,
+    )))
 }
 
 /// Revokes the owner session that carries this request; it is refused from now on.
@@ -179,7 +203,12 @@ pub async fn put_policy(
     security(("ownerSession" = [])),
     responses((status = 200, body = Envelope<Health>), (status = 401, description = "UNAUTHORIZED", body = ErrorBody))
 )]
-pub async fn sign_out(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Answer<Health> {
+pub async fn sign_out(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> Answer<Health> {
     state.gateway.sign_out(bearer(&headers)).await?;
-    Ok(Json(Envelope::new(Health { status: "signed out".into() })))
+    Ok(Json(Envelope::new(Health {
+        status: "signed out".into(),
+    })))
 }

@@ -1,12 +1,12 @@
 //! `POST /api/v1/agent/execute-intent`, `GET /api/v1/agent/execute-intent/status`,
 //! `POST /api/v1/agent/execute`, `POST /api/v1/agent/build-tx` and `GET /api/v1/agent/credits/balance`.
 
+use actiongate_api_types::chain::{BuildTxData, BuildTxRequest};
 use actiongate_api_types::intents::{
     AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, PreflightReport,
 };
-use actiongate_api_types::chain::{BuildTxData, BuildTxRequest};
-use actiongate_core::catalog::Lane;
 use actiongate_api_types::{Envelope, ErrorBody};
+use actiongate_core::catalog::Lane;
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -149,7 +149,9 @@ pub async fn credit_balance(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Json<Envelope<CreditBalance>>, ApiError> {
-    Ok(Json(Envelope::new(state.gateway.credit_balance(header_key(&headers)).await?)))
+    Ok(Json(Envelope::new(
+        state.gateway.credit_balance(header_key(&headers)).await?,
+    )))
 }
 
 /// Runs every check a submission would run, each with its verdict, and writes nothing.
@@ -165,8 +167,14 @@ pub async fn preflight(
     ApiQuery(q): ApiQuery<LaneQuery>,
     ApiJson(req): ApiJson<ExecuteIntentRequest>,
 ) -> Result<Json<Envelope<PreflightReport>>, ApiError> {
-    let lane = if q.direct.unwrap_or(false) { Lane::Execute } else { Lane::ExecuteIntent };
-    Ok(Json(Envelope::new(state.gateway.preflight(&req, lane).await?)))
+    let lane = if q.direct.unwrap_or(false) {
+        Lane::Execute
+    } else {
+        Lane::ExecuteIntent
+    };
+    Ok(Json(Envelope::new(
+        state.gateway.preflight(&req, lane).await?,
+    )))
 }
 
 /// Query of the preflight route.
@@ -185,6 +193,11 @@ pub struct LaneQuery {
     params(("x-agent-api-key" = String, Header, description = "The agent key")),
     responses((status = 200, body = Envelope<AgentIdentity>), (status = 401, body = ErrorBody))
 )]
-pub async fn whoami(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Envelope<AgentIdentity>>, ApiError> {
-    Ok(Json(Envelope::new(state.gateway.whoami(header_key(&headers)).await?)))
+pub async fn whoami(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Envelope<AgentIdentity>>, ApiError> {
+    Ok(Json(Envelope::new(
+        state.gateway.whoami(header_key(&headers)).await?,
+    )))
 }

@@ -11,15 +11,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actiongate_api_types::catalog::ActionList;
-use actiongate_api_types::identity::{EmailCompleteRequest, EmailStartRequest};
 use actiongate_api_types::chain::BuildTxRequest;
 use actiongate_api_types::credits::BuyCreditsRequest;
-use actiongate_api_types::delegation::{DelegationActivateRequest, DelegationCreateRequest, DelegationRedeemRequest, DelegationRevokeRequest};
-use actiongate_core::purchases::{BuyAnswer, PaymentProof};
+use actiongate_api_types::delegation::{
+    DelegationActivateRequest, DelegationCreateRequest, DelegationRedeemRequest,
+    DelegationRevokeRequest,
+};
+use actiongate_api_types::identity::{EmailCompleteRequest, EmailStartRequest};
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
 use actiongate_api_types::{Envelope, ErrorCode};
-use actiongate_core::personhood::{DepositBegin, Personhood, Principal};
 use actiongate_core::gateway::AgentContext;
+use actiongate_core::personhood::{DepositBegin, Personhood, Principal};
+use actiongate_core::purchases::{BuyAnswer, PaymentProof};
 use actiongate_core::{Error, Gateway};
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -27,13 +30,15 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::session::store::{SessionState, SessionStore, SessionStoreError};
+use rmcp::transport::streamable_http_server::session::store::{
+    SessionState, SessionStore, SessionStoreError,
+};
 use rmcp::transport::streamable_http_server::tower::StreamableHttpService;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::Serialize;
@@ -45,7 +50,12 @@ use super::extract::{BODY_LIMIT, bearer};
 use super::mcp_tools::{TOOLS, ToolSpec, tool_list};
 
 /// Tools that work without an agent key.
-pub const OPEN_TOOLS: &[&str] = &["getActionsCatalog", "getProviderActions", "startEmailOnboarding", "completeEmailOnboarding"];
+pub const OPEN_TOOLS: &[&str] = &[
+    "getActionsCatalog",
+    "getProviderActions",
+    "startEmailOnboarding",
+    "completeEmailOnboarding",
+];
 
 /// Tools that need the owner's session as the connection's bearer (CONTRACT: personhood is owner-only).
 pub const OWNER_TOOLS: &[&str] = &[
@@ -81,7 +91,11 @@ impl SessionStore for DbSessionStore {
     async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
         let text = serde_json::to_string(state)?;
         let now = actiongate_core::clock::to_millis(self.gateway.now());
-        Ok(self.gateway.store().put_mcp_session(session_id, &text, now).await?)
+        Ok(self
+            .gateway
+            .store()
+            .put_mcp_session(session_id, &text, now)
+            .await?)
     }
 
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
@@ -102,9 +116,17 @@ pub fn service(
     } else {
         config = config.with_allowed_hosts(allowed_hosts);
     }
-    config.session_store = Some(Arc::new(DbSessionStore { gateway: gateway.clone() }));
+    config.session_store = Some(Arc::new(DbSessionStore {
+        gateway: gateway.clone(),
+    }));
     StreamableHttpService::new(
-        move || Ok(GatewayMcp { gateway: gateway.clone(), personhood: personhood.clone(), tools: tools.clone() }),
+        move || {
+            Ok(GatewayMcp {
+                gateway: gateway.clone(),
+                personhood: personhood.clone(),
+                tools: tools.clone(),
+            })
+        },
         Arc::new(LocalSessionManager::default()),
         config,
     )
@@ -147,18 +169,36 @@ fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Error> {
 
 impl GatewayMcp {
     pub fn new(gateway: Arc<Gateway>, personhood: Arc<Personhood>) -> Self {
-        Self { gateway, personhood, tools: Arc::new(tool_list()) }
+        Self {
+            gateway,
+            personhood,
+            tools: Arc::new(tool_list()),
+        }
     }
 
     /// The personhood tools act for the owner whose session is the connection's bearer; the
     /// agent-scoped pair names the agent by its key (`agentKey`, an agent of the owner's account).
-    async fn personhood_tool(&self, name: &str, session: Option<&str>, args: &Map<String, Value>) -> Result<Value, Error> {
+    async fn personhood_tool(
+        &self,
+        name: &str,
+        session: Option<&str>,
+        args: &Map<String, Value>,
+    ) -> Result<Value, Error> {
         let owner = self.gateway.authenticate_owner(session).await?;
-        let who = Principal { account_id: owner.account_id.clone() };
-        let chain = args.get("chainId").and_then(Value::as_u64).unwrap_or(actiongate_core::intents::DEFAULT_CHAIN_ID);
+        let who = Principal {
+            account_id: owner.account_id.clone(),
+        };
+        let chain = args
+            .get("chainId")
+            .and_then(Value::as_u64)
+            .unwrap_or(actiongate_core::intents::DEFAULT_CHAIN_ID);
         let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
         let org = || text("orgId").ok_or_else(|| Error::invalid("orgId is required"));
-        let proof = || args.get("proof").cloned().ok_or_else(|| Error::invalid("proof is required"));
+        let proof = || {
+            args.get("proof")
+                .cloned()
+                .ok_or_else(|| Error::invalid("proof is required"))
+        };
         let agent = || async {
             let key = text("agentKey").ok_or_else(|| Error::invalid("agentKey is required"))?;
             let agent = self.gateway.authenticate_agent(Some(&key)).await?;
@@ -170,7 +210,9 @@ impl GatewayMcp {
         let p = &self.personhood;
         match name {
             "delegationPersonhoodBegin" => p.begin_agent(&who, &agent().await?, chain).await,
-            "delegationPersonhoodComplete" => p.complete_agent(&who, &agent().await?, &proof()?).await,
+            "delegationPersonhoodComplete" => {
+                p.complete_agent(&who, &agent().await?, &proof()?).await
+            }
             "delegationPersonhoodDepositBegin" => {
                 let d = DepositBegin {
                     deposit_signal: text("depositSignal"),
@@ -187,8 +229,11 @@ impl GatewayMcp {
 
     /// The connection's agent key, checked against one passed in arguments (which it must equal).
     fn agent_key(header: Option<String>, args: &mut Map<String, Value>) -> Result<String, Error> {
-        let header = header
-            .ok_or_else(|| Error::unauthorized("Authentication required: connect with Authorization: Bearer <AGENT_API_KEY>."))?;
+        let header = header.ok_or_else(|| {
+            Error::unauthorized(
+                "Authentication required: connect with Authorization: Bearer <AGENT_API_KEY>.",
+            )
+        })?;
         for field in ["agentApiKey", "agentKey"] {
             if let Some(passed) = args.remove(field)
                 && passed.as_str() != Some(header.as_str())
@@ -204,10 +249,18 @@ impl GatewayMcp {
     }
 
     /// Runs one tool for the holder of `header_key` (the connection's bearer token).
-    pub async fn call(&self, spec: &ToolSpec, mut args: Map<String, Value>, header_key: Option<String>) -> CallToolResult {
+    pub async fn call(
+        &self,
+        spec: &ToolSpec,
+        mut args: Map<String, Value>,
+        header_key: Option<String>,
+    ) -> CallToolResult {
         let g = &self.gateway;
         if OWNER_TOOLS.contains(&spec.name) {
-            return enveloped(self.personhood_tool(spec.name, header_key.as_deref(), &args).await);
+            return enveloped(
+                self.personhood_tool(spec.name, header_key.as_deref(), &args)
+                    .await,
+            );
         }
         let key = if spec.open {
             None
@@ -221,7 +274,10 @@ impl GatewayMcp {
         match spec.name {
             "getActionsCatalog" => structured(g.catalog().document()),
             "getProviderActions" => {
-                let provider = args.get("providerId").and_then(Value::as_str).map(str::to_owned);
+                let provider = args
+                    .get("providerId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
                 enveloped(provider_actions(g, provider.as_deref()))
             }
             "getAgentActions" => enveloped(g.list_actions(Some(&key)).await),
@@ -248,14 +304,24 @@ impl GatewayMcp {
             }
             "buyCredits" => {
                 let proof = PaymentProof {
-                    receipt: args.remove("paymentReceipt").and_then(|v| v.as_str().map(str::to_owned)),
-                    invoice_id: args.remove("invoiceId").and_then(|v| v.as_str().map(str::to_owned)),
-                    payment_signature: args.remove("paymentSignature").and_then(|v| v.as_str().map(str::to_owned)),
+                    receipt: args
+                        .remove("paymentReceipt")
+                        .and_then(|v| v.as_str().map(str::to_owned)),
+                    invoice_id: args
+                        .remove("invoiceId")
+                        .and_then(|v| v.as_str().map(str::to_owned)),
+                    payment_signature: args
+                        .remove("paymentSignature")
+                        .and_then(|v| v.as_str().map(str::to_owned)),
                 };
                 match parse::<BuyCreditsRequest>(Value::Object(args)) {
                     Ok(req) => match g.buy_credits(&req, &proof, Some(&key)).await {
                         Ok(BuyAnswer::Paid { purchase, .. }) => structured(&purchase),
-                        Ok(BuyAnswer::Challenge { body, retry_after, accepts }) => {
+                        Ok(BuyAnswer::Challenge {
+                            body,
+                            retry_after,
+                            accepts,
+                        }) => {
                             let mut v = serde_json::to_value(&body).unwrap_or(Value::Null);
                             if let Some(s) = retry_after {
                                 v["retryAfter"] = Value::from(s);
@@ -275,8 +341,9 @@ impl GatewayMcp {
                     Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }
-            "delegationCreate" | "delegationActivate" | "delegationStatus" | "delegationInspect" | "delegationBalance"
-            | "delegationRevoke" | "delegationRedeem" => match g.authenticate_agent(Some(&key)).await {
+            "delegationCreate" | "delegationActivate" | "delegationStatus"
+            | "delegationInspect" | "delegationBalance" | "delegationRevoke"
+            | "delegationRedeem" => match g.authenticate_agent(Some(&key)).await {
                 Ok(agent) => delegation_tool(g, spec.name, &agent, &key, args).await,
                 Err(e) => refusal(&e),
             },
@@ -293,12 +360,13 @@ impl GatewayMcp {
                 Ok(req) => enveloped(g.complete_email_onboarding(&req).await),
                 Err(e) => refusal(&e),
             },
-            other => refusal(
-                &Error::new(
-                    ErrorCode::NotAvailable,
-                    format!("{other} is not available in this deployment yet: {}.", spec.pending.unwrap_or("not built")),
+            other => refusal(&Error::new(
+                ErrorCode::NotAvailable,
+                format!(
+                    "{other} is not available in this deployment yet: {}.",
+                    spec.pending.unwrap_or("not built")
                 ),
-            ),
+            )),
         }
     }
 }
@@ -308,27 +376,64 @@ fn provider_actions(g: &Gateway, provider: Option<&str>) -> Result<ActionList, E
     if let Some(p) = provider
         && !doc.provider_families.iter().any(|f| f.provider_id == p)
     {
-        return Err(Error::not_found(format!("No provider family {p:?} in the catalog.")));
+        return Err(Error::not_found(format!(
+            "No provider family {p:?} in the catalog."
+        )));
     }
-    let actions = doc.actions.iter().filter(|a| provider.is_none_or(|p| a.provider_id == p)).cloned().collect();
-    Ok(ActionList { actions, filtered_by_policy: false })
+    let actions = doc
+        .actions
+        .iter()
+        .filter(|a| provider.is_none_or(|p| a.provider_id == p))
+        .cloned()
+        .collect();
+    Ok(ActionList {
+        actions,
+        filtered_by_policy: false,
+    })
 }
 
 /// The delegation tools: the same core methods as the delegation routes.
-async fn delegation_tool(g: &Gateway, name: &str, agent: &AgentContext, key: &str, args: Map<String, Value>) -> CallToolResult {
+async fn delegation_tool(
+    g: &Gateway,
+    name: &str,
+    agent: &AgentContext,
+    key: &str,
+    args: Map<String, Value>,
+) -> CallToolResult {
     let text = |f: &str| args.get(f).and_then(Value::as_str).map(str::to_owned);
-    let (hash, delegator, chain) = (text("delegationHash"), text("delegator"), args.get("chainId").and_then(Value::as_u64));
+    let (hash, delegator, chain) = (
+        text("delegationHash"),
+        text("delegator"),
+        args.get("chainId").and_then(Value::as_u64),
+    );
     let verify = args.get("verify").and_then(Value::as_bool) == Some(true);
     let body = Value::Object(args);
     let answer = async {
-        let hash = || hash.clone().ok_or_else(|| Error::invalid("delegationHash is required"));
+        let hash = || {
+            hash.clone()
+                .ok_or_else(|| Error::invalid("delegationHash is required"))
+        };
         Ok::<_, Error>(match name {
-            "delegationCreate" => enveloped(g.delegation_create(agent, &parse::<DelegationCreateRequest>(body)?).await),
-            "delegationActivate" => enveloped(g.delegation_activate(agent, &parse::<DelegationActivateRequest>(body)?).await),
-            "delegationRedeem" => enveloped(g.delegation_redeem(agent, key, &parse::<DelegationRedeemRequest>(body)?).await),
-            "delegationRevoke" => enveloped(g.delegation_revoke(agent, &parse::<DelegationRevokeRequest>(body)?).await),
+            "delegationCreate" => enveloped(
+                g.delegation_create(agent, &parse::<DelegationCreateRequest>(body)?)
+                    .await,
+            ),
+            "delegationActivate" => enveloped(
+                g.delegation_activate(agent, &parse::<DelegationActivateRequest>(body)?)
+                    .await,
+            ),
+            "delegationRedeem" => enveloped(
+                g.delegation_redeem(agent, key, &parse::<DelegationRedeemRequest>(body)?)
+                    .await,
+            ),
+            "delegationRevoke" => enveloped(
+                g.delegation_revoke(agent, &parse::<DelegationRevokeRequest>(body)?)
+                    .await,
+            ),
             "delegationStatus" if verify => enveloped(g.delegation_verify(agent, &hash()?).await),
-            "delegationStatus" => enveloped(g.delegation_check(agent, chain, delegator.as_deref()).await),
+            "delegationStatus" => {
+                enveloped(g.delegation_check(agent, chain, delegator.as_deref()).await)
+            }
             "delegationInspect" => enveloped(g.delegation_inspect(agent, &hash()?).await),
             _ => enveloped(g.delegation_balance(agent, &hash()?).await),
         })
@@ -376,17 +481,28 @@ impl ServerHandler for GatewayMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let Some(spec) = TOOLS.iter().find(|t| t.name == request.name) else {
-            return Err(McpError::invalid_params(format!("no tool named {}", request.name), None));
+            return Err(McpError::invalid_params(
+                format!("no tool named {}", request.name),
+                None,
+            ));
         };
         let args = request.arguments.unwrap_or_default();
-        let key = context.extensions.get::<axum::http::request::Parts>().and_then(|p| bearer(&p.headers)).map(str::to_owned);
+        let key = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| bearer(&p.headers))
+            .map(str::to_owned);
         Ok(self.call(spec, args, key).await.into())
     }
 }
 
 /// Answers 401 at the HTTP level when a message calls a protected tool without a valid agent key,
 /// so that MCP clients see it as an authentication failure.
-pub async fn require_agent_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn require_agent_key(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     if request.method() != axum::http::Method::POST {
         return next.run(request).await;
     }
@@ -394,7 +510,10 @@ pub async fn require_agent_key(State(state): State<AppState>, request: Request, 
     let bytes = match axum::body::to_bytes(body, BODY_LIMIT).await {
         Ok(b) => b,
         Err(_) => {
-            let e = Error::new(ErrorCode::PayloadTooLarge, "The request body is over the 1 MiB limit.");
+            let e = Error::new(
+                ErrorCode::PayloadTooLarge,
+                "The request body is over the 1 MiB limit.",
+            );
             return (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(error_body(&e))).into_response();
         }
     };
@@ -408,34 +527,49 @@ pub async fn require_agent_key(State(state): State<AppState>, request: Request, 
         };
         if let Err(e) = checked {
             let message_text = if key.is_none() {
-                "Authentication required: connect with Authorization: Bearer <AGENT_API_KEY>.".to_owned()
+                "Authentication required: connect with Authorization: Bearer <AGENT_API_KEY>."
+                    .to_owned()
             } else {
                 e.message.clone()
             };
-            let e = Error { message: message_text, ..e };
-            let status = StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::UNAUTHORIZED);
+            let e = Error {
+                message: message_text,
+                ..e
+            };
+            let status =
+                StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::UNAUTHORIZED);
             // A JSON-RPC error in the body, so that clients surface the reason, not only the status.
-            let id = message.as_ref().and_then(|m| m.get("id")).cloned().unwrap_or(Value::Null);
+            let id = message
+                .as_ref()
+                .and_then(|m| m.get("id"))
+                .cloned()
+                .unwrap_or(Value::Null);
             let body = serde_json::json!({
                 "jsonrpc": "2.0",
                 "id": id,
                 "error": {"code": -32001, "message": e.message, "data": error_body(&e)},
             });
             let mut response = (status, axum::Json(body)).into_response();
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"actiongate\""));
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"actiongate\""),
+            );
             return response;
         }
     }
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 fn needs(message: &Value) -> Needs {
     match message {
         Value::Array(batch) => batch.iter().map(needs).max().unwrap_or(Needs::Nothing),
         Value::Object(m) if m.get("method").and_then(Value::as_str) == Some("tools/call") => {
-            match m.get("params").and_then(|p| p.get("name")).and_then(Value::as_str) {
+            match m
+                .get("params")
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
+            {
                 Some(name) if OPEN_TOOLS.contains(&name) => Needs::Nothing,
                 Some(name) if OWNER_TOOLS.contains(&name) => Needs::OwnerSession,
                 _ => Needs::AgentKey,
@@ -447,7 +581,13 @@ fn needs(message: &Value) -> Needs {
 
 /// Annotations a tool advertises.
 pub fn annotations(read_only: bool, idempotent: bool) -> ToolAnnotations {
-    ToolAnnotations::from_raw(None, Some(read_only), Some(!read_only), Some(idempotent), Some(true))
+    ToolAnnotations::from_raw(
+        None,
+        Some(read_only),
+        Some(!read_only),
+        Some(idempotent),
+        Some(true),
+    )
 }
 
 #[cfg(test)]
@@ -461,9 +601,24 @@ mod tests {
         let call = |name: &str| json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name}});
         assert_eq!(needs(&call("executeIntent")), Needs::AgentKey);
         assert_eq!(needs(&call("getActionsCatalog")), Needs::Nothing);
-        assert_eq!(needs(&call("delegationPersonhoodComplete")), Needs::OwnerSession);
-        assert_eq!(needs(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})), Needs::Nothing);
-        assert_eq!(needs(&json!([call("getActionsCatalog"), call("getCreditsBalance")])), Needs::AgentKey);
-        assert_eq!(needs(&json!({"method": "tools/call", "params": {}})), Needs::AgentKey);
+        assert_eq!(
+            needs(&call("delegationPersonhoodComplete")),
+            Needs::OwnerSession
+        );
+        assert_eq!(
+            needs(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})),
+            Needs::Nothing
+        );
+        assert_eq!(
+            needs(&json!([
+                call("getActionsCatalog"),
+                call("getCreditsBalance")
+            ])),
+            Needs::AgentKey
+        );
+        assert_eq!(
+            needs(&json!({"method": "tools/call", "params": {}})),
+            Needs::AgentKey
+        );
     }
 }

@@ -53,10 +53,12 @@ pub async fn call_tool(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let spec = TOOLS
-        .iter()
-        .find(|t| t.name == name)
-        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("No MCP tool named {name:?}; see GET /mcp/tools.")))?;
+    let spec = TOOLS.iter().find(|t| t.name == name).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            format!("No MCP tool named {name:?}; see GET /mcp/tools."),
+        )
+    })?;
     let key = bearer(&headers).map(str::to_owned);
     if super::mcp::OWNER_TOOLS.contains(&spec.name) {
         state.gateway.authenticate_owner(key.as_deref()).await?;
@@ -66,10 +68,15 @@ pub async fn call_tool(
     let args: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {
         Map::new()
     } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| Error::invalid(format!("The body must be a JSON object of tool arguments: {e}")))?
+        serde_json::from_slice(&body).map_err(|e| {
+            Error::invalid(format!(
+                "The body must be a JSON object of tool arguments: {e}"
+            ))
+        })?
     };
-    let result = GatewayMcp::new(state.gateway.clone(), state.personhood.clone()).call(spec, args, key).await;
+    let result = GatewayMcp::new(state.gateway.clone(), state.personhood.clone())
+        .call(spec, args, key)
+        .await;
     let status = match (result.is_error, &result.structured_content) {
         (Some(true), Some(body)) => body
             .get("code")

@@ -365,19 +365,29 @@ fn venue_input() -> Value {
     json!({"type": "object", "properties": {"venue": {"type": "string"}}, "required": ["venue"]})
 }
 
-
 /// Replaces every `$ref` to a component with the component itself.
 fn inline(value: &Value, components: &Map<String, Value>, depth: usize) -> Value {
     match value {
         Value::Object(map) => {
-            if let Some(name) = map.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/components/schemas/"))
+            if let Some(name) = map
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/components/schemas/"))
                 && depth < 16
             {
-                return components.get(name).map_or(Value::Bool(true), |c| inline(c, components, depth + 1));
+                return components
+                    .get(name)
+                    .map_or(Value::Bool(true), |c| inline(c, components, depth + 1));
             }
-            Value::Object(map.iter().map(|(k, v)| (k.clone(), inline(v, components, depth))).collect())
+            Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), inline(v, components, depth)))
+                    .collect(),
+            )
         }
-        Value::Array(items) => Value::Array(items.iter().map(|v| inline(v, components, depth)).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| inline(v, components, depth)).collect())
+        }
         other => other.clone(),
     }
 }
@@ -392,8 +402,17 @@ fn as_object(v: Value) -> Arc<Map<String, Value>> {
 /// The tools as MCP advertises them.
 pub fn tool_list() -> Vec<Tool> {
     let doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
-    let components = doc["components"]["schemas"].as_object().cloned().unwrap_or_default();
-    let component = |name: &str| inline(&components.get(name).cloned().unwrap_or_else(empty), &components, 0);
+    let components = doc["components"]["schemas"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let component = |name: &str| {
+        inline(
+            &components.get(name).cloned().unwrap_or_else(empty),
+            &components,
+            0,
+        )
+    };
     TOOLS
         .iter()
         .map(|spec| {

@@ -46,24 +46,46 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole router, with its layers.
 pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
-    let mcp_service = mcp::service(state.gateway.clone(), state.personhood.clone(), mcp_allowed_hosts);
-    let mcp = Router::new()
-        .route_service("/mcp", mcp_service)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), mcp::require_agent_key));
+    let mcp_service = mcp::service(
+        state.gateway.clone(),
+        state.personhood.clone(),
+        mcp_allowed_hosts,
+    );
+    let mcp = Router::new().route_service("/mcp", mcp_service).layer(
+        axum::middleware::from_fn_with_state(state.clone(), mcp::require_agent_key),
+    );
     let api = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/api/v1/agent/actions/catalog", get(catalog::get_catalog))
         .route("/api/v1/agent/actions", get(catalog::list_actions))
-        .route("/api/v1/onboarding/email/start", post(identity::email_start))
-        .route("/api/v1/onboarding/email/complete", post(identity::email_complete))
+        .route(
+            "/api/v1/onboarding/email/start",
+            post(identity::email_start),
+        )
+        .route(
+            "/api/v1/onboarding/email/complete",
+            post(identity::email_complete),
+        )
         .route("/api/v1/session", axum::routing::delete(identity::sign_out))
-        .route("/api/v1/agent/execute-intent", post(intents::execute_intent))
-        .route("/api/v1/agent/execute-intent/status", get(intents::intent_status))
+        .route(
+            "/api/v1/agent/execute-intent",
+            post(intents::execute_intent),
+        )
+        .route(
+            "/api/v1/agent/execute-intent/status",
+            get(intents::intent_status),
+        )
         .route("/api/v1/agent/execute", post(intents::execute_direct))
         .route("/api/v1/agent/build-tx", post(intents::build_tx))
-        .route("/api/v1/agent/credits/balance", get(intents::credit_balance))
-        .route("/api/v1/agent/credits/buy-with-x402", post(credits::agent_buy))
+        .route(
+            "/api/v1/agent/credits/balance",
+            get(intents::credit_balance),
+        )
+        .route(
+            "/api/v1/agent/credits/buy-with-x402",
+            post(credits::agent_buy),
+        )
         .route("/api/v1/credits/x402-metadata", get(credits::metadata))
         .route("/api/v1/credits/buy-with-x402", post(credits::buy))
         .route("/api/v1/wallets/link/begin", post(credits::link_begin))
@@ -71,27 +93,66 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
         .route("/api/v1/agent/preflight", post(intents::preflight))
         .route("/api/v1/agent/me", get(intents::whoami))
         .route("/api/v1/agent/delegation/create", post(delegation::create))
-        .route("/api/v1/agent/delegation/activate", post(delegation::activate))
+        .route(
+            "/api/v1/agent/delegation/activate",
+            post(delegation::activate),
+        )
         .route("/api/v1/agent/delegation/check", get(delegation::check))
         .route("/api/v1/agent/delegation/verify", get(delegation::verify))
         .route("/api/v1/agent/delegation/inspect", get(delegation::inspect))
         .route("/api/v1/agent/delegation/balance", get(delegation::balance))
         .route("/api/v1/agent/delegation/revoke", post(delegation::revoke))
         .route("/api/v1/agent/delegation/redeem", post(delegation::redeem))
-        .route("/api/v1/agent/delegation/personhood/rp", get(personhood::relying_party))
-        .route("/api/v1/agent/delegation/personhood/org/begin", post(personhood::org_begin))
-        .route("/api/v1/agent/delegation/personhood/org/complete", post(personhood::org_complete))
-        .route("/api/v1/agent/delegation/personhood/org/check", get(personhood::org_check))
-        .route("/api/v1/agent/delegation/personhood/begin", post(personhood::agent_begin))
-        .route("/api/v1/agent/delegation/personhood/complete", post(personhood::agent_complete))
-        .route("/api/v1/agent/delegation/personhood/deposit/begin", post(personhood::deposit_begin))
-        .route("/api/v1/agent/delegation/personhood/deposit/complete", post(personhood::deposit_complete))
-        .route("/api/v1/agent/delegation/personhood/deposit/consume", post(personhood::deposit_consume))
+        .route(
+            "/api/v1/agent/delegation/personhood/rp",
+            get(personhood::relying_party),
+        )
+        .route(
+            "/api/v1/agent/delegation/personhood/org/begin",
+            post(personhood::org_begin),
+        )
+        .route(
+            "/api/v1/agent/delegation/personhood/org/complete",
+            post(personhood::org_complete),
+        )
+        .route(
+            "/api/v1/agent/delegation/personhood/org/check",
+            get(personhood::org_check),
+        )
+        .route(
+            "/api/v1/agent/delegation/personhood/begin",
+            post(personhood::agent_begin),
+        )
+        .route(
+            "/api/v1/agent/delegation/personhood/complete",
+            post(personhood::agent_complete),
+        )
+        .route(
+            "/api/v1/agent/delegation/personhood/deposit/begin",
+            post(personhood::deposit_begin),
+        )
+        .route(
+            "/api/v1/agent/delegation/personhood/deposit/complete",
+            post(personhood::deposit_complete),
+        )
+        .route(
+            "/api/v1/agent/delegation/personhood/deposit/consume",
+            post(personhood::deposit_consume),
+        )
         .route("/mcp/tools", get(mcp_mirror::list_tools))
         .route("/mcp/tool/{name}", post(mcp_mirror::call_tool))
-        .route("/api/v1/agents", get(identity::list_agents).post(identity::create_agent))
-        .route("/api/v1/agents/{agentId}/rotate-key", post(identity::rotate_key))
-        .route("/api/v1/agents/{agentId}/policy", get(identity::get_policy).put(identity::put_policy))
+        .route(
+            "/api/v1/agents",
+            get(identity::list_agents).post(identity::create_agent),
+        )
+        .route(
+            "/api/v1/agents/{agentId}/rotate-key",
+            post(identity::rotate_key),
+        )
+        .route(
+            "/api/v1/agents/{agentId}/policy",
+            get(identity::get_policy).put(identity::put_policy),
+        )
         .with_state(state)
         .merge(mcp)
         .merge(SwaggerUi::new("/docs").url("/api/v1/openapi.json", openapi::ApiDoc::openapi()))
@@ -122,7 +183,9 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
 /// The process is up.
 #[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = Envelope<Health>)))]
 pub async fn healthz() -> Json<Envelope<Health>> {
-    Json(Envelope::new(Health { status: "ok".into() }))
+    Json(Envelope::new(Health {
+        status: "ok".into(),
+    }))
 }
 
 /// The process is up and its database answers.
@@ -134,5 +197,7 @@ pub async fn healthz() -> Json<Envelope<Health>> {
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Envelope<Health>>, ApiError> {
     state.gateway.ready().await?;
-    Ok(Json(Envelope::new(Health { status: "ok".into() })))
+    Ok(Json(Envelope::new(Health {
+        status: "ok".into(),
+    })))
 }

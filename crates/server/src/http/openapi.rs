@@ -1,16 +1,17 @@
 //! The OpenAPI 3.1 document, generated from the route annotations and wire types.
 
 use actiongate_api_types::catalog::{
-    ActionList, CatalogAction, CatalogDocument, EditorConfig, McpToolInfo, McpToolList, OptionSource, ProviderFamily,
+    ActionList, CatalogAction, CatalogDocument, EditorConfig, McpToolInfo, McpToolList,
+    OptionSource, ProviderFamily,
 };
 use actiongate_api_types::identity::{
-    AccountSummary, AgentBootstrap, AgentKeyIssued, AgentListResponse, AgentView, CreateAgentRequest,
-    EmailCompleteRequest, EmailCompleteResponse, EmailStartRequest, EmailStartResponse, OwnerSession, PolicyRequest,
-    PolicyView,
+    AccountSummary, AgentBootstrap, AgentKeyIssued, AgentListResponse, AgentView,
+    CreateAgentRequest, EmailCompleteRequest, EmailCompleteResponse, EmailStartRequest,
+    EmailStartResponse, OwnerSession, PolicyRequest, PolicyView,
 };
 use actiongate_api_types::intents::{
-    AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, IntentResult, PreflightCheck,
-    PreflightReport,
+    AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, IntentResult,
+    PreflightCheck, PreflightReport,
 };
 use actiongate_api_types::{ErrorBody, ErrorCode, ErrorFamily, Health};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -121,7 +122,12 @@ impl Modify for Security {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
             "ownerSession",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("owner-…").build()),
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("owner-…")
+                    .build(),
+            ),
         );
         components.add_security_scheme(
             "agentKeyHeader",

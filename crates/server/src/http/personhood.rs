@@ -18,7 +18,9 @@ use crate::http::intents::DEFAULT_CHAIN;
 type Answer = Result<Json<Envelope<Value>>, ApiError>;
 
 fn principal(owner: &Owner) -> Principal {
-    Principal { account_id: owner.0.account_id.clone() }
+    Principal {
+        account_id: owner.0.account_id.clone(),
+    }
 }
 
 /// Body of org begin.
@@ -96,8 +98,19 @@ pub struct OrgCheck {
 #[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/org/begin", tag = "personhood",
     security(("ownerSession" = [])), request_body = OrgBegin,
     responses((status = 200, body = Envelope<Object>), (status = 401, body = ErrorBody)))]
-pub async fn org_begin(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<OrgBegin>) -> Answer {
-    let data = s.personhood.begin_org(&principal(&owner), &b.org_id, b.chain_id.unwrap_or(DEFAULT_CHAIN)).await?;
+pub async fn org_begin(
+    State(s): State<AppState>,
+    owner: Owner,
+    ApiJson(b): ApiJson<OrgBegin>,
+) -> Answer {
+    let data = s
+        .personhood
+        .begin_org(
+            &principal(&owner),
+            &b.org_id,
+            b.chain_id.unwrap_or(DEFAULT_CHAIN),
+        )
+        .await?;
     Ok(Json(Envelope::new(data)))
 }
 
@@ -106,16 +119,32 @@ pub async fn org_begin(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJ
     security(("ownerSession" = [])), request_body = OrgComplete,
     responses((status = 200, body = Envelope<Object>), (status = 403, description = "PERSONHOOD_ORG_NULLIFIER_MISMATCH, PERSONHOOD_PROOF_INVALID", body = ErrorBody),
         (status = 409, description = "PERSONHOOD_CHALLENGE_INVALID", body = ErrorBody)))]
-pub async fn org_complete(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<OrgComplete>) -> Answer {
-    Ok(Json(Envelope::new(s.personhood.complete_org(&principal(&owner), &b.org_id, &b.proof).await?)))
+pub async fn org_complete(
+    State(s): State<AppState>,
+    owner: Owner,
+    ApiJson(b): ApiJson<OrgComplete>,
+) -> Answer {
+    Ok(Json(Envelope::new(
+        s.personhood
+            .complete_org(&principal(&owner), &b.org_id, &b.proof)
+            .await?,
+    )))
 }
 
 /// The organization's status in `data.personhood`: `unverified`, or `locked` with `lockedAt`.
 #[utoipa::path(get, path = "/api/v1/agent/delegation/personhood/org/check", tag = "personhood",
     security(("ownerSession" = [])), params(OrgCheck),
     responses((status = 200, body = Envelope<Object>), (status = 401, body = ErrorBody)))]
-pub async fn org_check(State(s): State<AppState>, owner: Owner, ApiQuery(q): ApiQuery<OrgCheck>) -> Answer {
-    Ok(Json(Envelope::new(s.personhood.check_org(&principal(&owner), &q.org_id).await?)))
+pub async fn org_check(
+    State(s): State<AppState>,
+    owner: Owner,
+    ApiQuery(q): ApiQuery<OrgCheck>,
+) -> Answer {
+    Ok(Json(Envelope::new(
+        s.personhood
+            .check_org(&principal(&owner), &q.org_id)
+            .await?,
+    )))
 }
 
 async fn owned_agent(s: &AppState, owner: &Owner, key: &str) -> Result<String, ApiError> {
@@ -130,9 +159,20 @@ async fn owned_agent(s: &AppState, owner: &Owner, key: &str) -> Result<String, A
 #[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/begin", tag = "personhood",
     security(("ownerSession" = [])), request_body = AgentBegin,
     responses((status = 200, body = Envelope<Object>), (status = 401, body = ErrorBody)))]
-pub async fn agent_begin(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<AgentBegin>) -> Answer {
+pub async fn agent_begin(
+    State(s): State<AppState>,
+    owner: Owner,
+    ApiJson(b): ApiJson<AgentBegin>,
+) -> Answer {
     let agent_id = owned_agent(&s, &owner, &b.agent_key).await?;
-    let data = s.personhood.begin_agent(&principal(&owner), &agent_id, b.chain_id.unwrap_or(DEFAULT_CHAIN)).await?;
+    let data = s
+        .personhood
+        .begin_agent(
+            &principal(&owner),
+            &agent_id,
+            b.chain_id.unwrap_or(DEFAULT_CHAIN),
+        )
+        .await?;
     Ok(Json(Envelope::new(data)))
 }
 
@@ -140,16 +180,28 @@ pub async fn agent_begin(State(s): State<AppState>, owner: Owner, ApiJson(b): Ap
 #[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/complete", tag = "personhood",
     security(("ownerSession" = [])), request_body = AgentComplete,
     responses((status = 200, body = Envelope<Object>), (status = 403, body = ErrorBody)))]
-pub async fn agent_complete(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<AgentComplete>) -> Answer {
+pub async fn agent_complete(
+    State(s): State<AppState>,
+    owner: Owner,
+    ApiJson(b): ApiJson<AgentComplete>,
+) -> Answer {
     let agent_id = owned_agent(&s, &owner, &b.agent_key).await?;
-    Ok(Json(Envelope::new(s.personhood.complete_agent(&principal(&owner), &agent_id, &b.proof).await?)))
+    Ok(Json(Envelope::new(
+        s.personhood
+            .complete_agent(&principal(&owner), &agent_id, &b.proof)
+            .await?,
+    )))
 }
 
 /// Begins a deposit receipt: the proof request and `challengeId`.
 #[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/deposit/begin", tag = "personhood",
     security(("ownerSession" = [])), request_body = DepositBeginBody,
     responses((status = 200, body = Envelope<Object>), (status = 400, body = ErrorBody)))]
-pub async fn deposit_begin(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<DepositBeginBody>) -> Answer {
+pub async fn deposit_begin(
+    State(s): State<AppState>,
+    owner: Owner,
+    ApiJson(b): ApiJson<DepositBeginBody>,
+) -> Answer {
     let d = DepositBegin {
         deposit_signal: b.deposit_signal,
         runtime_id: b.runtime_id,
@@ -157,7 +209,15 @@ pub async fn deposit_begin(State(s): State<AppState>, owner: Owner, ApiJson(b): 
         destination_address: b.destination_address,
         idempotency_key: b.idempotency_key,
     };
-    let data = s.personhood.begin_deposit(&principal(&owner), &b.org_id, b.chain_id.unwrap_or(DEFAULT_CHAIN), &d).await?;
+    let data = s
+        .personhood
+        .begin_deposit(
+            &principal(&owner),
+            &b.org_id,
+            b.chain_id.unwrap_or(DEFAULT_CHAIN),
+            &d,
+        )
+        .await?;
     Ok(Json(Envelope::new(data)))
 }
 
@@ -166,18 +226,36 @@ pub async fn deposit_begin(State(s): State<AppState>, owner: Owner, ApiJson(b): 
     security(("ownerSession" = [])), request_body = OrgComplete,
     responses((status = 200, body = Envelope<Object>), (status = 403, description = "PERSONHOOD_DEPOSIT_NULLIFIER_MISMATCH", body = ErrorBody),
         (status = 409, description = "PERSONHOOD_ORG_NOT_LOCKED, PERSONHOOD_CHALLENGE_INVALID", body = ErrorBody)))]
-pub async fn deposit_complete(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<OrgComplete>) -> Answer {
-    Ok(Json(Envelope::new(s.personhood.complete_deposit(&principal(&owner), &b.org_id, &b.proof).await?)))
+pub async fn deposit_complete(
+    State(s): State<AppState>,
+    owner: Owner,
+    ApiJson(b): ApiJson<OrgComplete>,
+) -> Answer {
+    Ok(Json(Envelope::new(
+        s.personhood
+            .complete_deposit(&principal(&owner), &b.org_id, &b.proof)
+            .await?,
+    )))
 }
 
 /// Consumes a deposit receipt, once.
 #[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/deposit/consume", tag = "personhood",
     security(("ownerSession" = [])), request_body = DepositConsume,
     responses((status = 200, body = Envelope<Object>), (status = 409, description = "PERSONHOOD_DEPOSIT_RECEIPT_ALREADY_USED", body = ErrorBody)))]
-pub async fn deposit_consume(State(s): State<AppState>, owner: Owner, ApiJson(b): ApiJson<DepositConsume>) -> Answer {
+pub async fn deposit_consume(
+    State(s): State<AppState>,
+    owner: Owner,
+    ApiJson(b): ApiJson<DepositConsume>,
+) -> Answer {
     let data = s
         .personhood
-        .consume_deposit(&principal(&owner), &b.org_id, &b.receipt_id, b.runtime_id.as_deref(), b.amount_usd)
+        .consume_deposit(
+            &principal(&owner),
+            &b.org_id,
+            &b.receipt_id,
+            b.runtime_id.as_deref(),
+            b.amount_usd,
+        )
         .await?;
     Ok(Json(Envelope::new(data)))
 }

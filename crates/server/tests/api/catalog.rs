@@ -6,7 +6,10 @@ use crate::helpers::{Backend, spawn_app};
 use crate::on_both_backends;
 
 fn catalog_schema() -> jsonschema::Validator {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../catalog/catalog.schema.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../catalog/catalog.schema.json"
+    );
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let schema: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
     jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("schema does not compile: {e}"))
@@ -17,8 +20,14 @@ async fn catalog_matches_the_schema_of_spec(backend: Backend) {
     let r = app.get("/api/v1/agent/actions/catalog").await;
     assert_eq!(r.status, 200);
     let validator = catalog_schema();
-    let errors: Vec<String> = validator.iter_errors(&r.body).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-    assert!(errors.is_empty(), "catalog violates catalog.schema.json: {errors:#?}");
+    let errors: Vec<String> = validator
+        .iter_errors(&r.body)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "catalog violates catalog.schema.json: {errors:#?}"
+    );
 
     // The schema is not vacuous: it refuses a broken document.
     let mut broken = r.body.clone();
@@ -30,42 +39,95 @@ async fn catalog_matches_the_schema_of_spec(backend: Backend) {
     assert_eq!(r.body["providerManifestVersion"], 1);
     let kinds: Vec<&str> = r.body["providerFamilies"]
         .as_array()
-        .map(|a| a.iter().filter_map(|f| f["providerKind"].as_str()).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f["providerKind"].as_str())
+                .collect()
+        })
         .unwrap_or_default();
-    for kind in ["internal", "evmDex", "vault", "cex", "bridge", "earn", "offchainPerp", "prediction"] {
+    for kind in [
+        "internal",
+        "evmDex",
+        "vault",
+        "cex",
+        "bridge",
+        "earn",
+        "offchainPerp",
+        "prediction",
+    ] {
         assert!(kinds.contains(&kind), "no family of kind {kind}");
     }
     let actions = r.body["actions"].as_array().cloned().unwrap_or_default();
-    let swap = actions.iter().find(|a| a["action"] == "swap").cloned().unwrap_or(Value::Null);
-    assert_eq!(swap["requiredParams"], json!(["tokenIn", "tokenOut", "amountIn"]));
+    let swap = actions
+        .iter()
+        .find(|a| a["action"] == "swap")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(
+        swap["requiredParams"],
+        json!(["tokenIn", "tokenOut", "amountIn"])
+    );
     assert_eq!(swap["paramsSchema"]["additionalProperties"], json!(false));
     assert_eq!(swap["providerKind"], "evmDex");
     assert_eq!(swap["agentkitAction"], "swap");
     // Nothing executes swaps yet, so the catalog says so.
     assert_eq!(swap["enabled"], json!(false));
-    let fx = actions.iter().find(|a| a["action"] == "get-fx-supported-assets").cloned().unwrap_or(Value::Null);
-    assert_eq!((fx["enabled"].clone(), fx["supportsExecuteIntent"].clone()), (json!(true), json!(true)));
+    let fx = actions
+        .iter()
+        .find(|a| a["action"] == "get-fx-supported-assets")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(
+        (fx["enabled"].clone(), fx["supportsExecuteIntent"].clone()),
+        (json!(true), json!(true))
+    );
     assert_eq!(fx["maxAmountUsd"], json!(0.0));
-    let claim = actions.iter().find(|a| a["action"] == "claim-rewards").cloned().unwrap_or(Value::Null);
-    assert!(claim["aliases"].as_array().is_some_and(|a| a.contains(&json!("claim_rewards"))));
+    let claim = actions
+        .iter()
+        .find(|a| a["action"] == "claim-rewards")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert!(
+        claim["aliases"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("claim_rewards")))
+    );
 }
 
 async fn catalog_revalidates_with_etag_and_compresses(backend: Backend) {
     let app = spawn_app(backend).await;
     let plain = app.get("/api/v1/agent/actions/catalog").await;
-    let etag = plain.headers.get("etag").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let etag = plain
+        .headers
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let Some(etag) = etag else { panic!("no ETag") };
-    assert!(etag.starts_with('"') && etag.ends_with('"'), "strong ETag {etag}");
+    assert!(
+        etag.starts_with('"') && etag.ends_with('"'),
+        "strong ETag {etag}"
+    );
 
     let again = app
-        .send(app.client.get(app.url("/api/v1/agent/actions/catalog")).header("if-none-match", &etag))
+        .send(
+            app.client
+                .get(app.url("/api/v1/agent/actions/catalog"))
+                .header("if-none-match", &etag),
+        )
         .await;
     assert_eq!(again.status, 304);
     assert!(again.text.is_empty());
-    assert_eq!(again.headers.get("etag").and_then(|v| v.to_str().ok()), Some(etag.as_str()));
+    assert_eq!(
+        again.headers.get("etag").and_then(|v| v.to_str().ok()),
+        Some(etag.as_str())
+    );
 
     let stale = app
-        .send(app.client.get(app.url("/api/v1/agent/actions/catalog")).header("if-none-match", "\"other\""))
+        .send(
+            app.client
+                .get(app.url("/api/v1/agent/actions/catalog"))
+                .header("if-none-match", "\"other\""),
+        )
         .await;
     assert_eq!(stale.status, 200);
 
@@ -77,13 +139,26 @@ async fn catalog_revalidates_with_etag_and_compresses(backend: Backend) {
         .send()
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(resp.headers().get("content-encoding").and_then(|v| v.to_str().ok()), Some("gzip"));
+    assert_eq!(
+        resp.headers()
+            .get("content-encoding")
+            .and_then(|v| v.to_str().ok()),
+        Some("gzip")
+    );
     assert!(resp.headers().get("vary").is_some());
     let gz = resp.bytes().await.unwrap_or_default();
     let mut decoded = String::new();
-    flate2::read::GzDecoder::new(&gz[..]).read_to_string(&mut decoded).unwrap_or_else(|e| panic!("not gzip: {e}"));
-    assert_eq!(decoded, plain.text, "gzip and identity carry the same document");
-    assert!(gz.len() * 3 < plain.text.len(), "gzip is at least 3x smaller");
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_string(&mut decoded)
+        .unwrap_or_else(|e| panic!("not gzip: {e}"));
+    assert_eq!(
+        decoded, plain.text,
+        "gzip and identity carry the same document"
+    );
+    assert!(
+        gz.len() * 3 < plain.text.len(),
+        "gzip is at least 3x smaller"
+    );
 }
 
 async fn actions_list_filters_by_the_agents_policy(backend: Backend) {
@@ -91,24 +166,52 @@ async fn actions_list_filters_by_the_agents_policy(backend: Backend) {
     let all = app.get("/api/v1/agent/actions").await;
     let data = all.assert_ok();
     let catalog = app.get("/api/v1/agent/actions/catalog").await;
-    assert_eq!(data["actions"], catalog.body["actions"], "without a key: the full list");
+    assert_eq!(
+        data["actions"], catalog.body["actions"],
+        "without a key: the full list"
+    );
     assert_eq!(data["filteredByPolicy"], json!(false));
 
     let owner = app.onboard("lister@example.com").await;
-    let mine = app.get(&format!("/api/v1/agent/actions?agentApiKey={}", owner.agent_key)).await;
+    let mine = app
+        .get(&format!(
+            "/api/v1/agent/actions?agentApiKey={}",
+            owner.agent_key
+        ))
+        .await;
     let names: Vec<String> = mine.assert_ok()["actions"]
         .as_array()
-        .map(|a| a.iter().filter_map(|x| x["action"].as_str().map(str::to_owned)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x["action"].as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default();
     // Default policy: every enabled read action; nothing else.
-    assert_eq!(names, ["get-earn-provider", "get-bridge-tokens", "get-fx-supported-assets"]);
+    assert_eq!(
+        names,
+        [
+            "get-earn-provider",
+            "get-bridge-tokens",
+            "get-fx-supported-assets"
+        ]
+    );
 
     // Allowing a disabled write does not list it; removing a read hides it.
     let path = format!("/api/v1/agents/{}/policy", owner.agent_id);
-    app.put_as(&path, &owner.session, json!({"allowedActions": ["swap", "get_fx_supported_assets"], "dailyLimitUsd": 10}))
-        .await
-        .assert_ok();
-    let mine = app.get(&format!("/api/v1/agent/actions?agentApiKey={}", owner.agent_key)).await;
+    app.put_as(
+        &path,
+        &owner.session,
+        json!({"allowedActions": ["swap", "get_fx_supported_assets"], "dailyLimitUsd": 10}),
+    )
+    .await
+    .assert_ok();
+    let mine = app
+        .get(&format!(
+            "/api/v1/agent/actions?agentApiKey={}",
+            owner.agent_key
+        ))
+        .await;
     let names: Vec<&str> = mine.body["data"]["actions"]
         .as_array()
         .map(|a| a.iter().filter_map(|x| x["action"].as_str()).collect())
@@ -116,10 +219,17 @@ async fn actions_list_filters_by_the_agents_policy(backend: Backend) {
     assert_eq!(names, ["get-fx-supported-assets"]);
 
     for bad in ["agent-0000", "nonsense", "", "owner-abc"] {
-        app.get(&format!("/api/v1/agent/actions?agentApiKey={bad}")).await.assert_error(401, "UNAUTHORIZED");
+        app.get(&format!("/api/v1/agent/actions?agentApiKey={bad}"))
+            .await
+            .assert_error(401, "UNAUTHORIZED");
     }
     // The owner session is not an agent key.
-    app.get(&format!("/api/v1/agent/actions?agentApiKey={}", owner.session)).await.assert_error(401, "UNAUTHORIZED");
+    app.get(&format!(
+        "/api/v1/agent/actions?agentApiKey={}",
+        owner.session
+    ))
+    .await
+    .assert_error(401, "UNAUTHORIZED");
 }
 
 on_both_backends!(

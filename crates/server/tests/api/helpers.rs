@@ -73,9 +73,14 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
     let database_url = match (options.database_url, backend) {
         (Some(url), _) => url,
         (None, Backend::Sqlite) => format!("sqlite://{}", dir.path().join("gateway.db").display()),
-        (None, Backend::Postgres) => actiongate_testkit::fresh_postgres_url().await.unwrap_or_else(|e| panic!("{e}")),
+        (None, Backend::Postgres) => actiongate_testkit::fresh_postgres_url()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
     };
-    let config_toml = format!("{}\n[personhood]\nverify-url = \"{}\"\nrp-id = \"rp_test\"\n", options.config_toml, verify_api.url);
+    let config_toml = format!(
+        "{}\n[personhood]\nverify-url = \"{}\"\nrp-id = \"rp_test\"\n",
+        options.config_toml, verify_api.url
+    );
     let file = toml::from_str(&config_toml).unwrap_or_else(|e| panic!("test config: {e}"));
     let config = Config::resolve(
         Overrides {
@@ -90,19 +95,42 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
     )
     .unwrap_or_else(|e| panic!("config: {e}"));
     let clock = Arc::new(ManualClock::new(START));
-    let deps = Deps { clock: Some(clock.clone()), mailer: None, providers: options.providers, verifier: None, after_send: None };
-    let app = Application::build(&config, deps).await.unwrap_or_else(|e| panic!("build: {e:#}"));
+    let deps = Deps {
+        clock: Some(clock.clone()),
+        mailer: None,
+        providers: options.providers,
+        verifier: None,
+        after_send: None,
+    };
+    let app = Application::build(&config, deps)
+        .await
+        .unwrap_or_else(|e| panic!("build: {e:#}"));
     let addr = app.local_addr();
     let gateway = app.gateway().clone();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
-        let _ = app.run(async { let _ = rx.await; }).await;
+        let _ = app
+            .run(async {
+                let _ = rx.await;
+            })
+            .await;
     });
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap_or_else(|e| panic!("client: {e}"));
-    TestApp { addr, client, clock, smtp, verify_api, gateway, database_url, _dir: dir, shutdown: Some(tx), server: Some(server) }
+    TestApp {
+        addr,
+        client,
+        clock,
+        smtp,
+        verify_api,
+        gateway,
+        database_url,
+        _dir: dir,
+        shutdown: Some(tx),
+        server: Some(server),
+    }
 }
 
 /// A response, read whole.
@@ -122,9 +150,22 @@ impl Reply {
         assert_eq!(self.body["success"], json!(false), "{}", self.text);
         assert_eq!(self.body["code"], json!(code), "{}", self.text);
         assert!(self.body["error"].is_string(), "{}", self.text);
-        assert!(self.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", self.text);
-        let keys: Vec<&String> = self.body.as_object().map(|o| o.keys().collect()).unwrap_or_default();
-        assert_eq!(keys.len(), 4, "error envelope has exactly success, error, code, message: {}", self.text);
+        assert!(
+            self.body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{}",
+            self.text
+        );
+        let keys: Vec<&String> = self
+            .body
+            .as_object()
+            .map(|o| o.keys().collect())
+            .unwrap_or_default();
+        assert_eq!(
+            keys.len(),
+            4,
+            "error envelope has exactly success, error, code, message: {}",
+            self.text
+        );
     }
 
     #[track_caller]
@@ -154,12 +195,20 @@ impl TestApp {
     }
 
     pub async fn send(&self, req: reqwest::RequestBuilder) -> Reply {
-        let resp = req.send().await.unwrap_or_else(|e| panic!("request failed: {e}"));
+        let resp = req
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("request failed: {e}"));
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let text = resp.text().await.unwrap_or_default();
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply { status, headers, body, text }
+        Reply {
+            status,
+            headers,
+            body,
+            text,
+        }
     }
 
     pub async fn get(&self, path: &str) -> Reply {
@@ -167,11 +216,13 @@ impl TestApp {
     }
 
     pub async fn post(&self, path: &str, body: Value) -> Reply {
-        self.send(self.client.post(self.url(path)).json(&body)).await
+        self.send(self.client.post(self.url(path)).json(&body))
+            .await
     }
 
     pub async fn get_as(&self, path: &str, bearer: &str) -> Reply {
-        self.send(self.client.get(self.url(path)).bearer_auth(bearer)).await
+        self.send(self.client.get(self.url(path)).bearer_auth(bearer))
+            .await
     }
 
     pub async fn post_as(&self, path: &str, bearer: &str, body: Option<Value>) -> Reply {
@@ -183,13 +234,21 @@ impl TestApp {
     }
 
     pub async fn put_as(&self, path: &str, bearer: &str, body: Value) -> Reply {
-        self.send(self.client.put(self.url(path)).bearer_auth(bearer).json(&body)).await
+        self.send(
+            self.client
+                .put(self.url(path))
+                .bearer_auth(bearer)
+                .json(&body),
+        )
+        .await
     }
 
     /// Starts onboarding and reads the code from the real mail.
     pub async fn request_code(&self, email: &str) -> String {
         let before = self.smtp.messages_to(email).len();
-        self.post("/api/v1/onboarding/email/start", json!({ "email": email })).await.assert_ok();
+        self.post("/api/v1/onboarding/email/start", json!({ "email": email }))
+            .await
+            .assert_ok();
         self.smtp.code_for(email, before + 1).await
     }
 
@@ -197,10 +256,17 @@ impl TestApp {
     pub async fn onboard(&self, email: &str) -> Owner {
         let code = self.request_code(email).await;
         let reply = self
-            .post("/api/v1/onboarding/email/complete", json!({ "email": email, "code": code, "acceptTerms": true }))
+            .post(
+                "/api/v1/onboarding/email/complete",
+                json!({ "email": email, "code": code, "acceptTerms": true }),
+            )
             .await;
         let data = reply.assert_ok();
-        let s = |v: &Value| v.as_str().unwrap_or_else(|| panic!("not a string: {v}")).to_owned();
+        let s = |v: &Value| {
+            v.as_str()
+                .unwrap_or_else(|| panic!("not a string: {v}"))
+                .to_owned()
+        };
         Owner {
             account_id: s(&data["account"]["accountId"]),
             session: s(&data["session"]["token"]),

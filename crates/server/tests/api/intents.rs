@@ -32,11 +32,14 @@ fn chain_config(extra: &str) -> String {
 
 async fn venue_app(backend: Backend, extra: &str) -> (TestApp, Arc<StandInVenue>) {
     let venue = StandInVenue::new();
-    let app = spawn_app_with(backend, Options {
-        providers: vec![venue.clone()],
-        config_toml: chain_config(extra),
-        ..Options::default()
-    })
+    let app = spawn_app_with(
+        backend,
+        Options {
+            providers: vec![venue.clone()],
+            config_toml: chain_config(extra),
+            ..Options::default()
+        },
+    )
     .await;
     (app, venue)
 }
@@ -75,7 +78,13 @@ async fn delegate(app: &TestApp, owner: &Owner, n: usize) -> Vec<String> {
 
 async fn grant(app: &TestApp, owner: &Owner, credits: i64) {
     app.store()
-        .grant_credits(&owner.account_id, credits, "grant", "test grant", actiongate_core::clock::to_millis(START))
+        .grant_credits(
+            &owner.account_id,
+            credits,
+            "grant",
+            "test grant",
+            actiongate_core::clock::to_millis(START),
+        )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
 }
@@ -104,14 +113,24 @@ async fn wait_terminal(app: &TestApp, key: &str, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let r = app
-            .send(app.client.get(app.url(&format!("/api/v1/agent/execute-intent/status?intentId={id}"))).header("x-agent-api-key", key))
+            .send(
+                app.client
+                    .get(app.url(&format!(
+                        "/api/v1/agent/execute-intent/status?intentId={id}"
+                    )))
+                    .header("x-agent-api-key", key),
+            )
             .await;
         assert_eq!(r.status, 200, "{}", r.text);
         let status = r.body["status"].as_str().unwrap_or("");
         if status == "completed" || status == "failed" {
             return r.body;
         }
-        assert!(Instant::now() < deadline, "intent {id} did not end: {}", r.text);
+        assert!(
+            Instant::now() < deadline,
+            "intent {id} did not end: {}",
+            r.text
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
@@ -130,8 +149,17 @@ async fn footprint(app: &TestApp, owner: &Owner) -> Footprint {
     let day = START.unix_timestamp().div_euclid(86_400);
     Footprint {
         intents: s.count_intents(&owner.agent_id).await.unwrap_or(u64::MAX),
-        ledger: s.ledger(&owner.account_id).await.map(|l| l.len()).unwrap_or(usize::MAX),
-        credits: s.credit_account(&owner.account_id).await.ok().flatten().map(|c| (c.balance, c.reserved, c.free_used)),
+        ledger: s
+            .ledger(&owner.account_id)
+            .await
+            .map(|l| l.len())
+            .unwrap_or(usize::MAX),
+        credits: s
+            .credit_account(&owner.account_id)
+            .await
+            .ok()
+            .flatten()
+            .map(|c| (c.balance, c.reserved, c.free_used)),
         usage: s.daily_usage(&owner.agent_id, day).await.unwrap_or(-1),
     }
 }
@@ -148,21 +176,41 @@ async fn a_read_runs_end_to_end(backend: Backend) {
     let r = app.post(SUBMIT, read(&owner.agent_key, None)).await;
     assert_eq!(r.status, 200, "{}", r.text);
     let id = r.body["intentId"].as_str().unwrap_or("").to_owned();
-    assert_eq!(r.body, json!({"success": true, "intentId": id, "status": "queued", "total": 0, "executed": 0, "results": []}));
+    assert_eq!(
+        r.body,
+        json!({"success": true, "intentId": id, "status": "queued", "total": 0, "executed": 0, "results": []})
+    );
     assert_eq!(id.len(), 36, "a UUID");
 
     let done = wait_terminal(&app, &owner.agent_key, &id).await;
     assert_eq!(done["status"], "completed");
-    assert_eq!((done["total"].clone(), done["executed"].clone()), (json!(1), json!(1)));
+    assert_eq!(
+        (done["total"].clone(), done["executed"].clone()),
+        (json!(1), json!(1))
+    );
     let result = &done["results"][0];
     assert_eq!(result["success"], json!(true));
-    assert_eq!(result["userDid"], json!(format!("did:pkh:eip155:8453:{}", owner.agent_address)));
+    assert_eq!(
+        result["userDid"],
+        json!(format!("did:pkh:eip155:8453:{}", owner.agent_address))
+    );
     assert_eq!(result["walletAddress"], json!(owner.agent_address));
     assert_eq!(result["chainId"], json!(8453));
-    assert!(result["data"]["assets"].as_array().is_some_and(|a| a.iter().any(|x| x["symbol"] == "USDC")), "{done}");
+    assert!(
+        result["data"]["assets"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["symbol"] == "USDC")),
+        "{done}"
+    );
 
     // A read's price is 1 credit; with an empty balance a free request covers it.
-    let balance = app.send(app.client.get(app.url("/api/v1/agent/credits/balance")).header("x-agent-api-key", &owner.agent_key)).await;
+    let balance = app
+        .send(
+            app.client
+                .get(app.url("/api/v1/agent/credits/balance"))
+                .header("x-agent-api-key", &owner.agent_key),
+        )
+        .await;
     assert_eq!(
         balance.assert_ok(),
         &json!({"balance": 0, "reserved": 0, "freeRequestsUsedToday": 1, "freeRequestsPerDay": 20, "freeResetsAt": "2026-11-23T00:00:00.000Z"})
@@ -170,29 +218,68 @@ async fn a_read_runs_end_to_end(backend: Backend) {
 
     // A read that fails at the provider ends failed, and gives its free request back.
     let r = app.post(SUBMIT, json!({"agentApiKey": owner.agent_key, "action": "get-earn-provider", "params": {"providerId": "nope"}})).await;
-    let failed = wait_terminal(&app, &owner.agent_key, r.body["intentId"].as_str().unwrap_or("")).await;
+    let failed = wait_terminal(
+        &app,
+        &owner.agent_key,
+        r.body["intentId"].as_str().unwrap_or(""),
+    )
+    .await;
     assert_eq!(failed["status"], "failed");
     assert_eq!(failed["success"], json!(false));
     assert_eq!(failed["results"][0]["code"], "NOT_FOUND");
     assert_eq!(failed["results"][0]["error"], "NOT_FOUND");
-    let balance = app.send(app.client.get(app.url("/api/v1/agent/credits/balance")).header("x-agent-api-key", &owner.agent_key)).await;
+    let balance = app
+        .send(
+            app.client
+                .get(app.url("/api/v1/agent/credits/balance"))
+                .header("x-agent-api-key", &owner.agent_key),
+        )
+        .await;
     assert_eq!(balance.body["data"]["freeRequestsUsedToday"], json!(1));
 
     // Only the submitting agent sees the intent.
     let other = app.onboard("other@example.com").await;
-    let url = app.url(&format!("/api/v1/agent/execute-intent/status?intentId={id}"));
-    app.send(app.client.get(&url).header("x-agent-api-key", &other.agent_key)).await.assert_error(404, "NOT_FOUND");
-    app.send(app.client.get(&url)).await.assert_error(401, "UNAUTHORIZED");
-    let by_query = app.get(&format!("/api/v1/agent/execute-intent/status?intentId={id}&agentApiKey={}", owner.agent_key)).await;
+    let url = app.url(&format!(
+        "/api/v1/agent/execute-intent/status?intentId={id}"
+    ));
+    app.send(
+        app.client
+            .get(&url)
+            .header("x-agent-api-key", &other.agent_key),
+    )
+    .await
+    .assert_error(404, "NOT_FOUND");
+    app.send(app.client.get(&url))
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    let by_query = app
+        .get(&format!(
+            "/api/v1/agent/execute-intent/status?intentId={id}&agentApiKey={}",
+            owner.agent_key
+        ))
+        .await;
     assert_eq!(by_query.body["status"], "completed");
-    app.send(app.client.get(app.url("/api/v1/agent/credits/balance"))).await.assert_error(401, "UNAUTHORIZED");
+    app.send(app.client.get(app.url("/api/v1/agent/credits/balance")))
+        .await
+        .assert_error(401, "UNAUTHORIZED");
 }
 
 async fn every_refusal_has_its_code_and_creates_nothing(backend: Backend) {
     let (app, venue) = venue_app(backend, "[chains.84532]\nname = \"base-sepolia\"\n").await;
     let owner = app.onboard("refused@example.com").await;
     let key = owner.agent_key.clone();
-    allow(&app, &owner, &["transfer", "get-fx-supported-assets", "get-earn-provider", "get-governance-v2-overview"], 100.0).await;
+    allow(
+        &app,
+        &owner,
+        &[
+            "transfer",
+            "get-fx-supported-assets",
+            "get-earn-provider",
+            "get-governance-v2-overview",
+        ],
+        100.0,
+    )
+    .await;
     let before = footprint(&app, &owner).await;
 
     let mut far = transfer(&key, "20", Some("k1"));
@@ -203,18 +290,50 @@ async fn every_refusal_has_its_code_and_creates_nothing(backend: Backend) {
     stated_high["estimatedAmountUsd"] = json!(150);
     let cases: Vec<(Value, u16, &str)> = vec![
         (transfer("agent-nope", "1", Some("k1")), 401, "UNAUTHORIZED"),
-        (json!({"agentApiKey": key, "action": "launch-rocket", "params": {}, "idempotencyKey": "k1"}), 404, "UNKNOWN_ACTION"),
-        (json!({"agentApiKey": key, "action": "swap", "params": {}, "idempotencyKey": "k1"}), 403, "ACTION_NOT_ALLOWED"),
-        (json!({"agentApiKey": key, "action": "get-governance-v2-overview", "params": {}, "idempotencyKey": "k1"}), 422, "ACTION_DISABLED"),
-        (json!({"agentApiKey": key, "action": "get-earn-provider", "params": {}, "idempotencyKey": "k1"}), 400, "INVALID_PARAMS"),
-        (json!({"agentApiKey": key, "action": "transfer", "params": {"token": "USDC", "to": "0x1", "amount": "1"}, "idempotencyKey": "k1"}), 400, "INVALID_PARAMS"),
-        (json!({"agentApiKey": key, "action": "transfer", "params": [], "idempotencyKey": "k1"}), 400, "INVALID_PARAMS"),
+        (
+            json!({"agentApiKey": key, "action": "launch-rocket", "params": {}, "idempotencyKey": "k1"}),
+            404,
+            "UNKNOWN_ACTION",
+        ),
+        (
+            json!({"agentApiKey": key, "action": "swap", "params": {}, "idempotencyKey": "k1"}),
+            403,
+            "ACTION_NOT_ALLOWED",
+        ),
+        (
+            json!({"agentApiKey": key, "action": "get-governance-v2-overview", "params": {}, "idempotencyKey": "k1"}),
+            422,
+            "ACTION_DISABLED",
+        ),
+        (
+            json!({"agentApiKey": key, "action": "get-earn-provider", "params": {}, "idempotencyKey": "k1"}),
+            400,
+            "INVALID_PARAMS",
+        ),
+        (
+            json!({"agentApiKey": key, "action": "transfer", "params": {"token": "USDC", "to": "0x1", "amount": "1"}, "idempotencyKey": "k1"}),
+            400,
+            "INVALID_PARAMS",
+        ),
+        (
+            json!({"agentApiKey": key, "action": "transfer", "params": [], "idempotencyKey": "k1"}),
+            400,
+            "INVALID_PARAMS",
+        ),
         (unknown_chain, 400, "UNKNOWN_CHAIN"),
         (far, 422, "CHAIN_NOT_CONFIGURED"),
-        (transfer(&key, "60000", Some("k1")), 403, "POLICY_AMOUNT_LIMIT"),
+        (
+            transfer(&key, "60000", Some("k1")),
+            403,
+            "POLICY_AMOUNT_LIMIT",
+        ),
         (stated_high, 403, "POLICY_DAILY_LIMIT"),
         (transfer(&key, "20", Some("k1")), 403, "DELEGATION_REQUIRED"),
-        (json!({"agentApiKey": key, "action": "transfer"}), 400, "INVALID_REQUEST"),
+        (
+            json!({"agentApiKey": key, "action": "transfer"}),
+            400,
+            "INVALID_REQUEST",
+        ),
     ];
     for (body, status, code) in cases {
         let r = app.post(SUBMIT, body.clone()).await;
@@ -222,12 +341,38 @@ async fn every_refusal_has_its_code_and_creates_nothing(backend: Backend) {
         assert_eq!(footprint(&app, &owner).await, before, "{code} left a trace");
     }
     // The message names the offending field.
-    let r = app.post(SUBMIT, json!({"agentApiKey": key, "action": "get-earn-provider", "params": {}})).await;
-    assert!(r.body["message"].as_str().unwrap_or("").contains("providerId"), "{}", r.text);
+    let r = app
+        .post(
+            SUBMIT,
+            json!({"agentApiKey": key, "action": "get-earn-provider", "params": {}}),
+        )
+        .await;
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("providerId"),
+        "{}",
+        r.text
+    );
     let r = app.post(SUBMIT, json!({"agentApiKey": key, "action": "transfer", "params": {"token": "USDC", "to": "0x1", "amount": "1"}})).await;
-    assert!(r.body["message"].as_str().unwrap_or("").contains("params.to"), "{}", r.text);
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("params.to"),
+        "{}",
+        r.text
+    );
     // Malformed JSON is refused in the envelope too.
-    let r = app.send(app.client.post(app.url(SUBMIT)).header("content-type", "application/json").body("{")).await;
+    let r = app
+        .send(
+            app.client
+                .post(app.url(SUBMIT))
+                .header("content-type", "application/json")
+                .body("{"),
+        )
+        .await;
     assert_refused(&r, 400, "INVALID_REQUEST");
 
     // Writes the gateway cannot price need a stated amount; under-stating does not pass a limit.
@@ -243,14 +388,22 @@ async fn every_refusal_has_its_code_and_creates_nothing(backend: Backend) {
     )
     .await
     .assert_ok();
-    assert_refused(&app.post(SUBMIT, transfer(&key, "6", Some("k1"))).await, 403, "POLICY_AMOUNT_LIMIT");
+    assert_refused(
+        &app.post(SUBMIT, transfer(&key, "6", Some("k1"))).await,
+        403,
+        "POLICY_AMOUNT_LIMIT",
+    );
 
     // Credits: a write costs 10. Free requests cover it while they last (with an empty balance)...
     delegate(&app, &owner, 1).await;
     assert_eq!(footprint(&app, &owner).await, before);
-    app.put_as(&format!("/api/v1/agents/{}/policy", owner.agent_id), &owner.session, json!({"allowedActions": ["transfer", "get-fx-supported-assets"], "dailyLimitUsd": 1000}))
-        .await
-        .assert_ok();
+    app.put_as(
+        &format!("/api/v1/agents/{}/policy", owner.agent_id),
+        &owner.session,
+        json!({"allowedActions": ["transfer", "get-fx-supported-assets"], "dailyLimitUsd": 1000}),
+    )
+    .await
+    .assert_ok();
     // No idempotency record was written by any refusal: k1 is still free to use.
     let ok = app.post(SUBMIT, transfer(&key, "1", Some("k1"))).await;
     assert_eq!(ok.status, 200, "{}", ok.text);
@@ -259,7 +412,11 @@ async fn every_refusal_has_its_code_and_creates_nothing(backend: Backend) {
 
     // ...and a reused key with another request is a conflict that creates nothing.
     let before = footprint(&app, &owner).await;
-    assert_refused(&app.post(SUBMIT, transfer(&key, "2", Some("k1"))).await, 409, "IDEMPOTENCY_KEY_REUSED");
+    assert_refused(
+        &app.post(SUBMIT, transfer(&key, "2", Some("k1"))).await,
+        409,
+        "IDEMPOTENCY_KEY_REUSED",
+    );
     assert_eq!(footprint(&app, &owner).await, before);
 }
 
@@ -267,34 +424,69 @@ async fn free_allowance_resets_at_utc_midnight(backend: Backend) {
     let (app, _venue) = venue_app(backend, "").await;
     let owner = app.onboard("free@example.com").await;
     for i in 0..20 {
-        let r = app.post(SUBMIT, read(&owner.agent_key, Some(&format!("free-{i}")))).await;
+        let r = app
+            .post(SUBMIT, read(&owner.agent_key, Some(&format!("free-{i}"))))
+            .await;
         assert_eq!(r.status, 200, "read {i}: {}", r.text);
     }
     let before = footprint(&app, &owner).await;
     assert_eq!(before.credits, Some((0, 0, 20)));
-    assert_refused(&app.post(SUBMIT, read(&owner.agent_key, Some("free-20"))).await, 402, "DAILY_FREE_LIMIT_EXCEEDED");
+    assert_refused(
+        &app.post(SUBMIT, read(&owner.agent_key, Some("free-20")))
+            .await,
+        402,
+        "DAILY_FREE_LIMIT_EXCEEDED",
+    );
     assert_eq!(footprint(&app, &owner).await, before);
 
     // A paid balance above zero but short of the price: INSUFFICIENT_CREDITS.
-    allow(&app, &owner, &["transfer", "get-fx-supported-assets"], 1000.0).await;
+    allow(
+        &app,
+        &owner,
+        &["transfer", "get-fx-supported-assets"],
+        1000.0,
+    )
+    .await;
     delegate(&app, &owner, 1).await;
     grant(&app, &owner, 5).await;
-    let r = app.post(SUBMIT, transfer(&owner.agent_key, "1", Some("t1"))).await;
+    let r = app
+        .post(SUBMIT, transfer(&owner.agent_key, "1", Some("t1")))
+        .await;
     assert_refused(&r, 402, "INSUFFICIENT_CREDITS");
     // A read (1 credit) is paid from the balance, without a free request.
     let r = app.post(SUBMIT, read(&owner.agent_key, Some("paid"))).await;
     assert_eq!(r.status, 200, "{}", r.text);
 
     // The allowance comes back at 00:00 UTC, not before.
-    app.clock.set(time::macros::datetime!(2026-11-22 23:59:59 UTC));
-    let r = app.post(SUBMIT, transfer(&owner.agent_key, "1", Some("t2"))).await;
+    app.clock
+        .set(time::macros::datetime!(2026-11-22 23:59:59 UTC));
+    let r = app
+        .post(SUBMIT, transfer(&owner.agent_key, "1", Some("t2")))
+        .await;
     assert_refused(&r, 402, "INSUFFICIENT_CREDITS");
-    app.clock.set(time::macros::datetime!(2026-11-23 00:00:00 UTC));
-    let r = app.post(SUBMIT, transfer(&owner.agent_key, "1", Some("t3"))).await;
+    app.clock
+        .set(time::macros::datetime!(2026-11-23 00:00:00 UTC));
+    let r = app
+        .post(SUBMIT, transfer(&owner.agent_key, "1", Some("t3")))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
-    let balance = app.send(app.client.get(app.url("/api/v1/agent/credits/balance")).header("x-agent-api-key", &owner.agent_key)).await;
-    assert_eq!(balance.body["data"]["freeRequestsUsedToday"], json!(1), "{}", balance.text);
-    assert_eq!(balance.body["data"]["freeResetsAt"], "2026-11-24T00:00:00.000Z");
+    let balance = app
+        .send(
+            app.client
+                .get(app.url("/api/v1/agent/credits/balance"))
+                .header("x-agent-api-key", &owner.agent_key),
+        )
+        .await;
+    assert_eq!(
+        balance.body["data"]["freeRequestsUsedToday"],
+        json!(1),
+        "{}",
+        balance.text
+    );
+    assert_eq!(
+        balance.body["data"]["freeResetsAt"],
+        "2026-11-24T00:00:00.000Z"
+    );
 }
 
 async fn fan_out_reserves_then_captures_successes_and_releases_the_rest(backend: Backend) {
@@ -302,19 +494,31 @@ async fn fan_out_reserves_then_captures_successes_and_releases_the_rest(backend:
     let owner = app.onboard("fan@example.com").await;
     allow(&app, &owner, &["transfer"], 1000.0).await;
     let users = delegate(&app, &owner, 3).await;
-    venue.refuse.lock().map(|mut r| r.insert(users[1].clone())).unwrap_or(false);
+    venue
+        .refuse
+        .lock()
+        .map(|mut r| r.insert(users[1].clone()))
+        .unwrap_or(false);
     grant(&app, &owner, 100).await;
 
-    let r = app.post(SUBMIT, transfer(&owner.agent_key, "10", Some("fan-1"))).await;
+    let r = app
+        .post(SUBMIT, transfer(&owner.agent_key, "10", Some("fan-1")))
+        .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let id = r.body["intentId"].as_str().unwrap_or("").to_owned();
     let done = wait_terminal(&app, &owner.agent_key, &id).await;
     assert_eq!(done["status"], "completed");
-    assert_eq!((done["total"].clone(), done["executed"].clone()), (json!(3), json!(3)));
+    assert_eq!(
+        (done["total"].clone(), done["executed"].clone()),
+        (json!(3), json!(3))
+    );
     let results = done["results"].as_array().cloned().unwrap_or_default();
     for (result, user) in results.iter().zip(&users) {
         assert_eq!(result["walletAddress"], json!(user));
-        assert_eq!(result["userDid"], json!(format!("did:pkh:eip155:8453:{user}")));
+        assert_eq!(
+            result["userDid"],
+            json!(format!("did:pkh:eip155:8453:{user}"))
+        );
     }
     assert_eq!(results[0]["success"], json!(true));
     assert!(results[0]["txHash"].as_str().is_some_and(|h| h.len() == 66));
@@ -324,13 +528,27 @@ async fn fan_out_reserves_then_captures_successes_and_releases_the_rest(backend:
     assert!(results[1].get("txHash").is_none());
 
     // 3 x 10 reserved; 2 x 10 captured; 10 released.
-    let account = app.store().credit_account(&owner.account_id).await.ok().flatten().map(|c| (c.balance, c.reserved));
+    let account = app
+        .store()
+        .credit_account(&owner.account_id)
+        .await
+        .ok()
+        .flatten()
+        .map(|c| (c.balance, c.reserved));
     assert_eq!(account, Some((80, 0)));
-    let ledger = app.store().ledger(&owner.account_id).await.unwrap_or_default();
+    let ledger = app
+        .store()
+        .ledger(&owner.account_id)
+        .await
+        .unwrap_or_default();
     let kinds: Vec<&str> = ledger.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(kinds, ["grant", "reserve", "capture", "release"]);
     assert_ledger_adds_up(&ledger, 80);
-    assert!(ledger[1..].iter().all(|e| e.intent_id.as_deref() == Some(id.as_str())));
+    assert!(
+        ledger[1..]
+            .iter()
+            .all(|e| e.intent_id.as_deref() == Some(id.as_str()))
+    );
     // The daily usage counts the accepted amount once.
     assert_eq!(footprint(&app, &owner).await.usage, 10_000_000);
 }
@@ -339,7 +557,11 @@ fn assert_ledger_adds_up(ledger: &[actiongate_core::store::LedgerEntry], final_b
     let mut balance = 0;
     let mut reserved = 0;
     for e in ledger {
-        assert_eq!((e.balance_before, e.reserved_before), (balance, reserved), "ledger chain broken at {e:?}");
+        assert_eq!(
+            (e.balance_before, e.reserved_before),
+            (balance, reserved),
+            "ledger chain broken at {e:?}"
+        );
         assert!(e.balance_after >= 0 && e.reserved_after >= 0, "{e:?}");
         balance = e.balance_after;
         reserved = e.reserved_after;
@@ -353,13 +575,19 @@ async fn idempotency_explicit_and_derived(backend: Backend) {
     let first = app.post(SUBMIT, read(&owner.agent_key, Some("same"))).await;
     let again = app.post(SUBMIT, read(&owner.agent_key, Some("same"))).await;
     assert_eq!(first.status, 200);
-    assert_eq!(again.body, first.body, "the same key and request answer the first response");
+    assert_eq!(
+        again.body, first.body,
+        "the same key and request answer the first response"
+    );
     // Key order in params does not make a different request.
     let mut reordered = json!({"agentApiKey": owner.agent_key, "action": "get-earn-provider", "params": {"providerId": "earn-router"}, "idempotencyKey": "p"});
     let a = app.post(SUBMIT, reordered.clone()).await;
     reordered["action"] = json!("get_earn_provider");
     let b = app.post(SUBMIT, reordered).await;
-    assert_eq!(a.body["intentId"], b.body["intentId"], "an alias is the same request");
+    assert_eq!(
+        a.body["intentId"], b.body["intentId"],
+        "an alias is the same request"
+    );
 
     // Without a key: an accidental double submit is one intent, a repeat a minute later is new.
     let d1 = app.post(SUBMIT, read(&owner.agent_key, None)).await;
@@ -370,7 +598,14 @@ async fn idempotency_explicit_and_derived(backend: Backend) {
     let d3 = app.post(SUBMIT, read(&owner.agent_key, None)).await;
     assert_eq!(d3.status, 200);
     assert_ne!(d1.body["intentId"], d3.body["intentId"]);
-    assert_eq!(app.store().count_intents(&owner.agent_id).await.unwrap_or(0), 4, "same, p, d1, d3");
+    assert_eq!(
+        app.store()
+            .count_intents(&owner.agent_id)
+            .await
+            .unwrap_or(0),
+        4,
+        "same, p, d1, d3"
+    );
     // An explicit key is kept (at least 24 h).
     app.clock.advance(time::Duration::hours(25));
     let late = app.post(SUBMIT, read(&owner.agent_key, Some("same"))).await;
@@ -384,13 +619,26 @@ async fn idempotency_explicit_and_derived(backend: Backend) {
     // first response; a new key is refused; the old key with another request is 409.
     allow(&app, &owner, &["get-earn-provider"], 100.0).await;
     let retried = app.post(SUBMIT, read(&owner.agent_key, Some("same"))).await;
-    assert_eq!((retried.status, retried.body["intentId"].clone()), (200, first.body["intentId"].clone()), "{}", retried.text);
-    let fresh = app.post(SUBMIT, read(&owner.agent_key, Some("fresh"))).await;
-    assert_eq!((fresh.status, fresh.body["code"].clone()), (403, json!("ACTION_NOT_ALLOWED")));
+    assert_eq!(
+        (retried.status, retried.body["intentId"].clone()),
+        (200, first.body["intentId"].clone()),
+        "{}",
+        retried.text
+    );
+    let fresh = app
+        .post(SUBMIT, read(&owner.agent_key, Some("fresh")))
+        .await;
+    assert_eq!(
+        (fresh.status, fresh.body["code"].clone()),
+        (403, json!("ACTION_NOT_ALLOWED"))
+    );
     let mut changed = read(&owner.agent_key, Some("same"));
     changed["chainId"] = json!(84532);
     let reused = app.post(SUBMIT, changed).await;
-    assert_eq!((reused.status, reused.body["code"].clone()), (409, json!("IDEMPOTENCY_KEY_REUSED")));
+    assert_eq!(
+        (reused.status, reused.body["code"].clone()),
+        (409, json!("IDEMPOTENCY_KEY_REUSED"))
+    );
 }
 
 async fn concurrent_submits_with_one_key_make_one_intent(backend: Backend) {
@@ -410,8 +658,18 @@ async fn concurrent_submits_with_one_key_make_one_intent(backend: Backend) {
         ids.insert(r.body["intentId"].as_str().unwrap_or("").to_owned());
     }
     assert_eq!(ids.len(), 1);
-    assert_eq!(app.store().count_intents(&owner.agent_id).await.unwrap_or(0), 1);
-    assert_eq!(footprint(&app, &owner).await.credits, Some((0, 0, 1)), "charged once");
+    assert_eq!(
+        app.store()
+            .count_intents(&owner.agent_id)
+            .await
+            .unwrap_or(0),
+        1
+    );
+    assert_eq!(
+        footprint(&app, &owner).await.credits,
+        Some((0, 0, 1)),
+        "charged once"
+    );
 }
 
 async fn concurrent_submits_never_overspend(backend: Backend) {
@@ -423,7 +681,10 @@ async fn concurrent_submits_never_overspend(backend: Backend) {
     for i in 0..200 {
         let app = app.clone();
         let key = owner.agent_key.clone();
-        tasks.spawn(async move { app.post(SUBMIT, read(&key, Some(&format!("spend-{i}")))).await });
+        tasks.spawn(async move {
+            app.post(SUBMIT, read(&key, Some(&format!("spend-{i}"))))
+                .await
+        });
     }
     let (mut accepted, mut refused) = (Vec::new(), 0);
     while let Some(r) = tasks.join_next().await {
@@ -440,7 +701,11 @@ async fn concurrent_submits_never_overspend(backend: Backend) {
     for id in &accepted {
         wait_terminal(&app, &owner.agent_key, id).await;
     }
-    let ledger = app.store().ledger(&owner.account_id).await.unwrap_or_default();
+    let ledger = app
+        .store()
+        .ledger(&owner.account_id)
+        .await
+        .unwrap_or_default();
     assert_ledger_adds_up(&ledger, 0);
     assert_eq!(ledger.iter().filter(|e| e.kind == "reserve").count(), 50);
     assert_eq!(ledger.iter().filter(|e| e.kind == "capture").count(), 50);
@@ -458,7 +723,10 @@ async fn the_daily_limit_holds_under_concurrency(backend: Backend) {
     for i in 0..100 {
         let app = app.clone();
         let key = owner.agent_key.clone();
-        tasks.spawn(async move { app.post(SUBMIT, transfer(&key, "10", Some(&format!("lim-{i}")))).await });
+        tasks.spawn(async move {
+            app.post(SUBMIT, transfer(&key, "10", Some(&format!("lim-{i}"))))
+                .await
+        });
     }
     let mut accepted = Vec::new();
     while let Some(r) = tasks.join_next().await {
@@ -480,29 +748,62 @@ async fn the_daily_limit_holds_under_concurrency(backend: Backend) {
 async fn direct_execution_needs_a_key_and_never_runs_twice(backend: Backend) {
     let (app, venue) = venue_app(backend, "").await;
     let owner = app.onboard("direct@example.com").await;
-    allow(&app, &owner, &["transfer", "get-fx-supported-assets"], 1000.0).await;
+    allow(
+        &app,
+        &owner,
+        &["transfer", "get-fx-supported-assets"],
+        1000.0,
+    )
+    .await;
     grant(&app, &owner, 100).await;
-    assert_refused(&app.post(DIRECT, transfer(&owner.agent_key, "5", None)).await, 400, "WALLET_IDEMPOTENCY_KEY_REQUIRED");
+    assert_refused(
+        &app.post(DIRECT, transfer(&owner.agent_key, "5", None))
+            .await,
+        400,
+        "WALLET_IDEMPOTENCY_KEY_REQUIRED",
+    );
     // Reads are not offered through the wallet lane.
-    assert_refused(&app.post(DIRECT, read(&owner.agent_key, Some("r"))).await, 422, "ACTION_DISABLED");
+    assert_refused(
+        &app.post(DIRECT, read(&owner.agent_key, Some("r"))).await,
+        422,
+        "ACTION_DISABLED",
+    );
 
-    let first = app.post(DIRECT, transfer(&owner.agent_key, "5", Some("pay-1"))).await;
+    let first = app
+        .post(DIRECT, transfer(&owner.agent_key, "5", Some("pay-1")))
+        .await;
     let data = first.assert_ok().clone();
     assert_eq!(data["status"], "confirmed");
     assert_eq!(data["chainId"], json!(8453));
     assert_eq!(data["walletAddress"], json!(owner.agent_address));
-    assert!(data["txHash"].as_str().is_some_and(|h| h.starts_with("0x") && h.len() == 66));
+    assert!(
+        data["txHash"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("0x") && h.len() == 66)
+    );
     // No delegation needed: the agent's own wallet.
-    let again = app.post(DIRECT, transfer(&owner.agent_key, "5", Some("pay-1"))).await;
+    let again = app
+        .post(DIRECT, transfer(&owner.agent_key, "5", Some("pay-1")))
+        .await;
     assert_eq!(again.body, first.body);
     assert_eq!(venue.effects().len(), 1, "a retry sends nothing");
     assert_eq!(footprint(&app, &owner).await.credits, Some((90, 0, 0)));
 
     // A refusal by the venue before anything was sent is answered as the refusal it is.
-    venue.refuse.lock().map(|mut r| r.insert(owner.agent_address.clone())).unwrap_or(false);
-    let refused = app.post(DIRECT, transfer(&owner.agent_key, "5", Some("pay-2"))).await;
+    venue
+        .refuse
+        .lock()
+        .map(|mut r| r.insert(owner.agent_address.clone()))
+        .unwrap_or(false);
+    let refused = app
+        .post(DIRECT, transfer(&owner.agent_key, "5", Some("pay-2")))
+        .await;
     assert_refused(&refused, 422, "EXECUTION_REVERTED");
-    assert_eq!(footprint(&app, &owner).await.credits, Some((90, 0, 0)), "a failed execution is not charged");
+    assert_eq!(
+        footprint(&app, &owner).await.credits,
+        Some((90, 0, 0)),
+        "a failed execution is not charged"
+    );
 }
 
 /// A gateway process answers a submit from the agent and policy it read last (no read per submit);
@@ -514,27 +815,61 @@ async fn a_cached_agent_never_outlives_its_key_or_policy(backend: Backend) {
     let key_file = keys.path().join("master.key");
     std::fs::write(&key_file, "11".repeat(32)).unwrap_or_else(|e| panic!("{e}"));
     let config_toml = format!("master-key-file = \"{}\"\n", key_file.display());
-    let a = spawn_app_with(backend, Options { config_toml: config_toml.clone(), ..Options::default() }).await;
-    let b = spawn_app_with(backend, Options { database_url: Some(a.database_url.clone()), config_toml, ..Options::default() }).await;
+    let a = spawn_app_with(
+        backend,
+        Options {
+            config_toml: config_toml.clone(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let b = spawn_app_with(
+        backend,
+        Options {
+            database_url: Some(a.database_url.clone()),
+            config_toml,
+            ..Options::default()
+        },
+    )
+    .await;
     let owner = a.onboard("cached@example.com").await;
     grant(&a, &owner, 100).await;
     allow(&a, &owner, &["get-fx-supported-assets"], 10.0).await;
     let fx = |key: &str, idem: &str| json!({"agentApiKey": key, "action": "get-fx-supported-assets", "params": {}, "idempotencyKey": idem});
     assert_eq!(a.post(SUBMIT, fx(&owner.agent_key, "c1")).await.status, 200);
-    let count = || async { a.store().count_intents(&owner.agent_id).await.unwrap_or_else(|e| panic!("{e}")) };
+    let count = || async {
+        a.store()
+            .count_intents(&owner.agent_id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
     assert_eq!(count().await, 1);
 
     // The owner withdraws the read and allows another one, through the other process.
     allow(&b, &owner, &["get-earn-provider"], 10.0).await;
     let refused = a.post(SUBMIT, fx(&owner.agent_key, "c2")).await;
-    assert_eq!((refused.status, refused.body["code"].clone()), (403, json!("ACTION_NOT_ALLOWED")), "{}", refused.text);
+    assert_eq!(
+        (refused.status, refused.body["code"].clone()),
+        (403, json!("ACTION_NOT_ALLOWED")),
+        "{}",
+        refused.text
+    );
     let r = a.post(SUBMIT, json!({"agentApiKey": owner.agent_key, "action": "get-earn-provider", "params": {"providerId": "aave"}, "idempotencyKey": "c3"})).await;
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(count().await, 2);
 
     // The owner rotates the key through the other process: the old key stops at once here too.
-    let rotated = b.post_as(&format!("/api/v1/agents/{}/rotate-key", owner.agent_id), &owner.session, None).await;
-    let new_key = rotated.assert_ok()["bootstrap"]["agentApiKey"].as_str().unwrap_or("").to_owned();
+    let rotated = b
+        .post_as(
+            &format!("/api/v1/agents/{}/rotate-key", owner.agent_id),
+            &owner.session,
+            None,
+        )
+        .await;
+    let new_key = rotated.assert_ok()["bootstrap"]["agentApiKey"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
     let old = a.post(SUBMIT, json!({"agentApiKey": owner.agent_key, "action": "get-earn-provider", "params": {"providerId": "aave"}, "idempotencyKey": "c4"})).await;
     old.assert_error(401, "UNAUTHORIZED");
     // Not even a replay of an accepted request answers the old key.
@@ -559,12 +894,22 @@ impl WriteHold {
     async fn take(app: &TestApp, account_id: &str) -> Self {
         use sqlx::Connection;
         if app.database_url.starts_with("sqlite:") {
-            let mut conn = sqlx::SqliteConnection::connect(&app.database_url).await.unwrap_or_else(|e| panic!("{e}"));
-            sqlx::query("BEGIN IMMEDIATE").execute(&mut conn).await.unwrap_or_else(|e| panic!("{e}"));
+            let mut conn = sqlx::SqliteConnection::connect(&app.database_url)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            sqlx::query("BEGIN IMMEDIATE")
+                .execute(&mut conn)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
             Self::Sqlite(conn)
         } else {
-            let mut conn = sqlx::PgConnection::connect(&app.database_url).await.unwrap_or_else(|e| panic!("{e}"));
-            sqlx::query("BEGIN").execute(&mut conn).await.unwrap_or_else(|e| panic!("{e}"));
+            let mut conn = sqlx::PgConnection::connect(&app.database_url)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            sqlx::query("BEGIN")
+                .execute(&mut conn)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
             sqlx::query("SELECT 1 FROM credit_accounts WHERE account_id = $1 FOR UPDATE")
                 .bind(account_id)
                 .execute(&mut conn)
@@ -590,13 +935,22 @@ async fn a_read_accepted_after_its_caller_left_still_runs(backend: Backend) {
     let app = spawn_app(backend).await;
     let owner = app.onboard("leaver@example.com").await;
     let body = read(&owner.agent_key, Some("left-early"));
-    let request: actiongate_api_types::intents::ExecuteIntentRequest = serde_json::from_value(body.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let request: actiongate_api_types::intents::ExecuteIntentRequest =
+        serde_json::from_value(body.clone()).unwrap_or_else(|e| panic!("{e}"));
     // The caller's submit waits in the batcher behind the held write, and is dropped there.
     let hold = WriteHold::take(&app, &owner.account_id).await;
     let gateway = app.gateway.clone();
-    let caller = tokio::spawn(async move { gateway.submit(&request, actiongate_core::catalog::Lane::ExecuteIntent).await.map(drop) });
+    let caller = tokio::spawn(async move {
+        gateway
+            .submit(&request, actiongate_core::catalog::Lane::ExecuteIntent)
+            .await
+            .map(drop)
+    });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!caller.is_finished(), "the submit should be waiting for the held write");
+    assert!(
+        !caller.is_finished(),
+        "the submit should be waiting for the held write"
+    );
     caller.abort();
     assert!(caller.await.is_err_and(|e| e.is_cancelled()));
     hold.release().await;
@@ -604,7 +958,13 @@ async fn a_read_accepted_after_its_caller_left_still_runs(backend: Backend) {
     // The same request again is answered with the intent the dropped one created, which ends.
     let r = app.post(SUBMIT, body).await;
     assert_eq!(r.status, 200, "{}", r.text);
-    assert_eq!(app.store().count_intents(&owner.agent_id).await.unwrap_or_else(|e| panic!("{e}")), 1);
+    assert_eq!(
+        app.store()
+            .count_intents(&owner.agent_id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        1
+    );
     let id = r.body["intentId"].as_str().unwrap_or("").to_owned();
     let done = wait_terminal(&app, &owner.agent_key, &id).await;
     assert_eq!(done["status"], "completed", "{done}");

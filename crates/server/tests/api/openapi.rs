@@ -49,22 +49,41 @@ async fn openapi_covers_every_route_and_is_snapshotted() {
         ("/api/v1/agent/delegation/personhood/begin", "post"),
         ("/api/v1/agent/delegation/personhood/complete", "post"),
         ("/api/v1/agent/delegation/personhood/deposit/begin", "post"),
-        ("/api/v1/agent/delegation/personhood/deposit/complete", "post"),
-        ("/api/v1/agent/delegation/personhood/deposit/consume", "post"),
+        (
+            "/api/v1/agent/delegation/personhood/deposit/complete",
+            "post",
+        ),
+        (
+            "/api/v1/agent/delegation/personhood/deposit/consume",
+            "post",
+        ),
         ("/mcp/tools", "get"),
         ("/mcp/tool/{name}", "post"),
     ];
     for (path, method) in expected {
-        assert!(paths.get(path).and_then(|p| p.get(method)).is_some(), "{method} {path} missing from openapi.json");
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} missing from openapi.json"
+        );
     }
-    let documented: usize = paths.values().map(|p| p.as_object().map_or(0, |o| o.len())).sum();
-    assert_eq!(documented, expected.len(), "a documented route the test does not know: update both");
+    let documented: usize = paths
+        .values()
+        .map(|p| p.as_object().map_or(0, |o| o.len()))
+        .sum();
+    assert_eq!(
+        documented,
+        expected.len(),
+        "a documented route the test does not know: update both"
+    );
     insta::assert_json_snapshot!("openapi", r.body);
 
     // The docs page and its assets are served locally (no CDN).
     let page = app.get("/docs/").await;
     assert_eq!(page.status, 200);
-    assert!(!page.text.contains("cdn.") && !page.text.contains("unpkg"), "docs page loads from a CDN");
+    assert!(
+        !page.text.contains("cdn.") && !page.text.contains("unpkg"),
+        "docs page loads from a CDN"
+    );
     let init = app.get("/docs/swagger-initializer.js").await;
     assert_eq!(init.status, 200);
     assert!(init.text.contains("/api/v1/openapi.json"));
