@@ -17,6 +17,7 @@ use crate::clock::{from_millis, rfc3339, to_millis};
 use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, Subject};
 use crate::gateway::{AgentBasis, AgentContext, Gateway};
+use crate::ledger::{Cover, day_of, day_start, price_for};
 use crate::money::{micros_to_usd, usd_to_micros};
 use crate::store::{
     AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord, PolicyRecord,
@@ -41,11 +42,6 @@ impl Submitted {
             Submitted::New(i) | Submitted::Replay(i) => i,
         }
     }
-}
-
-/// UTC day number of an instant in milliseconds.
-pub fn day_of(ms: i64) -> i64 {
-    ms.div_euclid(86_400_000)
 }
 
 /// A JSON value with every object's keys sorted, so that equal requests hash equally.
@@ -597,11 +593,7 @@ impl Gateway {
         let now = to_millis(self.now());
         let today = day_of(now);
         let (balance, reserved, used) = match account {
-            Some(a) => (
-                a.balance,
-                a.reserved,
-                if a.free_day == today { a.free_used } else { 0 },
-            ),
+            Some(a) => (a.balance, a.reserved, a.free_used_on(today)),
             None => (0, 0, 0),
         };
         Ok(CreditBalance {
@@ -609,7 +601,7 @@ impl Gateway {
             reserved,
             free_requests_used_today: used,
             free_requests_per_day: self.settings().credits.free_per_day,
-            free_resets_at: rfc3339(from_millis((today + 1) * 86_400_000)),
+            free_resets_at: rfc3339(from_millis(day_start(today + 1))),
         })
     }
 }
@@ -857,33 +849,43 @@ impl Gateway {
         };
         checks.push(verdict("delegation", delegation));
         let account = self.store().credit_account(&agent.agent.account_id).await?;
-        let (balance, free_used) = account.map_or((0, 0), |a| {
-            (a.balance, if a.free_day == day { a.free_used } else { 0 })
-        });
-        let price = self
+        let account = account.unwrap_or_default();
+        let free_per_day = self.settings().credits.free_per_day;
+        let per_execution = self
             .settings()
             .credits
-            .price(spec.entry.billing_tier.as_deref())
-            .saturating_mul(i64::try_from(users.max(1)).unwrap_or(i64::MAX));
-        let credits = match crate::pricing::coverage(
-            price,
-            balance,
-            free_used,
-            self.settings().credits.free_per_day,
-        ) {
-            crate::pricing::Coverage::Free => Ok("free".to_owned()),
-            crate::pricing::Coverage::Paid(p) => Ok(format!("{p} of {balance} credits")),
-            crate::pricing::Coverage::FreeRequest => {
-                Ok(format!("a free request ({free_used} used today)"))
-            }
-            crate::pricing::Coverage::Insufficient => Err(refusal(
+            .price(spec.entry.billing_tier.as_deref());
+        let credits = match price_for(per_execution, users.max(1)) {
+            // Refused as the accepting transaction refuses it.
+            None => Err(refusal(
                 ErrorCode::InsufficientCredits,
-                format!("{price} credits needed, {balance} available."),
+                format!(
+                    "{per_execution} credits for each of {users} users is more than any balance holds."
+                ),
             )),
-            crate::pricing::Coverage::AllowanceUsed => Err(refusal(
-                ErrorCode::DailyFreeLimitExceeded,
-                "The balance is empty and today's free requests are used.",
-            )),
+            Some(price) => match account.cover(price, free_per_day, day) {
+                Cover::Covered {
+                    reserve: 0,
+                    free_request: false,
+                } => Ok("free".to_owned()),
+                Cover::Covered {
+                    free_request: true, ..
+                } => Ok(format!(
+                    "a free request ({} used today)",
+                    account.free_used_on(day)
+                )),
+                Cover::Covered { reserve, .. } => {
+                    Ok(format!("{reserve} of {} credits", account.balance))
+                }
+                Cover::Insufficient { balance, price } => Err(refusal(
+                    ErrorCode::InsufficientCredits,
+                    format!("{price} credits needed, {balance} available."),
+                )),
+                Cover::AllowanceUsed => Err(refusal(
+                    ErrorCode::DailyFreeLimitExceeded,
+                    "The balance is empty and today's free requests are used.",
+                )),
+            },
         };
         checks.push(verdict("credits", credits));
         checks.push(skipped(
@@ -1006,12 +1008,5 @@ mod tests {
     fn canonical_sorts_nested_keys() {
         let a = canonical(&json!({"b": 1, "a": {"d": [ {"z": 1, "y": 2} ], "c": 3}}));
         assert_eq!(a.to_string(), r#"{"a":{"c":3,"d":[{"y":2,"z":1}]},"b":1}"#);
-    }
-
-    #[test]
-    fn day_numbers_turn_at_utc_midnight() {
-        assert_eq!(day_of(86_399_999), 0);
-        assert_eq!(day_of(86_400_000), 1);
-        assert_eq!(day_of(-1), -1);
     }
 }

@@ -5,6 +5,7 @@
 //! Invariant: this crate knows no HTTP, no SQL and no CLI. Every surface calls [`Gateway`] and renders
 //! what it answers; a rule lives here once.
 
+pub mod acceptance;
 pub mod catalog;
 pub mod chains;
 pub mod clock;
@@ -14,6 +15,7 @@ pub mod error;
 pub mod execution;
 pub mod gateway;
 pub mod intents;
+pub mod ledger;
 pub mod mail;
 pub mod money;
 pub mod personhood;
@@ -21,6 +23,7 @@ pub mod pricing;
 pub mod providers;
 pub mod purchases;
 pub mod runner;
+pub mod states;
 pub mod store;
 pub mod wallets;
 

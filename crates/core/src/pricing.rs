@@ -33,36 +33,6 @@ impl CreditSettings {
     }
 }
 
-/// How an action's price is covered: the one rule the accepting transaction and preflight share.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Coverage {
-    /// Nothing to pay.
-    Free,
-    /// Reserved from the paid balance.
-    Paid(i64),
-    /// Covered by one of today's free requests.
-    FreeRequest,
-    /// The balance is above zero but short, and the allowance is used.
-    Insufficient,
-    /// The balance is empty and the allowance is used.
-    AllowanceUsed,
-}
-
-/// Decides how `price` credits are covered: the paid balance first, then a free request.
-pub fn coverage(price: i64, balance: i64, free_used_today: u32, free_per_day: u32) -> Coverage {
-    if price == 0 {
-        Coverage::Free
-    } else if balance >= price {
-        Coverage::Paid(price)
-    } else if free_used_today < free_per_day {
-        Coverage::FreeRequest
-    } else if balance == 0 {
-        Coverage::AllowanceUsed
-    } else {
-        Coverage::Insufficient
-    }
-}
-
 /// Whether `amount` more fits under a daily limit with `used` already accepted today.
 pub fn fits_daily_limit(used: i64, amount: i64, limit: i64) -> bool {
     used.saturating_add(amount) <= limit

@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 
 use crate::crypto::SecretHash;
+use crate::states::ExecutionState;
 
 /// A storage failure. Its text is for the log, never for a response.
 #[derive(Debug, thiserror::Error)]
@@ -245,13 +246,13 @@ pub struct ExecutionFinish {
 
 impl ExecutionFinish {
     /// The state the execution ends in.
-    pub fn state(&self) -> &'static str {
-        if self.success { "succeeded" } else { "failed" }
+    pub fn state(&self) -> ExecutionState {
+        ExecutionState::ended(self.success)
     }
 }
 
 /// An account's credits.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CreditAccount {
     pub balance: i64,
     pub reserved: i64,

@@ -6,14 +6,16 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use actiongate_core::acceptance::{self, Acceptance, AgentNow, Snapshot};
 use actiongate_core::crypto::SecretHash;
-use actiongate_core::pricing::{Coverage, coverage, fits_daily_limit};
+use actiongate_core::ledger::{Credit, CreditLedger, LedgerRow};
+use actiongate_core::states::{ExecutionState, IntentStatus, LedgerKind};
 use actiongate_core::store::{
     AcceptOutcome, AgentRecord, ChainTxRecord, ConsumeOutcome, CreditAccount, DelegationRecord,
     EmailChallenge, ExecutionFinish, ExecutionRecord, IdempotencyRecord, IntentDraft, IntentRecord,
     InvoiceRecord, LedgerEntry, NewAgent, Onboarding, OnboardingOutcome, PersonhoodChallenge,
     PersonhoodEffect, PersonhoodOutcome, PolicyRecord, SessionRecord, SettleOutcome, SignedTx,
-    Store, StoreError, execution_key,
+    Store, StoreError,
 };
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -179,40 +181,28 @@ where
     })
 }
 
-/// One ledger row to write.
-struct LedgerWrite<'a> {
-    account_id: &'a str,
-    agent_id: Option<&'a str>,
-    kind: &'a str,
-    reason: String,
-    intent_id: Option<&'a str>,
-    invoice_id: Option<&'a str>,
-    before: (i64, i64),
-    after: (i64, i64),
-    now: i64,
-}
-
 /// Writes ledger rows inside the open transaction `$tx`, in one statement.
 macro_rules! write_ledger {
     ($tx:ident, $rows:expr) => {{
-        let rows: &[LedgerWrite<'_>] = $rows;
+        let rows: &[LedgerRow<'_>] = $rows;
         if !rows.is_empty() {
             let mut q = sqlx::QueryBuilder::new(
-                "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id, balance_before, balance_after,
-                     reserved_before, reserved_after, created_at, invoice_id) ",
+                "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id,
+                     balance_before, balance_after, reserved_before, reserved_after, created_at,
+                     invoice_id) ",
             );
             q.push_values(rows, |mut b, r| {
                 b.push_bind(new_id())
                     .push_bind(r.account_id)
                     .push_bind(r.agent_id)
-                    .push_bind(r.kind)
+                    .push_bind(r.kind.as_str())
                     .push_bind(&r.reason)
                     .push_bind(r.intent_id)
-                    .push_bind(r.before.0)
-                    .push_bind(r.after.0)
-                    .push_bind(r.before.1)
-                    .push_bind(r.after.1)
-                    .push_bind(r.now)
+                    .push_bind(r.before.balance)
+                    .push_bind(r.after.balance)
+                    .push_bind(r.before.reserved)
+                    .push_bind(r.after.reserved)
+                    .push_bind(r.at)
                     .push_bind(r.invoice_id);
             });
             q.build().execute(&mut *$tx).await.map_err(err)?;
@@ -222,10 +212,6 @@ macro_rules! write_ledger {
 
 fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
-}
-
-fn day_of(ms: i64) -> i64 {
-    ms.div_euclid(86_400_000)
 }
 
 /// Inserts an agent and its policy inside the open transaction `$tx`.
@@ -261,35 +247,6 @@ macro_rules! insert_agent_with_policy {
     }};
 }
 
-/// What covers a draft addressing `users` users, given its account's balance and free allowance
-/// use: (credits to reserve, whether a free request covers it, free requests used today), or the
-/// refusal.
-fn cover(
-    d: &IntentDraft,
-    users: usize,
-    balance: i64,
-    free_day: i64,
-    free_used: i32,
-) -> Result<Result<(i64, bool, u32), AcceptOutcome>, StoreError> {
-    let free_today = if free_day == d.day {
-        u32::try_from(free_used).unwrap_or(u32::MAX)
-    } else {
-        0
-    };
-    let count = i64::try_from(users).map_err(err)?;
-    let price = d
-        .price_per_execution
-        .checked_mul(count)
-        .ok_or_else(|| StoreError("price overflow".into()))?;
-    Ok(match coverage(price, balance, free_today, d.free_per_day) {
-        Coverage::Free => Ok((0, false, free_today)),
-        Coverage::Paid(p) => Ok((p, false, free_today)),
-        Coverage::FreeRequest => Ok((0, true, free_today)),
-        Coverage::AllowanceUsed => Err(AcceptOutcome::DailyFreeLimitExceeded),
-        Coverage::Insufficient => Err(AcceptOutcome::InsufficientCredits { balance, price }),
-    })
-}
-
 /// The delegations of agent `$1` on chain `$2` that are active and unexpired at `$3` (the fan-out
 /// gate: the users a submit addresses, the preflight's count, the delegation an execution runs under).
 macro_rules! usable_delegations {
@@ -298,33 +255,26 @@ macro_rules! usable_delegations {
     };
 }
 
-/// The (DID, wallet) pairs a draft addresses: for a fan-out, every delegator with an active, unexpired
-/// delegation to the agent on the chain (once each, however many delegations it gave; only
-/// `only_delegator` for a redemption); else the agent itself.
-macro_rules! users_of {
-    ($tx:ident, $d:expr, $chain:expr) => {{
+/// The delegators a fan-out draft addresses ([`Snapshot::delegators`]): every delegator with an
+/// active, unexpired delegation to the agent on the chain, once each however many delegations it
+/// gave, oldest first (only `only_delegator` for a redemption).
+macro_rules! delegators_of {
+    ($tx:ident, $d:expr) => {{
         let d: &IntentDraft = $d;
-        if d.fan_out {
-            let delegators: Vec<String> = sqlx::query_scalar(concat!(
-                "SELECT MIN(delegator) ",
-                usable_delegations!(),
-                " AND ($4 IS NULL OR lower(delegator) = lower($4))
-                     GROUP BY lower(delegator) ORDER BY MIN(created_at), lower(delegator)"
-            ))
-            .bind(&d.agent_id)
-            .bind($chain)
-            .bind(d.now)
-            .bind(&d.only_delegator)
-            .fetch_all(&mut *$tx)
-            .await
-            .map_err(err)?;
-            delegators
-                .into_iter()
-                .map(|a| (format!("did:pkh:eip155:{}:{a}", d.chain_id), a))
-                .collect()
-        } else {
-            vec![(d.own.user_did.clone(), d.own.wallet_address.clone())]
-        }
+        let delegators: Vec<String> = sqlx::query_scalar(concat!(
+            "SELECT MIN(delegator) ",
+            usable_delegations!(),
+            " AND ($4 IS NULL OR lower(delegator) = lower($4))
+             GROUP BY lower(delegator) ORDER BY MIN(created_at), lower(delegator)"
+        ))
+        .bind(&d.agent_id)
+        .bind(i64::try_from(d.chain_id).map_err(err)?)
+        .bind(d.now)
+        .bind(&d.only_delegator)
+        .fetch_all(&mut *$tx)
+        .await
+        .map_err(err)?;
+        delegators
     }};
 }
 
@@ -392,39 +342,22 @@ fn invoice_from(row: InvoiceRow) -> Result<InvoiceRecord, StoreError> {
     })
 }
 
-/// Adds `amount` to an account's balance with a ledger entry, inside the open transaction `$tx`;
-/// evaluates to the new balance.
+/// Adds `amount` to an account's balance with a ledger entry ([`CreditLedger::credit`]), inside the
+/// open transaction `$tx`; evaluates to the account as it is then.
 macro_rules! credit_account {
-    ($tx:ident, $account:expr, $agent:expr, $amount:expr, $kind:expr, $reason:expr, $invoice:expr, $now:expr) => {{
-        let (account, amount, now): (&str, i64, i64) = ($account, $amount, $now);
-        sqlx::query("INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2) ON CONFLICT (account_id) DO NOTHING")
-            .bind(account)
-            .bind(now)
-            .execute(&mut *$tx)
-            .await
-            .map_err(err)?;
-        let (balance, reserved, free_day, free_used): (i64, i64, i64, i32) = sqlx::query_as(
-            "UPDATE credit_accounts SET balance = balance + $2, updated_at = $3 WHERE account_id = $1
-             RETURNING balance, reserved, free_day, free_used",
-        )
-        .bind(account)
-        .bind(amount)
-        .bind(now)
-        .fetch_one(&mut *$tx)
-        .await
-        .map_err(err)?;
-        write_ledger!($tx, &[LedgerWrite {
-            invoice_id: $invoice,
-            account_id: account,
-            agent_id: $agent,
-            kind: $kind,
-            reason: $reason.to_owned(),
-            intent_id: None,
-            before: (balance - amount, reserved),
-            after: (balance, reserved),
-            now,
-        }]);
-        CreditAccount { balance, reserved, free_day, free_used: u32::try_from(free_used).unwrap_or(0) }
+    ($tx:ident, $credit:expr) => {{
+        let credit: Credit<'_> = $credit;
+        let accounts = lock_accounts!($tx, std::iter::once(credit.account_id), credit.at);
+        let mut ledger = CreditLedger::new(accounts);
+        let account = ledger.credit(&credit).map_err(err)?;
+        let (credits, ledger) = ledger.into_writes();
+        let rows = BatchRows {
+            credits,
+            ledger,
+            ..BatchRows::default()
+        };
+        BatchWriter::write_rows(&mut *$tx, &rows).await?;
+        account
     }};
 }
 
@@ -537,20 +470,31 @@ fn challenge_from(row: ChallengeRow) -> Result<PersonhoodChallenge, StoreError> 
     })
 }
 
-/// A credit row as a batch reads and changes it: (balance, reserved, free_day, free_used).
-type CreditState = (i64, i64, i64, i32);
+/// A credit row as read: (balance, reserved, free_day, free_used).
+type CreditRow = (i64, i64, i64, i32);
 
-/// Locks the credit rows of `$ids` in account order (creating a missing one) and reads them:
-/// account id -> (balance, reserved, free_day, free_used).
+fn credit_from(row: CreditRow) -> Result<CreditAccount, StoreError> {
+    let (balance, reserved, free_day, free_used) = row;
+    Ok(CreditAccount {
+        balance,
+        reserved,
+        free_day,
+        free_used: u32::try_from(free_used).map_err(err)?,
+    })
+}
+
+/// Locks the credit rows of `$ids` in account order (creating a missing one) and reads them.
 macro_rules! lock_accounts {
     ($tx:ident, $ids:expr, $now:expr) => {{
         let mut ids: Vec<&str> = $ids.collect();
         ids.sort_unstable();
         ids.dedup();
-        let mut accounts: std::collections::BTreeMap<&str, CreditState> = std::collections::BTreeMap::new();
+        let mut accounts: std::collections::BTreeMap<&str, CreditAccount> =
+            std::collections::BTreeMap::new();
         for id in ids {
-            let row: Option<CreditState> = sqlx::query_as(
-                "UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1 RETURNING balance, reserved, free_day, free_used",
+            let row: Option<CreditRow> = sqlx::query_as(
+                "UPDATE credit_accounts SET updated_at = $2 WHERE account_id = $1
+                 RETURNING balance, reserved, free_day, free_used",
             )
             .bind(id)
             .bind($now)
@@ -560,7 +504,8 @@ macro_rules! lock_accounts {
             let row = match row {
                 Some(r) => r,
                 None => sqlx::query_as(
-                    "INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2) RETURNING balance, reserved, free_day, free_used",
+                    "INSERT INTO credit_accounts (account_id, updated_at) VALUES ($1, $2)
+                     RETURNING balance, reserved, free_day, free_used",
                 )
                 .bind(id)
                 .bind($now)
@@ -568,7 +513,7 @@ macro_rules! lock_accounts {
                 .await
                 .map_err(err)?,
             };
-            accounts.insert(id, row);
+            accounts.insert(id, credit_from(row)?);
         }
         accounts
     }};
@@ -623,99 +568,45 @@ macro_rules! lock_queued_intents {
     }};
 }
 
-/// Decides in memory how the intents `$ids` end whose executions have all ended (`$intents`, from
-/// [`lock_queued_intents`]; their accounts locked in `$accounts`), counting the reads that end in
-/// this batch (`$rows.reads`): the successful executions' price captured and the rest of the
-/// reservation released (a free request that did not succeed is given back), in the given order,
-/// changing `$accounts` and adding the ended intents and the ledger rows to `$rows`.
-macro_rules! settle_locked {
-    ($tx:ident, $ids:expr, $intents:expr, $accounts:expr, $rows:expr, $now:expr) => {{
-        let (ids, intents, now): (&[String], &std::collections::HashMap<String, (IntentRecord, Option<String>)>, i64) = ($ids, $intents, $now);
+/// The states of the executions of `$intents` (from [`lock_queued_intents`]), as they will be once
+/// this batch's ended reads (`$reads`) are written: intent id -> states.
+macro_rules! execution_states {
+    ($tx:ident, $intents:expr, $reads:expr) => {{
+        let intents: &std::collections::HashMap<String, (IntentRecord, Option<String>)> = $intents;
+        let mut by_intent: std::collections::HashMap<String, Vec<ExecutionState>> =
+            std::collections::HashMap::new();
         if !intents.is_empty() {
-            let mut q = sqlx::QueryBuilder::new("SELECT intent_id, seq, state FROM intent_executions WHERE intent_id IN (");
+            let mut q = sqlx::QueryBuilder::new(
+                "SELECT intent_id, seq, state FROM intent_executions WHERE intent_id IN (",
+            );
             let mut list = q.separated(", ");
             for id in intents.keys() {
                 list.push_bind(id);
             }
             q.push(")");
-            let mut states: Vec<(String, i32, String)> = q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
-            // The reads recorded by this batch, as they will be once written (only those not ended).
-            let ending: std::collections::HashMap<(&str, i64), &str> =
-                $rows.reads.iter().map(|(id, seq, f, _)| ((*id, i64::from(*seq)), f.state())).collect();
-            for (intent, seq, state) in &mut states {
-                if let Some(ended) = ending.get(&(intent.as_str(), i64::from(*seq)))
-                    && (state == "pending" || state == "started")
-                {
-                    *state = (*ended).to_owned();
+            let states: Vec<(String, i32, String)> =
+                q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
+            let ending: std::collections::HashMap<(&str, i64), ExecutionState> = $reads
+                .iter()
+                .map(|(id, seq, f, _): &(&str, u32, &ExecutionFinish, i64)| {
+                    ((*id, i64::from(*seq)), f.state())
+                })
+                .collect();
+            for (intent, seq, state) in states {
+                let mut state: ExecutionState = state.parse().map_err(err)?;
+                if let Some(ended) = ending.get(&(intent.as_str(), i64::from(seq))) {
+                    state = state.record(*ended);
                 }
-            }
-            let mut by_intent: std::collections::HashMap<&str, Vec<&str>> = std::collections::HashMap::new();
-            for (intent, _, state) in &states {
-                by_intent.entry(intent.as_str()).or_default().push(state.as_str());
-            }
-            for id in ids {
-                let Some((intent, _)) = intents.get(id) else { continue };
-                let states = by_intent.get(id.as_str()).cloned().unwrap_or_default();
-                if states.iter().any(|s| *s == "pending" || *s == "started") {
-                    continue;
-                }
-                let successes = i64::try_from(states.iter().filter(|s| **s == "succeeded").count()).map_err(err)?;
-                let status = if states.is_empty() || successes > 0 { "completed" } else { "failed" };
-                let capture = intent.price_per_execution.saturating_mul(successes).min(intent.reserved_credits);
-                let release = intent.reserved_credits - capture;
-                let state = $accounts.get_mut(intent.account_id.as_str()).ok_or_else(|| StoreError("an account was not locked".into()))?;
-                let (balance, reserved, free_day, free_used) = *state;
-                let refund_free = intent.free_request && successes == 0 && free_day == day_of(intent.created_at) && free_used > 0;
-                let after = (balance + release, reserved - intent.reserved_credits);
-                *state = (after.0, after.1, free_day, if refund_free { free_used - 1 } else { free_used });
-                let row = |kind, reason, before, after| LedgerWrite {
-                    account_id: &intent.account_id,
-                    agent_id: Some(&intent.agent_id),
-                    kind,
-                    reason,
-                    intent_id: Some(&intent.id),
-                    invoice_id: None,
-                    before,
-                    after,
-                    now,
-                };
-                if capture > 0 {
-                    $rows.ledger.push(row("capture", format!("{} x{successes} succeeded", intent.action), (balance, reserved), (balance, reserved - capture)));
-                }
-                if release > 0 {
-                    $rows.ledger.push(row("release", format!("{} unused reservation", intent.action), (balance, reserved - capture), after));
-                }
-                if refund_free {
-                    $rows.ledger.push(row("free_refund", format!("{} did not succeed", intent.action), after, after));
-                }
-                $rows.finished.push((id.as_str(), status));
+                by_intent.entry(intent).or_default().push(state);
             }
         }
+        by_intent
     }};
 }
 
-/// One intent a batch accepted, with what its acceptance decided (its idempotency record is
-/// written with it).
-struct NewIntent<'a> {
-    draft: &'a IntentDraft,
-    chain_id: i64,
-    reserve: i64,
-    free: bool,
-    total: i32,
-}
-
-/// One execution of an intent a batch accepted, written pending.
-struct NewExecution<'a> {
-    intent_id: &'a str,
-    seq: i32,
-    key: String,
-    user_did: String,
-    wallet: String,
-    chain_id: i64,
-}
-
-/// Everything a batch writes, decided in memory ([`settle_locked`], [`accept_locked`]) and written
-/// at its end by [`BatchWriter::write_rows`], inside the batch's transaction.
+/// Everything a batch writes, decided in memory by the core ([`CreditLedger::settle`],
+/// [`acceptance::decide`]) and written at its end by [`BatchWriter::write_rows`], inside the
+/// batch's transaction.
 #[derive(Default)]
 struct BatchRows<'a> {
     /// Reads that ended: (intent, seq, how, when), each written only if it has not ended already.
@@ -723,16 +614,14 @@ struct BatchRows<'a> {
     /// Reads are side-effect free, so they are never marked started first.
     reads: Vec<(&'a str, u32, &'a ExecutionFinish, i64)>,
     /// Intents that ended (locked by the transaction, and queued), with their status.
-    finished: Vec<(&'a str, &'static str)>,
+    finished: Vec<(&'a str, IntentStatus)>,
     /// When the intents of `finished` ended (the batch's time).
     finished_at: i64,
-    intents: Vec<NewIntent<'a>>,
-    executions: Vec<NewExecution<'a>>,
-    /// Daily usage to add: (agent, day, micros), one entry per (agent, day).
-    usage: Vec<(String, i64, i64)>,
-    /// Credit rows that changed: account, (balance, reserved, free_day, free_used).
-    credits: Vec<(&'a str, CreditState)>,
-    ledger: Vec<LedgerWrite<'a>>,
+    /// The intents, executions and daily usage the accepted drafts write.
+    accepted: Acceptance<'a>,
+    /// Credit rows that changed, as they are now.
+    credits: Vec<(&'a str, CreditAccount)>,
+    ledger: Vec<LedgerRow<'a>>,
 }
 
 /// Writes a batch's rows ([`BatchRows`]) on a connection inside its open transaction.
@@ -754,7 +643,7 @@ impl BatchWriter for SqliteConnection {
                     .push("CAST(")
                     .push_bind_unseparated(i64::from(*seq))
                     .push_unseparated(" AS INTEGER)")
-                    .push_bind(f.state())
+                    .push_bind(f.state().as_str())
                     .push_bind(&f.tx_hash)
                     .push_bind(&f.error_code)
                     .push_bind(&f.error_message)
@@ -773,7 +662,7 @@ impl BatchWriter for SqliteConnection {
         let mut by_status: std::collections::BTreeMap<&str, Vec<&str>> =
             std::collections::BTreeMap::new();
         for (id, status) in &rows.finished {
-            by_status.entry(*status).or_default().push(*id);
+            by_status.entry(status.as_str()).or_default().push(*id);
         }
         for (status, ended) in by_status {
             let mut q = sqlx::QueryBuilder::new("UPDATE intents SET status = ");
@@ -788,35 +677,43 @@ impl BatchWriter for SqliteConnection {
             q.push(")");
             q.build().execute(&mut *conn).await.map_err(err)?;
         }
-        if !rows.intents.is_empty() {
+        let accepted = &rows.accepted;
+        if !accepted.intents.is_empty() {
             let mut q = sqlx::QueryBuilder::new(
                 "INSERT INTO intents (id, agent_id, account_id, action, lane, params, chain_id, amount_micros,
                      price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at) ",
             );
-            q.push_values(&rows.intents, |mut b, i| {
-                let d = i.draft;
-                b.push_bind(&d.id)
-                    .push_bind(&d.agent_id)
-                    .push_bind(&d.account_id)
-                    .push_bind(&d.action)
-                    .push_bind(&d.lane)
-                    .push_bind(&d.params)
-                    .push_bind(i.chain_id)
-                    .push_bind(d.amount_micros)
-                    .push_bind(d.price_per_execution)
-                    .push_bind(i.reserve)
-                    .push_bind(i.free)
-                    .push_bind("queued")
-                    .push_bind(i.total)
-                    .push_bind(d.lease.as_ref().map(|(o, _)| o.as_str()))
-                    .push_bind(d.lease.as_ref().map(|(_, u)| *u))
-                    .push_bind(d.now);
-            });
+            let mut chain_ids = Vec::with_capacity(accepted.intents.len());
+            for i in &accepted.intents {
+                chain_ids.push(i64::try_from(i.draft.chain_id).map_err(err)?);
+            }
+            q.push_values(
+                accepted.intents.iter().zip(chain_ids),
+                |mut b, (i, chain_id)| {
+                    let d = i.draft;
+                    b.push_bind(&d.id)
+                        .push_bind(&d.agent_id)
+                        .push_bind(&d.account_id)
+                        .push_bind(&d.action)
+                        .push_bind(&d.lane)
+                        .push_bind(&d.params)
+                        .push_bind(chain_id)
+                        .push_bind(d.amount_micros)
+                        .push_bind(d.price_per_execution)
+                        .push_bind(i.reserved_credits)
+                        .push_bind(i.free_request)
+                        .push_bind(IntentStatus::Queued.as_str())
+                        .push_bind(i64::from(i.total))
+                        .push_bind(d.lease.as_ref().map(|(o, _)| o.as_str()))
+                        .push_bind(d.lease.as_ref().map(|(_, u)| *u))
+                        .push_bind(d.now);
+                },
+            );
             q.build().execute(&mut *conn).await.map_err(err)?;
             let mut q = sqlx::QueryBuilder::new(
                 "INSERT INTO idempotency_keys (agent_id, key, request_hash, intent_id, created_at) ",
             );
-            q.push_values(&rows.intents, |mut b, i| {
+            q.push_values(&accepted.intents, |mut b, i| {
                 let d = i.draft;
                 b.push_bind(&d.agent_id)
                     .push_bind(&d.idempotency_key)
@@ -827,22 +724,27 @@ impl BatchWriter for SqliteConnection {
             q.build().execute(&mut *conn).await.map_err(err)?;
         }
         // At most 7 binds an execution: keep a statement well under every parameter limit.
-        for chunk in rows.executions.chunks(2000) {
+        let mut chain_ids = Vec::with_capacity(accepted.executions.len());
+        for e in &accepted.executions {
+            chain_ids.push(i64::try_from(e.chain_id).map_err(err)?);
+        }
+        let executions: Vec<_> = accepted.executions.iter().zip(chain_ids).collect();
+        for chunk in executions.chunks(2000) {
             let mut q = sqlx::QueryBuilder::new(
                 "INSERT INTO intent_executions (intent_id, seq, execution_key, user_did, wallet_address, chain_id, state) ",
             );
-            q.push_values(chunk, |mut b, e| {
+            q.push_values(chunk, |mut b, (e, chain_id)| {
                 b.push_bind(e.intent_id)
-                    .push_bind(e.seq)
-                    .push_bind(&e.key)
-                    .push_bind(&e.user_did)
-                    .push_bind(&e.wallet)
-                    .push_bind(e.chain_id)
-                    .push_bind("pending");
+                    .push_bind(i64::from(e.seq))
+                    .push_bind(&e.execution_key)
+                    .push_bind(&e.user.user_did)
+                    .push_bind(&e.user.wallet_address)
+                    .push_bind(*chain_id)
+                    .push_bind(ExecutionState::Pending.as_str());
             });
             q.build().execute(&mut *conn).await.map_err(err)?;
         }
-        for (agent, day, amount) in &rows.usage {
+        for (agent, day, amount) in &accepted.usage {
             sqlx::query(
                 "INSERT INTO agent_daily_usage (agent_id, day, used_micros) VALUES ($1, $2, $3)
                  ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = agent_daily_usage.used_micros + excluded.used_micros",
@@ -854,13 +756,16 @@ impl BatchWriter for SqliteConnection {
             .await
             .map_err(err)?;
         }
-        for (id, state) in &rows.credits {
-            sqlx::query("UPDATE credit_accounts SET balance = $2, reserved = $3, free_day = $4, free_used = $5 WHERE account_id = $1")
-                .bind(*id)
-                .bind(state.0)
-                .bind(state.1)
-                .bind(state.2)
-                .bind(state.3)
+        for (id, account) in &rows.credits {
+            sqlx::query(
+                "UPDATE credit_accounts SET balance = $2, reserved = $3, free_day = $4, free_used = $5
+                 WHERE account_id = $1",
+            )
+            .bind(*id)
+            .bind(account.balance)
+            .bind(account.reserved)
+            .bind(account.free_day)
+            .bind(i64::from(account.free_used))
                 .execute(&mut *conn)
                 .await
                 .map_err(err)?;
@@ -928,20 +833,34 @@ impl BatchWriter for sqlx::PgConnection {
         fn column<'r, T, U>(items: &'r [T], f: impl FnMut(&'r T) -> U) -> Vec<U> {
             items.iter().map(f).collect()
         }
-        let (reads, intents, execs, ledger) = (
-            &rows.reads[..],
-            &rows.intents[..],
-            &rows.executions[..],
-            &rows.ledger[..],
-        );
-        let mut seqs = Vec::with_capacity(reads.len());
-        for (_, seq, _, _) in reads {
-            seqs.push(i32::try_from(*seq).map_err(err)?);
+        fn int<T, U: TryFrom<T>>(v: T) -> Result<U, StoreError>
+        where
+            U::Error: std::fmt::Display,
+        {
+            U::try_from(v).map_err(err)
         }
+        fn ints<'r, T, U: TryFrom<V>, V>(
+            items: &'r [T],
+            f: impl Fn(&'r T) -> V,
+        ) -> Result<Vec<U>, StoreError>
+        where
+            U::Error: std::fmt::Display,
+        {
+            items.iter().map(|t| int(f(t))).collect()
+        }
+        let (reads, ledger) = (&rows.reads[..], &rows.ledger[..]);
+        let (intents, execs) = (&rows.accepted.intents[..], &rows.accepted.executions[..]);
+        let usage = &rows.accepted.usage[..];
+        let seqs: Vec<i32> = ints(reads, |r| r.1)?;
+        let intent_chains: Vec<i64> = ints(intents, |i| i.draft.chain_id)?;
+        let totals: Vec<i32> = ints(intents, |i| i.total)?;
+        let exec_seqs: Vec<i32> = ints(execs, |e| e.seq)?;
+        let exec_chains: Vec<i64> = ints(execs, |e| e.chain_id)?;
+        let free_used: Vec<i32> = ints(&rows.credits, |c| c.1.free_used)?;
         sqlx::query(PG_WRITE_ROWS)
             .bind(column(reads, |r| r.0))
             .bind(seqs)
-            .bind(column(reads, |r| r.2.state()))
+            .bind(column(reads, |r| r.2.state().as_str()))
             .bind(column(reads, |r| r.2.tx_hash.as_deref()))
             .bind(column(reads, |r| r.2.error_code.as_deref()))
             .bind(column(reads, |r| r.2.error_message.as_deref()))
@@ -949,19 +868,19 @@ impl BatchWriter for sqlx::PgConnection {
             .bind(column(reads, |r| r.3))
             .bind(rows.finished_at)
             .bind(column(&rows.finished, |f| f.0))
-            .bind(column(&rows.finished, |f| f.1))
+            .bind(column(&rows.finished, |f| f.1.as_str()))
             .bind(column(intents, |i| i.draft.id.as_str()))
             .bind(column(intents, |i| i.draft.agent_id.as_str()))
             .bind(column(intents, |i| i.draft.account_id.as_str()))
             .bind(column(intents, |i| i.draft.action.as_str()))
             .bind(column(intents, |i| i.draft.lane.as_str()))
             .bind(column(intents, |i| i.draft.params.as_str()))
-            .bind(column(intents, |i| i.chain_id))
+            .bind(intent_chains)
             .bind(column(intents, |i| i.draft.amount_micros))
             .bind(column(intents, |i| i.draft.price_per_execution))
-            .bind(column(intents, |i| i.reserve))
-            .bind(column(intents, |i| i.free))
-            .bind(column(intents, |i| i.total))
+            .bind(column(intents, |i| i.reserved_credits))
+            .bind(column(intents, |i| i.free_request))
+            .bind(totals)
             .bind(column(intents, |i| {
                 i.draft.lease.as_ref().map(|(o, _)| o.as_str())
             }))
@@ -970,30 +889,30 @@ impl BatchWriter for sqlx::PgConnection {
             .bind(column(intents, |i| i.draft.idempotency_key.as_str()))
             .bind(column(intents, |i| i.draft.request_hash.to_vec()))
             .bind(column(execs, |e| e.intent_id))
-            .bind(column(execs, |e| e.seq))
-            .bind(column(execs, |e| e.key.as_str()))
-            .bind(column(execs, |e| e.user_did.as_str()))
-            .bind(column(execs, |e| e.wallet.as_str()))
-            .bind(column(execs, |e| e.chain_id))
-            .bind(column(&rows.usage, |u| u.0.as_str()))
-            .bind(column(&rows.usage, |u| u.1))
-            .bind(column(&rows.usage, |u| u.2))
+            .bind(exec_seqs)
+            .bind(column(execs, |e| e.execution_key.as_str()))
+            .bind(column(execs, |e| e.user.user_did.as_str()))
+            .bind(column(execs, |e| e.user.wallet_address.as_str()))
+            .bind(exec_chains)
+            .bind(column(usage, |u| u.0.as_str()))
+            .bind(column(usage, |u| u.1))
+            .bind(column(usage, |u| u.2))
             .bind(column(&rows.credits, |c| c.0))
-            .bind(column(&rows.credits, |c| c.1.0))
-            .bind(column(&rows.credits, |c| c.1.1))
-            .bind(column(&rows.credits, |c| c.1.2))
-            .bind(column(&rows.credits, |c| c.1.3))
+            .bind(column(&rows.credits, |c| c.1.balance))
+            .bind(column(&rows.credits, |c| c.1.reserved))
+            .bind(column(&rows.credits, |c| c.1.free_day))
+            .bind(free_used)
             .bind(column(ledger, |_| new_id()))
             .bind(column(ledger, |l| l.account_id))
             .bind(column(ledger, |l| l.agent_id))
-            .bind(column(ledger, |l| l.kind))
+            .bind(column(ledger, |l| l.kind.as_str()))
             .bind(column(ledger, |l| l.reason.as_str()))
             .bind(column(ledger, |l| l.intent_id))
-            .bind(column(ledger, |l| l.before.0))
-            .bind(column(ledger, |l| l.after.0))
-            .bind(column(ledger, |l| l.before.1))
-            .bind(column(ledger, |l| l.after.1))
-            .bind(column(ledger, |l| l.now))
+            .bind(column(ledger, |l| l.before.balance))
+            .bind(column(ledger, |l| l.after.balance))
+            .bind(column(ledger, |l| l.before.reserved))
+            .bind(column(ledger, |l| l.after.reserved))
+            .bind(column(ledger, |l| l.at))
             .bind(column(ledger, |l| l.invoice_id))
             .execute(self)
             .await
@@ -1002,171 +921,83 @@ impl BatchWriter for sqlx::PgConnection {
     }
 }
 
-/// Decides a batch of drafts in memory after reading what they depend on in a few statements (the
-/// agents' keys and policies; the batch's idempotency keys; today's usage) against their credit rows,
-/// already locked in `$accounts`, and adds every accepted draft's rows to `$rows` (its credit change
-/// stays in `$accounts`, for the caller to write with the rest). Checks in order: idempotency, daily
-/// limit, delegation (the users addressed), credits; drafts are decided in arrival order, each
-/// seeing the ones before it, and a refused draft writes nothing. Evaluates to one outcome per draft (a `?` inside returns from the caller's block;
-/// on any error the caller rolls the whole transaction back).
-macro_rules! accept_locked {
-    ($tx:ident, $drafts:expr, $accounts:expr, $rows:expr) => {{
+/// Reads what the acceptance of `$drafts` depends on ([`Snapshot`]) in a few statements, inside
+/// the open transaction `$tx` whose credit rows are locked already: the agents' keys and policies,
+/// the batch's idempotency keys, today's usage of its writers, and the delegators of its fan-outs.
+macro_rules! read_snapshot {
+    ($tx:ident, $drafts:expr) => {{
         let drafts: &[IntentDraft] = $drafts;
-        {
-            use std::collections::{BTreeMap, HashMap};
-            // The agents' keys and policies now, to confirm what each draft was checked against.
-            let mut q = sqlx::QueryBuilder::new(concat!(
-                "SELECT a.id, a.key_hash, ",
-                policy_columns!(),
-                " FROM agents a LEFT JOIN agent_policies p ON p.agent_id = a.id WHERE a.id IN ("
-            ));
-            let mut agent_ids: Vec<&str> = drafts.iter().map(|d| d.agent_id.as_str()).collect();
-            agent_ids.sort_unstable();
-            agent_ids.dedup();
-            let mut list = q.separated(", ");
-            for id in &agent_ids {
-                list.push_bind(*id);
-            }
-            q.push(")");
-            let mut current: HashMap<String, (Vec<u8>, Option<PolicyRecord>)> = HashMap::new();
-            for row in q.build().fetch_all(&mut *$tx).await.map_err(err)? {
-                let id: String = row.try_get("id").map_err(err)?;
-                let policy = policy_from_row(&row, &id)?;
-                current.insert(id, (row.try_get("key_hash").map_err(err)?, policy));
-            }
-            // Idempotency records of the batch's keys.
-            // Joined to the batch's (agent, key) pairs, so that each pair is one lookup of the primary
-            // key (an OR of the pairs lets PostgreSQL factor the agent out and scan all of its keys).
-            let mut existing: HashMap<(String, String), (Vec<u8>, String, i64)> = HashMap::new();
-            let mut q = sqlx::QueryBuilder::new("WITH v (agent_id, key) AS (");
-            q.push_values(drafts, |mut b, d| {
-                b.push_bind(&d.agent_id).push_bind(&d.idempotency_key);
-            });
-            q.push(
-                ") SELECT i.agent_id, i.key, i.request_hash, i.intent_id, i.created_at
-                 FROM v JOIN idempotency_keys i ON i.agent_id = v.agent_id AND i.key = v.key",
-            );
-            let rows: Vec<(String, String, Vec<u8>, String, i64)> = q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
-            for (agent, key, hash, intent, created) in rows {
-                existing.insert((agent, key), (hash, intent, created));
-            }
-
-            // Today's usage of the agents with writes in the batch.
-            let mut usage: HashMap<(String, i64), i64> = HashMap::new();
-            let writers: Vec<&IntentDraft> = drafts.iter().filter(|d| d.is_write).collect();
-            if !writers.is_empty() {
-                let mut q = sqlx::QueryBuilder::new("SELECT agent_id, day, used_micros FROM agent_daily_usage WHERE ");
-                for (i, d) in writers.iter().enumerate() {
-                    if i > 0 {
-                        q.push(" OR ");
-                    }
-                    q.push("(agent_id = ").push_bind(&d.agent_id).push(" AND day = ").push_bind(d.day).push(")");
-                }
-                let rows: Vec<(String, i64, i64)> = q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
-                for (agent, day, used) in rows {
-                    usage.insert((agent, day), used);
-                }
-            }
-
-            let mut in_batch: HashMap<(String, String), ([u8; 32], String)> = HashMap::new();
-            let mut stale: Vec<(String, String)> = Vec::new();
-            let mut added_usage: BTreeMap<(String, i64), i64> = BTreeMap::new();
-            let mut outcomes = Vec::with_capacity(drafts.len());
-            for d in drafts {
-                let confirmed = current.get(&d.agent_id).is_some_and(|(hash, policy)| hash.as_slice() == d.key_hash.0.as_slice() && *policy == d.policy);
-                if !confirmed {
-                    outcomes.push(AcceptOutcome::Stale);
-                    continue;
-                }
-                let key = (d.agent_id.clone(), d.idempotency_key.clone());
-                if let Some((hash, intent_id)) = in_batch.get(&key) {
-                    outcomes.push(if *hash == d.request_hash { AcceptOutcome::Replay { intent_id: intent_id.clone() } } else { AcceptOutcome::KeyReused });
-                    continue;
-                }
-                // A derived key's record from before the window is replaced, once this draft is accepted
-                // (a refused draft changes nothing).
-                let mut replaces_stale = false;
-                if let Some((hash, intent_id, created_at)) = existing.get(&key) {
-                    if d.replace_idempotency_before.is_some_and(|t| *created_at < t) {
-                        replaces_stale = true;
-                    } else {
-                        outcomes.push(if hash.as_slice() == d.request_hash.as_slice() {
-                            AcceptOutcome::Replay { intent_id: intent_id.clone() }
-                        } else {
-                            AcceptOutcome::KeyReused
-                        });
-                        continue;
-                    }
-                }
-                let used = usage.get(&(d.agent_id.clone(), d.day)).copied().unwrap_or(0);
-                if d.is_write && !fits_daily_limit(used, d.amount_micros, d.daily_limit_micros) {
-                    outcomes.push(AcceptOutcome::DailyLimit { used_micros: used });
-                    continue;
-                }
-                let chain = i64::try_from(d.chain_id).map_err(err)?;
-                let users: Vec<(String, String)> = users_of!($tx, d, chain);
-                if users.is_empty() {
-                    outcomes.push(AcceptOutcome::DelegationRequired);
-                    continue;
-                }
-                let state = $accounts.get_mut(d.account_id.as_str()).ok_or_else(|| StoreError("an account was not locked".into()))?;
-                let (balance, reserved, free_day, free_used) = *state;
-                let (reserve, free, free_today) = match cover(d, users.len(), balance, free_day, free_used)? {
-                    Ok(c) => c,
-                    Err(refused) => {
-                        outcomes.push(refused);
-                        continue;
-                    }
-                };
-                if reserve > 0 || free {
-                    let new_free = if free { free_today + 1 } else { free_today };
-                    *state = (balance - reserve, reserved + reserve, d.day, i32::try_from(new_free).map_err(err)?);
-                    let reason = format!("{} x{}", d.action, users.len());
-                    $rows.ledger.push(LedgerWrite {
-                        account_id: &d.account_id,
-                        agent_id: Some(&d.agent_id),
-                        kind: if free { "free" } else { "reserve" },
-                        reason,
-                        intent_id: Some(&d.id),
-                        invoice_id: None,
-                        before: (balance, reserved),
-                        after: (balance - reserve, reserved + reserve),
-                        now: d.now,
-                    });
-                }
-                if d.is_write {
-                    usage.insert((d.agent_id.clone(), d.day), used + d.amount_micros);
-                    if d.amount_micros > 0 {
-                        *added_usage.entry((d.agent_id.clone(), d.day)).or_insert(0) += d.amount_micros;
-                    }
-                }
-                if replaces_stale {
-                    existing.remove(&key);
-                    stale.push(key.clone());
-                }
-                in_batch.insert(key, (d.request_hash, d.id.clone()));
-                let total = u32::try_from(users.len()).map_err(err)?;
-                outcomes.push(AcceptOutcome::Accepted { total, reserved_credits: reserve, free_request: free });
-                for (seq, (user_did, wallet)) in (0u32..).zip(users) {
-                    let key = execution_key(&d.id, seq);
-                    $rows.executions.push(NewExecution { intent_id: &d.id, seq: i32::try_from(seq).map_err(err)?, key, user_did, wallet, chain_id: chain });
-                }
-                $rows.intents.push(NewIntent { draft: d, chain_id: chain, reserve, free, total: i32::try_from(total).map_err(err)? });
-            }
-
-            for (agent, key) in &stale {
-                sqlx::query("DELETE FROM idempotency_keys WHERE agent_id = $1 AND key = $2")
-                    .bind(agent)
-                    .bind(key)
-                    .execute(&mut *$tx)
-                    .await
-                    .map_err(err)?;
-            }
-            for ((agent, day), amount) in added_usage {
-                $rows.usage.push((agent, day, amount));
-            }
-            outcomes
+        let mut snapshot = Snapshot::default();
+        // The agents' keys and policies now, to confirm what each draft was checked against.
+        let mut q = sqlx::QueryBuilder::new(concat!(
+            "SELECT a.id, a.key_hash, ",
+            policy_columns!(),
+            " FROM agents a LEFT JOIN agent_policies p ON p.agent_id = a.id WHERE a.id IN ("
+        ));
+        let mut agent_ids: Vec<&str> = drafts.iter().map(|d| d.agent_id.as_str()).collect();
+        agent_ids.sort_unstable();
+        agent_ids.dedup();
+        let mut list = q.separated(", ");
+        for id in &agent_ids {
+            list.push_bind(*id);
         }
+        q.push(")");
+        for row in q.build().fetch_all(&mut *$tx).await.map_err(err)? {
+            let id: String = row.try_get("id").map_err(err)?;
+            let policy = policy_from_row(&row, &id)?;
+            let key_hash = hash_from(row.try_get("key_hash").map_err(err)?)?;
+            snapshot.agents.insert(id, AgentNow { key_hash, policy });
+        }
+        // Idempotency records of the batch's keys, joined to the batch's (agent, key) pairs so
+        // that each pair is one lookup of the primary key (an OR of the pairs lets PostgreSQL
+        // factor the agent out and scan all of its keys).
+        let mut q = sqlx::QueryBuilder::new("WITH v (agent_id, key) AS (");
+        q.push_values(drafts, |mut b, d| {
+            b.push_bind(&d.agent_id).push_bind(&d.idempotency_key);
+        });
+        q.push(
+            ") SELECT i.agent_id, i.key, i.request_hash, i.intent_id, i.created_at
+             FROM v JOIN idempotency_keys i ON i.agent_id = v.agent_id AND i.key = v.key",
+        );
+        let rows: Vec<(String, String, Vec<u8>, String, i64)> =
+            q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
+        for (agent, key, hash, intent_id, created_at) in rows {
+            let request_hash = <[u8; 32]>::try_from(hash)
+                .map_err(|_| StoreError("a stored request hash is not 32 bytes".into()))?;
+            let record = IdempotencyRecord {
+                request_hash,
+                intent_id,
+                created_at,
+            };
+            snapshot.idempotency.insert((agent, key), record);
+        }
+        // Today's usage of the agents with writes in the batch.
+        let writers: Vec<&IntentDraft> = drafts.iter().filter(|d| d.is_write).collect();
+        if !writers.is_empty() {
+            let mut q = sqlx::QueryBuilder::new(
+                "SELECT agent_id, day, used_micros FROM agent_daily_usage WHERE ",
+            );
+            for (i, d) in writers.iter().enumerate() {
+                if i > 0 {
+                    q.push(" OR ");
+                }
+                q.push("(agent_id = ")
+                    .push_bind(&d.agent_id)
+                    .push(" AND day = ")
+                    .push_bind(d.day)
+                    .push(")");
+            }
+            let rows: Vec<(String, i64, i64)> =
+                q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
+            for (agent, day, used) in rows {
+                snapshot.usage.insert((agent, day), used);
+            }
+        }
+        for d in drafts.iter().filter(|d| d.fan_out) {
+            let delegators = delegators_of!($tx, d);
+            snapshot.delegators.insert(d.id.clone(), delegators);
+        }
+        snapshot
     }};
 }
 
@@ -1185,7 +1016,8 @@ type SettleReply = tokio::sync::oneshot::Sender<Result<(), StoreError>>;
 
 /// Work for the batcher, with where its answer goes.
 enum Job {
-    Accept(IntentDraft, Reply),
+    /// Boxed: a draft is ten times the size of a settle's handle.
+    Accept(Box<IntentDraft>, Reply),
     Settle(Settle, SettleReply),
 }
 
@@ -1202,7 +1034,7 @@ impl Batch {
     fn push(&mut self, job: Job) {
         match job {
             Job::Accept(draft, reply) => {
-                self.drafts.push(draft);
+                self.drafts.push(*draft);
                 self.replies.push(reply);
             }
             Job::Settle(settle, reply) => {
@@ -1249,7 +1081,7 @@ macro_rules! settle_and_accept {
                     }
                 }
             }
-            let mut accounts = lock_accounts!(
+            let accounts = lock_accounts!(
                 $tx,
                 intents
                     .values()
@@ -1257,19 +1089,37 @@ macro_rules! settle_and_accept {
                     .chain(drafts.iter().map(|d| d.account_id.as_str())),
                 now
             );
-            let before = accounts.clone();
-            settle_locked!($tx, &ids, &intents, accounts, rows, now);
-            let outcomes = if drafts.is_empty() {
-                Vec::new()
-            } else {
-                accept_locked!($tx, drafts, accounts, rows)
-            };
-            rows.credits = accounts
-                .into_iter()
-                .filter(|(id, state)| before.get(id) != Some(state))
-                .collect();
+            let mut ledger = CreditLedger::new(accounts);
+            // Settled in the order given, each intent once.
+            let states = execution_states!($tx, &intents, rows.reads);
+            let mut settled = std::collections::HashSet::new();
+            for id in &ids {
+                let Some((intent, _)) = intents.get(id) else {
+                    continue;
+                };
+                if !settled.insert(id.as_str()) {
+                    continue;
+                }
+                let states = states.get(id).map(Vec::as_slice).unwrap_or_default();
+                if let Some(status) = ledger.settle(intent, states, now).map_err(err)? {
+                    rows.finished.push((id.as_str(), status));
+                }
+            }
+            if !drafts.is_empty() {
+                let snapshot = read_snapshot!($tx, drafts);
+                rows.accepted = acceptance::decide(drafts, &snapshot, &mut ledger).map_err(err)?;
+                for (agent, key) in &rows.accepted.replaced_keys {
+                    sqlx::query("DELETE FROM idempotency_keys WHERE agent_id = $1 AND key = $2")
+                        .bind(agent)
+                        .bind(key)
+                        .execute(&mut *$tx)
+                        .await
+                        .map_err(err)?;
+                }
+            }
+            (rows.credits, rows.ledger) = ledger.into_writes();
             BatchWriter::write_rows(&mut *$tx, &rows).await?;
-            Ok(outcomes)
+            Ok(std::mem::take(&mut rows.accepted.outcomes))
         }
         .await;
         result
@@ -1992,7 +1842,8 @@ impl Store for SqlStore {
     }
 
     async fn accept_intent(&self, d: &IntentDraft) -> Result<AcceptOutcome, StoreError> {
-        self.batch(|reply| Job::Accept(d.clone(), reply)).await
+        self.batch(|reply| Job::Accept(Box::new(d.clone()), reply))
+            .await
     }
 
     async fn get_intent(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError> {
@@ -2132,7 +1983,7 @@ impl Store for SqlStore {
         now: i64,
     ) -> Result<bool, StoreError> {
         let seq = i32::try_from(seq).map_err(err)?;
-        let state = f.state();
+        let state = f.state().as_str();
         on_writer!(self, pool => sqlx::query(
             "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
                  finished_at = $8
@@ -2236,12 +2087,11 @@ impl Store for SqlStore {
         reason: &str,
         now: i64,
     ) -> Result<CreditAccount, StoreError> {
-        if amount <= 0 {
-            return Err(StoreError("a grant must be positive".into()));
-        }
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let account = credit_account!(tx, account_id, None, amount, kind, reason, None, now);
+            let kind: LedgerKind = kind.parse().map_err(err)?;
+            let credit = Credit { account_id, agent_id: None, invoice_id: None, amount, kind, reason, at: now };
+            let account = credit_account!(tx, credit);
             tx.commit().await.map_err(err)?;
             Ok(account)
         })
@@ -2719,7 +2569,18 @@ impl Store for SqlStore {
             }
             let reason = format!("bought {} ({} credits) with x402, tx {tx_hash}", invoice.sku, invoice.credits);
             let balance = match &account {
-                Some(a) => credit_account!(tx, a, invoice.agent_id.as_deref(), invoice.credits, "purchase", &reason, Some(invoice_id), now).balance,
+                Some(a) => {
+                    let credit = Credit {
+                        account_id: a,
+                        agent_id: invoice.agent_id.as_deref(),
+                        invoice_id: Some(invoice_id),
+                        amount: invoice.credits,
+                        kind: LedgerKind::Purchase,
+                        reason: &reason,
+                        at: now,
+                    };
+                    credit_account!(tx, credit).balance
+                }
                 None => {
                     sqlx::query("INSERT INTO held_credits (invoice_id, address, credits, created_at) VALUES ($1, $2, $3, $4)")
                         .bind(invoice_id).bind(&invoice.payer).bind(invoice.credits).bind(now)
@@ -2763,7 +2624,16 @@ impl Store for SqlStore {
                     continue;
                 }
                 let reason = format!("credits bought by {address} before it was linked");
-                credit_account!(tx, account_id, None, *credits, "purchase", &reason, Some(invoice_id.as_str()), now);
+                let credit = Credit {
+                    account_id,
+                    agent_id: None,
+                    invoice_id: Some(invoice_id.as_str()),
+                    amount: *credits,
+                    kind: LedgerKind::Purchase,
+                    reason: &reason,
+                    at: now,
+                };
+                credit_account!(tx, credit);
                 moved += credits;
             }
             tx.commit().await.map_err(err)?;

@@ -1,0 +1,612 @@
+//! Accepting intent drafts: the decision, as a pure function over what the accepting transaction
+//! read under its locks ([`Snapshot`], a [`CreditLedger`] of the locked credit rows). It answers one
+//! [`AcceptOutcome`] per draft and every row the accepted drafts write ([`Acceptance`]); the store
+//! writes them in the same transaction. Checks, in order: the agent's key and policy are still
+//! those the draft was checked against, idempotency (a replay, a reused key, a stale derived key),
+//! the daily limit, the users addressed (delegation), credits. Drafts are decided in arrival order,
+//! each seeing the ones before it; a refused draft writes nothing.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::crypto::SecretHash;
+use crate::ledger::{Cover, CreditLedger, LedgerError, Reservation, price_for};
+use crate::pricing::fits_daily_limit;
+use crate::store::{
+    AcceptOutcome, ExecutionDraft, IdempotencyRecord, IntentDraft, PolicyRecord, execution_key,
+};
+
+/// The DID of a user of a chain by wallet address (`did:pkh`, CAIP-10).
+pub fn user_did(chain_id: u64, address: &str) -> String {
+    format!("did:pkh:eip155:{chain_id}:{address}")
+}
+
+/// For a key the gateway derived from the request (no `idempotencyKey` given): a stored record
+/// created before `replace_before` is stale, and a new request with the same key replaces it.
+pub fn is_stale_derived_key(created_at: i64, replace_before: Option<i64>) -> bool {
+    replace_before.is_some_and(|t| created_at < t)
+}
+
+/// An agent as the accepting transaction reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentNow {
+    pub key_hash: SecretHash,
+    /// None: no policy stored (the default applies).
+    pub policy: Option<PolicyRecord>,
+}
+
+/// What the accepting transaction read for a batch of drafts.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// The drafts' agents by id; an agent missing is gone.
+    pub agents: HashMap<String, AgentNow>,
+    /// The stored idempotency records of the drafts' (agent, key) pairs.
+    pub idempotency: HashMap<(String, String), IdempotencyRecord>,
+    /// Daily usage in micro-dollars by (agent, UTC day), of the agents with writes in the batch;
+    /// missing: none.
+    pub usage: HashMap<(String, i64), i64>,
+    /// For each fan-out draft (by draft id): the delegators with an active, unexpired delegation to
+    /// the agent on the draft's chain at the draft's time, once each, oldest delegation first
+    /// (only the draft's `only_delegator`, when it names one).
+    pub delegators: HashMap<String, Vec<String>>,
+}
+
+/// An intent a batch accepted, with what its acceptance decided.
+#[derive(Debug, Clone)]
+pub struct AcceptedIntent<'a> {
+    pub draft: &'a IntentDraft,
+    pub reserved_credits: i64,
+    pub free_request: bool,
+    pub total: u32,
+}
+
+/// One execution of an accepted intent, written pending.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewExecution<'a> {
+    pub intent_id: &'a str,
+    pub seq: u32,
+    pub execution_key: String,
+    pub user: ExecutionDraft,
+    pub chain_id: u64,
+}
+
+/// Everything the accepted drafts write (the credit changes stay in the [`CreditLedger`]).
+#[derive(Debug, Clone, Default)]
+pub struct Acceptance<'a> {
+    /// One per draft, in the drafts' order.
+    pub outcomes: Vec<AcceptOutcome>,
+    pub intents: Vec<AcceptedIntent<'a>>,
+    pub executions: Vec<NewExecution<'a>>,
+    /// Stale derived keys, (agent, key), to delete before the accepted drafts' keys are written.
+    pub replaced_keys: Vec<(String, String)>,
+    /// Daily usage to add: (agent, UTC day, micro-dollars), one entry per (agent, day).
+    pub usage: Vec<(String, i64, i64)>,
+}
+
+/// The users a draft addresses: for a fan-out, each delegator of the snapshot; else the agent's
+/// own wallet.
+fn users_of(d: &IntentDraft, snapshot: &Snapshot) -> Vec<ExecutionDraft> {
+    if !d.fan_out {
+        return vec![d.own.clone()];
+    }
+    let delegators = snapshot.delegators.get(&d.id).map(Vec::as_slice);
+    delegators
+        .unwrap_or_default()
+        .iter()
+        .map(|wallet| ExecutionDraft {
+            user_did: user_did(d.chain_id, wallet),
+            wallet_address: wallet.clone(),
+        })
+        .collect()
+}
+
+/// Decides `drafts` against `snapshot` and the locked credit rows in `ledger` (which keeps the
+/// credit changes and their ledger rows). An error is never a refusal: the caller rolls back.
+pub fn decide<'a>(
+    drafts: &'a [IntentDraft],
+    snapshot: &Snapshot,
+    ledger: &mut CreditLedger<'a>,
+) -> Result<Acceptance<'a>, LedgerError> {
+    let mut out = Acceptance {
+        outcomes: Vec::with_capacity(drafts.len()),
+        ..Acceptance::default()
+    };
+    // Keys accepted in this batch: (request hash, intent).
+    let mut in_batch: HashMap<(&str, &str), (&[u8; 32], &str)> = HashMap::new();
+    // Keys whose stale record an accepted draft replaced.
+    let mut replaced: BTreeSet<(&str, &str)> = BTreeSet::new();
+    let mut usage: HashMap<(&str, i64), i64> = HashMap::new();
+    let mut added_usage: BTreeMap<(&str, i64), i64> = BTreeMap::new();
+    for d in drafts {
+        let outcome = decide_one(
+            d,
+            snapshot,
+            ledger,
+            &mut in_batch,
+            &mut replaced,
+            &mut usage,
+        )?;
+        if let AcceptOutcome::Accepted {
+            total,
+            reserved_credits,
+            free_request,
+        } = outcome
+        {
+            if d.is_write && d.amount_micros > 0 {
+                *added_usage.entry((&d.agent_id, d.day)).or_insert(0) += d.amount_micros;
+            }
+            for (seq, user) in (0u32..).zip(users_of(d, snapshot)) {
+                out.executions.push(NewExecution {
+                    intent_id: &d.id,
+                    seq,
+                    execution_key: execution_key(&d.id, seq),
+                    user,
+                    chain_id: d.chain_id,
+                });
+            }
+            out.intents.push(AcceptedIntent {
+                draft: d,
+                reserved_credits,
+                free_request,
+                total,
+            });
+        }
+        out.outcomes.push(outcome);
+    }
+    out.replaced_keys = replaced
+        .into_iter()
+        .map(|(agent, key)| (agent.to_owned(), key.to_owned()))
+        .collect();
+    out.usage = added_usage
+        .into_iter()
+        .map(|((agent, day), micros)| (agent.to_owned(), day, micros))
+        .collect();
+    Ok(out)
+}
+
+/// Decides one draft, recording in the batch's maps what an acceptance changes.
+fn decide_one<'a>(
+    d: &'a IntentDraft,
+    snapshot: &Snapshot,
+    ledger: &mut CreditLedger<'a>,
+    in_batch: &mut HashMap<(&'a str, &'a str), (&'a [u8; 32], &'a str)>,
+    replaced: &mut BTreeSet<(&'a str, &'a str)>,
+    usage: &mut HashMap<(&'a str, i64), i64>,
+) -> Result<AcceptOutcome, LedgerError> {
+    let confirmed = snapshot
+        .agents
+        .get(&d.agent_id)
+        .is_some_and(|a| a.key_hash.0 == d.key_hash.0 && a.policy == d.policy);
+    if !confirmed {
+        return Ok(AcceptOutcome::Stale);
+    }
+    let key = (d.agent_id.as_str(), d.idempotency_key.as_str());
+    let replay = |hash: &[u8; 32], intent_id: &str| {
+        if *hash == d.request_hash {
+            AcceptOutcome::Replay {
+                intent_id: intent_id.to_owned(),
+            }
+        } else {
+            AcceptOutcome::KeyReused
+        }
+    };
+    if let Some((hash, intent_id)) = in_batch.get(&key) {
+        return Ok(replay(hash, intent_id));
+    }
+    let mut replaces_stale = false;
+    if let Some(found) = snapshot
+        .idempotency
+        .get(&(d.agent_id.clone(), d.idempotency_key.clone()))
+    {
+        if is_stale_derived_key(found.created_at, d.replace_idempotency_before) {
+            replaces_stale = true;
+        } else {
+            return Ok(replay(&found.request_hash, &found.intent_id));
+        }
+    }
+    let used_key = (d.agent_id.as_str(), d.day);
+    let used = match usage.get(&used_key) {
+        Some(used) => *used,
+        None => snapshot
+            .usage
+            .get(&(d.agent_id.clone(), d.day))
+            .copied()
+            .unwrap_or(0),
+    };
+    if d.is_write && !fits_daily_limit(used, d.amount_micros, d.daily_limit_micros) {
+        return Ok(AcceptOutcome::DailyLimit { used_micros: used });
+    }
+    let users = match d.fan_out {
+        true => snapshot.delegators.get(&d.id).map_or(0, Vec::len),
+        false => 1,
+    };
+    if users == 0 {
+        return Ok(AcceptOutcome::DelegationRequired);
+    }
+    let users = u32::try_from(users).map_err(|_| LedgerError::OutOfRange("users"))?;
+    let Some(price) = price_for(d.price_per_execution, u64::from(users)) else {
+        // More than any balance can hold: refused as short, never priced lower.
+        return Ok(AcceptOutcome::InsufficientCredits {
+            balance: ledger.account(&d.account_id).map_or(0, |a| a.balance),
+            price: i64::MAX,
+        });
+    };
+    let reservation = Reservation {
+        account_id: &d.account_id,
+        agent_id: &d.agent_id,
+        intent_id: &d.id,
+        action: &d.action,
+        price,
+        users,
+        free_per_day: d.free_per_day,
+        at: d.now,
+    };
+    let (reserve, free_request) = match ledger.cover(&reservation)? {
+        Cover::Covered {
+            reserve,
+            free_request,
+        } => (reserve, free_request),
+        Cover::Insufficient { balance, price } => {
+            return Ok(AcceptOutcome::InsufficientCredits { balance, price });
+        }
+        Cover::AllowanceUsed => return Ok(AcceptOutcome::DailyFreeLimitExceeded),
+    };
+    ledger.reserve(&reservation, reserve, free_request)?;
+    if d.is_write {
+        usage.insert(used_key, used.saturating_add(d.amount_micros));
+    }
+    if replaces_stale {
+        replaced.insert(key);
+    }
+    in_batch.insert(key, (&d.request_hash, &d.id));
+    Ok(AcceptOutcome::Accepted {
+        total: users,
+        reserved_credits: reserve,
+        free_request,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::{DAY_MS, day_of};
+    use crate::states::LedgerKind;
+    use crate::store::CreditAccount;
+
+    const NOON: i64 = 20_000 * DAY_MS + DAY_MS / 2;
+
+    fn policy() -> PolicyRecord {
+        PolicyRecord {
+            agent_id: "agent".into(),
+            allowed_actions: vec!["swap".into()],
+            daily_limit_micros: 100,
+            max_per_action_micros: None,
+            updated_at: 1,
+        }
+    }
+
+    /// A write of `amount` micro-dollars at 10 credits, for the agent's own wallet, at noon.
+    fn draft(id: &str, key: &str, amount: i64) -> IntentDraft {
+        IntentDraft {
+            id: id.into(),
+            agent_id: "agent".into(),
+            account_id: "acc".into(),
+            action: "swap".into(),
+            lane: "executeIntent".into(),
+            params: "{}".into(),
+            chain_id: 8453,
+            amount_micros: amount,
+            is_write: true,
+            daily_limit_micros: 100,
+            price_per_execution: 10,
+            free_per_day: 1,
+            idempotency_key: key.into(),
+            request_hash: [key.len() as u8; 32],
+            replace_idempotency_before: None,
+            fan_out: false,
+            only_delegator: None,
+            own: ExecutionDraft {
+                user_did: user_did(8453, "0xA6E47"),
+                wallet_address: "0xA6E47".into(),
+            },
+            lease: None,
+            day: day_of(NOON),
+            now: NOON,
+            key_hash: SecretHash([7; 32]),
+            policy: Some(policy()),
+        }
+    }
+
+    fn snapshot() -> Snapshot {
+        let agent = AgentNow {
+            key_hash: SecretHash([7; 32]),
+            policy: Some(policy()),
+        };
+        Snapshot {
+            agents: HashMap::from([("agent".to_owned(), agent)]),
+            ..Snapshot::default()
+        }
+    }
+
+    fn ledger(balance: i64, free_day: i64, free_used: u32) -> CreditLedger<'static> {
+        let account = CreditAccount {
+            balance,
+            reserved: 0,
+            free_day,
+            free_used,
+        };
+        CreditLedger::new(BTreeMap::from([("acc", account)]))
+    }
+
+    fn accepted(total: u32, reserved_credits: i64, free_request: bool) -> AcceptOutcome {
+        AcceptOutcome::Accepted {
+            total,
+            reserved_credits,
+            free_request,
+        }
+    }
+
+    fn outcomes(drafts: &[IntentDraft], s: &Snapshot, balance: i64) -> Vec<AcceptOutcome> {
+        let mut l = ledger(balance, 0, 0);
+        decide(drafts, s, &mut l).map(|a| a.outcomes).unwrap()
+    }
+
+    #[test]
+    fn an_accepted_draft_writes_its_intent_execution_usage_and_reservation() {
+        let drafts = [draft("i1", "k", 40)];
+        let mut l = ledger(100, 0, 0);
+        let a = decide(&drafts, &snapshot(), &mut l).unwrap();
+        assert_eq!(a.outcomes, [accepted(1, 10, false)]);
+        assert_eq!(a.intents.len(), 1);
+        assert_eq!((a.intents[0].total, a.intents[0].reserved_credits), (1, 10));
+        let e = &a.executions[0];
+        assert_eq!(
+            (e.intent_id, e.seq, e.execution_key.as_str()),
+            ("i1", 0, "i1:0")
+        );
+        assert_eq!(e.user, drafts[0].own);
+        assert_eq!(a.usage, [("agent".to_owned(), day_of(NOON), 40)]);
+        assert!(a.replaced_keys.is_empty());
+        assert_eq!(
+            l.account("acc").map(|a| (a.balance, a.reserved)),
+            Some((90, 10))
+        );
+        assert_eq!(l.rows()[0].kind, LedgerKind::Reserve);
+    }
+
+    #[test]
+    fn a_changed_key_or_policy_or_a_gone_agent_is_stale_and_writes_nothing() {
+        let mut rotated = snapshot();
+        rotated.agents.get_mut("agent").unwrap().key_hash = SecretHash([8; 32]);
+        let mut repoliced = snapshot();
+        repoliced.agents.get_mut("agent").unwrap().policy = None;
+        let gone = Snapshot::default();
+        for s in [rotated, repoliced, gone] {
+            let drafts = [draft("i1", "k", 1)];
+            let mut l = ledger(100, 0, 0);
+            let a = decide(&drafts, &s, &mut l).unwrap();
+            assert_eq!(a.outcomes, [AcceptOutcome::Stale]);
+            assert!(a.intents.is_empty() && a.executions.is_empty() && a.usage.is_empty());
+            assert!(l.rows().is_empty() && l.changed().is_empty());
+        }
+    }
+
+    #[test]
+    fn a_stored_key_replays_or_is_reused() {
+        let mut s = snapshot();
+        let stored = IdempotencyRecord {
+            request_hash: [1; 32],
+            intent_id: "earlier".into(),
+            created_at: NOON - 10,
+        };
+        s.idempotency.insert(("agent".into(), "k".into()), stored);
+        let same = draft("i1", "k", 1); // request hash [1; 32]
+        let mut other = draft("i2", "k", 1);
+        other.request_hash = [2; 32];
+        let replay = AcceptOutcome::Replay {
+            intent_id: "earlier".into(),
+        };
+        assert_eq!(
+            outcomes(&[same, other], &s, 100),
+            [replay, AcceptOutcome::KeyReused]
+        );
+    }
+
+    #[test]
+    fn a_key_accepted_earlier_in_the_batch_replays_or_is_reused() {
+        let first = draft("i1", "k", 1);
+        let again = draft("i2", "k", 1);
+        let mut other = draft("i3", "k", 1);
+        other.request_hash = [9; 32];
+        let replay = AcceptOutcome::Replay {
+            intent_id: "i1".into(),
+        };
+        let got = outcomes(&[first, again, other], &snapshot(), 100);
+        assert_eq!(
+            got,
+            [accepted(1, 10, false), replay, AcceptOutcome::KeyReused]
+        );
+    }
+
+    #[test]
+    fn a_stale_derived_key_is_replaced_only_by_an_accepted_draft() {
+        let mut s = snapshot();
+        let stored = IdempotencyRecord {
+            request_hash: [1; 32],
+            intent_id: "old".into(),
+            created_at: NOON - 1000,
+        };
+        s.idempotency.insert(("agent".into(), "k".into()), stored);
+        let mut d = draft("i1", "k", 1);
+        d.replace_idempotency_before = Some(NOON - 999);
+        let drafts = [d.clone()];
+        let a = decide(&drafts, &s, &mut ledger(100, 0, 0)).unwrap();
+        assert_eq!(a.outcomes, [accepted(1, 10, false)]);
+        assert_eq!(a.replaced_keys, [("agent".to_owned(), "k".to_owned())]);
+        // Inside the window the record stands: a replay.
+        d.replace_idempotency_before = Some(NOON - 1000);
+        let drafts = [d.clone()];
+        let a = decide(&drafts, &s, &mut ledger(100, 0, 0)).unwrap();
+        let replay = AcceptOutcome::Replay {
+            intent_id: "old".into(),
+        };
+        assert_eq!((a.outcomes, a.replaced_keys.len()), (vec![replay], 0));
+        // A stale record whose replacement is refused stays.
+        d.replace_idempotency_before = Some(NOON);
+        d.amount_micros = 101;
+        let drafts = [d];
+        let a = decide(&drafts, &s, &mut ledger(100, 0, 0)).unwrap();
+        assert_eq!(a.outcomes, [AcceptOutcome::DailyLimit { used_micros: 0 }]);
+        assert!(a.replaced_keys.is_empty());
+    }
+
+    #[test]
+    fn the_daily_limit_counts_what_was_used_and_each_draft_before() {
+        let mut s = snapshot();
+        s.usage.insert(("agent".into(), day_of(NOON)), 60);
+        // 60 used of 100: 40 fits exactly, then 1 more does not; a read is never counted.
+        let mut read = draft("i3", "k3", 500);
+        read.is_write = false;
+        let drafts = [draft("i1", "k1", 40), draft("i2", "k2", 1), read];
+        let got = outcomes(&drafts, &s, 100);
+        let refused = AcceptOutcome::DailyLimit { used_micros: 100 };
+        assert_eq!(
+            got,
+            [accepted(1, 10, false), refused, accepted(1, 10, false)]
+        );
+        // Yesterday's usage does not count today.
+        let mut s = snapshot();
+        s.usage.insert(("agent".into(), day_of(NOON) - 1), 100);
+        assert_eq!(
+            outcomes(&[draft("i1", "k1", 100)], &s, 100),
+            [accepted(1, 10, false)]
+        );
+    }
+
+    #[test]
+    fn usage_is_added_once_per_agent_and_day() {
+        let drafts = [
+            draft("i1", "k1", 10),
+            draft("i2", "k2", 15),
+            draft("i3", "k3", 0),
+        ];
+        let a = decide(&drafts, &snapshot(), &mut ledger(100, 0, 0)).unwrap();
+        assert_eq!(a.usage, [("agent".to_owned(), day_of(NOON), 25)]);
+    }
+
+    #[test]
+    fn a_fan_out_addresses_every_delegator_and_reserves_for_each() {
+        let mut d = draft("i1", "k", 1);
+        d.fan_out = true;
+        let drafts = [d];
+        // No delegator: refused, nothing written.
+        let mut l = ledger(100, 0, 0);
+        let a = decide(&drafts, &snapshot(), &mut l).unwrap();
+        assert_eq!(a.outcomes, [AcceptOutcome::DelegationRequired]);
+        assert!(l.changed().is_empty());
+        let mut s = snapshot();
+        let wallets = vec!["0xB0B".to_owned(), "0xCAFE".to_owned(), "0xD00D".to_owned()];
+        s.delegators.insert("i1".into(), wallets);
+        let mut l = ledger(100, 0, 0);
+        let a = decide(&drafts, &s, &mut l).unwrap();
+        assert_eq!(a.outcomes, [accepted(3, 30, false)]);
+        let users: Vec<_> = a
+            .executions
+            .iter()
+            .map(|e| (e.seq, e.user.user_did.as_str()))
+            .collect();
+        assert_eq!(
+            users,
+            [
+                (0, "did:pkh:eip155:8453:0xB0B"),
+                (1, "did:pkh:eip155:8453:0xCAFE"),
+                (2, "did:pkh:eip155:8453:0xD00D"),
+            ]
+        );
+        assert_eq!(l.rows()[0].reason, "swap x3");
+        // 30 credits needed, 25 held, the free request used: refused with the whole price.
+        let mut l = ledger(25, day_of(NOON), 1);
+        let a = decide(&drafts, &s, &mut l).unwrap();
+        let short = AcceptOutcome::InsufficientCredits {
+            balance: 25,
+            price: 30,
+        };
+        assert_eq!(a.outcomes, [short]);
+    }
+
+    #[test]
+    fn credits_then_the_free_allowance_then_a_refusal() {
+        // 15 credits: one paid draft; then the one free request of the day; then refused as short.
+        let drafts = [
+            draft("i1", "k1", 0),
+            draft("i2", "k2", 0),
+            draft("i3", "k3", 0),
+        ];
+        let short = AcceptOutcome::InsufficientCredits {
+            balance: 5,
+            price: 10,
+        };
+        let got = outcomes(&drafts, &snapshot(), 15);
+        assert_eq!(got, [accepted(1, 10, false), accepted(1, 0, true), short]);
+        // An empty balance with the allowance used is told apart.
+        let got = outcomes(&drafts[..2], &snapshot(), 0);
+        assert_eq!(
+            got,
+            [accepted(1, 0, true), AcceptOutcome::DailyFreeLimitExceeded]
+        );
+    }
+
+    #[test]
+    fn the_free_allowance_is_whole_again_after_utc_midnight() {
+        let mut late = draft("i1", "k1", 0);
+        late.now = day_of(NOON) * DAY_MS + DAY_MS - 1;
+        late.day = day_of(late.now);
+        let mut early = draft("i2", "k2", 0);
+        early.now = late.now + 1;
+        early.day = day_of(early.now);
+        let drafts = [late, early];
+        // Yesterday's (day - 1) request is used; 23:59:59.999 has none left, 00:00 has one.
+        let mut l = ledger(0, day_of(NOON) - 1, 1);
+        let a = decide(&drafts[..1], &snapshot(), &mut l).unwrap();
+        assert_eq!(a.outcomes, [accepted(1, 0, true)]);
+        let a = decide(&drafts, &snapshot(), &mut ledger(0, day_of(NOON), 1)).unwrap();
+        assert_eq!(
+            a.outcomes,
+            [AcceptOutcome::DailyFreeLimitExceeded, accepted(1, 0, true)]
+        );
+        let mut l = ledger(0, day_of(NOON), 1);
+        decide(&drafts, &snapshot(), &mut l).unwrap();
+        assert_eq!(
+            l.account("acc").map(|a| (a.free_day, a.free_used)),
+            Some((day_of(NOON) + 1, 1))
+        );
+    }
+
+    #[test]
+    fn a_price_that_overflows_is_refused_not_wrapped() {
+        let mut d = draft("i1", "k", 0);
+        d.fan_out = true;
+        d.price_per_execution = i64::MAX / 2 + 1;
+        let drafts = [d];
+        let mut s = snapshot();
+        s.delegators
+            .insert("i1".into(), vec!["0xB0B".into(), "0xCAFE".into()]);
+        let mut l = ledger(100, 0, 0);
+        let a = decide(&drafts, &s, &mut l).unwrap();
+        let refused = AcceptOutcome::InsufficientCredits {
+            balance: 100,
+            price: i64::MAX,
+        };
+        assert_eq!(a.outcomes, [refused]);
+        assert!(l.changed().is_empty() && a.executions.is_empty());
+    }
+
+    #[test]
+    fn an_unlocked_account_is_an_error_not_a_refusal() {
+        let drafts = [draft("i1", "k", 0)];
+        let got = decide(&drafts, &snapshot(), &mut CreditLedger::default());
+        assert_eq!(
+            got.map(|a| a.outcomes),
+            Err(LedgerError::AccountNotLocked("acc".into()))
+        );
+    }
+}

@@ -1,0 +1,161 @@
+//! The states of what the gateway stores, as types. Each is stored as its string ([`as_str`]) and
+//! parsed back when read ([`FromStr`]); a string the code does not know is an error, not a guess.
+//!
+//! [`as_str`]: IntentStatus::as_str
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A stored state string that names no state of its kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} {value:?}")]
+pub struct UnknownState {
+    pub kind: &'static str,
+    pub value: String,
+}
+
+/// Declares a state enum with its stored strings, `as_str`, `FromStr` and `Display`.
+macro_rules! states {
+    ($(#[$doc:meta])* $name:ident ($kind:literal) { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vdoc])* $variant),+
+        }
+
+        impl $name {
+            /// Every state, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The stored (and wire) string.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownState;
+            fn from_str(s: &str) -> Result<Self, UnknownState> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err(UnknownState { kind: $kind, value: s.to_owned() }),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+states! {
+    /// Where an intent is: queued until every execution has ended, then completed (at least one
+    /// succeeded, or it addressed nobody) or failed.
+    IntentStatus ("intent status") {
+        Queued = "queued",
+        Completed = "completed",
+        Failed = "failed",
+    }
+}
+
+impl IntentStatus {
+    /// Whether the intent has ended: its status will not change again. The one predicate every
+    /// surface that waits for an intent uses.
+    pub fn is_ended(self) -> bool {
+        self != IntentStatus::Queued
+    }
+}
+
+states! {
+    /// Where one execution of an intent is. A write is marked started (by the lease holder) before
+    /// its provider is called; a read goes from pending straight to its end.
+    ExecutionState ("execution state") {
+        Pending = "pending",
+        Started = "started",
+        Succeeded = "succeeded",
+        Failed = "failed",
+    }
+}
+
+impl ExecutionState {
+    /// Whether the execution has ended (succeeded or failed).
+    pub fn is_ended(self) -> bool {
+        matches!(self, ExecutionState::Succeeded | ExecutionState::Failed)
+    }
+
+    /// The state after an end is recorded: only a pending or started execution takes it (an ended
+    /// one keeps its end).
+    pub fn record(self, ended: ExecutionState) -> Self {
+        if self.is_ended() { self } else { ended }
+    }
+
+    /// The state an ended execution is in.
+    pub fn ended(success: bool) -> Self {
+        if success {
+            ExecutionState::Succeeded
+        } else {
+            ExecutionState::Failed
+        }
+    }
+}
+
+states! {
+    /// What a credit ledger row records.
+    LedgerKind ("ledger kind") {
+        /// Credits given by the operator.
+        Grant = "grant",
+        /// Credits bought (x402).
+        Purchase = "purchase",
+        /// Credits moved from the balance to the reservation at submit.
+        Reserve = "reserve",
+        /// A free request used at submit (nothing moves).
+        Free = "free",
+        /// Reserved credits of successful executions spent.
+        Capture = "capture",
+        /// Reserved credits given back to the balance.
+        Release = "release",
+        /// A free request given back (its intent did not succeed).
+        FreeRefund = "free_refund",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_through_their_strings() {
+        for s in IntentStatus::ALL {
+            assert_eq!(s.as_str().parse::<IntentStatus>(), Ok(*s));
+        }
+        for s in ExecutionState::ALL {
+            assert_eq!(s.as_str().parse::<ExecutionState>(), Ok(*s));
+        }
+        for s in LedgerKind::ALL {
+            assert_eq!(s.as_str().parse::<LedgerKind>(), Ok(*s));
+        }
+        let unknown = "done".parse::<IntentStatus>();
+        assert_eq!(
+            unknown.map_err(|e| e.to_string()),
+            Err("unknown intent status \"done\"".into())
+        );
+    }
+
+    #[test]
+    fn ended_is_decided_by_the_state() {
+        assert!(!IntentStatus::Queued.is_ended());
+        assert!(IntentStatus::Completed.is_ended() && IntentStatus::Failed.is_ended());
+        assert!(!ExecutionState::Pending.is_ended() && !ExecutionState::Started.is_ended());
+        assert_eq!(ExecutionState::ended(true), ExecutionState::Succeeded);
+        assert_eq!(ExecutionState::ended(false), ExecutionState::Failed);
+        let (done, failed) = (ExecutionState::Succeeded, ExecutionState::Failed);
+        assert_eq!(ExecutionState::Pending.record(done), done);
+        assert_eq!(ExecutionState::Started.record(failed), failed);
+        assert_eq!(ExecutionState::Failed.record(done), failed);
+    }
+}
