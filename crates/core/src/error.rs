@@ -75,8 +75,21 @@ impl Error {
 }
 
 impl From<crate::store::StoreError> for Error {
+    /// A busy or unreachable database is answered 503 with a retry hint (nothing was written);
+    /// anything else is an internal error.
     fn from(e: crate::store::StoreError) -> Self {
-        Error::internal(e)
+        use crate::store::StoreErrorKind::{Busy, Unavailable};
+        match e.kind() {
+            Busy | Unavailable => Error {
+                detail: Some(e.to_string()),
+                ..Error::new(
+                    ErrorCode::NotAvailable,
+                    "The gateway's database is busy or unreachable; nothing was changed. Try again shortly.",
+                )
+                .with_retry_after(1)
+            },
+            _ => Error::internal(e),
+        }
     }
 }
 
@@ -87,3 +100,23 @@ impl From<crate::crypto::CryptoError> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{StoreError, StoreErrorKind};
+
+    #[test]
+    fn a_busy_or_absent_database_asks_for_a_retry_and_the_rest_is_internal() {
+        for kind in [StoreErrorKind::Busy, StoreErrorKind::Unavailable] {
+            let e = Error::from(StoreError::new(kind, "database is locked"));
+            assert_eq!((e.code, e.retry_after), (ErrorCode::NotAvailable, Some(1)));
+            assert!(!e.message.contains("locked"), "the detail stays in the log");
+            assert!(e.detail.is_some_and(|d| d.contains("database is locked")));
+        }
+        for kind in [StoreErrorKind::Corrupt, StoreErrorKind::Other] {
+            let e = Error::from(StoreError::new(kind, "x"));
+            assert_eq!((e.code, e.retry_after), (ErrorCode::Internal, None));
+        }
+    }
+}

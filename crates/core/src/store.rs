@@ -7,10 +7,65 @@ use async_trait::async_trait;
 use crate::crypto::SecretHash;
 use crate::states::ExecutionState;
 
-/// A storage failure. Its text is for the log, never for a response.
-#[derive(Debug, thiserror::Error)]
-#[error("store: {0}")]
-pub struct StoreError(pub String);
+/// What kind of storage failure it was, for those that act on it: a busy transaction is tried
+/// again, an unavailable database is answered "try again later", the rest are bugs or corruption
+/// and are logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// Another transaction held what this one needed (SQLite busy or locked; PostgreSQL
+    /// serialization failure, deadlock, lock not available): the same work may succeed when tried
+    /// again, and nothing of it was written.
+    Busy,
+    /// The database cannot be reached, or the store is closed or shutting down.
+    Unavailable,
+    /// A stored value the code cannot read: a state it does not know, a hash of the wrong length,
+    /// a number out of its type's range.
+    Corrupt,
+    /// Anything else: a statement the database refused, a broken invariant.
+    Other,
+}
+
+/// A storage failure, with its kind and, when it came from below, its source. Its text is for the
+/// log, never for a response.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("store ({kind:?}): {message}")]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    message: String,
+    #[source]
+    source: Option<std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl StoreError {
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> Self {
+        StoreError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failure of `kind` caused by `source` (its text is the message).
+    pub fn from_source(
+        kind: StoreErrorKind,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError {
+            kind,
+            message: source.to_string(),
+            source: Some(std::sync::Arc::new(source)),
+        }
+    }
+
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// Whether trying the same work again may succeed ([`StoreErrorKind::Busy`]).
+    pub fn is_retryable(&self) -> bool {
+        self.kind == StoreErrorKind::Busy
+    }
+}
 
 /// A pending e-mail code.
 #[derive(Debug, Clone)]

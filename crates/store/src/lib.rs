@@ -15,7 +15,7 @@ use actiongate_core::store::{
     EmailChallenge, ExecutionFinish, ExecutionRecord, IdempotencyRecord, IntentDraft, IntentRecord,
     InvoiceRecord, LedgerEntry, NewAgent, Onboarding, OnboardingOutcome, PersonhoodChallenge,
     PersonhoodEffect, PersonhoodOutcome, PolicyRecord, SessionRecord, SettleOutcome, SignedTx,
-    Store, StoreError,
+    Store, StoreError, StoreErrorKind,
 };
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -24,6 +24,10 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 use sqlx::{Postgres, Row, Sqlite};
+
+mod error;
+
+use error::{Failure, closed, corrupt, err};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -835,7 +839,7 @@ impl BatchWriter for sqlx::PgConnection {
         }
         fn int<T, U: TryFrom<T>>(v: T) -> Result<U, StoreError>
         where
-            U::Error: std::fmt::Display,
+            Failure: From<U::Error>,
         {
             U::try_from(v).map_err(err)
         }
@@ -844,7 +848,7 @@ impl BatchWriter for sqlx::PgConnection {
             f: impl Fn(&'r T) -> V,
         ) -> Result<Vec<U>, StoreError>
         where
-            U::Error: std::fmt::Display,
+            Failure: From<U::Error>,
         {
             items.iter().map(|t| int(f(t))).collect()
         }
@@ -963,7 +967,7 @@ macro_rules! read_snapshot {
             q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
         for (agent, key, hash, intent_id, created_at) in rows {
             let request_hash = <[u8; 32]>::try_from(hash)
-                .map_err(|_| StoreError("a stored request hash is not 32 bytes".into()))?;
+                .map_err(|_| corrupt("a stored request hash is not 32 bytes"))?;
             let record = IdempotencyRecord {
                 request_hash,
                 intent_id,
@@ -1126,25 +1130,41 @@ macro_rules! settle_and_accept {
     }};
 }
 
+/// How many times a batch that met a busy database is tried whole.
+const BATCH_ATTEMPTS: u64 = 3;
+
 /// Runs a batch on the batcher's connection `$conn` (`$begin` opens a write transaction on it): the
-/// settles and the drafts in one transaction and one commit (group commit). Should that fail, it is
-/// rolled back whole, the settles run in a transaction of their own and each draft is accepted
+/// settles and the drafts in one transaction and one commit (group commit), tried again when the
+/// database was busy ([`BATCH_ATTEMPTS`]). Should that fail, it is rolled back whole, the settles run in a transaction of their own and each draft is accepted
 /// inside its own savepoint, so that one draft's error leaves nothing while the others commit.
 /// Evaluates to (the settles' result, one result per draft).
 macro_rules! write_batch {
     ($conn:expr, $begin:literal, $settles:expr, $drafts:expr) => {{
         let (conn, settles, drafts): (_, &[Settle], &[IntentDraft]) = ($conn, $settles, $drafts);
-        let together: Result<Vec<AcceptOutcome>, StoreError> = async {
-            let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(err)?;
-            let outcomes = settle_and_accept!(tx, settles, drafts)?;
-            tx.commit().await.map_err(err)?;
-            Ok(outcomes)
-        }
-        .await;
+        let mut attempts = 0;
+        let together: Result<Vec<AcceptOutcome>, StoreError> = loop {
+            attempts += 1;
+            let tried: Result<Vec<AcceptOutcome>, StoreError> = async {
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(err)?;
+                let outcomes = settle_and_accept!(tx, settles, drafts)?;
+                tx.commit().await.map_err(err)?;
+                Ok(outcomes)
+            }
+            .await;
+            match tried {
+                // A busy database (a lock another process held, a serialization failure) wrote
+                // nothing: the same batch again, a few times, before it is split up.
+                Err(e) if e.is_retryable() && attempts < BATCH_ATTEMPTS => {
+                    tracing::debug!(error = %e, attempts, "batch busy; trying again");
+                    tokio::time::sleep(Duration::from_millis(5 * attempts)).await;
+                }
+                other => break other,
+            }
+        };
         match together {
             Ok(outcomes) => (Ok(()), Ok(outcomes.into_iter().map(Ok).collect())),
             Err(e) => {
-                tracing::warn!(error = %e.0, settles = settles.len(), drafts = drafts.len(), "batch failed; settling alone and accepting the drafts one by one");
+                tracing::warn!(error = %e, settles = settles.len(), drafts = drafts.len(), "batch failed; settling alone and accepting the drafts one by one");
                 let settled: Result<(), StoreError> = async {
                     if settles.is_empty() {
                         return Ok(());
@@ -1174,7 +1194,7 @@ macro_rules! write_batch {
                         outcomes[i] = Some(outcome);
                     }
                     tx.commit().await.map_err(err)?;
-                    Ok(outcomes.into_iter().map(|o| o.unwrap_or_else(|| Err(StoreError("draft skipped".into())))).collect())
+                    Ok(outcomes.into_iter().map(|o| o.unwrap_or_else(|| Err(StoreError::new(StoreErrorKind::Other, "draft skipped")))).collect())
                 }
                 .await;
                 (settled, one_by_one)
@@ -1216,15 +1236,10 @@ fn answer(
         "batch written"
     );
     if let Err(e) = &settled {
-        tracing::error!(error = %e.0, size = settle_replies.len(), "settling failed");
+        tracing::error!(error = %e, size = settle_replies.len(), "settling failed");
     }
     for reply in settle_replies {
-        let _ = reply.send(
-            settled
-                .as_ref()
-                .map(|_| ())
-                .map_err(|e| StoreError(e.0.clone())),
-        );
+        let _ = reply.send(settled.as_ref().map(|_| ()).map_err(StoreError::clone));
     }
     match accepted {
         Ok(outcomes) => {
@@ -1233,9 +1248,9 @@ fn answer(
             }
         }
         Err(e) => {
-            tracing::error!(error = %e.0, size = replies.len(), "accept batch failed");
+            tracing::error!(error = %e, size = replies.len(), "accept batch failed");
             for reply in replies {
-                let _ = reply.send(Err(StoreError(e.0.clone())));
+                let _ = reply.send(Err(e.clone()));
             }
         }
     }
@@ -1348,7 +1363,7 @@ async fn run_batcher(backend: Backend, mut jobs: tokio::sync::mpsc::Receiver<Job
                 let started = std::time::Instant::now();
                 let result = match conn {
                     Ok(conn) => write_batch!(conn, "BEGIN", &settles, &drafts),
-                    Err(e) => (Err(StoreError(e.0.clone())), Err(e)),
+                    Err(e) => (Err(e.clone()), Err(e)),
                 };
                 if result.0.is_err() || result.1.is_err() {
                     held = None;
@@ -1370,14 +1385,6 @@ pub struct SqlStore {
     batcher: tokio::sync::mpsc::Sender<Job>,
 }
 
-fn closed() -> StoreError {
-    StoreError("the store is closed".into())
-}
-
-fn err(e: impl std::fmt::Display) -> StoreError {
-    StoreError(e.to_string())
-}
-
 /// Which backend a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
@@ -1392,8 +1399,9 @@ impl BackendKind {
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(Self::Postgres)
         } else {
-            Err(StoreError(
-                "database URL must start with sqlite:// or postgres://".into(),
+            Err(StoreError::new(
+                StoreErrorKind::Other,
+                "database URL must start with sqlite:// or postgres://",
             ))
         }
     }
@@ -1411,7 +1419,10 @@ impl SqlStore {
         {
             return outcome;
         }
-        Err(StoreError("the store's batcher stopped".into()))
+        Err(StoreError::new(
+            StoreErrorKind::Unavailable,
+            "the store's batcher stopped",
+        ))
     }
 
     /// Connects to `url` (`sqlite://path` or `postgres://…`). SQLite files are created when missing
@@ -1553,7 +1564,7 @@ where
 fn hash_from(bytes: Vec<u8>) -> Result<SecretHash, StoreError> {
     let arr: [u8; 32] = bytes
         .try_into()
-        .map_err(|_| StoreError("stored hash is not 32 bytes".into()))?;
+        .map_err(|_| corrupt("a stored key hash is not 32 bytes"))?;
     Ok(SecretHash(arr))
 }
 
@@ -2779,7 +2790,7 @@ impl Store for SqlStore {
                 .rows_affected();
                 if done != 1 {
                     tx.rollback().await.map_err(err)?;
-                    return Err(StoreError(format!("no reserved transaction at nonce {nonce} of {wallet} on chain {chain_id}")));
+                    return Err(StoreError::new(StoreErrorKind::Other, format!("no reserved transaction at nonce {nonce} of {wallet} on chain {chain_id}")));
                 }
             }
             tx.commit().await.map_err(err)
@@ -2846,7 +2857,7 @@ pub mod testing {
         let base = postgres_base_url();
         let schema = format!("t_{}", uuid_like());
         let mut conn = PgConnectOptions::from_str(&base).map_err(err)?.connect().await.map_err(|e| {
-            StoreError(format!("cannot reach the test PostgreSQL at {base} ({e}); run ./scripts/test, which starts it"))
+            StoreError::new(actiongate_core::store::StoreErrorKind::Unavailable, format!("cannot reach the test PostgreSQL at {base} ({e}); run ./scripts/test, which starts it"))
         })?;
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
             .execute(&mut conn)
