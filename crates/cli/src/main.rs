@@ -11,6 +11,7 @@ mod credentials;
 mod output;
 mod pay;
 
+use actiongate_core::store::CreditStore;
 use actiongate_server::{Application, Config, Deps, Overrides};
 use anyhow::Context;
 use clap::{Args, CommandFactory, Parser, Subcommand};
@@ -215,7 +216,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             credits,
             reason,
         }) => {
-            use actiongate_core::store::Store;
             let config = Config::load(db.into())?;
             let store = actiongate_store::SqlStore::connect(&config.database_url).await?;
             store.migrate().await?;

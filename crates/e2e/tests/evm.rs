@@ -13,12 +13,12 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use actiongate_core::store::Store;
 use actiongate_store::SqlStore;
 use alloy::primitives::{Address, B256, U256};
 use alloy::providers::Provider;
 use serde_json::{Value, json};
 
+use actiongate_core::store::NonceStore;
 use common::*;
 
 async fn execute(

@@ -9,7 +9,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use actiongate_core::store::{DelegationRecord, Store};
+use actiongate_core::store::DelegationRecord;
+use actiongate_core::store::{CreditStore, DelegationStore};
 use actiongate_store::SqlStore;
 use actiongate_testkit::standin::read_log;
 use serde_json::{Value, json};

@@ -165,6 +165,7 @@ impl Application {
             gateway: gateway.clone(),
             catalog_bytes,
             personhood,
+            mcp_sessions: store.clone(),
         };
 
         let listener = TcpListener::bind(config.listen)

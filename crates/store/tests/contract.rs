@@ -6,6 +6,9 @@ use actiongate_core::store::{
     AcceptOutcome, AgentRecord, EmailChallenge, ExecutionDraft, IntentDraft, NewAgent, Onboarding,
     OnboardingOutcome, PolicyRecord, Store,
 };
+use actiongate_core::store::{
+    CreditStore, DelegationStore, IdentityStore, IntentStore, NonceStore, PaymentStore,
+};
 use actiongate_store::{SqlStore, testing};
 
 struct Fixture {

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use actiongate_core::store::Store;
+use actiongate_core::store::CreditStore;
 use actiongate_store::SqlStore;
 use alloy::network::{EthereumWallet, TransactionBuilder};
 use alloy::primitives::{Address, U256};

@@ -48,6 +48,7 @@ use super::AppState;
 use super::error::error_body;
 use super::extract::{BODY_LIMIT, bearer};
 use super::mcp_tools::{TOOLS, ToolSpec, tool_list};
+use actiongate_core::store::McpSessionStore;
 
 /// Tools that work without an agent key.
 pub const OPEN_TOOLS: &[&str] = &[
@@ -76,13 +77,14 @@ enum Needs {
 /// MCP sessions kept in the gateway's database, so that any process behind a load balancer can
 /// serve a session another process opened (rmcp replays the stored `initialize`).
 struct DbSessionStore {
+    sessions: Arc<dyn McpSessionStore>,
     gateway: Arc<Gateway>,
 }
 
 #[async_trait::async_trait]
 impl SessionStore for DbSessionStore {
     async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
-        match self.gateway.store().get_mcp_session(session_id).await? {
+        match self.sessions.get_mcp_session(session_id).await? {
             Some(text) => Ok(Some(serde_json::from_str(&text)?)),
             None => Ok(None),
         }
@@ -92,14 +94,13 @@ impl SessionStore for DbSessionStore {
         let text = serde_json::to_string(state)?;
         let now = actiongate_core::clock::to_millis(self.gateway.now());
         Ok(self
-            .gateway
-            .store()
+            .sessions
             .put_mcp_session(session_id, &text, now)
             .await?)
     }
 
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
-        Ok(self.gateway.store().delete_mcp_session(session_id).await?)
+        Ok(self.sessions.delete_mcp_session(session_id).await?)
     }
 }
 
@@ -107,6 +108,7 @@ impl SessionStore for DbSessionStore {
 pub fn service(
     gateway: Arc<Gateway>,
     personhood: Arc<Personhood>,
+    sessions: Arc<dyn McpSessionStore>,
     allowed_hosts: Vec<String>,
 ) -> StreamableHttpService<GatewayMcp, LocalSessionManager> {
     let tools = Arc::new(tool_list());
@@ -117,6 +119,7 @@ pub fn service(
         config = config.with_allowed_hosts(allowed_hosts);
     }
     config.session_store = Some(Arc::new(DbSessionStore {
+        sessions,
         gateway: gateway.clone(),
     }));
     StreamableHttpService::new(

@@ -40,6 +40,8 @@ pub struct AppState {
     pub gateway: Arc<Gateway>,
     pub catalog_bytes: Arc<CatalogBytes>,
     pub personhood: Arc<actiongate_core::personhood::Personhood>,
+    /// Where the MCP server keeps its sessions.
+    pub mcp_sessions: Arc<dyn actiongate_core::store::McpSessionStore>,
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -49,6 +51,7 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
     let mcp_service = mcp::service(
         state.gateway.clone(),
         state.personhood.clone(),
+        state.mcp_sessions.clone(),
         mcp_allowed_hosts,
     );
     let mcp = Router::new().route_service("/mcp", mcp_service).layer(

@@ -1,0 +1,463 @@
+//! The storage ports: one trait per aggregate ([`IdentityStore`], [`IntentStore`], [`CreditStore`],
+//! [`DelegationStore`], [`PaymentStore`], [`NonceStore`], [`PersonhoodStore`]), together the
+//! domain's [`Store`]; [`McpSessionStore`] for the MCP surface alone; the rows they carry
+//! ([`records`]); a typed [`StoreError`]. `actiongate-store` implements them on SQLite and
+//! PostgreSQL; both pass the same contract tests. The store reads, locks, writes and batches; what
+//! a row's change means for money is decided in the core ([`crate::acceptance`], [`crate::ledger`]).
+
+use async_trait::async_trait;
+
+use crate::crypto::SecretHash;
+
+mod records;
+
+pub use records::*;
+
+/// What kind of storage failure it was, for those that act on it: a busy transaction is tried
+/// again, an unavailable database is answered "try again later", the rest are bugs or corruption
+/// and are logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// Another transaction held what this one needed (SQLite busy or locked; PostgreSQL
+    /// serialization failure, deadlock, lock not available): the same work may succeed when tried
+    /// again, and nothing of it was written.
+    Busy,
+    /// The database cannot be reached, or the store is closed or shutting down.
+    Unavailable,
+    /// A stored value the code cannot read: a state it does not know, a hash of the wrong length,
+    /// a number out of its type's range.
+    Corrupt,
+    /// Anything else: a statement the database refused, a broken invariant.
+    Other,
+}
+
+/// A storage failure, with its kind and, when it came from below, its source. Its text is for the
+/// log, never for a response.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("store ({kind:?}): {message}")]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    message: String,
+    #[source]
+    source: Option<std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl StoreError {
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> Self {
+        StoreError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failure of `kind` caused by `source` (its text is the message).
+    pub fn from_source(
+        kind: StoreErrorKind,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError {
+            kind,
+            message: source.to_string(),
+            source: Some(std::sync::Arc::new(source)),
+        }
+    }
+
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// Whether trying the same work again may succeed ([`StoreErrorKind::Busy`]).
+    pub fn is_retryable(&self) -> bool {
+        self.kind == StoreErrorKind::Busy
+    }
+}
+
+/// Onboarding codes, owner sessions, agents and their policies.
+#[async_trait]
+pub trait IdentityStore: Send + Sync + 'static {
+    /// Stores a new code for an e-mail, replacing any earlier one (its tries reset).
+    async fn put_email_challenge(&self, challenge: &EmailChallenge) -> Result<(), StoreError>;
+
+    async fn get_email_challenge(&self, email: &str) -> Result<Option<EmailChallenge>, StoreError>;
+
+    /// Counts a try atomically (before the code is compared) and answers the tries so far.
+    async fn count_failed_attempt(&self, email: &str) -> Result<u32, StoreError>;
+
+    async fn complete_onboarding(
+        &self,
+        onboarding: &Onboarding,
+    ) -> Result<OnboardingOutcome, StoreError>;
+
+    /// The session with this token hash, if it has not expired at `now`.
+    async fn find_session(
+        &self,
+        token_hash: &SecretHash,
+        now: i64,
+    ) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Revokes a session; false when there was none.
+    async fn delete_session(&self, token_hash: &SecretHash) -> Result<bool, StoreError>;
+
+    /// The agent of a key with its policy (none stored: the default applies), in one read.
+    async fn find_agent_and_policy(
+        &self,
+        key_hash: &SecretHash,
+    ) -> Result<Option<(AgentRecord, Option<PolicyRecord>)>, StoreError>;
+
+    async fn get_agent(&self, agent_id: &str) -> Result<Option<AgentRecord>, StoreError>;
+
+    async fn list_agents(&self, account_id: &str) -> Result<Vec<AgentRecord>, StoreError>;
+
+    async fn create_agent(&self, agent: &NewAgent, policy: &PolicyRecord)
+    -> Result<(), StoreError>;
+
+    /// Replaces the agent's key hash; the old key stops working in the same statement.
+    async fn rotate_agent_key(
+        &self,
+        agent_id: &str,
+        key_hash: &SecretHash,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// The sealed execution-wallet key of an agent.
+    async fn agent_wallet_sealed(&self, agent_id: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    async fn get_policy(&self, agent_id: &str) -> Result<Option<PolicyRecord>, StoreError>;
+
+    async fn put_policy(&self, policy: &PolicyRecord) -> Result<(), StoreError>;
+}
+
+/// Intents and their executions: acceptance (the batcher), leases, outcomes, settlement.
+#[async_trait]
+pub trait IntentStore: Send + Sync + 'static {
+    async fn find_idempotency(
+        &self,
+        agent_id: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError>;
+
+    /// Checks idempotency, the daily limit, delegation and credits, and writes the intent, its
+    /// executions, the idempotency record, the daily usage and the credit reservation — or nothing.
+    async fn accept_intent(&self, draft: &IntentDraft) -> Result<AcceptOutcome, StoreError>;
+
+    async fn get_intent(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError>;
+
+    /// The executions of several intents, by intent and seq, in one read.
+    async fn list_executions_of(
+        &self,
+        intent_ids: &[String],
+    ) -> Result<Vec<ExecutionRecord>, StoreError>;
+
+    async fn list_executions(&self, intent_id: &str) -> Result<Vec<ExecutionRecord>, StoreError>;
+
+    async fn count_intents(&self, agent_id: &str) -> Result<u64, StoreError>;
+
+    /// Leases up to `limit` of the oldest queued intents whose lease is free or expired.
+    async fn claim_intents(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+        limit: u32,
+    ) -> Result<Vec<IntentRecord>, StoreError>;
+
+    /// Records the outcomes of reads (side-effect free, so never marked started first) and settles
+    /// their intents, in one transaction (the SQL store's: the batcher's next one, shared with the
+    /// drafts accepted at that moment); only while `owner` holds each intent's lease. Their accounts
+    /// are locked in account order; within an account, the intents are settled in the order given.
+    async fn finish_reads(
+        &self,
+        owner: &str,
+        intents: &[String],
+        done: &[(String, u32, ExecutionFinish)],
+        now: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Gives a lease back (an intent claimed in a batch but left for another worker).
+    async fn release_lease(&self, intent_id: &str, owner: &str) -> Result<(), StoreError>;
+
+    /// Extends a lease this owner holds; false when it was lost.
+    async fn renew_lease(
+        &self,
+        intent_id: &str,
+        owner: &str,
+        lease_until: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Marks a pending execution started, only while `owner` holds the intent's lease.
+    async fn start_execution(
+        &self,
+        intent_id: &str,
+        seq: u32,
+        owner: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Records how a started execution ended; false when it was not in the started state.
+    async fn finish_execution(
+        &self,
+        intent_id: &str,
+        seq: u32,
+        finish: &ExecutionFinish,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Ends a queued intent whose executions have all ended: sets its status, captures the credits of
+    /// the successful executions and releases the rest. Idempotent.
+    async fn finish_intent(
+        &self,
+        intent_id: &str,
+        now: i64,
+    ) -> Result<Option<IntentRecord>, StoreError>;
+}
+
+/// Credit accounts, grants, the ledger and daily usage.
+#[async_trait]
+pub trait CreditStore: Send + Sync + 'static {
+    async fn credit_account(&self, account_id: &str) -> Result<Option<CreditAccount>, StoreError>;
+
+    /// Adds credits (support grants, purchases) with a ledger entry.
+    async fn grant_credits(
+        &self,
+        account_id: &str,
+        amount: i64,
+        kind: &str,
+        reason: &str,
+        now: i64,
+    ) -> Result<CreditAccount, StoreError>;
+
+    async fn ledger(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
+
+    async fn daily_usage(&self, agent_id: &str, day: i64) -> Result<i64, StoreError>;
+}
+
+/// ERC-7710 delegations to agents (the fan-out gate).
+#[async_trait]
+pub trait DelegationStore: Send + Sync + 'static {
+    /// Stores a delegation; storing one with a known hash again updates its status and body.
+    async fn put_delegation(&self, delegation: &DelegationRecord) -> Result<(), StoreError>;
+
+    async fn get_delegation(&self, hash: &str) -> Result<Option<DelegationRecord>, StoreError>;
+
+    /// The agent's delegations, newest first, optionally of one chain and one delegator.
+    async fn list_delegations(
+        &self,
+        agent_id: &str,
+        chain_id: Option<u64>,
+        delegator: Option<&str>,
+    ) -> Result<Vec<DelegationRecord>, StoreError>;
+
+    /// The delegation the fan-out runs under for one delegator: the newest active, unexpired one.
+    async fn active_delegation(
+        &self,
+        agent_id: &str,
+        chain_id: u64,
+        delegator: &str,
+        now: i64,
+    ) -> Result<Option<DelegationRecord>, StoreError>;
+
+    /// Active delegations of every agent, by hash after `after`, at most `limit` (the revocation sweep).
+    async fn active_delegations(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<DelegationRecord>, StoreError>;
+
+    /// Moves a delegation to `status` (revoked, expired, invalid); answers whether it was found.
+    async fn set_delegation_status(
+        &self,
+        hash: &str,
+        status: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Delegators with an active, unexpired delegation to the agent on the chain.
+    async fn count_active_delegations(
+        &self,
+        agent_id: &str,
+        chain_id: u64,
+        now: i64,
+    ) -> Result<u64, StoreError>;
+}
+
+/// Credit purchases (x402 invoices, paid at most once) and wallets linked to accounts.
+#[async_trait]
+pub trait PaymentStore: Send + Sync + 'static {
+    async fn create_invoice(&self, invoice: &InvoiceRecord) -> Result<(), StoreError>;
+
+    async fn get_invoice(&self, id: &str) -> Result<Option<InvoiceRecord>, StoreError>;
+
+    /// Marks the invoice paid by `tx_hash`, records the hash as used and adds the credits, all in one
+    /// transaction: to the invoice's account, else to the account the payer's wallet is linked to,
+    /// else held for the wallet.
+    async fn settle_invoice(
+        &self,
+        invoice_id: &str,
+        tx_hash: &str,
+        now: i64,
+    ) -> Result<SettleOutcome, StoreError>;
+
+    /// Links a wallet to an account and moves the credits held for it into the account's balance (one
+    /// ledger entry per held purchase); answers the credits moved. A wallet linked to another account
+    /// is not moved.
+    async fn link_wallet(
+        &self,
+        address: &str,
+        account_id: &str,
+        now: i64,
+    ) -> Result<Option<i64>, StoreError>;
+
+    /// The invoice a payment transaction paid, if any.
+    async fn paid_invoice_of(&self, tx_hash: &str) -> Result<Option<String>, StoreError>;
+
+    /// The account a wallet is linked to.
+    async fn linked_account(&self, address: &str) -> Result<Option<String>, StoreError>;
+
+    /// Stores an issued EIP-4361 message for `address` to sign.
+    async fn put_link_challenge(
+        &self,
+        nonce: &str,
+        account_id: &str,
+        address: &str,
+        message: &str,
+        expires_at: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Takes (uses) an unexpired, unused link challenge of the account: its (address, message).
+    async fn take_link_challenge(
+        &self,
+        nonce: &str,
+        account_id: &str,
+        now: i64,
+    ) -> Result<Option<(String, String)>, StoreError>;
+}
+
+/// The per-wallet nonce manager: every transaction of a wallet by its nonce.
+#[async_trait]
+pub trait NonceStore: Send + Sync + 'static {
+    /// Reserves `count` nonces of a wallet for an execution, in one transaction: the execution's rows
+    /// when it has them already (idempotent), else voided nonces of the wallet first (no gap is left
+    /// behind), then new ones from `max(next stored, chain_nonce)`.
+    async fn reserve_nonces(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        execution_key: &str,
+        count: u32,
+        chain_nonce: u64,
+        now: i64,
+    ) -> Result<Vec<ChainTxRecord>, StoreError>;
+
+    /// The transactions of an execution, in plan order.
+    async fn execution_txs(&self, execution_key: &str) -> Result<Vec<ChainTxRecord>, StoreError>;
+
+    /// Keeps the signed bytes of reserved (or re-signed) transactions before any is sent, all or
+    /// none, so that an execution's transactions are either all signed or none; an earlier hash at
+    /// the same nonce moves to `prior_hashes`.
+    async fn record_signed_txs(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        signed: &[SignedTx],
+        now: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Records the receipt of a transaction (whichever of its signings was mined).
+    async fn record_mined_tx(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        nonce: u64,
+        tx_hash: &str,
+        status: i64,
+        now: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Gives the nonces of an execution none of whose transactions can be mined back; they are reused
+    /// before new ones. `include_signed`: also signed ones (only when the node refused them), else only
+    /// those never signed.
+    async fn void_txs(
+        &self,
+        execution_key: &str,
+        include_signed: bool,
+        now: i64,
+    ) -> Result<(), StoreError>;
+}
+
+/// Personhood proof requests, locks and receipts.
+#[async_trait]
+pub trait PersonhoodStore: Send + Sync + 'static {
+    async fn insert_personhood_challenge(
+        &self,
+        challenge: &PersonhoodChallenge,
+    ) -> Result<(), StoreError>;
+
+    async fn get_personhood_challenge(
+        &self,
+        nonce: &str,
+    ) -> Result<Option<PersonhoodChallenge>, StoreError>;
+
+    /// A deposit challenge begun earlier with the same idempotency key by the same account.
+    async fn find_personhood_challenge_by_key(
+        &self,
+        account_id: &str,
+        key: &str,
+    ) -> Result<Option<PersonhoodChallenge>, StoreError>;
+
+    /// The newest unused, unexpired challenge of this kind for the subject.
+    async fn open_personhood_challenge(
+        &self,
+        account_id: &str,
+        kind: &str,
+        subject: &str,
+        now: i64,
+    ) -> Result<Option<PersonhoodChallenge>, StoreError>;
+
+    /// Takes the nonce (once, before it expires) and applies the effect, in one transaction; a
+    /// mismatch changes nothing.
+    async fn complete_personhood(
+        &self,
+        nonce: &str,
+        now: i64,
+        effect: &PersonhoodEffect,
+    ) -> Result<PersonhoodOutcome, StoreError>;
+
+    /// The lock of `(kind, subject)`: its time.
+    async fn personhood_lock(&self, kind: &str, subject: &str) -> Result<Option<i64>, StoreError>;
+
+    /// Consumes a receipt of `subject` once.
+    async fn consume_receipt(
+        &self,
+        receipt_id: &str,
+        subject: &str,
+        details: &str,
+        now: i64,
+    ) -> Result<ConsumeOutcome, StoreError>;
+}
+
+/// Where the MCP server keeps its sessions, so that a session outlives the process that
+/// opened it. Not a port of the domain: only the MCP surface uses it.
+#[async_trait]
+pub trait McpSessionStore: Send + Sync + 'static {
+    async fn put_mcp_session(&self, id: &str, state: &str, now: i64) -> Result<(), StoreError>;
+
+    async fn get_mcp_session(&self, id: &str) -> Result<Option<String>, StoreError>;
+
+    async fn delete_mcp_session(&self, id: &str) -> Result<(), StoreError>;
+}
+
+/// The storage port of the domain: every aggregate's store, and a health check.
+#[async_trait]
+pub trait Store:
+    IdentityStore
+    + IntentStore
+    + CreditStore
+    + DelegationStore
+    + PaymentStore
+    + NonceStore
+    + PersonhoodStore
+{
+    /// Answers when the database answers.
+    async fn ping(&self) -> Result<(), StoreError>;
+}

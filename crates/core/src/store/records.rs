@@ -1,0 +1,423 @@
+//! The rows the store reads and writes, as the core sees them. Instants are Unix milliseconds, USD
+//! amounts are integer micro-dollars, secrets arrive only as keyed hashes.
+
+use crate::crypto::SecretHash;
+use crate::states::ExecutionState;
+
+/// A pending e-mail code.
+#[derive(Debug, Clone)]
+pub struct EmailChallenge {
+    pub email: String,
+    pub code_hash: SecretHash,
+    pub expires_at: i64,
+    pub attempts: u32,
+}
+
+/// An agent row as the core sees it (never its key, never its wallet secret).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentRecord {
+    pub id: String,
+    pub account_id: String,
+    pub name: Option<String>,
+    pub wallet_address: String,
+    pub created_at: i64,
+    pub key_rotated_at: Option<i64>,
+}
+
+/// Everything needed to insert an agent.
+#[derive(Debug, Clone)]
+pub struct NewAgent {
+    pub record: AgentRecord,
+    pub key_hash: SecretHash,
+    /// The execution wallet's private key sealed with the master key.
+    pub wallet_sealed: Vec<u8>,
+}
+
+/// An agent's policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyRecord {
+    pub agent_id: String,
+    /// Canonical action names.
+    pub allowed_actions: Vec<String>,
+    pub daily_limit_micros: i64,
+    pub max_per_action_micros: Option<i64>,
+    pub updated_at: i64,
+}
+
+/// A live owner session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRecord {
+    pub account_id: String,
+    pub expires_at: i64,
+}
+
+/// One completed e-mail onboarding: consumes the code, creates the account with its first agent
+/// unless the e-mail already has an account, and opens a session, in one transaction.
+#[derive(Debug, Clone)]
+pub struct Onboarding {
+    pub email: String,
+    pub code_hash: SecretHash,
+    /// The code is consumed only while its tries are within this limit.
+    pub max_attempts: u32,
+    pub now: i64,
+    /// Used only when the account is new.
+    pub new_account_id: String,
+    pub first_agent: NewAgent,
+    pub first_policy: PolicyRecord,
+    pub session_hash: SecretHash,
+    pub session_expires_at: i64,
+}
+
+/// What [`Store::complete_onboarding`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OnboardingOutcome {
+    /// A new account with its first agent.
+    Created { account_id: String },
+    /// The e-mail already had an account; only a session was opened.
+    SignedIn { account_id: String },
+    /// The code was consumed or replaced meanwhile: nothing happened.
+    ChallengeGone,
+}
+
+/// A stored idempotency key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdempotencyRecord {
+    pub request_hash: [u8; 32],
+    pub intent_id: String,
+    pub created_at: i64,
+}
+
+/// One user an intent addresses, before it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionDraft {
+    pub user_did: String,
+    pub wallet_address: String,
+}
+
+/// An intent that passed every check the core can make alone; the store makes the rest (idempotency,
+/// daily limit, delegation, credits) and writes it, all in one transaction.
+#[derive(Debug, Clone)]
+pub struct IntentDraft {
+    pub id: String,
+    pub agent_id: String,
+    pub account_id: String,
+    pub action: String,
+    pub lane: String,
+    /// JSON.
+    pub params: String,
+    pub chain_id: u64,
+    pub amount_micros: i64,
+    /// Counted against the daily limit.
+    pub is_write: bool,
+    pub daily_limit_micros: i64,
+    pub price_per_execution: i64,
+    pub free_per_day: u32,
+    pub idempotency_key: String,
+    pub request_hash: [u8; 32],
+    /// For a derived key: a record created before this instant is stale and replaced.
+    pub replace_idempotency_before: Option<i64>,
+    /// Address every active delegation to the agent on the chain (fan-out); else `own`.
+    pub fan_out: bool,
+    /// Fan-out to this delegator only (a redemption of one delegation).
+    pub only_delegator: Option<String>,
+    pub own: ExecutionDraft,
+    /// A lease taken at once (direct execution runs in the request).
+    pub lease: Option<(String, i64)>,
+    /// UTC day number (days since the epoch).
+    pub day: i64,
+    pub now: i64,
+    /// What the submit's checks ran against: the hash of the key it came with and the agent's stored
+    /// policy (none: the default). The accepting transaction answers [`AcceptOutcome::Stale`] when
+    /// either is no longer the agent's, so that a submit may check against a cached copy.
+    pub key_hash: SecretHash,
+    pub policy: Option<PolicyRecord>,
+}
+
+/// What [`Store::accept_intent`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AcceptOutcome {
+    /// Written: the executions addressed, the credits reserved, whether a free request covers it.
+    Accepted {
+        total: u32,
+        reserved_credits: i64,
+        free_request: bool,
+    },
+    /// The same key with the same request: the earlier intent.
+    Replay {
+        intent_id: String,
+    },
+    /// The same key with a different request.
+    KeyReused,
+    DailyLimit {
+        used_micros: i64,
+    },
+    DelegationRequired,
+    /// The paid balance is short (not empty) and the free allowance is used.
+    InsufficientCredits {
+        balance: i64,
+        price: i64,
+    },
+    /// The paid balance is empty and the free allowance is used.
+    DailyFreeLimitExceeded,
+    /// The agent's key or policy is no longer what the draft was checked against (rotated, replaced,
+    /// agent gone): nothing was written; check again against a fresh read.
+    Stale,
+}
+
+/// An intent row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntentRecord {
+    pub id: String,
+    pub agent_id: String,
+    pub account_id: String,
+    pub action: String,
+    pub lane: String,
+    pub params: String,
+    pub chain_id: u64,
+    pub amount_micros: i64,
+    pub price_per_execution: i64,
+    pub reserved_credits: i64,
+    pub free_request: bool,
+    pub status: String,
+    pub total: u32,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+/// An execution row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionRecord {
+    pub intent_id: String,
+    pub seq: u32,
+    pub execution_key: String,
+    pub user_did: String,
+    pub wallet_address: String,
+    pub chain_id: u64,
+    /// pending, started, succeeded, failed.
+    pub state: String,
+    pub tx_hash: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    /// JSON.
+    pub data: Option<String>,
+}
+
+/// The deterministic key of an intent's `seq`-th execution (how a provider re-identifies it).
+pub fn execution_key(intent_id: &str, seq: u32) -> String {
+    format!("{intent_id}:{seq}")
+}
+
+impl ExecutionRecord {
+    /// An execution as accepted, before it runs.
+    pub fn pending(intent_id: &str, seq: u32, user: ExecutionDraft, chain_id: u64) -> Self {
+        Self {
+            intent_id: intent_id.to_owned(),
+            seq,
+            execution_key: execution_key(intent_id, seq),
+            user_did: user.user_did,
+            wallet_address: user.wallet_address,
+            chain_id,
+            state: "pending".into(),
+            tx_hash: None,
+            error_code: None,
+            error_message: None,
+            data: None,
+        }
+    }
+}
+
+/// How an execution ended, for [`Store::finish_execution`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionFinish {
+    pub success: bool,
+    pub tx_hash: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub data: Option<String>,
+}
+
+impl ExecutionFinish {
+    /// The state the execution ends in.
+    pub fn state(&self) -> ExecutionState {
+        ExecutionState::ended(self.success)
+    }
+}
+
+/// An account's credits.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreditAccount {
+    pub balance: i64,
+    pub reserved: i64,
+    /// Free requests used on `free_day` (UTC day number).
+    pub free_used: u32,
+    pub free_day: i64,
+}
+
+/// One ledger row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerEntry {
+    /// grant, reserve, capture, release, free, free_refund, purchase.
+    pub kind: String,
+    pub reason: String,
+    pub agent_id: Option<String>,
+    pub intent_id: Option<String>,
+    pub invoice_id: Option<String>,
+    pub balance_before: i64,
+    pub balance_after: i64,
+    pub reserved_before: i64,
+    pub reserved_after: i64,
+    pub created_at: i64,
+}
+
+/// One transaction of a wallet, by its nonce: reserved before it is signed, its signed bytes kept
+/// before it is sent, so that after a crash it is found again (and re-sent, never re-signed with
+/// another nonce).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChainTxRecord {
+    pub chain_id: u64,
+    pub wallet: String,
+    pub nonce: u64,
+    /// The execution this transaction belongs to, and its place in the execution's plan.
+    pub execution_key: String,
+    pub idx: u32,
+    /// reserved, signed, mined, voided.
+    pub state: String,
+    pub tx_hash: Option<String>,
+    /// The signed transaction (EIP-2718 bytes).
+    pub raw_tx: Option<Vec<u8>>,
+    /// Hashes of earlier signings at this nonce (fee bumps of a stuck transaction).
+    pub prior_hashes: Vec<String>,
+    /// 1 success, 0 reverted, once mined.
+    pub receipt_status: Option<i64>,
+    pub updated_at: i64,
+}
+
+/// A transaction signed at a reserved nonce, for [`Store::record_signed_txs`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignedTx {
+    pub nonce: u64,
+    pub tx_hash: String,
+    pub raw_tx: Vec<u8>,
+}
+
+/// An x402 invoice: the challenge a credit purchase answers first, paid at most once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvoiceRecord {
+    pub id: String,
+    pub sku: String,
+    pub credits: i64,
+    /// The price in the stablecoin's base units (6 decimals).
+    pub amount_atomic: i64,
+    /// The paying wallet (`userAddress`), EIP-55.
+    pub payer: String,
+    /// Set when bought through the agent route: the credits go to this account.
+    pub account_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub chain_id: u64,
+    pub token: String,
+    pub recipient: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub paid_at: Option<i64>,
+    pub tx_hash: Option<String>,
+}
+
+/// What paying an invoice did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SettleOutcome {
+    /// Credits added (to `account`, or held for the unlinked payer); `balance` is the account's
+    /// balance, or what is held for the wallet.
+    Credited {
+        account: Option<String>,
+        balance: i64,
+    },
+    /// This transaction paid this invoice before: nothing added again.
+    AlreadyPaid {
+        account: Option<String>,
+        balance: i64,
+    },
+    /// The transaction paid another invoice.
+    PaymentUsed,
+    /// The invoice was paid by another transaction.
+    InvoicePaid,
+}
+
+/// A delegation row, as far as the fan-out gate reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DelegationRecord {
+    pub hash: String,
+    pub agent_id: String,
+    pub delegator: String,
+    pub chain_id: u64,
+    /// active, revoked, expired, invalid.
+    pub status: String,
+    pub created_at: i64,
+    /// Unix ms from which it cannot be used (its time window caveat), if it has one.
+    pub expires_at: Option<i64>,
+    /// The signed delegation (api-types `Delegation`, JSON).
+    pub body: Option<String>,
+}
+
+/// An issued personhood proof request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PersonhoodChallenge {
+    /// 0x-hex field element; the primary key.
+    pub nonce: String,
+    /// org, agent or deposit.
+    pub kind: String,
+    pub account_id: String,
+    /// The organization id or agent id the proof is for (account-scoped).
+    pub subject: String,
+    pub action: String,
+    pub signal: String,
+    pub chain_id: u64,
+    pub challenge_id: Option<String>,
+    pub idempotency_key: Option<String>,
+    /// JSON of the deposit's runtimeId, amountUsd, destinationAddress.
+    pub details: Option<String>,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub used_at: Option<i64>,
+}
+
+/// What a verified proof does once its nonce is taken.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PersonhoodEffect {
+    /// Lock `(kind, subject)` to the nullifier, or confirm the same lock.
+    Lock {
+        kind: String,
+        subject: String,
+        nullifier: String,
+    },
+    /// Issue a receipt, only if `(lock_kind, subject)` is locked to this nullifier.
+    Receipt {
+        receipt_id: String,
+        lock_kind: String,
+        subject: String,
+        challenge_id: String,
+        nullifier: String,
+    },
+}
+
+/// How [`Store::complete_personhood`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PersonhoodOutcome {
+    /// Locked now, or already locked to the same nullifier (idempotent): the lock's time.
+    Locked { locked_at: i64 },
+    /// Locked to another nullifier: nothing changed (the nonce is not used either).
+    Mismatch,
+    /// A receipt was issued.
+    Receipt { receipt_id: String },
+    /// The subject has no lock to match a deposit proof against.
+    NotLocked,
+    /// The nonce was used (or expired) meanwhile.
+    NonceUsed,
+}
+
+/// How [`Store::consume_receipt`] ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConsumeOutcome {
+    Consumed { consumed_at: i64 },
+    AlreadyUsed,
+    NotFound,
+}

@@ -1,0 +1,106 @@
+//! Credit accounts, grants, the ledger and daily usage.
+
+use actiongate_core::ledger::{Credit, CreditLedger};
+use actiongate_core::states::LedgerKind;
+use actiongate_core::store::{CreditAccount, CreditStore, LedgerEntry, StoreError};
+use async_trait::async_trait;
+use sqlx::sqlite::SqliteConnection;
+
+use crate::error::{closed, err};
+use crate::rows::{CreditRow, credit_from};
+use crate::write::{BatchRows, BatchWriter};
+use crate::{Backend, Dialect, SqlStore};
+
+#[async_trait]
+impl CreditStore for SqlStore {
+    async fn credit_account(&self, account_id: &str) -> Result<Option<CreditAccount>, StoreError> {
+        let row: Option<(i64, i64, i64, i32)> = on_pool!(self, pool => sqlx::query_as(
+            "SELECT balance, reserved, free_day, free_used FROM credit_accounts WHERE account_id = $1",
+        )
+        .bind(account_id)
+        .fetch_optional(pool)
+        .await
+        .map_err(err)?);
+        Ok(
+            row.map(|(balance, reserved, free_day, free_used)| CreditAccount {
+                balance,
+                reserved,
+                free_day,
+                free_used: u32::try_from(free_used).unwrap_or(0),
+            }),
+        )
+    }
+
+    async fn grant_credits(
+        &self,
+        account_id: &str,
+        amount: i64,
+        kind: &str,
+        reason: &str,
+        now: i64,
+    ) -> Result<CreditAccount, StoreError> {
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let kind: LedgerKind = kind.parse().map_err(err)?;
+            let credit = Credit { account_id, agent_id: None, invoice_id: None, amount, kind, reason, at: now };
+            let account = credit_account!(tx, credit);
+            tx.commit().await.map_err(err)?;
+            Ok(account)
+        })
+    }
+
+    async fn ledger(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+        type Row = (
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+        );
+        let rows: Vec<Row> = on_pool!(self, pool => sqlx::query_as(
+            "SELECT kind, reason, agent_id, intent_id, invoice_id, balance_before, balance_after, reserved_before,
+                 reserved_after, created_at
+             FROM credit_ledger WHERE account_id = $1 ORDER BY created_at, id",
+        )
+        .bind(account_id)
+        .fetch_all(pool)
+        .await
+        .map_err(err)?);
+        Ok(rows
+            .into_iter()
+            .map(
+                |(kind, reason, agent_id, intent_id, invoice_id, bb, ba, rb, ra, created_at)| {
+                    LedgerEntry {
+                        kind,
+                        reason,
+                        agent_id,
+                        intent_id,
+                        invoice_id,
+                        balance_before: bb,
+                        balance_after: ba,
+                        reserved_before: rb,
+                        reserved_after: ra,
+                        created_at,
+                    }
+                },
+            )
+            .collect())
+    }
+
+    async fn daily_usage(&self, agent_id: &str, day: i64) -> Result<i64, StoreError> {
+        let used: Option<i64> = on_pool!(self, pool => sqlx::query_scalar(
+            "SELECT used_micros FROM agent_daily_usage WHERE agent_id = $1 AND day = $2",
+        )
+        .bind(agent_id)
+        .bind(day)
+        .fetch_optional(pool)
+        .await
+        .map_err(err)?);
+        Ok(used.unwrap_or(0))
+    }
+}

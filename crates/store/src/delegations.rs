@@ -1,0 +1,168 @@
+//! ERC-7710 delegations to agents.
+
+use actiongate_core::store::{DelegationRecord, DelegationStore, StoreError};
+use async_trait::async_trait;
+use sqlx::sqlite::SqliteConnection;
+
+use crate::error::{closed, err};
+use crate::{Backend, SqlStore};
+
+macro_rules! delegation_columns {
+    () => {
+        "hash, agent_id, delegator, chain_id, status, created_at, expires_at, body"
+    };
+}
+
+#[async_trait]
+impl DelegationStore for SqlStore {
+    async fn put_delegation(&self, d: &DelegationRecord) -> Result<(), StoreError> {
+        let chain = i64::try_from(d.chain_id).map_err(err)?;
+        on_writer!(self, pool => sqlx::query(
+            "INSERT INTO delegations (hash, agent_id, delegator, chain_id, status, created_at, expires_at, body, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $6)
+             ON CONFLICT (hash) DO UPDATE SET status = excluded.status, expires_at = excluded.expires_at,
+                 body = COALESCE(excluded.body, delegations.body), updated_at = excluded.updated_at
+             WHERE delegations.status <> 'revoked' AND delegations.agent_id = excluded.agent_id",
+        )
+        .bind(&d.hash)
+        .bind(&d.agent_id)
+        .bind(&d.delegator)
+        .bind(chain)
+        .bind(&d.status)
+        .bind(d.created_at)
+        .bind(d.expires_at)
+        .bind(&d.body)
+        .execute(pool)
+        .await
+        .map(|_| ())
+        .map_err(err))
+    }
+
+    async fn get_delegation(&self, hash: &str) -> Result<Option<DelegationRecord>, StoreError> {
+        let row: Option<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!("SELECT ", delegation_columns!(), " FROM delegations WHERE hash = $1"))
+            .bind(hash)
+            .fetch_optional(pool)
+            .await
+            .map_err(err)?);
+        row.map(delegation_record).transpose()
+    }
+
+    async fn list_delegations(
+        &self,
+        agent_id: &str,
+        chain_id: Option<u64>,
+        delegator: Option<&str>,
+    ) -> Result<Vec<DelegationRecord>, StoreError> {
+        let chain = chain_id.map(i64::try_from).transpose().map_err(err)?;
+        let rows: Vec<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!(
+            "SELECT ", delegation_columns!(), " FROM delegations WHERE agent_id = $1 AND ($2 IS NULL OR chain_id = $2)
+               AND ($3 IS NULL OR lower(delegator) = lower($3)) ORDER BY created_at DESC, hash"
+        ))
+        .bind(agent_id)
+        .bind(chain)
+        .bind(delegator)
+        .fetch_all(pool)
+        .await
+        .map_err(err)?);
+        rows.into_iter().map(delegation_record).collect()
+    }
+
+    async fn active_delegation(
+        &self,
+        agent_id: &str,
+        chain_id: u64,
+        delegator: &str,
+        now: i64,
+    ) -> Result<Option<DelegationRecord>, StoreError> {
+        let chain = i64::try_from(chain_id).map_err(err)?;
+        let row: Option<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!(
+            "SELECT ", delegation_columns!(), " ", usable_delegations!(), " AND lower(delegator) = lower($4)
+               ORDER BY created_at DESC, hash LIMIT 1"
+        ))
+        .bind(agent_id)
+        .bind(chain)
+        .bind(now)
+        .bind(delegator)
+        .fetch_optional(pool)
+        .await
+        .map_err(err)?);
+        row.map(delegation_record).transpose()
+    }
+
+    async fn active_delegations(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<DelegationRecord>, StoreError> {
+        let rows: Vec<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!(
+            "SELECT ", delegation_columns!(), " FROM delegations WHERE status = 'active' AND ($1 IS NULL OR hash > $1)
+               ORDER BY hash LIMIT $2"
+        ))
+        .bind(after)
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await
+        .map_err(err)?);
+        rows.into_iter().map(delegation_record).collect()
+    }
+
+    async fn set_delegation_status(
+        &self,
+        hash: &str,
+        status: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let done = on_writer!(self, pool => sqlx::query("UPDATE delegations SET status = $2, updated_at = $3 WHERE hash = $1")
+            .bind(hash)
+            .bind(status)
+            .bind(now)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+            .map_err(err)?);
+        Ok(done > 0)
+    }
+
+    async fn count_active_delegations(
+        &self,
+        agent_id: &str,
+        chain_id: u64,
+        now: i64,
+    ) -> Result<u64, StoreError> {
+        let chain = i64::try_from(chain_id).map_err(err)?;
+        let n: i64 = on_pool!(self, pool => sqlx::query_scalar(concat!("SELECT COUNT(DISTINCT lower(delegator)) ", usable_delegations!()))
+        .bind(agent_id)
+        .bind(chain)
+        .bind(now)
+        .fetch_one(pool)
+        .await
+        .map_err(err)?);
+        u64::try_from(n).map_err(err)
+    }
+}
+
+pub(crate) type DelegationRow = (
+    String,
+    String,
+    String,
+    i64,
+    String,
+    i64,
+    Option<i64>,
+    Option<String>,
+);
+
+pub(crate) fn delegation_record(
+    (hash, agent_id, delegator, chain_id, status, created_at, expires_at, body): DelegationRow,
+) -> Result<DelegationRecord, StoreError> {
+    Ok(DelegationRecord {
+        hash,
+        agent_id,
+        delegator,
+        chain_id: u64::try_from(chain_id).map_err(err)?,
+        status,
+        created_at,
+        expires_at,
+        body,
+    })
+}

@@ -1,0 +1,265 @@
+//! Intents and their executions: acceptance through the batcher, leases, outcomes, settlement.
+
+use actiongate_core::acceptance;
+use actiongate_core::acceptance::{AgentNow, Snapshot};
+use actiongate_core::ledger::CreditLedger;
+use actiongate_core::states::ExecutionState;
+use actiongate_core::store::{
+    AcceptOutcome, CreditAccount, ExecutionFinish, ExecutionRecord, IdempotencyRecord, IntentDraft,
+    IntentRecord, IntentStore, StoreError,
+};
+use async_trait::async_trait;
+use sqlx::Row;
+use sqlx::sqlite::SqliteConnection;
+
+use crate::batch::{Job, Settle, for_update};
+use crate::error::{closed, corrupt, err};
+use crate::rows::{CreditRow, credit_from, hash_from, intent_from_row, policy_from_row};
+use crate::write::{BatchRows, BatchWriter};
+use crate::{Backend, Dialect, SqlStore};
+
+#[async_trait]
+impl IntentStore for SqlStore {
+    async fn find_idempotency(
+        &self,
+        agent_id: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let row: Option<(Vec<u8>, String, i64)> = on_pool!(self, pool => sqlx::query_as(
+            "SELECT request_hash, intent_id, created_at FROM idempotency_keys WHERE agent_id = $1 AND key = $2",
+        )
+        .bind(agent_id)
+        .bind(key)
+        .fetch_optional(pool)
+        .await
+        .map_err(err)?);
+        row.map(|(hash, intent_id, created_at)| {
+            Ok(IdempotencyRecord {
+                request_hash: hash_from(hash)?.0,
+                intent_id,
+                created_at,
+            })
+        })
+        .transpose()
+    }
+
+    async fn accept_intent(&self, d: &IntentDraft) -> Result<AcceptOutcome, StoreError> {
+        self.batch(|reply| Job::Accept(Box::new(d.clone()), reply))
+            .await
+    }
+
+    async fn get_intent(&self, intent_id: &str) -> Result<Option<IntentRecord>, StoreError> {
+        on_pool!(self, pool => {
+            let row = sqlx::query(concat!("SELECT ", intent_columns!(), " FROM intents WHERE id = $1"))
+                .bind(intent_id)
+                .fetch_optional(pool)
+                .await
+                .map_err(err)?;
+            row.as_ref().map(intent_from_row).transpose()
+        })
+    }
+
+    async fn list_executions_of(
+        &self,
+        intent_ids: &[String],
+    ) -> Result<Vec<ExecutionRecord>, StoreError> {
+        if intent_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(
+            String,
+            i32,
+            String,
+            String,
+            String,
+            i64,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        )> = on_pool!(self, pool => {
+            let mut q = sqlx::QueryBuilder::new(
+                "SELECT intent_id, seq, execution_key, user_did, wallet_address, chain_id, state, tx_hash, error_code, error_message, data
+                 FROM intent_executions WHERE intent_id IN (",
+            );
+            let mut list = q.separated(", ");
+            for id in intent_ids {
+                list.push_bind(id);
+            }
+            q.push(") ORDER BY intent_id, seq");
+            q.build_query_as().fetch_all(pool).await.map_err(err)?
+        });
+        rows.into_iter()
+            .map(
+                |(intent_id, seq, key, did, wallet, chain, state, tx_hash, code, message, data)| {
+                    Ok(ExecutionRecord {
+                        intent_id,
+                        seq: u32::try_from(seq).map_err(err)?,
+                        execution_key: key,
+                        user_did: did,
+                        wallet_address: wallet,
+                        chain_id: u64::try_from(chain).map_err(err)?,
+                        state,
+                        tx_hash,
+                        error_code: code,
+                        error_message: message,
+                        data,
+                    })
+                },
+            )
+            .collect()
+    }
+
+    async fn list_executions(&self, intent_id: &str) -> Result<Vec<ExecutionRecord>, StoreError> {
+        self.list_executions_of(&[intent_id.to_owned()]).await
+    }
+
+    async fn count_intents(&self, agent_id: &str) -> Result<u64, StoreError> {
+        let n: i64 = on_pool!(self, pool => sqlx::query_scalar("SELECT COUNT(*) FROM intents WHERE agent_id = $1")
+            .bind(agent_id)
+            .fetch_one(pool)
+            .await
+            .map_err(err)?);
+        u64::try_from(n).map_err(err)
+    }
+
+    async fn claim_intents(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+        limit: u32,
+    ) -> Result<Vec<IntentRecord>, StoreError> {
+        on_writer!(self, pool => {
+            let rows = sqlx::query(pool.claim_many_sql())
+                .bind(owner)
+                .bind(lease_until)
+                .bind(now)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await
+                .map_err(err)?;
+            rows.iter().map(intent_from_row).collect()
+        })
+    }
+
+    async fn finish_reads(
+        &self,
+        owner: &str,
+        intents: &[String],
+        done: &[(String, u32, ExecutionFinish)],
+        now: i64,
+    ) -> Result<(), StoreError> {
+        if intents.is_empty() {
+            return Ok(());
+        }
+        let settle = Settle {
+            owner: owner.to_owned(),
+            intents: intents.to_vec(),
+            done: done.to_vec(),
+            now,
+        };
+        self.batch(|reply| Job::Settle(settle, reply)).await
+    }
+
+    async fn release_lease(&self, intent_id: &str, owner: &str) -> Result<(), StoreError> {
+        on_writer!(self, pool => sqlx::query(
+            "UPDATE intents SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2 AND status = 'queued'",
+        )
+        .bind(intent_id)
+        .bind(owner)
+        .execute(pool)
+        .await
+        .map(|_| ())
+        .map_err(err))
+    }
+
+    async fn renew_lease(
+        &self,
+        intent_id: &str,
+        owner: &str,
+        lease_until: i64,
+    ) -> Result<bool, StoreError> {
+        on_writer!(self, pool => sqlx::query(
+            "UPDATE intents SET lease_until = $3 WHERE id = $1 AND lease_owner = $2 AND status = 'queued'",
+        )
+        .bind(intent_id)
+        .bind(owner)
+        .bind(lease_until)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected() == 1)
+        .map_err(err))
+    }
+
+    async fn start_execution(
+        &self,
+        intent_id: &str,
+        seq: u32,
+        owner: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let seq = i32::try_from(seq).map_err(err)?;
+        on_writer!(self, pool => sqlx::query(
+            "UPDATE intent_executions SET state = 'started', started_at = $4
+             WHERE intent_id = $1 AND seq = $2 AND state = 'pending'
+               AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $3 AND status = 'queued' AND lease_until > $4)",
+        )
+        .bind(intent_id)
+        .bind(seq)
+        .bind(owner)
+        .bind(now)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected() == 1)
+        .map_err(err))
+    }
+
+    async fn finish_execution(
+        &self,
+        intent_id: &str,
+        seq: u32,
+        f: &ExecutionFinish,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let seq = i32::try_from(seq).map_err(err)?;
+        let state = f.state().as_str();
+        on_writer!(self, pool => sqlx::query(
+            "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
+                 finished_at = $8
+             WHERE intent_id = $1 AND seq = $2 AND state = 'started'",
+        )
+        .bind(intent_id)
+        .bind(seq)
+        .bind(state)
+        .bind(&f.tx_hash)
+        .bind(&f.error_code)
+        .bind(&f.error_message)
+        .bind(&f.data)
+        .bind(now)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected() == 1)
+        .map_err(err))
+    }
+
+    async fn finish_intent(
+        &self,
+        intent_id: &str,
+        now: i64,
+    ) -> Result<Option<IntentRecord>, StoreError> {
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let settle = Settle { owner: String::new(), intents: vec![intent_id.to_owned()], done: Vec::new(), now };
+            settle_and_accept!(tx, std::slice::from_ref(&settle), &[])?;
+            let row = sqlx::query(concat!("SELECT ", intent_columns!(), " FROM intents WHERE id = $1"))
+                .bind(intent_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(err)?;
+            tx.commit().await.map_err(err)?;
+            row.as_ref().map(intent_from_row).transpose()
+        })
+    }
+}

@@ -1,0 +1,206 @@
+//! The per-wallet nonce manager's rows: a wallet's transactions by nonce.
+
+use actiongate_core::store::{ChainTxRecord, NonceStore, SignedTx, StoreError, StoreErrorKind};
+use async_trait::async_trait;
+use sqlx::sqlite::SqliteConnection;
+
+use crate::error::{closed, err};
+use crate::{Backend, Dialect, SqlStore};
+
+macro_rules! chain_tx_columns {
+    () => {
+        "chain_id, wallet, nonce, execution_key, idx, state, tx_hash, raw_tx, prior_hashes, receipt_status, updated_at"
+    };
+}
+
+pub(crate) type ChainTxRow = (
+    i64,
+    String,
+    i64,
+    String,
+    i64,
+    String,
+    Option<String>,
+    Option<Vec<u8>>,
+    String,
+    Option<i64>,
+    i64,
+);
+
+pub(crate) fn chain_tx_from(row: ChainTxRow) -> Result<ChainTxRecord, StoreError> {
+    let (
+        chain,
+        wallet,
+        nonce,
+        execution_key,
+        idx,
+        state,
+        tx_hash,
+        raw_tx,
+        prior,
+        receipt_status,
+        updated_at,
+    ) = row;
+    Ok(ChainTxRecord {
+        chain_id: u64::try_from(chain).map_err(err)?,
+        wallet,
+        nonce: u64::try_from(nonce).map_err(err)?,
+        execution_key,
+        idx: u32::try_from(idx).map_err(err)?,
+        state,
+        tx_hash,
+        raw_tx,
+        prior_hashes: prior
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        receipt_status,
+        updated_at,
+    })
+}
+
+#[async_trait]
+impl NonceStore for SqlStore {
+    async fn reserve_nonces(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        execution_key: &str,
+        count: u32,
+        chain_nonce: u64,
+        now: i64,
+    ) -> Result<Vec<ChainTxRecord>, StoreError> {
+        let chain = i64::try_from(chain_id).map_err(err)?;
+        let chain_nonce = i64::try_from(chain_nonce).map_err(err)?;
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            // The wallet's row is locked first: reservations of one wallet queue here.
+            sqlx::query("INSERT INTO wallet_nonces (chain_id, wallet, next_nonce) VALUES ($1, $2, $3) ON CONFLICT (chain_id, wallet) DO NOTHING")
+                .bind(chain).bind(wallet).bind(chain_nonce)
+                .execute(&mut *tx).await.map_err(err)?;
+            let next: i64 = sqlx::query_scalar(
+                "UPDATE wallet_nonces SET next_nonce = CASE WHEN next_nonce > $3 THEN next_nonce ELSE $3 END
+                 WHERE chain_id = $1 AND wallet = $2 RETURNING next_nonce",
+            )
+            .bind(chain).bind(wallet).bind(chain_nonce)
+            .fetch_one(&mut *tx).await.map_err(err)?;
+            let existing: Vec<ChainTxRow> = sqlx::query_as(concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE execution_key = $1 AND state <> 'voided' ORDER BY idx"))
+                .bind(execution_key)
+                .fetch_all(&mut *tx).await.map_err(err)?;
+            if !existing.is_empty() {
+                tx.commit().await.map_err(err)?;
+                return existing.into_iter().map(chain_tx_from).collect();
+            }
+            // Voided nonces the chain has not used yet are filled first, so no gap stays behind.
+            let voided: Vec<i64> = sqlx::query_scalar(
+                "SELECT nonce FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce >= $3 ORDER BY nonce LIMIT $4",
+            )
+            .bind(chain).bind(wallet).bind(chain_nonce).bind(i64::from(count))
+            .fetch_all(&mut *tx).await.map_err(err)?;
+            sqlx::query("DELETE FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce < $3")
+                .bind(chain).bind(wallet).bind(chain_nonce)
+                .execute(&mut *tx).await.map_err(err)?;
+            let fresh = i64::from(count) - voided.len() as i64;
+            let nonces: Vec<i64> = voided.iter().copied().chain(next..next + fresh).collect();
+            if fresh > 0 {
+                sqlx::query("UPDATE wallet_nonces SET next_nonce = $3 WHERE chain_id = $1 AND wallet = $2")
+                    .bind(chain).bind(wallet).bind(next + fresh)
+                    .execute(&mut *tx).await.map_err(err)?;
+            }
+            for (idx, nonce) in nonces.iter().enumerate() {
+                sqlx::query(
+                    "INSERT INTO chain_txs (chain_id, wallet, nonce, execution_key, idx, state, created_at, updated_at)
+                     VALUES ($1, $2, $3, $4, $5, 'reserved', $6, $6)
+                     ON CONFLICT (chain_id, wallet, nonce) DO UPDATE SET execution_key = excluded.execution_key,
+                       idx = excluded.idx, state = 'reserved', tx_hash = NULL, raw_tx = NULL, prior_hashes = '',
+                       receipt_status = NULL, updated_at = excluded.updated_at",
+                )
+                .bind(chain).bind(wallet).bind(nonce).bind(execution_key).bind(idx as i64).bind(now)
+                .execute(&mut *tx).await.map_err(err)?;
+            }
+            let rows: Vec<ChainTxRow> = sqlx::query_as(concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE execution_key = $1 AND state <> 'voided' ORDER BY idx"))
+                .bind(execution_key)
+                .fetch_all(&mut *tx).await.map_err(err)?;
+            tx.commit().await.map_err(err)?;
+            rows.into_iter().map(chain_tx_from).collect()
+        })
+    }
+
+    async fn execution_txs(&self, execution_key: &str) -> Result<Vec<ChainTxRecord>, StoreError> {
+        // Read through the writer on SQLite: a transaction recorded a moment ago must be seen.
+        on_writer!(self, pool => {
+            let rows: Vec<ChainTxRow> = sqlx::query_as(concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE execution_key = $1 AND state <> 'voided' ORDER BY idx"))
+                .bind(execution_key)
+                .fetch_all(pool).await.map_err(err)?;
+            rows.into_iter().map(chain_tx_from).collect()
+        })
+    }
+
+    async fn record_signed_txs(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        signed: &[SignedTx],
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let chain = i64::try_from(chain_id).map_err(err)?;
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            for t in signed {
+                let nonce = i64::try_from(t.nonce).map_err(err)?;
+                let done = sqlx::query(
+                    "UPDATE chain_txs SET state = 'signed', raw_tx = $5, updated_at = $6,
+                       prior_hashes = CASE WHEN tx_hash IS NULL OR tx_hash = $4 THEN prior_hashes
+                                           WHEN prior_hashes = '' THEN tx_hash ELSE prior_hashes || ',' || tx_hash END,
+                       tx_hash = $4
+                     WHERE chain_id = $1 AND wallet = $2 AND nonce = $3 AND state IN ('reserved', 'signed')",
+                )
+                .bind(chain).bind(wallet).bind(nonce).bind(&t.tx_hash).bind(&t.raw_tx).bind(now)
+                .execute(&mut *tx).await.map_err(err)?
+                .rows_affected();
+                if done != 1 {
+                    tx.rollback().await.map_err(err)?;
+                    return Err(StoreError::new(StoreErrorKind::Other, format!("no reserved transaction at nonce {nonce} of {wallet} on chain {chain_id}")));
+                }
+            }
+            tx.commit().await.map_err(err)
+        })
+    }
+
+    async fn record_mined_tx(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        nonce: u64,
+        tx_hash: &str,
+        status: i64,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let chain = i64::try_from(chain_id).map_err(err)?;
+        let nonce = i64::try_from(nonce).map_err(err)?;
+        on_writer!(self, pool => sqlx::query(
+            "UPDATE chain_txs SET state = 'mined', receipt_status = $5, updated_at = $6,
+               prior_hashes = CASE WHEN tx_hash = $4 OR tx_hash IS NULL THEN prior_hashes
+                                   WHEN prior_hashes = '' THEN tx_hash ELSE prior_hashes || ',' || tx_hash END,
+               tx_hash = $4
+             WHERE chain_id = $1 AND wallet = $2 AND nonce = $3",
+        )
+        .bind(chain).bind(wallet).bind(nonce).bind(tx_hash).bind(status).bind(now)
+        .execute(pool).await.map(|_| ()).map_err(err))
+    }
+
+    async fn void_txs(
+        &self,
+        execution_key: &str,
+        include_signed: bool,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        on_writer!(self, pool => sqlx::query(
+            "UPDATE chain_txs SET state = 'voided', updated_at = $2
+             WHERE execution_key = $1 AND (state = 'reserved' OR (state = 'signed' AND $3))",
+        )
+        .bind(execution_key).bind(now).bind(include_signed)
+        .execute(pool).await.map(|_| ()).map_err(err))
+    }
+}

@@ -1,0 +1,65 @@
+//! Writing what a batch decided ([`BatchRows`]) inside its transaction: one [`BatchWriter`] per
+//! backend.
+
+use actiongate_core::acceptance::Acceptance;
+use actiongate_core::ledger::LedgerRow;
+use actiongate_core::states::IntentStatus;
+use actiongate_core::store::{CreditAccount, ExecutionFinish, StoreError};
+
+/// Writes ledger rows inside the open transaction `$tx`, in one statement.
+macro_rules! write_ledger {
+    ($tx:ident, $rows:expr) => {{
+        let rows: &[LedgerRow<'_>] = $rows;
+        if !rows.is_empty() {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id,
+                     balance_before, balance_after, reserved_before, reserved_after, created_at,
+                     invoice_id) ",
+            );
+            q.push_values(rows, |mut b, r| {
+                b.push_bind(new_id())
+                    .push_bind(r.account_id)
+                    .push_bind(r.agent_id)
+                    .push_bind(r.kind.as_str())
+                    .push_bind(&r.reason)
+                    .push_bind(r.intent_id)
+                    .push_bind(r.before.balance)
+                    .push_bind(r.after.balance)
+                    .push_bind(r.before.reserved)
+                    .push_bind(r.after.reserved)
+                    .push_bind(r.at)
+                    .push_bind(r.invoice_id);
+            });
+            q.build().execute(&mut *$tx).await.map_err(err)?;
+        }
+    }};
+}
+
+/// Everything a batch writes, decided in memory by the core ([`CreditLedger::settle`],
+/// [`acceptance::decide`]) and written at its end by [`BatchWriter::write_rows`], inside the
+/// batch's transaction.
+#[derive(Default)]
+pub(crate) struct BatchRows<'a> {
+    /// Reads that ended: (intent, seq, how, when), each written only if it has not ended already.
+    /// Their intents are locked by the transaction, queued, and leased to the owner recording them.
+    /// Reads are side-effect free, so they are never marked started first.
+    pub(crate) reads: Vec<(&'a str, u32, &'a ExecutionFinish, i64)>,
+    /// Intents that ended (locked by the transaction, and queued), with their status.
+    pub(crate) finished: Vec<(&'a str, IntentStatus)>,
+    /// When the intents of `finished` ended (the batch's time).
+    pub(crate) finished_at: i64,
+    /// The intents, executions and daily usage the accepted drafts write.
+    pub(crate) accepted: Acceptance<'a>,
+    /// Credit rows that changed, as they are now.
+    pub(crate) credits: Vec<(&'a str, CreditAccount)>,
+    pub(crate) ledger: Vec<LedgerRow<'a>>,
+}
+
+/// Writes a batch's rows ([`BatchRows`]) on a connection inside its open transaction.
+pub(crate) trait BatchWriter {
+    async fn write_rows(&mut self, rows: &BatchRows<'_>) -> Result<(), StoreError>;
+}
+
+// After write_ledger!, which the backends use.
+mod postgres;
+mod sqlite;
