@@ -971,8 +971,68 @@ async fn a_read_accepted_after_its_caller_left_still_runs(backend: Backend) {
     assert_eq!(done["results"][0]["success"], json!(true), "{done}");
 }
 
+/// Submit, build-tx and preflight run one ordered sequence of checks: preflight reports every
+/// verdict in CONTRACT order, and submit and build-tx answer the first refusal of it.
+async fn preflight_reports_the_checks_submit_and_build_tx_stop_at(backend: Backend) {
+    let (app, _venue) = venue_app(backend, "").await;
+    let owner = app.onboard("preflight@example.com").await;
+    allow(&app, &owner, &["transfer"], 100.0).await;
+    // Bad params, an unknown chain, and above transfer's maxAmountUsd (50000).
+    let params = json!({"token": "USDC", "to": "0x1", "amount": "60000"});
+    let body = json!({"agentApiKey": owner.agent_key, "action": "transfer", "params": params,
+        "chainId": 999, "idempotencyKey": "p1"});
+    let report = app.post("/api/v1/agent/preflight", body.clone()).await;
+    let report = report.assert_ok();
+    let verdicts: Vec<(String, Value, Value)> = report["checks"]
+        .as_array()
+        .map(|checks| {
+            let row = |c: &Value| {
+                (
+                    c["name"].as_str().unwrap_or("").to_owned(),
+                    c["ok"].clone(),
+                    c["code"].clone(),
+                )
+            };
+            checks.iter().map(row).take(7).collect()
+        })
+        .unwrap_or_default();
+    let ok = |name: &str| (name.to_owned(), json!(true), Value::Null);
+    let no = |name: &str, code: &str| (name.to_owned(), json!(false), json!(code));
+    assert_eq!(
+        verdicts,
+        [
+            ok("keyValid"),
+            ok("actionKnown"),
+            ok("allowed"),
+            ok("enabled"),
+            no("params", "INVALID_PARAMS"),
+            no("chain", "UNKNOWN_CHAIN"),
+            no("amountLimit", "POLICY_AMOUNT_LIMIT"),
+        ],
+        "{report}"
+    );
+    assert_eq!(report["ready"], json!(false));
+    app.post(SUBMIT, body.clone())
+        .await
+        .assert_error(400, "INVALID_PARAMS");
+    let build = json!({"agentApiKey": owner.agent_key, "action": "transfer", "params": params,
+        "chainId": 999, "walletAddress": "0x000000000000000000000000000000000000dEaD"});
+    app.post("/api/v1/agent/build-tx", build)
+        .await
+        .assert_error(400, "INVALID_PARAMS");
+    // Preflight wrote nothing.
+    assert_eq!(
+        app.store()
+            .count_intents(&owner.agent_id)
+            .await
+            .unwrap_or(99),
+        0
+    );
+}
+
 on_both_backends!(
     a_read_runs_end_to_end,
+    preflight_reports_the_checks_submit_and_build_tx_stop_at,
     every_refusal_has_its_code_and_creates_nothing,
     free_allowance_resets_at_utc_midnight,
     fan_out_reserves_then_captures_successes_and_releases_the_rest,

@@ -1,0 +1,226 @@
+//! The checks of CONTRACT "Policy" that the core makes from a request alone, in their order: the
+//! allowlist, the lane, the params, the chain, the amount limits. Submit, build-tx and preflight run
+//! this one sequence ([`Gateway::policy_checks`]); what follows it (the daily limit, the users
+//! addressed, credits) is decided when the intent is accepted ([`crate::acceptance`]).
+
+use actiongate_api_types::ErrorCode;
+use serde_json::Value;
+
+use super::refusal;
+use crate::catalog::{ActionSpec, Lane};
+use crate::error::Result;
+use crate::gateway::Gateway;
+use crate::money::{micros_to_usd, usd_to_micros};
+use crate::store::PolicyRecord;
+
+/// One check of the sequence, as preflight names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PolicyCheck {
+    Allowed,
+    Enabled,
+    Params,
+    Chain,
+    AmountLimit,
+}
+
+impl PolicyCheck {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            PolicyCheck::Allowed => "allowed",
+            PolicyCheck::Enabled => "enabled",
+            PolicyCheck::Params => "params",
+            PolicyCheck::Chain => "chain",
+            PolicyCheck::AmountLimit => "amountLimit",
+        }
+    }
+}
+
+/// What the sequence found: each check before the amount with its verdict, in order, and the USD
+/// amount the limits saw (or the amount check's refusal).
+pub(crate) struct PolicyChecks {
+    pub(crate) verdicts: [(PolicyCheck, Result<()>); 4],
+    pub(crate) amount: Result<i64>,
+}
+
+impl PolicyChecks {
+    /// The first refusal in CONTRACT order, else the amount.
+    pub(crate) fn first_refusal(self) -> Result<i64> {
+        for (_, verdict) in self.verdicts {
+            verdict?;
+        }
+        self.amount
+    }
+}
+
+impl Gateway {
+    /// Runs the sequence for `spec` through `lane` with these params on `chain_id` under `policy`.
+    /// Every check runs (preflight reports each); a submit answers the first refusal.
+    pub(crate) fn policy_checks(
+        &self,
+        spec: &ActionSpec,
+        lane: Lane,
+        params: &Value,
+        chain_id: u64,
+        estimated_amount_usd: Option<f64>,
+        policy: &PolicyRecord,
+    ) -> PolicyChecks {
+        PolicyChecks {
+            verdicts: [
+                (PolicyCheck::Allowed, check_allowed(spec, policy)),
+                (PolicyCheck::Enabled, check_lane(spec, lane)),
+                (PolicyCheck::Params, check_params(spec, params)),
+                (PolicyCheck::Chain, self.check_chain(spec, chain_id)),
+            ],
+            amount: self.usd_amount(spec, params, estimated_amount_usd, policy),
+        }
+    }
+
+    fn check_chain(&self, spec: &ActionSpec, chain_id: u64) -> Result<()> {
+        let Some(chain) = self.settings().chains.get(chain_id) else {
+            return Err(refusal(
+                ErrorCode::UnknownChain,
+                format!("Chain {chain_id} is not one this gateway knows."),
+            ));
+        };
+        let chains = &spec.entry.supported_chains;
+        if !chains.is_empty() && !chains.contains(&chain_id) {
+            return Err(refusal(
+                ErrorCode::ChainNotConfigured,
+                format!(
+                    "{} does not run on chain {chain_id}; it runs on {chains:?}.",
+                    spec.name()
+                ),
+            ));
+        }
+        let needs_rpc = !chains.is_empty()
+            && matches!(
+                spec.entry.billing_tier.as_deref(),
+                Some("write" | "read_rpc")
+            );
+        if needs_rpc && chain.rpc_url.is_none() {
+            return Err(refusal(
+                ErrorCode::ChainNotConfigured,
+                format!(
+                    "{} needs chain {chain_id} ({}), which has no RPC URL configured here.",
+                    spec.name(),
+                    chain.name
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The first offending field of a params document, as a JSON pointer-ish path.
+fn params_error(spec: &ActionSpec, params: &Value) -> Option<String> {
+    let error = spec.validator.iter_errors(params).next()?;
+    let path = error.instance_path().to_string();
+    let field = if path.is_empty() {
+        "params".to_owned()
+    } else {
+        format!("params{}", path.replace('/', "."))
+    };
+    Some(format!("{field}: {error}"))
+}
+
+pub(super) fn check_allowed(spec: &ActionSpec, policy: &PolicyRecord) -> Result<()> {
+    if policy.allowed_actions.iter().any(|a| a == spec.name()) {
+        return Ok(());
+    }
+    Err(refusal(
+        ErrorCode::ActionNotAllowed,
+        format!(
+            "{} is not on this agent's allowlist; its owner can allow it in the agent's policy.",
+            spec.name()
+        ),
+    ))
+}
+
+fn check_lane(spec: &ActionSpec, lane: Lane) -> Result<()> {
+    if !spec.entry.enabled {
+        return Err(refusal(
+            ErrorCode::ActionDisabled,
+            format!("{} is not enabled in this deployment.", spec.name()),
+        ));
+    }
+    let live = match lane {
+        Lane::ExecuteIntent => spec.entry.supports_execute_intent,
+        Lane::Execute => spec.entry.supports_execute,
+        Lane::BuildTx => spec.entry.supports_build_tx,
+    };
+    if live {
+        return Ok(());
+    }
+    Err(refusal(
+        ErrorCode::ActionDisabled,
+        format!(
+            "{} is not available through {} in this deployment.",
+            spec.name(),
+            lane.as_str()
+        ),
+    ))
+}
+
+fn check_params(spec: &ActionSpec, params: &Value) -> Result<()> {
+    match params_error(spec, params) {
+        Some(problem) => Err(refusal(ErrorCode::InvalidParams, problem)),
+        None => Ok(()),
+    }
+}
+
+impl Gateway {
+    /// The USD amount the limits see (the larger of the stated and the gateway's own estimate),
+    /// checked against the action's maxAmountUsd and the policy's per-action cap.
+    fn usd_amount(
+        &self,
+        spec: &ActionSpec,
+        params: &Value,
+        estimated_amount_usd: Option<f64>,
+        policy: &PolicyRecord,
+    ) -> Result<i64> {
+        let own_estimate = self.settings().prices.estimate_micros(params);
+        let stated = estimated_amount_usd
+            .map(|v| usd_to_micros("estimatedAmountUsd", v))
+            .transpose()?;
+        let amount = match (own_estimate, stated) {
+            (Some(a), Some(b)) => a.max(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) if spec.is_read() => 0,
+            (None, None) => {
+                return Err(refusal(
+                    ErrorCode::InvalidParams,
+                    format!(
+                        "estimatedAmountUsd is required: the gateway cannot price these params of {}.",
+                        spec.name()
+                    ),
+                ));
+            }
+        };
+        if let Some(max) = spec.entry.max_amount_usd {
+            let max_micros = usd_to_micros("maxAmountUsd", max)?;
+            if amount > max_micros && !spec.is_read() {
+                return Err(refusal(
+                    ErrorCode::PolicyAmountLimit,
+                    format!(
+                        "{} USD is above {}'s maxAmountUsd of {max}.",
+                        micros_to_usd(amount),
+                        spec.name()
+                    ),
+                ));
+            }
+        }
+        if let Some(cap) = policy.max_per_action_micros
+            && amount > cap
+        {
+            return Err(refusal(
+                ErrorCode::PolicyAmountLimit,
+                format!(
+                    "{} USD is above this agent's per-action cap of {} USD.",
+                    micros_to_usd(amount),
+                    micros_to_usd(cap)
+                ),
+            ));
+        }
+        Ok(amount)
+    }
+}

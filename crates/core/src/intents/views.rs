@@ -1,0 +1,120 @@
+//! What an agent reads back: an intent in SPEC's shape, its credits, who it is.
+
+use actiongate_api_types::ErrorCode;
+use actiongate_api_types::ErrorFamily;
+use actiongate_api_types::intents::{AgentIdentity, CreditBalance, Intent, IntentResult};
+use serde_json::Value;
+
+use crate::clock::{from_millis, rfc3339, to_millis};
+use crate::error::{Error, Result};
+use crate::execution::Subject;
+use crate::gateway::Gateway;
+use crate::ledger::{day_of, day_start};
+use crate::store::{ExecutionRecord, IntentRecord};
+
+impl Gateway {
+    /// The intent, for the agent that submitted it; 404 for anyone else.
+    pub async fn intent_status(&self, agent_key: Option<&str>, intent_id: &str) -> Result<Intent> {
+        let agent = self.authenticate_agent(agent_key).await?;
+        let not_found = || Error::not_found(format!("No intent {intent_id} for this agent."));
+        let intent = self
+            .store()
+            .get_intent(intent_id)
+            .await?
+            .ok_or_else(not_found)?;
+        if intent.agent_id != agent.agent.id {
+            return Err(not_found());
+        }
+        let executions = self.store().list_executions(intent_id).await?;
+        Ok(intent_view(&intent, &executions))
+    }
+
+    /// The agent's account's credits.
+    pub async fn credit_balance(&self, agent_key: Option<&str>) -> Result<CreditBalance> {
+        let agent = self.authenticate_agent(agent_key).await?;
+        let account = self.store().credit_account(&agent.agent.account_id).await?;
+        let now = to_millis(self.now());
+        let today = day_of(now);
+        let (balance, reserved, used) = match account {
+            Some(a) => (a.balance, a.reserved, a.free_used_on(today)),
+            None => (0, 0, 0),
+        };
+        Ok(CreditBalance {
+            balance,
+            reserved,
+            free_requests_used_today: used,
+            free_requests_per_day: self.settings().credits.free_per_day,
+            free_resets_at: rfc3339(from_millis(day_start(today + 1))),
+        })
+    }
+
+    /// Who the key belongs to.
+    pub async fn whoami(&self, agent_key: Option<&str>) -> Result<AgentIdentity> {
+        let agent = self.authenticate_agent(agent_key).await?;
+        Ok(AgentIdentity {
+            agent_id: agent.agent.id,
+            agent_address: agent.agent.wallet_address,
+            account_id: agent.agent.account_id,
+            name: agent.agent.name,
+        })
+    }
+}
+
+pub(super) fn parse_code(code: Option<&str>) -> Option<ErrorCode> {
+    serde_json::from_value(Value::String(code?.to_owned())).ok()
+}
+
+fn family_name(family: ErrorFamily) -> String {
+    serde_json::to_value(family)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The SPEC intent shape of a stored intent.
+pub fn intent_view(intent: &IntentRecord, executions: &[ExecutionRecord]) -> Intent {
+    let results: Vec<IntentResult> = executions
+        .iter()
+        .filter(|e| e.state == "succeeded" || e.state == "failed")
+        .map(|e| {
+            let success = e.state == "succeeded";
+            let code = if success { None } else { e.error_code.clone() };
+            IntentResult {
+                user_did: e.user_did.clone(),
+                wallet_address: e.wallet_address.clone(),
+                chain_id: e.chain_id,
+                success,
+                tx_hash: e.tx_hash.clone(),
+                error: code.as_deref().map(|c| {
+                    parse_code(Some(c))
+                        .map_or_else(|| "INTERNAL".to_owned(), |c| family_name(c.family()))
+                }),
+                code,
+                message: if success {
+                    None
+                } else {
+                    e.error_message.clone()
+                },
+                data: e.data.as_deref().and_then(|d| serde_json::from_str(d).ok()),
+            }
+        })
+        .collect();
+    Intent {
+        success: intent.status != "failed",
+        intent_id: intent.id.clone(),
+        status: intent.status.clone(),
+        total: u64::from(intent.total),
+        executed: results.len() as u64,
+        results,
+    }
+}
+
+impl Subject {
+    /// The subject of an execution row.
+    pub fn of(e: &ExecutionRecord) -> Self {
+        Subject {
+            user_did: e.user_did.clone(),
+            wallet_address: e.wallet_address.clone(),
+        }
+    }
+}
