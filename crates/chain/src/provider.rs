@@ -13,6 +13,7 @@ use actiongate_core::clock::Clock;
 use actiongate_core::crypto::Keyring;
 use actiongate_core::error::Error;
 use actiongate_core::execution::{ExecutionContext, ExecutionOutcome, Provider, Reconciled};
+use actiongate_core::states::DelegationStatus;
 use actiongate_core::store::Store;
 use alloy::primitives::{Address, B256};
 use alloy::signers::local::PrivateKeySigner;
@@ -162,7 +163,7 @@ impl EvmProvider {
         let hash = parsed.hash();
         if is_disabled(client, &framework, hash).await? {
             self.store
-                .set_delegation_status(&record.hash, "revoked", now)
+                .set_delegation_status(&record.hash, DelegationStatus::Revoked, now)
                 .await?;
             tracing::info!(delegation_hash = %record.hash, "a delegation disabled onchain is now revoked; its user is skipped");
             return Ok(ExecutionOutcome::failed(

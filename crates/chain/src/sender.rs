@@ -15,6 +15,7 @@ use actiongate_api_types::ErrorCode;
 use actiongate_core::clock::{Clock, to_millis};
 use actiongate_core::error::Error;
 use actiongate_core::execution::ExecutionOutcome;
+use actiongate_core::states::ChainTxState;
 use actiongate_core::store::{ChainTxRecord, SignedTx, Store};
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::{Decodable2718, Encodable2718};
@@ -255,7 +256,7 @@ impl WalletSender {
                     self.now(),
                 )
                 .await?;
-            if rows.iter().any(|r| r.state != "reserved") {
+            if rows.iter().any(|r| r.state != ChainTxState::Reserved) {
                 // Signed already (by another process running the same execution): never sign again at
                 // those nonces; wait for what was sent.
                 return Ok((rows, plan.summary));
@@ -379,7 +380,7 @@ impl WalletSender {
         execution_key: &str,
     ) -> Result<Option<ExecutionOutcome>, Error> {
         let rows = self.store.execution_txs(execution_key).await?;
-        if rows.iter().all(|r| r.state == "reserved") {
+        if rows.iter().all(|r| r.state == ChainTxState::Reserved) {
             if !rows.is_empty() {
                 self.store
                     .void_txs(execution_key, false, self.now())

@@ -528,7 +528,7 @@ async fn wait_for(
             .intent_status(key, id)
             .await
             .map_err(Outcome::from_error)?;
-        if intent.status != "queued" {
+        if actiongate_core::intents::has_ended(&intent) {
             if tty {
                 eprintln!();
             }

@@ -291,7 +291,7 @@ mod tests {
             agent_id: "agent".into(),
             account_id: "acc".into(),
             action: "swap".into(),
-            lane: "executeIntent".into(),
+            lane: crate::states::Lane::ExecuteIntent,
             params: "{}".into(),
             chain_id: 8453,
             amount_micros: amount,

@@ -40,13 +40,7 @@ const PARAM_TYPES: &[&str] = &[
 
 /// An execution lane of SPEC: fan-out intent (Model A), direct execution, unsigned transactions
 /// (Model B).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Lane {
-    ExecuteIntent,
-    Execute,
-    BuildTx,
-}
+pub use crate::states::Lane;
 
 /// Tells the catalog which lanes of which actions this build can really run. An action none of
 /// whose lanes is implemented is listed with `enabled: false`.

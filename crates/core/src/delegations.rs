@@ -19,6 +19,7 @@ use crate::crypto::random_bytes;
 use crate::error::{Error, Result};
 use crate::gateway::{AgentContext, Gateway};
 use crate::intents::DEFAULT_CHAIN_ID;
+use crate::states::{DelegationStatus, ExecutionState};
 use crate::store::DelegationRecord;
 use actiongate_api_types::intents::ExecuteIntentRequest;
 
@@ -196,7 +197,7 @@ impl Gateway {
             )
             .await?;
         if let Some(existing) = self.store().get_delegation(&v.hash).await?
-            && (existing.agent_id != agent.agent.id || existing.status == "revoked")
+            && (existing.agent_id != agent.agent.id || existing.status == DelegationStatus::Revoked)
         {
             return Err(Error::new(
                 ErrorCode::DelegationRevoked,
@@ -212,7 +213,7 @@ impl Gateway {
             agent_id: agent.agent.id.clone(),
             delegator: v.delegator.clone(),
             chain_id,
-            status: "active".into(),
+            status: DelegationStatus::Active,
             created_at: now,
             expires_at: v
                 .expires_at
@@ -224,7 +225,7 @@ impl Gateway {
         tracing::info!(agent_id = %agent.agent.id, chain_id, delegation_hash = %v.hash, "delegation activated");
         Ok(DelegationActivated {
             delegation_hash: v.hash,
-            status: "active".into(),
+            status: DelegationStatus::Active.to_string(),
             delegator: v.delegator,
             chain_id,
             signature_kind: v.signature_kind,
@@ -248,22 +249,20 @@ impl Gateway {
         let delegations: Vec<DelegationSummary> = rows
             .into_iter()
             .map(|d| {
-                let status = if d.status == "active" && d.expires_at.is_some_and(|e| e <= now) {
-                    "expired".to_owned()
-                } else {
-                    d.status
-                };
+                let status = d.status_at(now);
                 DelegationSummary {
                     delegation_hash: d.hash,
                     delegator: d.delegator,
                     chain_id: d.chain_id,
-                    status,
+                    status: status.to_string(),
                     expires_at: d.expires_at.and_then(|e| u64::try_from(e / 1000).ok()),
                 }
             })
             .collect();
         Ok(DelegationCheck {
-            active: delegations.iter().any(|d| d.status == "active"),
+            active: delegations
+                .iter()
+                .any(|d| d.status == DelegationStatus::Active.as_str()),
             delegations,
         })
     }
@@ -307,26 +306,27 @@ impl Gateway {
             .verify(record.chain_id, &delegation, self.now_secs())
             .await?;
         let now = to_millis(self.now());
-        let mut status = record.status.clone();
+        let mut status = record.status;
         let failed = |name: &str| checks.iter().any(|c| c.name == name && !c.ok);
+        let active = status == DelegationStatus::Active;
         if failed("notDisabled") {
-            status = "revoked".into();
-        } else if status == "active" && failed("timeWindow") {
-            status = "expired".into();
-        } else if status == "active" && failed("signature") {
+            status = DelegationStatus::Revoked;
+        } else if active && failed("timeWindow") {
+            status = DelegationStatus::Expired;
+        } else if active && failed("signature") {
             // The account no longer accepts the signature (its owner or its code changed).
-            status = "invalid".into();
+            status = DelegationStatus::Invalid;
         }
         if status != record.status {
             self.store()
-                .set_delegation_status(&record.hash, &status, now)
+                .set_delegation_status(&record.hash, status, now)
                 .await?;
         }
-        let valid = status == "active" && checks.iter().all(|c| c.ok);
+        let valid = status == DelegationStatus::Active && checks.iter().all(|c| c.ok);
         Ok(DelegationVerified {
             delegation_hash: record.hash,
             valid,
-            status,
+            status: status.to_string(),
             checks,
         })
     }
@@ -343,7 +343,7 @@ impl Gateway {
             .await?;
         Ok(DelegationInspected {
             delegation_hash: record.hash,
-            status: record.status,
+            status: record.status.to_string(),
             chain_id: record.chain_id,
             delegation,
             caveats,
@@ -371,22 +371,23 @@ impl Gateway {
         let (record, delegation) = self.own_delegation(agent, &req.delegation_hash).await?;
         let chain = self.delegation_chain()?;
         if chain.is_disabled(record.chain_id, &record.hash).await? {
-            if record.status != "revoked" {
+            if record.status != DelegationStatus::Revoked {
+                let now = to_millis(self.now());
                 self.store()
-                    .set_delegation_status(&record.hash, "revoked", to_millis(self.now()))
+                    .set_delegation_status(&record.hash, DelegationStatus::Revoked, now)
                     .await?;
                 tracing::info!(delegation_hash = %record.hash, "delegation revoked onchain");
             }
             return Ok(DelegationRevoke {
                 delegation_hash: record.hash,
-                status: "revoked".into(),
+                status: DelegationStatus::Revoked.to_string(),
                 transaction: None,
             });
         }
         let transaction = chain.revoke_tx(record.chain_id, &delegation)?;
         Ok(DelegationRevoke {
             delegation_hash: record.hash,
-            status: record.status,
+            status: record.status.to_string(),
             transaction: Some(transaction),
         })
     }
@@ -403,18 +404,16 @@ impl Gateway {
     ) -> Result<DelegationRedeemed> {
         let (record, _) = self.own_delegation(agent, &req.delegation_hash).await?;
         let now = to_millis(self.now());
-        if record.status != "active" || record.expires_at.is_some_and(|e| e <= now) {
-            let code = if record.status == "revoked" {
+        let status = record.status_at(now);
+        if status != DelegationStatus::Active {
+            let code = if status == DelegationStatus::Revoked {
                 ErrorCode::DelegationRevoked
             } else {
                 ErrorCode::DelegationExpired
             };
             return Err(Error::new(
                 code,
-                format!(
-                    "Delegation {} is not active (it is {}).",
-                    record.hash, record.status
-                ),
+                format!("Delegation {} is not active (it is {status}).", record.hash),
             ));
         }
         let fans_out = self
@@ -463,7 +462,7 @@ impl Gateway {
         let e = executions.first().ok_or_else(|| {
             Error::internal(format!("redemption intent {} has no execution", intent.id))
         })?;
-        let ended = matches!(e.state.as_str(), "succeeded" | "failed");
+        let ended = e.state.is_ended();
         Ok(DelegationRedeemed {
             delegation_hash: record.hash,
             intent_id: intent.id.clone(),
@@ -471,11 +470,11 @@ impl Gateway {
             wallet_address: e.wallet_address.clone(),
             chain_id: e.chain_id,
             status: if ended {
-                e.state.clone()
+                e.state.to_string()
             } else {
-                "pending".into()
+                ExecutionState::Pending.to_string()
             },
-            success: e.state == "succeeded",
+            success: e.state == ExecutionState::Succeeded,
             tx_hash: e.tx_hash.clone(),
             code: e.error_code.clone(),
             message: e.error_message.clone(),
@@ -501,11 +500,11 @@ impl Gateway {
             after = Some(last.hash.clone());
             for d in &page {
                 let now = to_millis(self.now());
-                let status = if d.expires_at.is_some_and(|e| e <= now) {
-                    "expired"
+                let status = if d.status_at(now) == DelegationStatus::Expired {
+                    DelegationStatus::Expired
                 } else {
                     match chain.is_disabled(d.chain_id, &d.hash).await {
-                        Ok(true) => "revoked",
+                        Ok(true) => DelegationStatus::Revoked,
                         Ok(false) => continue,
                         // A chain without an RPC URL or a node that does not answer: next sweep.
                         Err(e) => {
@@ -519,7 +518,7 @@ impl Gateway {
                     .set_delegation_status(&d.hash, status, now)
                     .await?
                 {
-                    tracing::info!(delegation_hash = %d.hash, status, "delegation status from the chain");
+                    tracing::info!(delegation_hash = %d.hash, %status, "delegation status from the chain");
                     changed += 1;
                 }
             }

@@ -156,22 +156,3 @@ impl Implemented for Registry {
         Some(all)
     }
 }
-
-impl Lane {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lane::ExecuteIntent => "executeIntent",
-            Lane::Execute => "execute",
-            Lane::BuildTx => "buildTx",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "executeIntent" => Some(Lane::ExecuteIntent),
-            "execute" => Some(Lane::Execute),
-            "buildTx" => Some(Lane::BuildTx),
-            _ => None,
-        }
-    }
-}

@@ -15,6 +15,7 @@ use crate::catalog::{Catalog, Lane};
 use crate::clock::{Clock, to_millis};
 use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, ExecutionOutcome, Reconciled, Registry, Subject};
+use crate::states::ExecutionState;
 use crate::store::{ExecutionFinish, ExecutionRecord, IntentRecord, Store};
 
 /// Aborts a task when dropped.
@@ -51,6 +52,8 @@ pub struct IntentRunner {
     lease: time::Duration,
     poll: Duration,
     wake: Notify,
+    /// Told whenever this process ends intents ([`IntentRunner::intent_ended`]).
+    ended: Notify,
     /// Reads this process accepted already leased to itself, run without a claim (see
     /// [`IntentRunner::hand`]); taken by the task [`IntentRunner::spawn`] starts.
     handed: std::sync::Mutex<
@@ -79,6 +82,7 @@ impl IntentRunner {
             lease,
             poll: Duration::from_millis(250),
             wake: Notify::new(),
+            ended: Notify::new(),
             handed: std::sync::Mutex::new(Some(handed)),
             hand,
             running: std::sync::atomic::AtomicBool::new(false),
@@ -93,6 +97,12 @@ impl IntentRunner {
     /// Tells an idle worker that there is work.
     pub fn wake(&self) {
         self.wake.notify_one();
+    }
+
+    /// Completes when this process next ends an intent (any intent: a waiter looks again at the
+    /// one it waits for). Enable it before looking, so that an end in between is not missed.
+    pub fn intent_ended(&self) -> tokio::sync::futures::Notified<'_> {
+        self.ended.notified()
     }
 
     /// The lease a read accepted by this process takes at once, when this process runs intents: it
@@ -197,7 +207,7 @@ impl IntentRunner {
         }
         let (reads, others): (Vec<IntentRecord>, Vec<IntentRecord>) =
             claimed.into_iter().partition(|i| {
-                i.lane == Lane::ExecuteIntent.as_str()
+                i.lane == Lane::ExecuteIntent
                     && self.catalog.resolve(&i.action).is_some_and(|a| a.is_read())
             });
         // Writes run one at a time under a heartbeat: keep one, give the other leases back at once so
@@ -234,7 +244,7 @@ impl IntentRunner {
             let params: serde_json::Value =
                 serde_json::from_str(&intent.params).unwrap_or_default();
             for execution in executions.remove(&intent.id).unwrap_or_default() {
-                if execution.state == "pending" || execution.state == "started" {
+                if !execution.state.is_ended() {
                     let ctx = self.context(intent, &execution, &params, String::new());
                     let outcome = self.execute(&ctx).await;
                     done.push((intent.id.clone(), execution.seq, finish_of(outcome)));
@@ -244,6 +254,7 @@ impl IntentRunner {
         self.store
             .finish_reads(&self.owner, &ids, &done, to_millis(self.clock.now()))
             .await?;
+        self.ended.notify_waiters();
         Ok(())
     }
 
@@ -260,7 +271,7 @@ impl IntentRunner {
             action: intent.action.clone(),
             params: params.clone(),
             chain_id: execution.chain_id,
-            lane: Lane::parse(&intent.lane).unwrap_or(Lane::ExecuteIntent),
+            lane: intent.lane,
             subject: Subject::of(execution),
             agent_id: intent.agent_id.clone(),
             agent_address,
@@ -304,8 +315,9 @@ impl IntentRunner {
             .finish_intent(&intent.id, to_millis(self.clock.now()))
             .await?;
         if let Some(f) = finished {
-            tracing::info!(intent_id = f.id, status = f.status, "intent ended");
+            tracing::info!(intent_id = f.id, status = %f.status, "intent ended");
         }
+        self.ended.notify_waiters();
         Ok(())
     }
 
@@ -316,8 +328,8 @@ impl IntentRunner {
         let agent_address = agent.map(|a| a.wallet_address).unwrap_or_default();
         for execution in self.store.list_executions(&intent.id).await? {
             let ctx = self.context(intent, &execution, &params, agent_address.clone());
-            match execution.state.as_str() {
-                "pending" => {
+            match execution.state {
+                ExecutionState::Pending => {
                     let now = to_millis(self.clock.now());
                     if !self
                         .store
@@ -334,7 +346,7 @@ impl IntentRunner {
                     let outcome = self.execute(&ctx).await;
                     self.record(&execution, outcome).await?;
                 }
-                "started" => {
+                ExecutionState::Started => {
                     // Taking over: only while the lease is ours, checked right before anything is sent.
                     if !self
                         .store
@@ -358,7 +370,7 @@ impl IntentRunner {
                     );
                     self.record(&execution, outcome).await?;
                 }
-                _ => {}
+                ExecutionState::Succeeded | ExecutionState::Failed => {}
             }
         }
         Ok(())

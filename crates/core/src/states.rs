@@ -18,7 +18,7 @@ pub struct UnknownState {
 macro_rules! states {
     ($(#[$doc:meta])* $name:ident ($kind:literal) { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum $name {
             $($(#[$vdoc])* $variant),+
         }
@@ -105,6 +105,45 @@ impl ExecutionState {
 }
 
 states! {
+    /// How an action runs: an intent fanned out to the users who delegated (Model A), a direct
+    /// execution from the agent's wallet, or unsigned transactions for a wallet to sign (Model B).
+    Lane ("lane") {
+        ExecuteIntent = "executeIntent",
+        Execute = "execute",
+        BuildTx = "buildTx",
+    }
+}
+
+/// The manifest names lanes by their strings.
+impl<'de> serde::Deserialize<'de> for Lane {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+states! {
+    /// Where a stored delegation is: only an active one is redeemed.
+    DelegationStatus ("delegation status") {
+        Active = "active",
+        Revoked = "revoked",
+        Expired = "expired",
+        Invalid = "invalid",
+    }
+}
+
+states! {
+    /// Where a wallet's transaction at a nonce is: its nonce reserved, then signed (its bytes kept
+    /// before it is sent), then mined; or voided (its nonce given back for reuse).
+    ChainTxState ("transaction state") {
+        Reserved = "reserved",
+        Signed = "signed",
+        Mined = "mined",
+        Voided = "voided",
+    }
+}
+
+states! {
     /// What a credit ledger row records.
     LedgerKind ("ledger kind") {
         /// Credits given by the operator.
@@ -138,6 +177,17 @@ mod tests {
         }
         for s in LedgerKind::ALL {
             assert_eq!(s.as_str().parse::<LedgerKind>(), Ok(*s));
+        }
+        for s in Lane::ALL {
+            assert_eq!(s.as_str().parse::<Lane>(), Ok(*s));
+            let json = serde_json::Value::String(s.as_str().to_owned());
+            assert_eq!(serde_json::from_value::<Lane>(json).ok(), Some(*s));
+        }
+        for s in DelegationStatus::ALL {
+            assert_eq!(s.as_str().parse::<DelegationStatus>(), Ok(*s));
+        }
+        for s in ChainTxState::ALL {
+            assert_eq!(s.as_str().parse::<ChainTxState>(), Ok(*s));
         }
         let unknown = "done".parse::<IntentStatus>();
         assert_eq!(

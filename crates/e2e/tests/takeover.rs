@@ -137,7 +137,7 @@ async fn takeover(database_url: String) {
                 agent_id: agent_id.clone(),
                 delegator: format!("0x{:040x}", 0xfeed00 + i),
                 chain_id: 8453,
-                status: "active".into(),
+                status: actiongate_core::states::DelegationStatus::Active,
                 created_at: i64::try_from(i).unwrap_or(0),
                 expires_at: None,
                 body: None,

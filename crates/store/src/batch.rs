@@ -2,6 +2,7 @@
 //! and one commit. It reads and locks what the core's decisions need ([`acceptance::decide`],
 //! [`CreditLedger`]), lets the core decide, and writes what it answers.
 
+use actiongate_core::states::IntentStatus;
 use std::time::Duration;
 
 use actiongate_core::acceptance;
@@ -139,7 +140,7 @@ macro_rules! lock_queued_intents {
             q.push(")").push(for_update(&$tx));
             for row in &q.build().fetch_all(&mut *$tx).await.map_err(err)? {
                 let i = intent_from_row(row)?;
-                if i.status == "queued" {
+                if i.status == IntentStatus::Queued {
                     intents.insert(i.id.clone(), (i, row.try_get("lease_owner").map_err(err)?));
                 }
             }

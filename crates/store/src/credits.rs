@@ -71,12 +71,11 @@ impl CreditStore for SqlStore {
         .fetch_all(pool)
         .await
         .map_err(err)?);
-        Ok(rows
-            .into_iter()
+        rows.into_iter()
             .map(
                 |(kind, reason, agent_id, intent_id, invoice_id, bb, ba, rb, ra, created_at)| {
-                    LedgerEntry {
-                        kind,
+                    Ok(LedgerEntry {
+                        kind: kind.parse::<LedgerKind>().map_err(err)?,
                         reason,
                         agent_id,
                         intent_id,
@@ -86,10 +85,10 @@ impl CreditStore for SqlStore {
                         reserved_before: rb,
                         reserved_after: ra,
                         created_at,
-                    }
+                    })
                 },
             )
-            .collect())
+            .collect()
     }
 
     async fn daily_usage(&self, agent_id: &str, day: i64) -> Result<i64, StoreError> {

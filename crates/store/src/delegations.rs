@@ -1,5 +1,6 @@
 //! ERC-7710 delegations to agents.
 
+use actiongate_core::states::DelegationStatus;
 use actiongate_core::store::{DelegationRecord, DelegationStore, StoreError};
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteConnection;
@@ -28,7 +29,7 @@ impl DelegationStore for SqlStore {
         .bind(&d.agent_id)
         .bind(&d.delegator)
         .bind(chain)
-        .bind(&d.status)
+        .bind(d.status.as_str())
         .bind(d.created_at)
         .bind(d.expires_at)
         .bind(&d.body)
@@ -109,12 +110,12 @@ impl DelegationStore for SqlStore {
     async fn set_delegation_status(
         &self,
         hash: &str,
-        status: &str,
+        status: DelegationStatus,
         now: i64,
     ) -> Result<bool, StoreError> {
         let done = on_writer!(self, pool => sqlx::query("UPDATE delegations SET status = $2, updated_at = $3 WHERE hash = $1")
             .bind(hash)
-            .bind(status)
+            .bind(status.as_str())
             .bind(now)
             .execute(pool)
             .await
@@ -160,7 +161,7 @@ pub(crate) fn delegation_record(
         agent_id,
         delegator,
         chain_id: u64::try_from(chain_id).map_err(err)?,
-        status,
+        status: status.parse().map_err(err)?,
         created_at,
         expires_at,
         body,

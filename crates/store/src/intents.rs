@@ -4,6 +4,7 @@ use actiongate_core::acceptance;
 use actiongate_core::acceptance::{AgentNow, Snapshot};
 use actiongate_core::ledger::CreditLedger;
 use actiongate_core::states::ExecutionState;
+use actiongate_core::states::IntentStatus;
 use actiongate_core::store::{
     AcceptOutcome, CreditAccount, ExecutionFinish, ExecutionRecord, IdempotencyRecord, IntentDraft,
     IntentRecord, IntentStore, StoreError,
@@ -100,7 +101,7 @@ impl IntentStore for SqlStore {
                         user_did: did,
                         wallet_address: wallet,
                         chain_id: u64::try_from(chain).map_err(err)?,
-                        state,
+                        state: state.parse().map_err(err)?,
                         tx_hash,
                         error_code: code,
                         error_message: message,

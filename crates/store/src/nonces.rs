@@ -47,7 +47,7 @@ pub(crate) fn chain_tx_from(row: ChainTxRow) -> Result<ChainTxRecord, StoreError
         nonce: u64::try_from(nonce).map_err(err)?,
         execution_key,
         idx: u32::try_from(idx).map_err(err)?,
-        state,
+        state: state.parse().map_err(err)?,
         tx_hash,
         raw_tx,
         prior_hashes: prior

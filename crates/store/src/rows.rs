@@ -68,14 +68,22 @@ where
         agent_id: row.try_get("agent_id").map_err(err)?,
         account_id: row.try_get("account_id").map_err(err)?,
         action: row.try_get("action").map_err(err)?,
-        lane: row.try_get("lane").map_err(err)?,
+        lane: row
+            .try_get::<String, _>("lane")
+            .map_err(err)?
+            .parse()
+            .map_err(err)?,
         params: row.try_get("params").map_err(err)?,
         chain_id: u64::try_from(chain).map_err(err)?,
         amount_micros: row.try_get("amount_micros").map_err(err)?,
         price_per_execution: row.try_get("price_per_execution").map_err(err)?,
         reserved_credits: row.try_get("reserved_credits").map_err(err)?,
         free_request: row.try_get("free_request").map_err(err)?,
-        status: row.try_get("status").map_err(err)?,
+        status: row
+            .try_get::<String, _>("status")
+            .map_err(err)?
+            .parse()
+            .map_err(err)?,
         total: u32::try_from(total).map_err(err)?,
         created_at: row.try_get("created_at").map_err(err)?,
         finished_at: row.try_get("finished_at").map_err(err)?,

@@ -2,6 +2,7 @@
 #![allow(clippy::panic)] // Tests fail by panicking.
 
 use actiongate_core::crypto::SecretHash;
+use actiongate_core::states::DelegationStatus;
 use actiongate_core::store::{
     AcceptOutcome, AgentRecord, EmailChallenge, ExecutionDraft, IntentDraft, NewAgent, Onboarding,
     OnboardingOutcome, PolicyRecord, Store,
@@ -608,7 +609,10 @@ async fn an_invoice_is_paid_once_by_one_transaction_and_held_credits_join_a_link
         );
         let ledger = s.ledger("acc1").await.unwrap_or_default();
         assert_eq!(
-            ledger.iter().filter(|e| e.kind == "purchase").count(),
+            ledger
+                .iter()
+                .filter(|e| e.kind.as_str() == "purchase")
+                .count(),
             2,
             "{name}"
         );
@@ -633,7 +637,7 @@ fn delegation(
         agent_id: agent.into(),
         delegator: delegator.into(),
         chain_id: 84532,
-        status: "active".into(),
+        status: DelegationStatus::Active,
         created_at,
         expires_at,
         body: Some(format!("{{\"salt\":\"{hash}\"}}")),
@@ -729,12 +733,16 @@ async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() 
         assert_eq!(listed.len(), 1, "{name}");
 
         assert_eq!(
-            s.set_delegation_status("0x02", "revoked", 4_000).await.ok(),
+            s.set_delegation_status("0x02", DelegationStatus::Revoked, 4_000)
+                .await
+                .ok(),
             Some(true),
             "{name}"
         );
         assert_eq!(
-            s.set_delegation_status("0xff", "revoked", 4_000).await.ok(),
+            s.set_delegation_status("0xff", DelegationStatus::Revoked, 4_000)
+                .await
+                .ok(),
             Some(false),
             "{name}"
         );
@@ -754,9 +762,8 @@ async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() 
                 .await
                 .ok()
                 .flatten()
-                .map(|d| d.status)
-                .as_deref(),
-            Some("revoked"),
+                .map(|d| d.status),
+            Some(DelegationStatus::Revoked),
             "{name}"
         );
         // Storing a revoked delegation again does not bring it back, nor does another agent take one over.
@@ -771,9 +778,8 @@ async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() 
                 .await
                 .ok()
                 .flatten()
-                .map(|d| d.status)
-                .as_deref(),
-            Some("revoked"),
+                .map(|d| d.status),
+            Some(DelegationStatus::Revoked),
             "{name}"
         );
         assert_eq!(
@@ -812,7 +818,7 @@ fn read_draft(n: u32, account: &str, key: u8) -> IntentDraft {
         agent_id: "ag1".into(),
         account_id: account.into(),
         action: "get-fx-supported-assets".into(),
-        lane: "executeIntent".into(),
+        lane: actiongate_core::states::Lane::ExecuteIntent,
         params: "{}".into(),
         chain_id: 8453,
         amount_micros: 0,

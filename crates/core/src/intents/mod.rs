@@ -14,8 +14,8 @@ use actiongate_api_types::intents::{DirectExecution, ExecuteIntentRequest, Inten
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-pub use views::intent_view;
 use views::parse_code;
+pub use views::{has_ended, intent_view};
 
 use crate::acceptance::user_did;
 use crate::catalog::Lane;
@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::gateway::{AgentBasis, AgentContext, Gateway};
 use crate::ledger::day_of;
 use crate::money::{micros_to_usd, usd_to_micros};
+use crate::states::{ExecutionState, IntentStatus};
 use crate::store::{AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord};
 
 /// The default chain (SPEC).
@@ -230,7 +231,7 @@ impl Gateway {
             agent_id: agent.agent.id.clone(),
             account_id: agent.agent.account_id.clone(),
             action: spec.name().to_owned(),
-            lane: lane.as_str().to_owned(),
+            lane,
             params: canonical(&req.params).to_string(),
             chain_id,
             amount_micros: amount,
@@ -383,7 +384,7 @@ impl Gateway {
         Ok(Intent {
             success: true,
             intent_id: submitted.intent().id.clone(),
-            status: "queued".into(),
+            status: IntentStatus::Queued.to_string(),
             total: 0,
             executed: 0,
             results: Vec::new(),
@@ -430,24 +431,24 @@ impl Gateway {
             )));
         };
         let data = e.data.as_deref().and_then(|d| serde_json::from_str(d).ok());
-        let status = match e.state.as_str() {
-            "succeeded" => "confirmed",
+        let status = match e.state {
+            ExecutionState::Succeeded => "confirmed",
             // Mined and reverted: the transaction exists. A refused simulation sent nothing and is
             // answered as the refusal it is (below).
-            "failed"
+            ExecutionState::Failed
                 if e.tx_hash.is_some()
                     && e.error_code.as_deref() == Some(ErrorCode::ExecutionReverted.as_str()) =>
             {
                 "reverted"
             }
-            "failed" => {
+            ExecutionState::Failed => {
                 let code = parse_code(e.error_code.as_deref()).unwrap_or(ErrorCode::Internal);
                 return Err(Error::new(
                     code,
                     e.error_message.clone().unwrap_or_default(),
                 ));
             }
-            _ => "pending",
+            ExecutionState::Pending | ExecutionState::Started => "pending",
         };
         Ok(DirectExecution {
             intent_id: intent.id,
@@ -479,14 +480,14 @@ fn accepted_record(
         agent_id: draft.agent_id.clone(),
         account_id: draft.account_id.clone(),
         action: draft.action.clone(),
-        lane: draft.lane.clone(),
+        lane: draft.lane,
         params: draft.params.clone(),
         chain_id: draft.chain_id,
         amount_micros: draft.amount_micros,
         price_per_execution: draft.price_per_execution,
         reserved_credits,
         free_request,
-        status: "queued".into(),
+        status: IntentStatus::Queued,
         total,
         created_at: draft.now,
         finished_at: None,

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::execution::Subject;
 use crate::gateway::Gateway;
 use crate::ledger::{day_of, day_start};
+use crate::states::{ExecutionState, IntentStatus};
 use crate::store::{ExecutionRecord, IntentRecord};
 
 impl Gateway {
@@ -27,6 +28,32 @@ impl Gateway {
         }
         let executions = self.store().list_executions(intent_id).await?;
         Ok(intent_view(&intent, &executions))
+    }
+
+    /// The intent once it has ended, or as it stands when `timeout` has passed: the one way to
+    /// wait for an intent (MCP `agentRun`). Wakes when this process's runner ends an intent, and
+    /// looks again at least every [`LOOK_AGAIN`] (another process's runner may end it).
+    pub async fn wait_for_intent(
+        &self,
+        agent_key: Option<&str>,
+        intent_id: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Intent> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let ended = self.runner().intent_ended();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            let intent = self.intent_status(agent_key, intent_id).await?;
+            if has_ended(&intent) || tokio::time::Instant::now() >= deadline {
+                return Ok(intent);
+            }
+            tokio::select! {
+                () = ended => {}
+                () = tokio::time::sleep(LOOK_AGAIN) => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
     }
 
     /// The agent's account's credits.
@@ -71,13 +98,25 @@ fn family_name(family: ErrorFamily) -> String {
         .unwrap_or_default()
 }
 
+/// How often [`Gateway::wait_for_intent`] looks again without being woken.
+const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Whether an intent, as SPEC shapes it, has ended ([`IntentStatus::is_ended`]): the one predicate
+/// of every surface that waits for an intent.
+pub fn has_ended(intent: &Intent) -> bool {
+    intent
+        .status
+        .parse::<IntentStatus>()
+        .is_ok_and(IntentStatus::is_ended)
+}
+
 /// The SPEC intent shape of a stored intent.
 pub fn intent_view(intent: &IntentRecord, executions: &[ExecutionRecord]) -> Intent {
     let results: Vec<IntentResult> = executions
         .iter()
-        .filter(|e| e.state == "succeeded" || e.state == "failed")
+        .filter(|e| e.state.is_ended())
         .map(|e| {
-            let success = e.state == "succeeded";
+            let success = e.state == ExecutionState::Succeeded;
             let code = if success { None } else { e.error_code.clone() };
             IntentResult {
                 user_did: e.user_did.clone(),
@@ -100,9 +139,9 @@ pub fn intent_view(intent: &IntentRecord, executions: &[ExecutionRecord]) -> Int
         })
         .collect();
     Intent {
-        success: intent.status != "failed",
+        success: intent.status != IntentStatus::Failed,
         intent_id: intent.id.clone(),
-        status: intent.status.clone(),
+        status: intent.status.to_string(),
         total: u64::from(intent.total),
         executed: results.len() as u64,
         results,

@@ -8,6 +8,7 @@
 use async_trait::async_trait;
 
 use crate::crypto::SecretHash;
+use crate::states::DelegationStatus;
 
 mod records;
 
@@ -268,7 +269,7 @@ pub trait DelegationStore: Send + Sync + 'static {
     async fn set_delegation_status(
         &self,
         hash: &str,
-        status: &str,
+        status: DelegationStatus,
         now: i64,
     ) -> Result<bool, StoreError>;
 

@@ -2,7 +2,9 @@
 //! amounts are integer micro-dollars, secrets arrive only as keyed hashes.
 
 use crate::crypto::SecretHash;
-use crate::states::ExecutionState;
+use crate::states::{
+    ChainTxState, DelegationStatus, ExecutionState, IntentStatus, Lane, LedgerKind,
+};
 
 /// A pending e-mail code.
 #[derive(Debug, Clone)]
@@ -102,7 +104,7 @@ pub struct IntentDraft {
     pub agent_id: String,
     pub account_id: String,
     pub action: String,
-    pub lane: String,
+    pub lane: Lane,
     /// JSON.
     pub params: String,
     pub chain_id: u64,
@@ -171,14 +173,14 @@ pub struct IntentRecord {
     pub agent_id: String,
     pub account_id: String,
     pub action: String,
-    pub lane: String,
+    pub lane: Lane,
     pub params: String,
     pub chain_id: u64,
     pub amount_micros: i64,
     pub price_per_execution: i64,
     pub reserved_credits: i64,
     pub free_request: bool,
-    pub status: String,
+    pub status: IntentStatus,
     pub total: u32,
     pub created_at: i64,
     pub finished_at: Option<i64>,
@@ -193,8 +195,7 @@ pub struct ExecutionRecord {
     pub user_did: String,
     pub wallet_address: String,
     pub chain_id: u64,
-    /// pending, started, succeeded, failed.
-    pub state: String,
+    pub state: ExecutionState,
     pub tx_hash: Option<String>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
@@ -217,7 +218,7 @@ impl ExecutionRecord {
             user_did: user.user_did,
             wallet_address: user.wallet_address,
             chain_id,
-            state: "pending".into(),
+            state: ExecutionState::Pending,
             tx_hash: None,
             error_code: None,
             error_message: None,
@@ -256,8 +257,7 @@ pub struct CreditAccount {
 /// One ledger row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LedgerEntry {
-    /// grant, reserve, capture, release, free, free_refund, purchase.
-    pub kind: String,
+    pub kind: LedgerKind,
     pub reason: String,
     pub agent_id: Option<String>,
     pub intent_id: Option<String>,
@@ -280,8 +280,7 @@ pub struct ChainTxRecord {
     /// The execution this transaction belongs to, and its place in the execution's plan.
     pub execution_key: String,
     pub idx: u32,
-    /// reserved, signed, mined, voided.
-    pub state: String,
+    pub state: ChainTxState,
     pub tx_hash: Option<String>,
     /// The signed transaction (EIP-2718 bytes).
     pub raw_tx: Option<Vec<u8>>,
@@ -349,13 +348,25 @@ pub struct DelegationRecord {
     pub agent_id: String,
     pub delegator: String,
     pub chain_id: u64,
-    /// active, revoked, expired, invalid.
-    pub status: String,
+    pub status: DelegationStatus,
     pub created_at: i64,
     /// Unix ms from which it cannot be used (its time window caveat), if it has one.
     pub expires_at: Option<i64>,
     /// The signed delegation (api-types `Delegation`, JSON).
     pub body: Option<String>,
+}
+
+impl DelegationRecord {
+    /// Its status at `now`: an active one whose time window has closed is expired, whether or not
+    /// the sweep has recorded it yet.
+    pub fn status_at(&self, now: i64) -> DelegationStatus {
+        match self.status {
+            DelegationStatus::Active if self.expires_at.is_some_and(|e| e <= now) => {
+                DelegationStatus::Expired
+            }
+            status => status,
+        }
+    }
 }
 
 /// An issued personhood proof request.

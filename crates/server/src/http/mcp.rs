@@ -47,32 +47,8 @@ use serde_json::{Map, Value};
 use super::AppState;
 use super::error::error_body;
 use super::extract::{BODY_LIMIT, bearer};
-use super::mcp_tools::{TOOLS, ToolSpec, tool_list};
+use super::mcp_tools::{Auth, TOOLS, ToolSpec, auth_of, tool_list};
 use actiongate_core::store::McpSessionStore;
-
-/// Tools that work without an agent key.
-pub const OPEN_TOOLS: &[&str] = &[
-    "getActionsCatalog",
-    "getProviderActions",
-    "startEmailOnboarding",
-    "completeEmailOnboarding",
-];
-
-/// Tools that need the owner's session as the connection's bearer (CONTRACT: personhood is owner-only).
-pub const OWNER_TOOLS: &[&str] = &[
-    "delegationPersonhoodBegin",
-    "delegationPersonhoodComplete",
-    "delegationPersonhoodDepositBegin",
-    "delegationPersonhoodDepositComplete",
-];
-
-/// What a message needs to be let through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Needs {
-    Nothing,
-    AgentKey,
-    OwnerSession,
-}
 
 /// MCP sessions kept in the gateway's database, so that any process behind a load balancer can
 /// serve a session another process opened (rmcp replays the stored `initialize`).
@@ -259,13 +235,13 @@ impl GatewayMcp {
         header_key: Option<String>,
     ) -> CallToolResult {
         let g = &self.gateway;
-        if OWNER_TOOLS.contains(&spec.name) {
+        if spec.auth == Auth::Owner {
             return enveloped(
                 self.personhood_tool(spec.name, header_key.as_deref(), &args)
                     .await,
             );
         }
-        let key = if spec.open {
+        let key = if spec.auth == Auth::Open {
             None
         } else {
             match Self::agent_key(header_key, &mut args) {
@@ -447,14 +423,8 @@ async fn delegation_tool(
 /// Submits an intent and waits (bounded) for it to end; answers the intent as it then stands.
 async fn run_and_wait(g: &Gateway, req: &ExecuteIntentRequest, key: &str) -> Result<Intent, Error> {
     let submitted = g.execute_intent(req).await?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let intent = g.intent_status(Some(key), &submitted.intent_id).await?;
-        if intent.status != "queued" || tokio::time::Instant::now() >= deadline {
-            return Ok(intent);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    g.wait_for_intent(Some(key), &submitted.intent_id, Duration::from_secs(30))
+        .await
 }
 
 impl ServerHandler for GatewayMcp {
@@ -521,11 +491,11 @@ pub async fn require_agent_key(
         }
     };
     let message = serde_json::from_slice::<Value>(&bytes).ok();
-    let needs = message.as_ref().map_or(Needs::Nothing, needs);
-    if needs != Needs::Nothing {
+    let needs = message.as_ref().map_or(Auth::Open, needs);
+    if needs != Auth::Open {
         let key = bearer(&parts.headers);
         let checked = match needs {
-            Needs::OwnerSession => state.gateway.authenticate_owner(key).await.map(|_| ()),
+            Auth::Owner => state.gateway.authenticate_owner(key).await.map(|_| ()),
             _ => state.gateway.authenticate_agent(key).await.map(|_| ()),
         };
         if let Err(e) = checked {
@@ -564,21 +534,21 @@ pub async fn require_agent_key(
         .await
 }
 
-fn needs(message: &Value) -> Needs {
+/// What a message needs to be let through: the strictest level of the tools it calls.
+fn needs(message: &Value) -> Auth {
     match message {
-        Value::Array(batch) => batch.iter().map(needs).max().unwrap_or(Needs::Nothing),
+        Value::Array(batch) => batch.iter().map(needs).max().unwrap_or(Auth::Open),
         Value::Object(m) if m.get("method").and_then(Value::as_str) == Some("tools/call") => {
             match m
                 .get("params")
                 .and_then(|p| p.get("name"))
                 .and_then(Value::as_str)
             {
-                Some(name) if OPEN_TOOLS.contains(&name) => Needs::Nothing,
-                Some(name) if OWNER_TOOLS.contains(&name) => Needs::OwnerSession,
-                _ => Needs::AgentKey,
+                Some(name) => auth_of(name),
+                None => Auth::Agent,
             }
         }
-        _ => Needs::Nothing,
+        _ => Auth::Open,
     }
 }
 
@@ -602,26 +572,23 @@ mod tests {
     #[test]
     fn only_protected_tool_calls_need_a_credential() {
         let call = |name: &str| json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name}});
-        assert_eq!(needs(&call("executeIntent")), Needs::AgentKey);
-        assert_eq!(needs(&call("getActionsCatalog")), Needs::Nothing);
-        assert_eq!(
-            needs(&call("delegationPersonhoodComplete")),
-            Needs::OwnerSession
-        );
+        assert_eq!(needs(&call("executeIntent")), Auth::Agent);
+        assert_eq!(needs(&call("getActionsCatalog")), Auth::Open);
+        assert_eq!(needs(&call("delegationPersonhoodComplete")), Auth::Owner);
         assert_eq!(
             needs(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})),
-            Needs::Nothing
+            Auth::Open
         );
         assert_eq!(
             needs(&json!([
                 call("getActionsCatalog"),
                 call("getCreditsBalance")
             ])),
-            Needs::AgentKey
+            Auth::Agent
         );
         assert_eq!(
             needs(&json!({"method": "tools/call", "params": {}})),
-            Needs::AgentKey
+            Auth::Agent
         );
     }
 }

@@ -15,7 +15,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extract::bearer;
 use super::mcp::GatewayMcp;
-use super::mcp_tools::{TOOLS, tool_list};
+use super::mcp_tools::{Auth, TOOLS, auth_of, tool_list};
 
 /// Every MCP tool with its schemas and whether it needs an agent key.
 #[utoipa::path(get, path = "/mcp/tools", tag = "mcp", responses((status = 200, body = Envelope<McpToolList>)))]
@@ -23,7 +23,7 @@ pub async fn list_tools() -> Json<Envelope<McpToolList>> {
     let tools = tool_list()
         .into_iter()
         .map(|t| McpToolInfo {
-            requires_auth: !TOOLS.iter().any(|s| s.name == t.name && s.open),
+            requires_auth: auth_of(&t.name) != Auth::Open,
             name: t.name.to_string(),
             description: t.description.map(|d| d.to_string()).unwrap_or_default(),
             input_schema: Value::Object((*t.input_schema).clone()),
@@ -60,10 +60,18 @@ pub async fn call_tool(
         )
     })?;
     let key = bearer(&headers).map(str::to_owned);
-    if super::mcp::OWNER_TOOLS.contains(&spec.name) {
-        state.gateway.authenticate_owner(key.as_deref()).await?;
-    } else if !spec.open {
-        state.gateway.authenticate_agent(key.as_deref()).await?;
+    match spec.auth {
+        Auth::Owner => state
+            .gateway
+            .authenticate_owner(key.as_deref())
+            .await
+            .map(drop)?,
+        Auth::Agent => state
+            .gateway
+            .authenticate_agent(key.as_deref())
+            .await
+            .map(drop)?,
+        Auth::Open => {}
     }
     let args: Map<String, Value> = if body.iter().all(u8::is_ascii_whitespace) {
         Map::new()

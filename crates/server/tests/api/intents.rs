@@ -64,7 +64,7 @@ async fn delegate(app: &TestApp, owner: &Owner, n: usize) -> Vec<String> {
                 agent_id: owner.agent_id.clone(),
                 delegator: delegator.clone(),
                 chain_id: 8453,
-                status: "active".into(),
+                status: actiongate_core::states::DelegationStatus::Active,
                 created_at: i64::try_from(i).unwrap_or(0),
                 expires_at: None,
                 body: None,
@@ -707,8 +707,20 @@ async fn concurrent_submits_never_overspend(backend: Backend) {
         .await
         .unwrap_or_default();
     assert_ledger_adds_up(&ledger, 0);
-    assert_eq!(ledger.iter().filter(|e| e.kind == "reserve").count(), 50);
-    assert_eq!(ledger.iter().filter(|e| e.kind == "capture").count(), 50);
+    assert_eq!(
+        ledger
+            .iter()
+            .filter(|e| e.kind.as_str() == "reserve")
+            .count(),
+        50
+    );
+    assert_eq!(
+        ledger
+            .iter()
+            .filter(|e| e.kind.as_str() == "capture")
+            .count(),
+        50
+    );
     assert_eq!(footprint(&app, &owner).await.credits, Some((0, 0, 0)));
 }
 
