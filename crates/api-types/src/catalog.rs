@@ -80,6 +80,15 @@ pub struct CatalogAction {
     pub editor_config: Option<EditorConfig>,
 }
 
+impl CatalogAction {
+    /// Whether the action only reads (SPEC: `maxAmountUsd` 0 means read-only): the one
+    /// read/write classification, served in the catalog and used by the core's checks, the chain
+    /// layer (through the execution context) and the CLI (which asks for `--confirm-writes`).
+    pub fn is_read(&self) -> bool {
+        self.max_amount_usd == Some(0.0)
+    }
+}
+
 /// How a composition editor presents an action.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

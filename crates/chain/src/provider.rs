@@ -88,7 +88,7 @@ impl EvmProvider {
 
     async fn run(&self, ctx: &ExecutionContext) -> Result<ExecutionOutcome, Error> {
         let client = self.client(ctx.chain_id, &ctx.action)?;
-        if READS.contains(&ctx.action.as_str()) {
+        if ctx.read {
             let wallet: Address = ctx
                 .subject
                 .wallet_address
@@ -235,7 +235,7 @@ impl Provider for EvmProvider {
     }
 
     async fn reconcile(&self, ctx: &ExecutionContext) -> Reconciled {
-        if READS.contains(&ctx.action.as_str()) || ctx.lane == Lane::BuildTx {
+        if ctx.read || ctx.lane == Lane::BuildTx {
             return Reconciled::NotSent;
         }
         let found = async {
@@ -293,5 +293,26 @@ impl Provider for EvmProvider {
             from: Some(from.to_string()),
             transactions,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog, NothingImplemented};
+
+    use super::{READS, WRITES};
+
+    /// What the EVM provider runs as a read or a write agrees with the catalog's classification.
+    #[test]
+    fn the_evm_reads_and_writes_are_the_catalogs() {
+        let when = "2026-01-01T00:00:00Z".to_owned();
+        let catalog = Catalog::from_manifest(BUILTIN_MANIFEST, when, &NothingImplemented)
+            .expect("the built-in manifest loads");
+        for a in READS {
+            assert!(catalog.resolve(a).is_some_and(|s| s.is_read()), "{a}");
+        }
+        for a in WRITES {
+            assert!(catalog.resolve(a).is_some_and(|s| !s.is_read()), "{a}");
+        }
     }
 }

@@ -176,9 +176,9 @@ impl ActionSpec {
         &self.entry.action
     }
 
-    /// A read moves no value: `maxAmountUsd` 0 (SPEC: "0 means read-only").
+    /// A read moves no value ([`CatalogAction::is_read`]).
     pub fn is_read(&self) -> bool {
-        self.entry.max_amount_usd == Some(0.0)
+        self.entry.is_read()
     }
 }
 

@@ -29,6 +29,8 @@ pub struct ExecutionContext {
     pub params: serde_json::Value,
     pub chain_id: u64,
     pub lane: Lane,
+    /// The action only reads (the catalog's classification): nothing is sent, nothing to reconcile.
+    pub read: bool,
     pub subject: Subject,
     pub agent_id: String,
     pub agent_address: String,

@@ -272,6 +272,11 @@ impl IntentRunner {
             params: params.clone(),
             chain_id: execution.chain_id,
             lane: intent.lane,
+            // Unknown to the catalog (it changed since): handled as a write, which reconciles.
+            read: self
+                .catalog
+                .resolve(&intent.action)
+                .is_some_and(|a| a.is_read()),
             subject: Subject::of(execution),
             agent_id: intent.agent_id.clone(),
             agent_address,

@@ -48,5 +48,5 @@ async fn main() -> anyhow::Result<()> {
     writeln!(out, "actiongate listening on http://{}", app.local_addr())?;
     out.flush()?;
     drop(out);
-    app.run(std::future::pending()).await
+    Ok(app.run(std::future::pending()).await?)
 }

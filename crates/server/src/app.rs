@@ -21,7 +21,6 @@ use actiongate_core::providers::internal::{BUILTIN_DATA, InternalData, InternalR
 use actiongate_core::purchases::{AuthorizationSettler, PaymentVerifier};
 use actiongate_core::{Gateway, Ports};
 use actiongate_store::SqlStore;
-use anyhow::{Context, bail};
 use tokio::net::TcpListener;
 
 use crate::config::{Config, parse_smtp_url};
@@ -55,7 +54,7 @@ pub struct Application {
 }
 
 impl Application {
-    pub async fn build(config: &Config, deps: Deps) -> anyhow::Result<Self> {
+    pub async fn build(config: &Config, deps: Deps) -> Result<Self, StartError> {
         tokio::fs::create_dir_all(&config.data_dir)
             .await
             .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
@@ -74,15 +73,21 @@ impl Application {
         let mailer: Arc<dyn Mailer> = match (deps.mailer, &config.smtp_url) {
             (Some(m), _) => m,
             (None, Some(url)) => {
-                let (host, port) = parse_smtp_url(url)?;
-                Arc::new(SmtpMailer::new(&host, port, &config.mail_from)?)
+                let (host, port) = parse_smtp_url(url).context("invalid SMTP URL")?;
+                Arc::new(
+                    SmtpMailer::new(&host, port, &config.mail_from)
+                        .context("cannot set up SMTP")?,
+                )
             }
             (None, None) => {
                 let dir = config.data_dir.join("outbox");
                 tokio::fs::create_dir_all(&dir)
                     .await
                     .context("cannot create the outbox")?;
-                Arc::new(OutboxMailer::new(dir, &config.mail_from)?)
+                Arc::new(
+                    OutboxMailer::new(dir, &config.mail_from)
+                        .context("cannot set up the outbox")?,
+                )
             }
         };
         let clock: Arc<dyn Clock> = deps.clock.unwrap_or_else(|| Arc::new(SystemClock));
@@ -95,17 +100,21 @@ impl Application {
         };
         let internal =
             InternalData::parse(&internal_data).context("internal data file is invalid")?;
-        let chain_clients = ChainClients::connect(&config.settings.chains, config.evm.clone())?;
+        let chain_clients = ChainClients::connect(&config.settings.chains, config.evm.clone())
+            .context("cannot set up the chain clients")?;
         let payments =
             ChainPayments::for_chain(chain_clients.clone(), config.settings.purchase.chain_id)
                 .map(|p| Arc::new(p) as Arc<dyn PaymentVerifier>);
         let settler = match chain_clients.get(config.settings.purchase.chain_id) {
-            Some(_) => Some(Arc::new(ChainSettler::new(
-                chain_clients.clone(),
-                store.clone(),
-                clock.clone(),
-                &master.settlement_wallet_secret(),
-            )?) as Arc<dyn AuthorizationSettler>),
+            Some(_) => Some(Arc::new(
+                ChainSettler::new(
+                    chain_clients.clone(),
+                    store.clone(),
+                    clock.clone(),
+                    &master.settlement_wallet_secret(),
+                )
+                .context("cannot set up the x402 settler")?,
+            ) as Arc<dyn AuthorizationSettler>),
             None => None,
         };
         let delegations: Arc<dyn DelegationChain> = Arc::new(FrameworkChains::new(
@@ -123,32 +132,40 @@ impl Application {
             vec![Arc::new(InternalReads::new(internal)), Arc::new(evm)];
         providers.extend(deps.providers);
         let registry = Arc::new(Registry::new(providers));
-        let catalog = Arc::new(Catalog::from_manifest(
-            BUILTIN_MANIFEST,
-            rfc3339(clock.now()),
-            registry.as_ref(),
-        )?);
-        let catalog_bytes = Arc::new(CatalogBytes::new(catalog.document())?);
+        let catalog = Arc::new(
+            Catalog::from_manifest(BUILTIN_MANIFEST, rfc3339(clock.now()), registry.as_ref())
+                .context("the built-in catalog is invalid")?,
+        );
+        let catalog_bytes = Arc::new(
+            CatalogBytes::new(catalog.document()).context("cannot serialize the catalog")?,
+        );
         let deps_clock = clock.clone();
-        let gateway = Arc::new(Gateway::new(
-            Ports {
-                store: store.clone(),
-                mailer,
-                clock,
-                payments,
-                settler,
-                delegations: Some(delegations),
-            },
-            catalog,
-            registry,
-            master.keyring(),
-            config.settings.clone(),
-        )?);
+        let gateway = Arc::new(
+            Gateway::new(
+                Ports {
+                    store: store.clone(),
+                    mailer,
+                    clock,
+                    payments,
+                    settler,
+                    delegations: Some(delegations),
+                },
+                catalog,
+                registry,
+                master.keyring(),
+                config.settings.clone(),
+            )
+            .context("cannot set up the gateway")?,
+        );
         let verifier: Arc<dyn ProofVerifier> = match deps.verifier {
             Some(v) => v,
-            None => Arc::new(WorldIdVerifier::new(&config.personhood_verify_url)?),
+            None => Arc::new(
+                WorldIdVerifier::new(&config.personhood_verify_url)
+                    .context("cannot set up the World ID client")?,
+            ),
         };
-        let signer = RpSigner::new(&master.rp_signing_secret())?;
+        let signer =
+            RpSigner::new(&master.rp_signing_secret()).context("cannot derive the RP signer")?;
         tracing::info!(
             rp_id = config.personhood.rp_id,
             signer = signer.address(),
@@ -171,7 +188,9 @@ impl Application {
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
-        let addr = listener.local_addr()?;
+        let addr = listener
+            .local_addr()
+            .context("cannot read the bound address")?;
         let router = router(state, config.mcp_allowed_hosts.clone());
         Ok(Self {
             listener,
@@ -198,7 +217,7 @@ impl Application {
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), StartError> {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let workers = self.gateway.runner().spawn(self.workers, stop_rx.clone());
         let sweep = spawn_delegation_sweep(self.gateway.clone(), stop_rx);
@@ -240,7 +259,7 @@ fn spawn_delegation_sweep(
 }
 
 /// Reads the master key; in dev mode creates it (0600) when missing.
-async fn load_master_key(path: &Path, dev: bool) -> anyhow::Result<MasterKey> {
+async fn load_master_key(path: &Path, dev: bool) -> Result<MasterKey, StartError> {
     match tokio::fs::read_to_string(path).await {
         Ok(text) => {
             warn_if_readable_by_others(path);
@@ -248,26 +267,27 @@ async fn load_master_key(path: &Path, dev: bool) -> anyhow::Result<MasterKey> {
                 .with_context(|| format!("master key file {} is invalid", path.display()))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && dev => {
-            let key = MasterKey::generate()?;
+            let key = MasterKey::generate().context("cannot make a master key")?;
             write_private(path, key.to_hex().as_bytes())
                 .await
                 .with_context(|| format!("cannot write master key {}", path.display()))?;
             tracing::info!(path = %path.display(), "generated a new master key (dev mode)");
             Ok(key)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(StartError::new(format!(
             "no master key at {}: create one with `actiongate master-key --out {}` (and keep it safe), \
              or run with --dev",
             path.display(),
             path.display()
-        ),
+        ))),
         Err(e) => Err(e).with_context(|| format!("cannot read master key {}", path.display())),
     }
 }
 
 /// A fresh master key in its file form.
-pub fn new_master_key_hex() -> anyhow::Result<String> {
-    Ok(MasterKey::generate()?.to_hex().to_string())
+pub fn new_master_key_hex() -> Result<String, StartError> {
+    let key = MasterKey::generate().context("cannot make a master key")?;
+    Ok(key.to_hex().to_string())
 }
 
 /// Writes a new file readable by its owner only; fails if it exists.
@@ -300,5 +320,43 @@ fn warn_if_readable_by_others(path: &Path) {
         {
             tracing::warn!(path = %path.display(), "the master key file is readable by group or others; chmod 600 it");
         }
+    }
+}
+
+/// Why the server could not start, or stopped: what it was doing, and the cause (kept as the
+/// error's source).
+#[derive(Debug, thiserror::Error)]
+#[error("{what}")]
+pub struct StartError {
+    what: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl StartError {
+    fn new(what: impl Into<String>) -> Self {
+        StartError {
+            what: what.into(),
+            source: None,
+        }
+    }
+}
+
+/// Names what was being done when an error happened ([`StartError`]).
+trait Context<T> {
+    fn context(self, what: &str) -> Result<T, StartError>;
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T, StartError>;
+}
+
+impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for Result<T, E> {
+    fn context(self, what: &str) -> Result<T, StartError> {
+        self.with_context(|| what.to_owned())
+    }
+
+    fn with_context(self, what: impl FnOnce() -> String) -> Result<T, StartError> {
+        self.map_err(|e| StartError {
+            what: what(),
+            source: Some(Box::new(e)),
+        })
     }
 }

@@ -7,5 +7,5 @@ pub mod http;
 pub mod mail;
 pub mod worldid;
 
-pub use app::{Application, Deps};
+pub use app::{Application, Deps, StartError};
 pub use config::{Config, Overrides};

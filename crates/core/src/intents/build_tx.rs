@@ -59,6 +59,7 @@ impl Gateway {
             params: req.params.clone(),
             chain_id: req.chain_id,
             lane: Lane::BuildTx,
+            read: spec.is_read(),
             subject: Subject {
                 user_did: user_did(req.chain_id, &wallet),
                 wallet_address: wallet,

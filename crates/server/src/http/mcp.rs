@@ -180,10 +180,7 @@ impl GatewayMcp {
         };
         let agent = || async {
             let key = text("agentKey").ok_or_else(|| Error::invalid("agentKey is required"))?;
-            let agent = self.gateway.authenticate_agent(Some(&key)).await?;
-            if agent.agent.account_id != owner.account_id {
-                return Err(Error::not_found("No such agent in this account."));
-            }
+            let agent = self.gateway.owned_agent_by_key(&owner, &key).await?;
             Ok::<String, Error>(agent.agent.id)
         };
         let p = &self.personhood;

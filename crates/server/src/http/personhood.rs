@@ -148,11 +148,7 @@ pub async fn org_check(
 }
 
 async fn owned_agent(s: &AppState, owner: &Owner, key: &str) -> Result<String, ApiError> {
-    let agent = s.gateway.authenticate_agent(Some(key)).await?;
-    if agent.agent.account_id != owner.0.account_id {
-        return Err(actiongate_core::Error::not_found("No such agent in this account.").into());
-    }
-    Ok(agent.agent.id)
+    Ok(s.gateway.owned_agent_by_key(&owner.0, key).await?.agent.id)
 }
 
 /// Begins an agent's enrollment (action `delegate-agent:{agentId}`).

@@ -2,355 +2,29 @@
 //! through `actiongate-client`. Writes need `--confirm-writes`; without it the command prints what it
 //! would send (secrets masked) and sends nothing.
 
-use std::io::{BufRead, IsTerminal, Write};
+mod args;
+mod login;
+mod personhood;
+
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use actiongate_api_types::catalog::CatalogAction;
 use actiongate_api_types::chain::BuildTxRequest;
 use actiongate_api_types::credits::{BuyCreditsRequest, CreditPurchase};
-use actiongate_api_types::identity::EmailCompleteRequest;
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
 use actiongate_client::Client;
 use actiongate_client::Purchase;
-use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
 use crate::credentials;
 use crate::output::Outcome;
 
-/// Options every agent command takes.
-#[derive(Debug, Args, Clone)]
-pub struct Global {
-    /// The gateway's base URL.
-    #[arg(
-        long,
-        env = "ACTIONGATE_BASE_URL",
-        hide_env_values = true,
-        default_value = "http://127.0.0.1:8080",
-        global = true
-    )]
-    pub base_url: String,
-    /// Use the test environment: ACTIONGATE_TESTNET_URL as the base URL and chain 84532.
-    #[arg(long, global = true)]
-    pub testnet: bool,
-    /// Print {"success", "code", "data"} and nothing else on stdout.
-    #[arg(long, global = true)]
-    pub json: bool,
-    /// Send writes; without it a write prints what it would send and sends nothing.
-    #[arg(long, global = true)]
-    pub confirm_writes: bool,
-}
+pub use args::*;
+use login::login;
+use personhood::personhood;
 
-impl Global {
-    fn base(&self) -> String {
-        if self.testnet {
-            std::env::var("ACTIONGATE_TESTNET_URL").unwrap_or_else(|_| self.base_url.clone())
-        } else {
-            self.base_url.clone()
-        }
-    }
-
-    fn default_chain(&self) -> u64 {
-        if self.testnet { 84532 } else { 8453 }
-    }
-}
-
-#[derive(Debug, Subcommand)]
-pub enum AgentCommand {
-    /// Discover actions. `actiongate actions` lists what this agent may call; `actions catalog` the whole catalog.
-    ///
-    /// Example: `actiongate actions catalog --json`
-    Actions {
-        #[command(subcommand)]
-        which: Option<ActionsCommand>,
-    },
-    /// Run an action (execute-intent; `--direct` runs it from the agent's own wallet).
-    ///
-    /// Example: `actiongate run get-earn-provider --param providerId=earn-router --wait`
-    Run(RunArgs),
-    /// The status of an intent; `--wait` polls until it ends.
-    ///
-    /// Example: `actiongate intent-status 01a2… --wait`
-    IntentStatus {
-        intent_id: String,
-        #[arg(long)]
-        wait: bool,
-    },
-    /// Every check a run would make (key, allowlist, enabled, params, chain, limits, delegation,
-    /// credits, venue), each with its verdict. Sends nothing that writes.
-    ///
-    /// Example: `actiongate preflight swap --param tokenIn=USDC --param tokenOut=WETH --param amountIn=10`
-    Preflight(PreflightArgs),
-    /// Build unsigned transactions for local signing (Model B): in order, an approval first when
-    /// needed, nonce and fees filled for --wallet-address, each simulated. Signs and sends nothing.
-    ///
-    /// Example: `actiongate build-tx swap --param tokenIn=USDC --param tokenOut=WETH --param amountIn=10 --wallet-address 0x…`
-    BuildTx(BuildTxArgs),
-    /// ERC-7710 delegation: create (or grant), activate, status, inspect, balance, redeem, revoke.
-    ///
-    /// Example: `actiongate delegation status`
-    Delegation {
-        #[command(subcommand)]
-        command: DelegationCommand,
-    },
-    /// Venue checks before a trade, deposit or order.
-    ///
-    /// Example: `actiongate venue readiness hyperliquid`
-    Venue {
-        #[command(subcommand)]
-        command: VenueCommand,
-    },
-    /// Sign in by e-mail: sends a code, asks for it (or takes --code) and for acceptance of the terms,
-    /// and stores the agent key (mode 0600) for the other commands. The key is never printed.
-    ///
-    /// Example: `actiongate login --email you@example.com`
-    Login {
-        #[arg(long)]
-        email: String,
-        /// The 6-digit code from the e-mail; asked on the terminal when omitted.
-        #[arg(long)]
-        code: Option<String>,
-        /// Accept the terms without being asked.
-        #[arg(long)]
-        accept_terms: bool,
-    },
-    /// Forget the stored login.
-    ///
-    /// Example: `actiongate logout`
-    Logout,
-    /// Which agent the key belongs to (never the key).
-    ///
-    /// Example: `actiongate whoami --json`
-    Whoami,
-    /// Personhood for delegation (World ID): org and agent enrollment, deposit receipts. Takes the owner
-    /// session of the stored login; `complete` and `consume` are writes.
-    ///
-    /// Example: `actiongate personhood org begin --org-id acme`
-    Personhood {
-        #[command(subcommand)]
-        command: PersonhoodCommand,
-    },
-    /// Credits: balance, and buying credits.
-    ///
-    /// Example: `actiongate credits balance`
-    Credits {
-        #[command(subcommand)]
-        command: CreditsCommand,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum PersonhoodCommand {
-    /// The organization's enrollment.
-    #[command(subcommand)]
-    Org(OrgCommand),
-    /// The agent's own enrollment (the stored agent).
-    #[command(subcommand)]
-    Agent(AgentPersonhoodCommand),
-    /// Single-use deposit receipts.
-    #[command(subcommand)]
-    Deposit(DepositCommand),
-}
-
-#[derive(Debug, Subcommand)]
-pub enum OrgCommand {
-    /// The proof request for the organization.
-    Begin {
-        #[arg(long)]
-        org_id: String,
-        #[arg(long)]
-        chain_id: Option<u64>,
-    },
-    /// Lock the organization with the proof client's result (JSON, or @file). A write.
-    Complete {
-        #[arg(long)]
-        org_id: String,
-        #[arg(long)]
-        proof: String,
-    },
-    /// unverified or locked.
-    Check {
-        #[arg(long)]
-        org_id: String,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum AgentPersonhoodCommand {
-    /// The proof request for the agent.
-    Begin {
-        #[arg(long)]
-        chain_id: Option<u64>,
-    },
-    /// Lock the agent with the proof client's result (JSON, or @file). A write.
-    Complete {
-        #[arg(long)]
-        proof: String,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum DepositCommand {
-    /// A deposit challenge and its proof request.
-    Begin {
-        #[arg(long)]
-        org_id: String,
-        #[arg(long)]
-        deposit_signal: Option<String>,
-        #[arg(long)]
-        runtime_id: Option<String>,
-        #[arg(long)]
-        amount_usd: Option<f64>,
-        #[arg(long)]
-        destination_address: Option<String>,
-        #[arg(long)]
-        idempotency_key: Option<String>,
-    },
-    /// Issue the receipt with the proof client's result (JSON, or @file). A write.
-    Complete {
-        #[arg(long)]
-        org_id: String,
-        #[arg(long)]
-        proof: String,
-    },
-    /// Consume a receipt, once. A write.
-    Consume {
-        #[arg(long)]
-        org_id: String,
-        #[arg(long)]
-        receipt_id: String,
-        #[arg(long)]
-        runtime_id: Option<String>,
-        #[arg(long)]
-        amount_usd: Option<f64>,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ActionsCommand {
-    /// The whole catalog (no key needed).
-    Catalog,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum VenueCommand {
-    /// ready and blockingReasons for a venue.
-    Readiness { venue: String },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum CreditsCommand {
-    /// Balance, reserved credits and today's free requests.
-    Balance,
-    /// Buy a credit package (the gateway's packages: `credits_100`, … in its x402 metadata) with x402. A write. Without a
-    /// payment, prints the challenge; with --pay-key-file and --rpc-url, pays it from that local key
-    /// (a stablecoin transfer) and retries with the receipt; with --pay-key-file and --x402, signs an
-    /// EIP-3009 authorization that the gateway settles; with --invoice-id and --receipt, retries a
-    /// payment made elsewhere.
-    ///
-    /// Example: `actiongate credits buy credits_100 --pay-key-file ~/.payer.key --rpc-url https://… --confirm-writes`
-    Buy {
-        sku: String,
-        /// The paying wallet (default: the key's address, else the agent's wallet).
-        #[arg(long)]
-        user_address: Option<String>,
-        /// A file holding the paying wallet's private key (hex); it is read, never printed.
-        #[arg(long)]
-        pay_key_file: Option<std::path::PathBuf>,
-        /// The payment chain's RPC URL, to send the transfer.
-        #[arg(long)]
-        rpc_url: Option<String>,
-        /// Pay the standard x402 v2 way instead: sign an EIP-3009 authorization with --pay-key-file
-        /// (no transaction from the key; the gateway settles it).
-        #[arg(long, requires = "pay_key_file")]
-        x402: bool,
-        /// The challenge's invoice, for a payment made elsewhere.
-        #[arg(long, requires = "receipt")]
-        invoice_id: Option<String>,
-        /// The payment transaction's hash.
-        #[arg(long, requires = "invoice_id")]
-        receipt: Option<String>,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum DelegationCommand {
-    /// Build a delegation for the owner to sign.
-    Create(Passthrough),
-    /// Same as create.
-    Grant(Passthrough),
-    /// Store a signed delegation. A write.
-    Activate(Passthrough),
-    /// Whether delegations to this agent are active.
-    Status(Passthrough),
-    /// A delegation's caveats and usage.
-    Inspect(Passthrough),
-    /// What a delegator holds of the tokens the caveats name.
-    Balance(Passthrough),
-    /// Redeem one execution within a delegation. A write.
-    Redeem(Passthrough),
-    /// Build the revocation for the owner to sign. A write.
-    Revoke(Passthrough),
-}
-
-#[derive(Debug, Args)]
-pub struct Passthrough {
-    /// Arguments, as JSON.
-    #[arg(long)]
-    pub body: Option<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct ActionArgs {
-    /// Action name (any alias).
-    pub action: String,
-    /// A param as key=value (repeatable); typed by the action's paramsSchema.
-    #[arg(long = "param", value_name = "KEY=VALUE")]
-    pub params: Vec<String>,
-    /// All params as a JSON object (merged under --param).
-    #[arg(long = "params", value_name = "JSON")]
-    pub params_json: Option<String>,
-    #[arg(long)]
-    pub chain_id: Option<u64>,
-    /// USD estimate for policy limits.
-    #[arg(long)]
-    pub estimated_amount_usd: Option<f64>,
-}
-
-#[derive(Debug, Args)]
-pub struct BuildTxArgs {
-    #[command(flatten)]
-    pub action: ActionArgs,
-    /// The wallet that will sign (needed by every EVM write: balances, allowances, nonce).
-    #[arg(long)]
-    pub wallet_address: Option<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    #[command(flatten)]
-    pub action: ActionArgs,
-    /// Reuse it to retry without running twice; a new one (UUIDv7) is generated and printed when omitted.
-    #[arg(long)]
-    pub idempotency_key: Option<String>,
-    /// Run from the agent's own execution wallet (POST /agent/execute).
-    #[arg(long)]
-    pub direct: bool,
-    /// Poll the intent until it ends.
-    #[arg(long)]
-    pub wait: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct PreflightArgs {
-    #[command(flatten)]
-    pub action: ActionArgs,
-    /// Check the direct-execution lane.
-    #[arg(long)]
-    pub direct: bool,
-}
-
-fn need_key() -> Result<String, Outcome> {
+pub(super) fn need_key() -> Result<String, Outcome> {
     credentials::agent_key()
         .map(|(k, _)| k)
         .ok_or_else(|| Outcome::Refused {
@@ -361,7 +35,7 @@ fn need_key() -> Result<String, Outcome> {
         })
 }
 
-fn not_available(what: &str, why: &str) -> Outcome {
+pub(super) fn not_available(what: &str, why: &str) -> Outcome {
     Outcome::failed(
         "NOT_AVAILABLE",
         format!("{what} is not available on this gateway yet: {why}."),
@@ -369,7 +43,7 @@ fn not_available(what: &str, why: &str) -> Outcome {
 }
 
 /// Links the payer's wallet to the signed-in owner's account (idempotent: a linked wallet stays so).
-async fn link_wallet(client: &Client, payer: &crate::pay::Payer) -> Result<(), Outcome> {
+pub(super) async fn link_wallet(client: &Client, payer: &crate::pay::Payer) -> Result<(), Outcome> {
     let session = credentials::load().map(|s| s.owner_session).filter(|s| !s.is_empty()).ok_or_else(|| {
         Outcome::failed("UNAUTHORIZED", "Paying from a local key links its wallet to your account, which needs the owner's session: sign in with actiongate login.")
     })?;
@@ -398,13 +72,13 @@ async fn link_wallet(client: &Client, payer: &crate::pay::Payer) -> Result<(), O
     Ok(())
 }
 
-fn purchase_outcome(done: CreditPurchase) -> Outcome {
+pub(super) fn purchase_outcome(done: CreditPurchase) -> Outcome {
     let text = done.message.clone();
     Outcome::ok(to_value(&done), text)
 }
 
 /// A write without --confirm-writes: what would be sent, secrets masked.
-fn dry_run(method: &str, path: &str, body: Value) -> Outcome {
+pub(super) fn dry_run(method: &str, path: &str, body: Value) -> Outcome {
     let mut body = body;
     if let Some(k) = body.get_mut("agentApiKey") {
         *k = json!("agent-****");
@@ -421,7 +95,10 @@ fn dry_run(method: &str, path: &str, body: Value) -> Outcome {
 }
 
 /// Typed params from --param k=v (by the action's paramsSchema) and --params JSON.
-fn params_of(args: &ActionArgs, action: Option<&CatalogAction>) -> Result<Value, Outcome> {
+pub(super) fn params_of(
+    args: &ActionArgs,
+    action: Option<&CatalogAction>,
+) -> Result<Value, Outcome> {
     let mut params: Map<String, Value> = match &args.params_json {
         Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(m)) => m,
@@ -454,7 +131,7 @@ fn params_of(args: &ActionArgs, action: Option<&CatalogAction>) -> Result<Value,
     Ok(Value::Object(params))
 }
 
-async fn catalog_entry(client: &Client, name: &str) -> Option<CatalogAction> {
+pub(super) async fn catalog_entry(client: &Client, name: &str) -> Option<CatalogAction> {
     let wanted = name.to_ascii_lowercase().replace('_', "-");
     let doc = client.catalog().await.ok()?;
     doc.actions.into_iter().find(|a| {
@@ -465,7 +142,7 @@ async fn catalog_entry(client: &Client, name: &str) -> Option<CatalogAction> {
     })
 }
 
-fn request(
+pub(super) fn request(
     g: &Global,
     a: &ActionArgs,
     key: String,
@@ -482,7 +159,7 @@ fn request(
     }
 }
 
-fn intent_text(i: &Intent) -> String {
+pub(super) fn intent_text(i: &Intent) -> String {
     let mut out = format!(
         "intent {}: {} ({} of {} executed)",
         i.intent_id, i.status, i.executed, i.total
@@ -515,7 +192,7 @@ fn intent_text(i: &Intent) -> String {
 }
 
 /// Polls with backoff until the intent ends; a progress line on a terminal.
-async fn wait_for(
+pub(super) async fn wait_for(
     client: &Client,
     key: &str,
     id: &str,
@@ -546,7 +223,7 @@ async fn wait_for(
     }
 }
 
-fn to_value<T: serde::Serialize>(v: &T) -> Value {
+pub(super) fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
@@ -607,9 +284,7 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
                 .clone()
                 .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
             let req = request(g, &args.action, key.clone(), params, Some(idem.clone()));
-            let is_write = entry
-                .as_ref()
-                .is_some_and(|a| a.max_amount_usd != Some(0.0));
+            let is_write = entry.as_ref().is_some_and(|a| !a.is_read());
             let path = if args.direct {
                 "/api/v1/agent/execute"
             } else {
@@ -1046,219 +721,4 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             }
         }
     })
-}
-
-fn prompt(question: &str) -> Result<String, Outcome> {
-    eprint!("{question}");
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .map_err(|e| Outcome::failed("LOCAL", e.to_string()))?;
-    Ok(line.trim().to_owned())
-}
-
-async fn login(
-    g: &Global,
-    client: &Client,
-    email: &str,
-    code: Option<String>,
-    accept_terms: bool,
-) -> Result<Outcome, Outcome> {
-    let code = match code {
-        Some(c) => c,
-        None => {
-            let started = client
-                .email_start(email)
-                .await
-                .map_err(Outcome::from_error)?;
-            if g.json && !std::io::stdin().is_terminal() {
-                return Ok(Outcome::Done {
-                    code: "CODE_SENT",
-                    data: json!({"email": started.email, "expiresAt": started.expires_at}),
-                    text: String::new(),
-                });
-            }
-            prompt(&format!("A code was sent to {}. Code: ", started.email))?
-        }
-    };
-    let accepted = accept_terms || {
-        let answer = prompt("Do you accept the actiongate terms of service? [y/N] ")?;
-        matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes")
-    };
-    if !accepted {
-        return Err(Outcome::Refused {
-            code: "TERMS_NOT_ACCEPTED".into(),
-            error: "INVALID_REQUEST".into(),
-            message: "The terms were not accepted; nothing was sent.".into(),
-        });
-    }
-    let done = client
-        .email_complete(&EmailCompleteRequest {
-            email: email.to_owned(),
-            code,
-            accept_terms: Some(json!(true)),
-        })
-        .await
-        .map_err(Outcome::from_error)?;
-    let previous = credentials::load();
-    let (key, agent_id, address) = match &done.bootstrap {
-        Some(b) => (
-            Some(b.agent_api_key.clone()),
-            Some(b.agent_id.clone()),
-            Some(b.agent_address.clone()),
-        ),
-        // A returning owner: keep the key this machine already has for the same gateway, if any.
-        None => match previous
-            .filter(|p| p.base_url == client.base_url() && p.email == done.account.email)
-        {
-            Some(p) => (p.agent_api_key, p.agent_id, p.agent_address),
-            None => (None, None, None),
-        },
-    };
-    let stored = credentials::Stored {
-        base_url: client.base_url().to_owned(),
-        agent_api_key: key.clone(),
-        agent_id: agent_id.clone(),
-        agent_address: address.clone(),
-        email: done.account.email.clone(),
-        owner_session: done.session.token.clone(),
-        session_expires_at: done.session.expires_at.clone(),
-    };
-    let path = credentials::save(&stored)
-        .map_err(|e| Outcome::failed("LOCAL", format!("cannot store the login: {e}")))?;
-    let data = json!({
-        "accountId": done.account.account_id,
-        "email": done.account.email,
-        "created": done.account.created,
-        "agentId": agent_id,
-        "agentAddress": address,
-        "hasAgentKey": key.is_some(),
-        "stored": path.display().to_string(),
-    });
-    let text = match (&agent_id, key.is_some()) {
-        (Some(id), true) => format!(
-            "signed in as {}; agent {id} ready (key stored in {})",
-            done.account.email,
-            path.display()
-        ),
-        _ => format!(
-            "signed in as {}; no agent key on this machine (keys are shown once): create one with the owner API",
-            done.account.email
-        ),
-    };
-    Ok(Outcome::ok(data, text))
-}
-
-fn proof_arg(text: &str) -> Result<Value, Outcome> {
-    let raw = match text.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|e| Outcome::failed("LOCAL", format!("cannot read {path}: {e}")))?,
-        None => text.to_owned(),
-    };
-    serde_json::from_str(&raw)
-        .map_err(|e| Outcome::failed("INVALID_REQUEST", format!("--proof must be JSON: {e}")))
-}
-
-async fn personhood(
-    g: &Global,
-    client: &Client,
-    command: PersonhoodCommand,
-) -> Result<Outcome, Outcome> {
-    let stored = credentials::load();
-    let session = stored
-        .as_ref()
-        .map(|s| s.owner_session.clone())
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| Outcome::Refused {
-            code: "UNAUTHORIZED".into(),
-            error: "UNAUTHORIZED".into(),
-            message: "Personhood needs the owner's session: sign in with actiongate login.".into(),
-        })?;
-    const P: &str = "/api/v1/agent/delegation/personhood";
-    let drop_nulls = |v: Value| match v {
-        Value::Object(m) => Value::Object(m.into_iter().filter(|(_, v)| !v.is_null()).collect()),
-        other => other,
-    };
-    let (method, path, body, write) = match command {
-        PersonhoodCommand::Org(OrgCommand::Begin { org_id, chain_id }) => (
-            "POST",
-            "org/begin",
-            json!({"orgId": org_id, "chainId": chain_id}),
-            false,
-        ),
-        PersonhoodCommand::Org(OrgCommand::Complete { org_id, proof }) => (
-            "POST",
-            "org/complete",
-            json!({"orgId": org_id, "proof": proof_arg(&proof)?}),
-            true,
-        ),
-        PersonhoodCommand::Org(OrgCommand::Check { org_id }) => {
-            ("GET", "org/check", json!({"orgId": org_id}), false)
-        }
-        PersonhoodCommand::Agent(c) => {
-            let key = need_key()?;
-            match c {
-                AgentPersonhoodCommand::Begin { chain_id } => (
-                    "POST",
-                    "begin",
-                    json!({"agentKey": key, "chainId": chain_id}),
-                    false,
-                ),
-                AgentPersonhoodCommand::Complete { proof } => (
-                    "POST",
-                    "complete",
-                    json!({"agentKey": key, "proof": proof_arg(&proof)?}),
-                    true,
-                ),
-            }
-        }
-        PersonhoodCommand::Deposit(DepositCommand::Begin {
-            org_id,
-            deposit_signal,
-            runtime_id,
-            amount_usd,
-            destination_address,
-            idempotency_key,
-        }) => (
-            "POST",
-            "deposit/begin",
-            json!({"orgId": org_id, "depositSignal": deposit_signal, "runtimeId": runtime_id, "amountUsd": amount_usd,
-                   "destinationAddress": destination_address, "idempotencyKey": idempotency_key}),
-            false,
-        ),
-        PersonhoodCommand::Deposit(DepositCommand::Complete { org_id, proof }) => (
-            "POST",
-            "deposit/complete",
-            json!({"orgId": org_id, "proof": proof_arg(&proof)?}),
-            true,
-        ),
-        PersonhoodCommand::Deposit(DepositCommand::Consume {
-            org_id,
-            receipt_id,
-            runtime_id,
-            amount_usd,
-        }) => (
-            "POST",
-            "deposit/consume",
-            json!({"orgId": org_id, "receiptId": receipt_id, "runtimeId": runtime_id, "amountUsd": amount_usd}),
-            true,
-        ),
-    };
-    let body = drop_nulls(body);
-    let full = format!("{P}/{path}");
-    if write && !g.confirm_writes {
-        let mut shown = body.clone();
-        if let Some(k) = shown.get_mut("agentKey") {
-            *k = json!("agent-****");
-        }
-        return Ok(dry_run(method, &full, shown));
-    }
-    let data = client
-        .owner_call(&session, method, &full, &body)
-        .await
-        .map_err(Outcome::from_error)?;
-    let text = serde_json::to_string_pretty(&data).unwrap_or_default();
-    Ok(Outcome::ok(data, text))
 }

@@ -1,314 +1,27 @@
-//! The gateway's use cases for identity, catalog reads and policy. REST, MCP and the CLI all call
-//! these methods and render what they answer.
-
-use std::sync::Arc;
+//! Identity: e-mail onboarding, agent keys and the cache of agents by key, owner sessions, agents.
 
 use actiongate_api_types::ErrorCode;
-use actiongate_api_types::catalog::ActionList;
 use actiongate_api_types::identity::{
     AccountSummary, AgentBootstrap, AgentKeyIssued, AgentListResponse, AgentView,
-    EmailCompleteRequest, EmailCompleteResponse, EmailStartResponse, OwnerSession, PolicyRequest,
-    PolicyView,
+    EmailCompleteRequest, EmailCompleteResponse, EmailStartResponse, OwnerSession,
 };
-use time::Duration;
 use zeroize::Zeroizing;
 
-use crate::catalog::Catalog;
-use crate::chains::Chains;
-use crate::clock::{Clock, from_millis, rfc3339, to_millis};
-use crate::crypto::{self, AGENT_KEY_PREFIX, Keyring, OWNER_SESSION_PREFIX, SecretHash};
+use crate::AgentContext;
+use crate::Gateway;
+use crate::OwnerContext;
+use crate::clock::{from_millis, rfc3339, to_millis};
+use crate::crypto::{self, AGENT_KEY_PREFIX, OWNER_SESSION_PREFIX, SecretHash};
 use crate::error::{Error, Result};
-use crate::execution::Registry;
-use crate::mail::{Mailer, OutgoingMail};
-use crate::money::{micros_to_usd, usd_to_micros};
-use crate::pricing::{CreditSettings, PriceBook};
-use crate::purchases::{AuthorizationSettler, PaymentVerifier, PurchaseSettings};
-use crate::runner::IntentRunner;
+use crate::gateway::{
+    AgentBasis, HASH_AGENT_KEY, HASH_EMAIL_CODE, HASH_SESSION, RESEND_COOLDOWN_MS,
+};
+use crate::mail::OutgoingMail;
 use crate::store::{
-    AgentRecord, EmailChallenge, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord, Store,
+    AgentRecord, EmailChallenge, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord,
 };
 
-const HASH_AGENT_KEY: &str = "agent-key";
-const HASH_SESSION: &str = "owner-session";
-const HASH_EMAIL_CODE: &str = "email-code";
-/// How soon a new code may replace a live one.
-const RESEND_COOLDOWN_MS: i64 = 30_000;
-
-/// The policy a new agent starts with (`[policy.default]`).
-#[derive(Debug, Clone)]
-pub struct DefaultPolicy {
-    /// `None`: every enabled read action of the catalog.
-    pub allowed_actions: Option<Vec<String>>,
-    pub daily_limit_usd: f64,
-    pub max_amount_usd_per_action: Option<f64>,
-}
-
-impl Default for DefaultPolicy {
-    fn default() -> Self {
-        Self {
-            allowed_actions: None,
-            daily_limit_usd: 1000.0,
-            max_amount_usd_per_action: None,
-        }
-    }
-}
-
-/// Tunables of the gateway.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub email_code_ttl: Duration,
-    pub email_code_max_attempts: u32,
-    pub session_ttl: Duration,
-    pub default_policy: DefaultPolicy,
-    pub credits: CreditSettings,
-    pub prices: PriceBook,
-    pub chains: Chains,
-    /// How long a derived idempotency key (no explicit key) makes a repeat the same intent.
-    pub idempotency_window: Duration,
-    /// How long an intent lease lasts without renewal.
-    pub lease: Duration,
-    /// How long a direct execution's answer waits for its outcome.
-    pub direct_timeout: Duration,
-    /// How credits are sold (x402).
-    pub purchase: PurchaseSettings,
-    /// How often active delegations are checked onchain for revocations; zero: never.
-    pub delegation_sweep: Duration,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            email_code_ttl: Duration::minutes(10),
-            email_code_max_attempts: 5,
-            session_ttl: Duration::days(7),
-            default_policy: DefaultPolicy::default(),
-            credits: CreditSettings::default(),
-            prices: PriceBook::default(),
-            chains: Chains::default(),
-            idempotency_window: Duration::seconds(60),
-            lease: Duration::seconds(30),
-            direct_timeout: Duration::seconds(30),
-            purchase: PurchaseSettings::default(),
-            delegation_sweep: Duration::seconds(30),
-        }
-    }
-}
-
-/// The gateway's connections to the outside world.
-pub struct Ports {
-    pub store: Arc<dyn Store>,
-    pub mailer: Arc<dyn Mailer>,
-    pub clock: Arc<dyn Clock>,
-    /// Checks credit payments onchain; credit purchases are off without it.
-    pub payments: Option<Arc<dyn PaymentVerifier>>,
-    /// Settles x402 EIP-3009 authorizations; the standard x402 scheme is off without it.
-    pub settler: Option<Arc<dyn AuthorizationSettler>>,
-    /// ERC-7710 delegations on the Delegation Framework; the delegation routes are off without it.
-    pub delegations: Option<Arc<dyn crate::delegations::DelegationChain>>,
-}
-
-/// An authenticated agent.
-#[derive(Debug, Clone)]
-pub struct AgentContext {
-    pub agent: AgentRecord,
-}
-
-/// An authenticated owner.
-#[derive(Debug, Clone)]
-pub struct OwnerContext {
-    pub account_id: String,
-}
-
-/// An agent and its stored policy as read for a submit, with the hash of the key that found them.
-#[derive(Debug, Clone)]
-pub(crate) struct AgentBasis {
-    pub agent: AgentContext,
-    pub policy: Option<PolicyRecord>,
-    pub key_hash: SecretHash,
-}
-
-/// Agents with their stored policies by key hash, so that a submit need not read them. An entry is
-/// trusted only for an acceptance, which the accepting transaction confirms against the database
-/// (`AcceptOutcome::Stale` otherwise); a refusal is always decided again on a fresh read. Entries
-/// live [`AGENT_CACHE_TTL`]; the map is emptied when it holds [`AGENT_CACHE_MAX`].
-#[derive(Default)]
-struct AgentCache {
-    entries:
-        std::sync::Mutex<std::collections::HashMap<SecretHash, (std::time::Instant, AgentBasis)>>,
-}
-
-const AGENT_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
-const AGENT_CACHE_MAX: usize = 10_000;
-
-impl AgentCache {
-    fn get(&self, hash: &SecretHash) -> Option<AgentBasis> {
-        let entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries
-            .get(hash)
-            .filter(|(at, _)| at.elapsed() < AGENT_CACHE_TTL)
-            .map(|(_, b)| b.clone())
-    }
-
-    fn put(&self, basis: &AgentBasis) {
-        let mut entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if entries.len() >= AGENT_CACHE_MAX {
-            entries.clear();
-        }
-        entries.insert(
-            basis.key_hash.clone(),
-            (std::time::Instant::now(), basis.clone()),
-        );
-    }
-
-    fn forget(&self, hash: &SecretHash) {
-        self.entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(hash);
-    }
-
-    fn forget_agent(&self, agent_id: &str) {
-        self.entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .retain(|_, (_, b)| b.agent.agent.id != agent_id);
-    }
-}
-
-/// The core: holds the ports and the catalog.
-pub struct Gateway {
-    store: Arc<dyn Store>,
-    mailer: Arc<dyn Mailer>,
-    clock: Arc<dyn Clock>,
-    catalog: Arc<Catalog>,
-    keys: Keyring,
-    settings: Settings,
-    runner: Arc<IntentRunner>,
-    registry: Arc<Registry>,
-    payments: Option<Arc<dyn PaymentVerifier>>,
-    settler: Option<Arc<dyn AuthorizationSettler>>,
-    delegations: Option<Arc<dyn crate::delegations::DelegationChain>>,
-    /// The default policy resolved against the catalog once.
-    default_allowed: Vec<String>,
-    default_daily_micros: i64,
-    default_per_action_micros: Option<i64>,
-    agents: AgentCache,
-}
-
 impl Gateway {
-    /// Builds the core; fails when the default policy names actions the catalog does not have.
-    pub fn new(
-        ports: Ports,
-        catalog: Arc<Catalog>,
-        registry: Arc<Registry>,
-        keys: Keyring,
-        settings: Settings,
-    ) -> Result<Self> {
-        let Ports {
-            store,
-            mailer,
-            clock,
-            payments,
-            settler,
-            delegations,
-        } = ports;
-        let runner = Arc::new(IntentRunner::new(
-            store.clone(),
-            registry.clone(),
-            catalog.clone(),
-            clock.clone(),
-            settings.lease,
-        ));
-        let default_allowed = match &settings.default_policy.allowed_actions {
-            Some(names) => canonical_names(&catalog, names)?,
-            None => catalog
-                .actions()
-                .filter(|a| a.is_read() && a.entry.enabled)
-                .map(|a| a.name().to_owned())
-                .collect(),
-        };
-        let default_daily_micros = usd_to_micros(
-            "policy.default.dailyLimitUsd",
-            settings.default_policy.daily_limit_usd,
-        )?;
-        let default_per_action_micros = settings
-            .default_policy
-            .max_amount_usd_per_action
-            .map(|v| usd_to_micros("policy.default.maxAmountUsdPerAction", v))
-            .transpose()?;
-        Ok(Self {
-            store,
-            mailer,
-            clock,
-            catalog,
-            keys,
-            settings,
-            runner,
-            registry,
-            payments,
-            settler,
-            delegations,
-            default_allowed,
-            default_daily_micros,
-            default_per_action_micros,
-            agents: AgentCache::default(),
-        })
-    }
-
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
-    }
-
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
-    }
-
-    /// The onchain payment checks, when the payment chain has an RPC URL.
-    pub fn payments(&self) -> Option<&Arc<dyn PaymentVerifier>> {
-        self.payments.as_ref()
-    }
-
-    /// The x402 settlement of EIP-3009 authorizations, when configured.
-    pub fn settler(&self) -> Option<&Arc<dyn AuthorizationSettler>> {
-        self.settler.as_ref()
-    }
-
-    /// The Delegation Framework's chain side, when configured.
-    pub fn delegations(&self) -> Option<&Arc<dyn crate::delegations::DelegationChain>> {
-        self.delegations.as_ref()
-    }
-
-    /// The providers of this build, by action and lane.
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
-    }
-
-    /// The intent runner; the server spawns its workers.
-    pub fn runner(&self) -> &Arc<IntentRunner> {
-        &self.runner
-    }
-
-    pub fn now(&self) -> time::OffsetDateTime {
-        self.clock.now()
-    }
-
-    /// Answers when the database answers.
-    pub async fn ready(&self) -> Result<()> {
-        self.store.ping().await.map_err(|e| {
-            Error::new(ErrorCode::NotAvailable, "The database does not answer.").with_detail(e)
-        })
-    }
-
     // ------------------------------------------------------------------ onboarding
 
     /// Sends a 6-digit code to the address; replaces any earlier code for it.
@@ -597,17 +310,6 @@ impl Gateway {
         Ok((agent, key))
     }
 
-    /// The policy of an agent that has none stored: the server's `[policy.default]`.
-    pub(crate) fn default_policy(&self, agent_id: &str, now: time::OffsetDateTime) -> PolicyRecord {
-        PolicyRecord {
-            agent_id: agent_id.to_owned(),
-            allowed_actions: self.default_allowed.clone(),
-            daily_limit_micros: self.default_daily_micros,
-            max_per_action_micros: self.default_per_action_micros,
-            updated_at: to_millis(now),
-        }
-    }
-
     /// Creates a further agent for the owner's account, with the default policy.
     pub async fn create_agent(
         &self,
@@ -643,7 +345,25 @@ impl Gateway {
     }
 
     /// The owner's agent, or 404 (also for another account's agent, so ids leak nothing).
-    async fn owned_agent(&self, owner: &OwnerContext, agent_id: &str) -> Result<AgentRecord> {
+    /// The agent of `agent_key`, only when it belongs to the owner's account: the one ownership
+    /// check of an agent named by its key (another account's agent is answered as not found).
+    pub async fn owned_agent_by_key(
+        &self,
+        owner: &OwnerContext,
+        agent_key: &str,
+    ) -> Result<AgentContext> {
+        let agent = self.authenticate_agent(Some(agent_key)).await?;
+        if agent.agent.account_id != owner.account_id {
+            return Err(Error::not_found("No such agent in this account."));
+        }
+        Ok(agent)
+    }
+
+    pub(super) async fn owned_agent(
+        &self,
+        owner: &OwnerContext,
+        agent_id: &str,
+    ) -> Result<AgentRecord> {
         match self.store.get_agent(agent_id).await? {
             Some(a) if a.account_id == owner.account_id => Ok(a),
             _ => Err(Error::not_found(format!(
@@ -678,98 +398,23 @@ impl Gateway {
             bootstrap: bootstrap(&agent, key),
         })
     }
-
-    // ------------------------------------------------------------------ policy
-
-    pub async fn get_policy(&self, owner: &OwnerContext, agent_id: &str) -> Result<PolicyView> {
-        self.owned_agent(owner, agent_id).await?;
-        let policy = self.policy_of(agent_id).await?;
-        Ok(policy_view(&policy))
-    }
-
-    /// The stored policy of an agent (the default if none was ever stored).
-    pub async fn policy_of(&self, agent_id: &str) -> Result<PolicyRecord> {
-        Ok(self
-            .store
-            .get_policy(agent_id)
-            .await?
-            .unwrap_or_else(|| self.default_policy(agent_id, self.clock.now())))
-    }
-
-    /// Replaces an agent's policy. Names are resolved through aliases and stored canonical; an
-    /// unknown name refuses the whole request and changes nothing.
-    pub async fn put_policy(
-        &self,
-        owner: &OwnerContext,
-        agent_id: &str,
-        req: &PolicyRequest,
-    ) -> Result<PolicyView> {
-        self.owned_agent(owner, agent_id).await?;
-        let allowed = canonical_names(&self.catalog, &req.allowed_actions)?;
-        let policy = PolicyRecord {
-            agent_id: agent_id.to_owned(),
-            allowed_actions: allowed,
-            daily_limit_micros: usd_to_micros("dailyLimitUsd", req.daily_limit_usd)?,
-            max_per_action_micros: req
-                .max_amount_usd_per_action
-                .map(|v| usd_to_micros("maxAmountUsdPerAction", v))
-                .transpose()?,
-            updated_at: to_millis(self.clock.now()),
-        };
-        self.store.put_policy(&policy).await?;
-        self.agents.forget_agent(agent_id);
-        tracing::info!(account_id = owner.account_id, agent_id, "policy replaced");
-        Ok(policy_view(&policy))
-    }
-
-    // ------------------------------------------------------------------ catalog reads
-
-    /// Every action; with an agent key, only those its policy allows and that are enabled.
-    pub async fn list_actions(&self, agent_key: Option<&str>) -> Result<ActionList> {
-        let Some(key) = agent_key else {
-            return Ok(ActionList {
-                actions: self.catalog.document().actions.clone(),
-                filtered_by_policy: false,
-            });
-        };
-        let agent = self.authenticate_agent(Some(key)).await?;
-        let policy = self.policy_of(&agent.agent.id).await?;
-        let actions = self
-            .catalog
-            .actions()
-            .filter(|a| a.entry.enabled && policy.allowed_actions.iter().any(|n| n == a.name()))
-            .map(|a| a.entry.clone())
-            .collect();
-        Ok(ActionList {
-            actions,
-            filtered_by_policy: true,
-        })
-    }
 }
 
-impl Error {
-    /// Attaches an internal detail for the log.
-    pub fn with_detail(mut self, detail: impl std::fmt::Display) -> Self {
-        self.detail = Some(detail.to_string());
-        self
-    }
-}
-
-fn code_expired() -> Error {
+pub(super) fn code_expired() -> Error {
     Error::new(
         ErrorCode::CodeExpired,
         "No valid code is pending for this e-mail: it expired or was used. Start onboarding again.",
     )
 }
 
-fn too_many_attempts() -> Error {
+pub(super) fn too_many_attempts() -> Error {
     Error::new(
         ErrorCode::TooManyAttempts,
         "Too many wrong codes: this code no longer works. Start onboarding again for a new one.",
     )
 }
 
-fn bootstrap(agent: &AgentRecord, key: Zeroizing<String>) -> AgentBootstrap {
+pub(super) fn bootstrap(agent: &AgentRecord, key: Zeroizing<String>) -> AgentBootstrap {
     AgentBootstrap {
         agent_api_key: key.to_string(),
         agent_id: agent.id.clone(),
@@ -777,7 +422,7 @@ fn bootstrap(agent: &AgentRecord, key: Zeroizing<String>) -> AgentBootstrap {
     }
 }
 
-fn agent_view(a: &AgentRecord) -> AgentView {
+pub(super) fn agent_view(a: &AgentRecord) -> AgentView {
     AgentView {
         agent_id: a.id.clone(),
         agent_address: a.wallet_address.clone(),
@@ -787,35 +432,8 @@ fn agent_view(a: &AgentRecord) -> AgentView {
     }
 }
 
-fn policy_view(p: &PolicyRecord) -> PolicyView {
-    PolicyView {
-        agent_id: p.agent_id.clone(),
-        allowed_actions: p.allowed_actions.clone(),
-        daily_limit_usd: micros_to_usd(p.daily_limit_micros),
-        max_amount_usd_per_action: p.max_per_action_micros.map(micros_to_usd),
-        updated_at: rfc3339(from_millis(p.updated_at)),
-    }
-}
-
-/// Resolves names through aliases to canonical names, deduplicated, in the order given.
-fn canonical_names(catalog: &Catalog, names: &[String]) -> Result<Vec<String>> {
-    let mut out: Vec<String> = Vec::with_capacity(names.len());
-    for name in names {
-        let spec = catalog.resolve(name).ok_or_else(|| {
-            Error::new(
-                ErrorCode::UnknownAction,
-                format!("No action named {name:?} is in the catalog."),
-            )
-        })?;
-        if !out.iter().any(|n| n == spec.name()) {
-            out.push(spec.name().to_owned());
-        }
-    }
-    Ok(out)
-}
-
 /// Lowercases and checks the shape of an e-mail address.
-fn normalise_email(email: &str) -> Result<String> {
+pub(super) fn normalise_email(email: &str) -> Result<String> {
     let email = email.trim().to_lowercase();
     let bad = || Error::invalid("email must be an e-mail address such as name@example.com");
     if email.len() > 254 || email.chars().any(|c| c.is_whitespace() || c.is_control()) {

@@ -1,0 +1,422 @@
+//! Caveats: the terms each enforcer reads, the caveats a policy's caps make (what an action may
+//! call, which tokens and how much), and a caveat decoded back for a person to read.
+
+use std::collections::BTreeSet;
+
+use actiongate_api_types::ErrorCode;
+use actiongate_api_types::delegation::{Caveat, CaveatRequest};
+use actiongate_core::chains::ChainSettings;
+use actiongate_core::error::Error;
+use alloy::primitives::{Address, Bytes, U256, keccak256};
+use alloy::sol_types::SolCall;
+use serde_json::{Value, json};
+
+use crate::amount::{format_units, parse_units};
+use crate::bindings::IERC20;
+use crate::delegation::{Framework, parse_address};
+use crate::plan::{V2_ROUTER, V3_ROUTER};
+
+pub(crate) fn selector(text: &str) -> Result<[u8; 4], Error> {
+    if let Some(hex) = text.strip_prefix("0x") {
+        let bytes: Bytes = text
+            .parse()
+            .map_err(|_| Error::invalid(format!("method {hex:?} is not a 4-byte selector")))?;
+        return bytes
+            .as_ref()
+            .try_into()
+            .map_err(|_| Error::invalid(format!("method {text:?} is not a 4-byte selector")));
+    }
+    if !text.contains('(') || !text.ends_with(')') || text.contains(' ') {
+        return Err(Error::invalid(format!(
+            "method {text:?} is neither a 0x selector nor a signature such as approve(address,uint256)"
+        )));
+    }
+    let hash = keccak256(text.as_bytes());
+    Ok([hash[0], hash[1], hash[2], hash[3]])
+}
+
+pub(crate) fn sel<C: SolCall>() -> [u8; 4] {
+    C::SELECTOR
+}
+
+/// A token of the chain's list by symbol or address: (address, decimals, symbol).
+pub(crate) fn listed_token(
+    settings: &ChainSettings,
+    chain_id: u64,
+    text: &str,
+) -> Result<(Address, u8, String), Error> {
+    let found = if text.starts_with("0x") {
+        let addr = parse_address("token", text)?;
+        settings
+            .tokens
+            .iter()
+            .find(|(_, t)| t.address.parse::<Address>().ok() == Some(addr))
+    } else {
+        settings.tokens.get_key_value(&text.to_ascii_uppercase())
+    };
+    let (symbol, t) = found.ok_or_else(|| {
+        Error::invalid(format!(
+            "token {text:?} is not in chain {chain_id}'s token list"
+        ))
+    })?;
+    let address = t
+        .address
+        .parse()
+        .map_err(|_| Error::internal(format!("token {symbol} address is invalid")))?;
+    Ok((address, t.decimals, symbol.clone()))
+}
+
+pub(crate) fn token_amount(
+    settings: &ChainSettings,
+    chain_id: u64,
+    token: &str,
+    amount: &str,
+) -> Result<(Address, U256), Error> {
+    let (address, decimals, _) = listed_token(settings, chain_id, token)?;
+    let value = parse_units(amount, decimals)
+        .map_err(|e| Error::invalid(format!("amount {amount:?} of {token} {e}")))?;
+    Ok((address, value))
+}
+
+/// The contracts and functions an action calls on a chain, and whether a call may carry the native coin.
+type Scope = (Vec<Address>, Vec<[u8; 4]>, bool);
+
+pub(crate) fn action_scope(action: &str, settings: &ChainSettings) -> Result<Scope, Error> {
+    use crate::bindings::{IERC4626, ISwapRouter02, IUniswapV2Router02, IWETH9};
+    let tokens: Vec<Address> = settings
+        .tokens
+        .values()
+        .filter_map(|t| t.address.parse().ok())
+        .collect();
+    let contract = |name: &str| -> Result<Address, Error> {
+        settings
+            .contracts
+            .get(name)
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::ChainNotConfigured,
+                    format!("{action} needs {name}, which this chain has not configured."),
+                )
+            })
+    };
+    let approve = sel::<IERC20::approveCall>();
+    Ok(match action {
+        "swap" => (
+            [vec![contract(V2_ROUTER)?], tokens].concat(),
+            vec![
+                approve,
+                sel::<IUniswapV2Router02::swapExactTokensForTokensCall>(),
+                sel::<IUniswapV2Router02::swapExactTokensForETHCall>(),
+                sel::<IUniswapV2Router02::swapExactETHForTokensCall>(),
+            ],
+            true,
+        ),
+        "swap-v3" => (
+            [vec![contract(V3_ROUTER)?], tokens].concat(),
+            vec![approve, sel::<ISwapRouter02::exactInputSingleCall>()],
+            false,
+        ),
+        "transfer" => (tokens, vec![sel::<IERC20::transferCall>()], false),
+        "wrap-native" | "unwrap-native" => {
+            let weth = settings
+                .tokens
+                .get("WETH")
+                .and_then(|t| t.address.parse().ok())
+                .map_or_else(|| contract("WETH9"), Ok)?;
+            (
+                vec![weth],
+                vec![sel::<IWETH9::depositCall>(), sel::<IWETH9::withdrawCall>()],
+                action == "wrap-native",
+            )
+        }
+        "deposit-earn-position" | "withdraw-earn-position" => (
+            [
+                settings
+                    .vaults
+                    .values()
+                    .filter_map(|a| a.parse().ok())
+                    .collect::<Vec<_>>(),
+                tokens,
+            ]
+            .concat(),
+            vec![
+                approve,
+                sel::<IERC4626::depositCall>(),
+                sel::<IERC4626::withdrawCall>(),
+                sel::<IERC4626::redeemCall>(),
+            ],
+            false,
+        ),
+        other => {
+            return Err(Error::invalid(format!(
+                "{other} does not run under a delegation here; name allowedTargets and allowedMethods instead."
+            )));
+        }
+    })
+}
+
+/// Asked-for lists narrow what the action needs; without an action they are the whole power.
+pub(crate) fn narrow<T: PartialEq>(
+    derived: Option<Vec<T>>,
+    asked: Option<Vec<T>>,
+) -> Option<Vec<T>> {
+    match (derived, asked) {
+        (Some(d), Some(a)) => Some(d.into_iter().filter(|x| a.contains(x)).collect()),
+        (d, a) => d.or(a),
+    }
+}
+
+pub(crate) fn dedup<T: Ord + Clone>(v: Vec<T>) -> Vec<T> {
+    let mut seen = BTreeSet::new();
+    v.into_iter().filter(|x| seen.insert(x.clone())).collect()
+}
+
+/// The caveats of a request, each encoded as its enforcer reads its terms.
+pub fn caveats_of(
+    framework: &Framework,
+    settings: &ChainSettings,
+    action: Option<&str>,
+    req: &CaveatRequest,
+    policy_native_cap_wei: Option<&str>,
+    now_secs: u64,
+) -> Result<Vec<Caveat>, Error> {
+    let chain_id = framework.chain_id;
+    let scope = action.map(|a| action_scope(a, settings)).transpose()?;
+    let asked_targets = req
+        .allowed_targets
+        .as_ref()
+        .map(|t| {
+            t.iter()
+                .map(|a| parse_address("allowedTargets", a))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
+    let asked_methods = req
+        .allowed_methods
+        .as_ref()
+        .map(|m| m.iter().map(|s| selector(s)).collect::<Result<Vec<_>, _>>())
+        .transpose()?;
+    let targets = narrow(scope.as_ref().map(|s| s.0.clone()), asked_targets).map(dedup);
+    let methods = narrow(scope.as_ref().map(|s| s.1.clone()), asked_methods).map(dedup);
+
+    let mut out = Vec::new();
+    let mut push = |name: &'static str, terms: Vec<u8>| -> Result<(), Error> {
+        out.push(Caveat {
+            enforcer: framework.enforcer(name)?.to_string(),
+            terms: Bytes::from(terms).to_string(),
+            args: "0x".into(),
+        });
+        Ok(())
+    };
+    match targets {
+        Some(t) if t.is_empty() => {
+            return Err(Error::invalid(
+                "caveats.allowedTargets leaves no contract the action calls.",
+            ));
+        }
+        Some(t) => push(
+            "AllowedTargetsEnforcer",
+            t.iter().flat_map(|a| a.as_slice().to_vec()).collect(),
+        )?,
+        None => {
+            return Err(Error::invalid(
+                "A delegation here names the contracts it may call (an action, or caveats.allowedTargets).",
+            ));
+        }
+    }
+    match methods {
+        Some(m) if m.is_empty() => {
+            return Err(Error::invalid(
+                "caveats.allowedMethods leaves no function the action calls.",
+            ));
+        }
+        Some(m) => push("AllowedMethodsEnforcer", m.concat())?,
+        None => {}
+    }
+    // An action that never sends the native coin gets a cap of zero; one that may, the policy's cap.
+    let carries_value = scope.as_ref().is_some_and(|s| s.2);
+    let max_value = match (&req.max_native_value, policy_native_cap_wei) {
+        (Some(v), _) => v
+            .parse::<U256>()
+            .map_err(|_| Error::invalid("caveats.maxNativeValue is not a decimal number of wei"))?,
+        (None, Some(cap)) if carries_value => cap
+            .parse::<U256>()
+            .map_err(|_| Error::internal("the policy's native cap is not a number"))?,
+        (None, _) => U256::ZERO,
+    };
+    push("ValueLteEnforcer", max_value.to_be_bytes::<32>().to_vec())?;
+    // ERC20TransferAmount and ERC20PeriodTransfer admit only `transfer` calls on their token: with
+    // any other action they would refuse every redemption (its approval included).
+    if action.is_some_and(|a| a != "transfer")
+        && (req.erc20_transfer_cap.is_some() || req.erc20_period_cap.is_some())
+    {
+        return Err(Error::invalid(
+            "erc20TransferCap and erc20PeriodCap cap ERC-20 transfers; for this action use erc20SpendCaps.",
+        ));
+    }
+    if let Some(cap) = &req.erc20_transfer_cap {
+        let (token, amount) = token_amount(settings, chain_id, &cap.token, &cap.amount)?;
+        push(
+            "ERC20TransferAmountEnforcer",
+            [token.as_slice(), &amount.to_be_bytes::<32>()].concat(),
+        )?;
+    }
+    if let Some(cap) = &req.erc20_period_cap {
+        let (token, amount) = token_amount(settings, chain_id, &cap.token, &cap.amount)?;
+        if cap.period_seconds == 0 {
+            return Err(Error::invalid(
+                "caveats.erc20PeriodCap.periodSeconds must be above zero",
+            ));
+        }
+        let start = cap.start_date.unwrap_or(now_secs).max(1);
+        push(
+            "ERC20PeriodTransferEnforcer",
+            [
+                token.as_slice(),
+                &amount.to_be_bytes::<32>(),
+                &U256::from(cap.period_seconds).to_be_bytes::<32>(),
+                &U256::from(start).to_be_bytes::<32>(),
+            ]
+            .concat(),
+        )?;
+    }
+    for cap in req.erc20_spend_caps.iter().flatten() {
+        let (token, amount) = token_amount(settings, chain_id, &cap.token, &cap.amount)?;
+        // changeType 1 = decrease: the delegator's balance may drop by at most `amount` per execution.
+        // (v1.3.0 checks `after >= before - amount`: a cap above the delegator's balance at
+        // redemption reverts with an arithmetic panic, so caps are asked for, never derived.)
+        let delegator_placeholder = Address::ZERO;
+        push(
+            "ERC20BalanceChangeEnforcer",
+            [
+                &[1u8][..],
+                token.as_slice(),
+                delegator_placeholder.as_slice(),
+                &amount.to_be_bytes::<32>(),
+            ]
+            .concat(),
+        )?;
+    }
+    if req.valid_from.is_some() || req.valid_until.is_some() {
+        let after = u128::from(req.valid_from.unwrap_or(0));
+        let before = u128::from(req.valid_until.unwrap_or(0));
+        if before != 0 && after >= before {
+            return Err(Error::invalid(
+                "caveats.validFrom must lie before validUntil",
+            ));
+        }
+        push(
+            "TimestampEnforcer",
+            [after.to_be_bytes(), before.to_be_bytes()].concat(),
+        )?;
+    }
+    if let Some(n) = req.max_calls {
+        if n == 0 {
+            return Err(Error::invalid("caveats.maxCalls must be above zero"));
+        }
+        push(
+            "LimitedCallsEnforcer",
+            U256::from(n).to_be_bytes::<32>().to_vec(),
+        )?;
+    }
+    Ok(out)
+}
+
+/// Fills the delegator into the balance-change caveats (their recipient is the delegator).
+pub(crate) fn bind_delegator(caveats: &mut [Caveat], framework: &Framework, delegator: Address) {
+    let Some(bc) = framework.enforcers.get("ERC20BalanceChangeEnforcer") else {
+        return;
+    };
+    for c in caveats
+        .iter_mut()
+        .filter(|c| c.enforcer.parse::<Address>().ok().as_ref() == Some(bc))
+    {
+        if let Ok(terms) = c.terms.parse::<Bytes>()
+            && terms.len() == 73
+        {
+            let mut t = terms.to_vec();
+            t[21..41].copy_from_slice(delegator.as_slice());
+            c.terms = Bytes::from(t).to_string();
+        }
+    }
+}
+
+/// Whether `terms` have the shape the named enforcer reads.
+pub(crate) fn terms_fit(name: &str, t: &[u8]) -> bool {
+    match name {
+        "AllowedTargetsEnforcer" => !t.is_empty() && t.len().is_multiple_of(20),
+        "AllowedMethodsEnforcer" => !t.is_empty() && t.len().is_multiple_of(4),
+        "ValueLteEnforcer" | "LimitedCallsEnforcer" | "TimestampEnforcer" => t.len() == 32,
+        "ERC20TransferAmountEnforcer" => t.len() == 52,
+        "ERC20PeriodTransferEnforcer" => t.len() == 116,
+        "ERC20BalanceChangeEnforcer" => t.len() == 73,
+        _ => false,
+    }
+}
+
+pub(crate) fn word(t: &[u8], i: usize) -> U256 {
+    t.get(i..i + 32)
+        .map(U256::from_be_slice)
+        .unwrap_or_default()
+}
+
+pub(crate) fn token_json(settings: Option<&ChainSettings>, token: Address, amount: U256) -> Value {
+    let listed = settings.and_then(|s| {
+        s.tokens
+            .iter()
+            .find(|(_, t)| t.address.parse::<Address>().ok() == Some(token))
+    });
+    match listed {
+        Some((symbol, t)) => {
+            json!({"token": symbol, "address": token.to_string(), "raw": amount.to_string(), "amount": format_units(amount, t.decimals)})
+        }
+        None => {
+            json!({"token": token.to_string(), "address": token.to_string(), "raw": amount.to_string()})
+        }
+    }
+}
+
+/// A caveat's terms read back.
+pub fn decode_caveat(
+    framework: &Framework,
+    settings: Option<&ChainSettings>,
+    enforcer: Address,
+    t: &[u8],
+) -> (String, Value) {
+    let Some(name) = framework.name_of(enforcer) else {
+        return (
+            "unknown".into(),
+            json!({"raw": Bytes::copy_from_slice(t).to_string()}),
+        );
+    };
+    let terms = match name {
+        "AllowedTargetsEnforcer" if terms_fit(name, t) => {
+            json!({"targets": t.chunks_exact(20).map(|c| Address::from_slice(c).to_string()).collect::<Vec<_>>()})
+        }
+        "AllowedMethodsEnforcer" if terms_fit(name, t) => {
+            json!({"selectors": t.chunks_exact(4).map(|c| Bytes::copy_from_slice(c).to_string()).collect::<Vec<_>>()})
+        }
+        "ValueLteEnforcer" => json!({"maxValueWei": word(t, 0).to_string()}),
+        "ERC20TransferAmountEnforcer" if t.len() == 52 => {
+            json!({"cap": token_json(settings, Address::from_slice(&t[..20]), word(t, 20))})
+        }
+        "ERC20PeriodTransferEnforcer" if t.len() == 116 => json!({
+            "perPeriod": token_json(settings, Address::from_slice(&t[..20]), word(t, 20)),
+            "periodSeconds": word(t, 52).to_string(),
+            "startDate": word(t, 84).to_string(),
+        }),
+        "ERC20BalanceChangeEnforcer" if t.len() == 73 => json!({
+            "change": if t[0] == 1 { "decrease" } else { "increase" },
+            "recipient": Address::from_slice(&t[21..41]).to_string(),
+            "limit": token_json(settings, Address::from_slice(&t[1..21]), word(t, 41)),
+        }),
+        "TimestampEnforcer" if t.len() == 32 => json!({
+            "validFrom": u128::from_be_bytes(t[..16].try_into().unwrap_or_default()).to_string(),
+            "validUntil": u128::from_be_bytes(t[16..].try_into().unwrap_or_default()).to_string(),
+        }),
+        "LimitedCallsEnforcer" => json!({"maxCalls": word(t, 0).to_string()}),
+        _ => json!({"raw": Bytes::copy_from_slice(t).to_string(), "malformed": true}),
+    };
+    (name.to_owned(), terms)
+}
