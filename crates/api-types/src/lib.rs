@@ -9,6 +9,7 @@ pub mod delegation;
 pub mod error;
 pub mod identity;
 pub mod intents;
+pub mod personhood;
 
 pub use error::{ErrorBody, ErrorCode, ErrorFamily};
 

@@ -5,6 +5,9 @@
 use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
+use actiongate_api_types::personhood::{
+    DepositReceipt, PersonhoodState, PersonhoodStatus, ProofBegun, ProofRequest, RpContext,
+};
 use async_trait::async_trait;
 use k256::ecdsa::SigningKey;
 use serde_json::{Value, json};
@@ -226,7 +229,7 @@ impl Personhood {
         who: &Principal,
         what: Begin<'_>,
         chain_id: u64,
-    ) -> Result<(Value, PersonhoodChallenge)> {
+    ) -> Result<(ProofRequest, PersonhoodChallenge)> {
         let Begin {
             kind,
             subject,
@@ -261,24 +264,29 @@ impl Personhood {
         Ok((request, challenge))
     }
 
-    fn proof_request(&self, c: &PersonhoodChallenge, signature: &str) -> Value {
-        json!({
-            "action": c.action,
-            "appId": self.settings.app_id,
-            "environment": self.settings.environment,
-            "signal": c.signal,
-            "rpContext": {
-                "rp_id": self.settings.rp_id,
-                "nonce": c.nonce,
-                "created_at": c.created_at.div_euclid(1000),
-                "expires_at": c.expires_at.div_euclid(1000),
-                "signature": signature,
-            }
-        })
+    fn proof_request(&self, c: &PersonhoodChallenge, signature: &str) -> ProofRequest {
+        ProofRequest {
+            action: c.action.clone(),
+            app_id: self.settings.app_id.clone(),
+            environment: self.settings.environment.clone(),
+            signal: c.signal.clone(),
+            rp_context: RpContext {
+                rp_id: self.settings.rp_id.clone(),
+                nonce: c.nonce.clone(),
+                created_at: c.created_at.div_euclid(1000),
+                expires_at: c.expires_at.div_euclid(1000),
+                signature: signature.to_owned(),
+            },
+        }
     }
 
     /// Org begin: action `delegate-org:{orgId}`, signal the org id.
-    pub async fn begin_org(&self, who: &Principal, org_id: &str, chain_id: u64) -> Result<Value> {
+    pub async fn begin_org(
+        &self,
+        who: &Principal,
+        org_id: &str,
+        chain_id: u64,
+    ) -> Result<ProofBegun> {
         check_id("orgId", org_id)?;
         let what = Begin {
             kind: ORG,
@@ -287,8 +295,11 @@ impl Personhood {
             signal: org_id.into(),
             extra: (None, None, None),
         };
-        let (request, _) = self.begin(who, what, chain_id).await?;
-        Ok(json!({ "proofRequest": request }))
+        let (proof_request, _) = self.begin(who, what, chain_id).await?;
+        Ok(ProofBegun {
+            proof_request,
+            challenge_id: None,
+        })
     }
 
     /// Agent-scoped begin: action `delegate-agent:{agentId}`, signal the agent id.
@@ -297,7 +308,7 @@ impl Personhood {
         who: &Principal,
         agent_id: &str,
         chain_id: u64,
-    ) -> Result<Value> {
+    ) -> Result<ProofBegun> {
         let what = Begin {
             kind: AGENT,
             subject: agent_id,
@@ -305,8 +316,11 @@ impl Personhood {
             signal: agent_id.into(),
             extra: (None, None, None),
         };
-        let (request, _) = self.begin(who, what, chain_id).await?;
-        Ok(json!({ "proofRequest": request }))
+        let (proof_request, _) = self.begin(who, what, chain_id).await?;
+        Ok(ProofBegun {
+            proof_request,
+            challenge_id: None,
+        })
     }
 
     /// Deposit begin: action `delegate-org:{orgId}`, signal `deposit:{challengeId}` (or the caller's
@@ -317,7 +331,7 @@ impl Personhood {
         org_id: &str,
         chain_id: u64,
         d: &DepositBegin,
-    ) -> Result<Value> {
+    ) -> Result<ProofBegun> {
         check_id("orgId", org_id)?;
         if let Some(sig) = &d.deposit_signal
             && (!sig.starts_with("deposit:") || sig.len() <= "deposit:".len() || sig.len() > 256)
@@ -352,10 +366,10 @@ impl Personhood {
                 let signature = self
                     .signer
                     .sign(&nonce, created, expires, &existing.action)?;
-                return Ok(json!({
-                    "proofRequest": self.proof_request(&existing, &signature),
-                    "challengeId": existing.challenge_id,
-                }));
+                return Ok(ProofBegun {
+                    proof_request: self.proof_request(&existing, &signature),
+                    challenge_id: existing.challenge_id.clone(),
+                });
             }
         }
         let challenge_id = uuid::Uuid::now_v7().to_string();
@@ -380,8 +394,11 @@ impl Personhood {
                 Some(details),
             ),
         };
-        let (request, _) = self.begin(who, what, chain_id).await?;
-        Ok(json!({ "proofRequest": request, "challengeId": challenge_id }))
+        let (proof_request, _) = self.begin(who, what, chain_id).await?;
+        Ok(ProofBegun {
+            proof_request,
+            challenge_id: Some(challenge_id),
+        })
     }
 
     /// Finds the challenge a proof answers (by the nonce it carries, else the subject's open one),
@@ -468,7 +485,7 @@ impl Personhood {
         kind: &str,
         subject: &str,
         proof: &Value,
-    ) -> Result<Value> {
+    ) -> Result<PersonhoodStatus> {
         let (challenge, nullifier) = self.verified(who, kind, subject, proof).await?;
         let effect = PersonhoodEffect::Lock {
             kind: kind.into(),
@@ -480,9 +497,7 @@ impl Personhood {
             .complete_personhood(&challenge.nonce, to_millis(self.clock.now()), &effect)
             .await?
         {
-            PersonhoodOutcome::Locked { locked_at } => Ok(
-                json!({"personhood": {"status": "locked", "lockedAt": rfc3339(from_millis(locked_at))}}),
-            ),
+            PersonhoodOutcome::Locked { locked_at } => Ok(locked(locked_at)),
             PersonhoodOutcome::Mismatch => Err(rejected(
                 ErrorCode::PersonhoodOrgNullifierMismatch,
                 "This is locked to a different verified person; nothing changed.",
@@ -499,7 +514,7 @@ impl Personhood {
         who: &Principal,
         org_id: &str,
         proof: &Value,
-    ) -> Result<Value> {
+    ) -> Result<PersonhoodStatus> {
         check_id("orgId", org_id)?;
         self.lock(who, ORG, org_id, proof).await
     }
@@ -509,25 +524,26 @@ impl Personhood {
         who: &Principal,
         agent_id: &str,
         proof: &Value,
-    ) -> Result<Value> {
+    ) -> Result<PersonhoodStatus> {
         self.lock(who, AGENT, agent_id, proof).await
     }
 
     /// `data.personhood` of an organization: `unverified` or `locked` with `lockedAt`; never the nullifier.
-    pub async fn check_org(&self, who: &Principal, org_id: &str) -> Result<Value> {
+    pub async fn check_org(&self, who: &Principal, org_id: &str) -> Result<PersonhoodStatus> {
         check_id("orgId", org_id)?;
-        Ok(
-            match self
-                .store
-                .personhood_lock(ORG, &scoped(who, org_id))
-                .await?
-            {
-                Some(at) => {
-                    json!({"personhood": {"status": "locked", "lockedAt": rfc3339(from_millis(at))}})
-                }
-                None => json!({"personhood": {"status": "unverified"}}),
+        let lock = self
+            .store
+            .personhood_lock(ORG, &scoped(who, org_id))
+            .await?;
+        Ok(match lock {
+            Some(at) => locked(at),
+            None => PersonhoodStatus {
+                personhood: PersonhoodState {
+                    status: "unverified".into(),
+                    locked_at: None,
+                },
             },
-        )
+        })
     }
 
     pub async fn complete_deposit(
@@ -535,7 +551,7 @@ impl Personhood {
         who: &Principal,
         org_id: &str,
         proof: &Value,
-    ) -> Result<Value> {
+    ) -> Result<DepositReceipt> {
         check_id("orgId", org_id)?;
         let (challenge, nullifier) = self.verified(who, DEPOSIT, org_id, proof).await?;
         let receipt_id = format!("rcpt_{}", uuid::Uuid::new_v4().simple());
@@ -551,7 +567,10 @@ impl Personhood {
             .complete_personhood(&challenge.nonce, to_millis(self.clock.now()), &effect)
             .await?
         {
-            PersonhoodOutcome::Receipt { receipt_id } => Ok(json!({"receiptId": receipt_id})),
+            PersonhoodOutcome::Receipt { receipt_id } => Ok(DepositReceipt {
+                receipt_id,
+                consumed_at: None,
+            }),
             PersonhoodOutcome::Mismatch => Err(rejected(
                 ErrorCode::PersonhoodDepositNullifierMismatch,
                 "The deposit proof is from a different person than the one the organization is locked to.",
@@ -574,7 +593,7 @@ impl Personhood {
         receipt_id: &str,
         runtime_id: Option<&str>,
         amount_usd: Option<f64>,
-    ) -> Result<Value> {
+    ) -> Result<DepositReceipt> {
         check_id("orgId", org_id)?;
         if let Some(a) = amount_usd {
             crate::money::usd_to_micros("amountUsd", a)?;
@@ -586,9 +605,10 @@ impl Personhood {
             .consume_receipt(receipt_id, &scoped(who, org_id), &details, now)
             .await?
         {
-            ConsumeOutcome::Consumed { consumed_at } => Ok(
-                json!({"receiptId": receipt_id, "consumedAt": rfc3339(from_millis(consumed_at))}),
-            ),
+            ConsumeOutcome::Consumed { consumed_at } => Ok(DepositReceipt {
+                receipt_id: receipt_id.to_owned(),
+                consumed_at: Some(rfc3339(from_millis(consumed_at))),
+            }),
             ConsumeOutcome::AlreadyUsed => Err(rejected(
                 ErrorCode::PersonhoodDepositReceiptAlreadyUsed,
                 "This deposit receipt was consumed before; a receipt is single-use.",
@@ -603,6 +623,16 @@ impl Personhood {
 /// Organizations and agents are scoped to the account, so that one account cannot lock another's.
 fn scoped(who: &Principal, subject: &str) -> String {
     format!("{}/{subject}", who.account_id)
+}
+
+/// A subject locked since `at` (Unix ms).
+fn locked(at: i64) -> PersonhoodStatus {
+    PersonhoodStatus {
+        personhood: PersonhoodState {
+            status: "locked".into(),
+            locked_at: Some(rfc3339(from_millis(at))),
+        },
+    }
 }
 
 #[cfg(test)]

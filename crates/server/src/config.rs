@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use actiongate_core::chains::{ChainSettings, Chains, Token};
 use actiongate_core::pricing::PriceBook;
+use actiongate_core::purchases::PurchaseSettings;
 use actiongate_core::{DefaultPolicy, Settings};
 use serde::Deserialize;
 
@@ -305,148 +306,12 @@ impl Config {
                 max_amount_usd_per_action: p.max_amount_usd_per_action,
             };
         }
-        if let Some(s) = f.onboarding.code_ttl_seconds {
-            settings.email_code_ttl = seconds(s)?;
-        }
-        if let Some(n) = f.onboarding.code_max_attempts {
-            if n == 0 {
-                return Err(ConfigError::Invalid(
-                    "onboarding.code-max-attempts must be at least 1".into(),
-                ));
-            }
-            settings.email_code_max_attempts = n;
-        }
-        if let Some(s) = f.onboarding.session_ttl_seconds {
-            settings.session_ttl = seconds(s)?;
-        }
+        onboarding_settings(&mut settings, &f.onboarding)?;
 
-        let mut chains = builtin_chains();
-        for (id, chain) in f.chains {
-            let id: u64 = id.parse().map_err(|_| {
-                ConfigError::Invalid(format!("[chains.{id}]: the key must be a chain id number"))
-            })?;
-            chains.insert(id, chain);
-        }
-        settings.chains = Chains(
-            chains
-                .into_iter()
-                .map(|(id, c)| {
-                    let tokens = c
-                        .tokens
-                        .into_iter()
-                        .map(|(sym, t)| {
-                            (
-                                sym.to_ascii_uppercase(),
-                                Token {
-                                    address: t.address,
-                                    decimals: t.decimals,
-                                },
-                            )
-                        })
-                        .collect();
-                    (
-                        id,
-                        ChainSettings {
-                            name: c.name,
-                            rpc_url: c.rpc_url,
-                            tokens,
-                            contracts: c.contracts,
-                            vaults: c.vaults,
-                        },
-                    )
-                })
-                .collect(),
-        );
-        if let Some(prices) = f.credits.prices {
-            if let Some((tier, p)) = prices.iter().find(|(_, p)| **p < 0) {
-                return Err(ConfigError::Invalid(format!(
-                    "credits.prices.{tier} must not be negative (got {p})"
-                )));
-            }
-            settings.credits.prices = prices;
-        }
-        if let Some(n) = f.credits.free_per_day {
-            settings.credits.free_per_day = n;
-        }
-        {
-            let p = &mut settings.purchase;
-            let x = &f.x402;
-            if let Some(c) = x.chain_id {
-                p.chain_id = c;
-            }
-            if let Some(t) = &x.token {
-                p.token = t.to_ascii_uppercase();
-            }
-            if let Some(r) = &x.recipient {
-                p.recipient = Some(
-                    actiongate_core::purchases::checksum_address("x402.recipient", r)
-                        .map_err(|e| ConfigError::Invalid(e.message))?,
-                );
-            }
-            if let Some(c) = x.confirmations {
-                p.confirmations = c.max(1);
-            }
-            match (&x.token_name, x.chain_id) {
-                (Some(n), _) => p.token_name = n.clone(),
-                (None, Some(84532)) => p.token_name = "USDC".into(),
-                _ => {}
-            }
-            if let Some(v) = &x.token_version {
-                p.token_version = v.clone();
-            }
-            if let Some(t) = x.max_timeout_seconds {
-                p.max_timeout_seconds = t.max(30);
-            }
-            if let Some(s) = x.invoice_ttl_seconds {
-                p.invoice_ttl = seconds(s)?;
-            }
-            if let Some(packages) = &x.packages {
-                p.packages = packages
-                    .iter()
-                    .map(|(sku, k)| {
-                        let price = actiongate_core::money::usd_to_micros(
-                            &format!("x402.packages.{sku}.price"),
-                            k.price.parse::<f64>().unwrap_or(-1.0),
-                        )
-                        .map_err(|e| ConfigError::Invalid(e.message))?;
-                        if k.credits <= 0 || price <= 0 {
-                            return Err(ConfigError::Invalid(format!(
-                                "x402.packages.{sku}: credits and price must be positive"
-                            )));
-                        }
-                        Ok(actiongate_core::purchases::Package {
-                            sku: sku.clone(),
-                            credits: k.credits,
-                            price_atomic: price,
-                        })
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-        }
-        let mut book = BTreeMap::new();
-        for (symbol, usd) in f.prices {
-            let micros = actiongate_core::money::usd_to_micros(&format!("prices.{symbol}"), usd)
-                .map_err(|e| ConfigError::Invalid(e.message))?;
-            book.insert(symbol.to_ascii_uppercase(), micros);
-        }
-        settings.prices = PriceBook(book);
-        if let Some(s) = f.intents.idempotency_window_seconds {
-            settings.idempotency_window = seconds(s)?;
-        }
-        if let Some(s) = f.intents.lease_seconds {
-            if s == 0 {
-                return Err(ConfigError::Invalid(
-                    "intents.lease-seconds must be at least 1".into(),
-                ));
-            }
-            settings.lease = seconds(s)?;
-        }
-        if let Some(s) = f.intents.direct_timeout_seconds {
-            settings.direct_timeout = seconds(s)?;
-        }
-        if let Some(s) = f.delegation.sweep_seconds {
-            settings.delegation_sweep = seconds(s)?;
-        }
+        settings.chains = chain_settings(f.chains)?;
+        credit_settings(&mut settings, f.credits, &f.x402)?;
+        settings.prices = price_book(f.prices)?;
+        intent_settings(&mut settings, &f.intents, &f.delegation)?;
         Ok(Self {
             dev,
             listen,
@@ -459,42 +324,9 @@ impl Config {
                 .unwrap_or_else(|| "actiongate <no-reply@actiongate.localhost>".into()),
             settings,
             runner_workers: f.intents.workers.unwrap_or(4).max(1),
-            evm: {
-                let d = actiongate_chain::ChainOptions::default();
-                let secs = |v: Option<u64>, default: std::time::Duration| {
-                    v.map_or(default, std::time::Duration::from_secs)
-                };
-                actiongate_chain::ChainOptions {
-                    request_timeout: secs(f.evm.request_timeout_seconds, d.request_timeout),
-                    max_retries: f.evm.max_retries.unwrap_or(d.max_retries),
-                    retry_backoff: d.retry_backoff,
-                    compute_units_per_second: f
-                        .evm
-                        .compute_units_per_second
-                        .unwrap_or(d.compute_units_per_second),
-                    receipt_timeout: secs(f.evm.receipt_timeout_seconds, d.receipt_timeout),
-                    bump_after: secs(f.evm.bump_after_seconds, d.bump_after),
-                }
-            },
+            evm: evm_options(&f.evm),
             internal_data_file: f.internal_data_file,
-            personhood: {
-                let d = actiongate_core::personhood::PersonhoodSettings::default();
-                let environment = f.personhood.environment.unwrap_or(d.environment);
-                if environment != "production" && environment != "staging" {
-                    return Err(ConfigError::Invalid(
-                        "personhood.environment must be production or staging".into(),
-                    ));
-                }
-                actiongate_core::personhood::PersonhoodSettings {
-                    rp_id: f.personhood.rp_id.unwrap_or(d.rp_id),
-                    app_id: f.personhood.app_id.unwrap_or(d.app_id),
-                    environment,
-                    ttl: match f.personhood.ttl_seconds {
-                        Some(s) => seconds(s)?,
-                        None => d.ttl,
-                    },
-                }
-            },
+            personhood: personhood_settings(&f.personhood)?,
             personhood_verify_url: f
                 .personhood
                 .verify_url
@@ -506,6 +338,219 @@ impl Config {
             },
         })
     }
+}
+
+/// `[onboarding]`.
+fn onboarding_settings(settings: &mut Settings, o: &OnboardingSection) -> Result<(), ConfigError> {
+    if let Some(s) = o.code_ttl_seconds {
+        settings.email_code_ttl = seconds(s)?;
+    }
+    if let Some(n) = o.code_max_attempts {
+        if n == 0 {
+            return Err(ConfigError::Invalid(
+                "onboarding.code-max-attempts must be at least 1".into(),
+            ));
+        }
+        settings.email_code_max_attempts = n;
+    }
+    if let Some(s) = o.session_ttl_seconds {
+        settings.session_ttl = seconds(s)?;
+    }
+    Ok(())
+}
+
+/// `[chains.<id>]` over the built-in chains.
+fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigError> {
+    let mut chains = builtin_chains();
+    for (id, chain) in file {
+        let id: u64 = id.parse().map_err(|_| {
+            ConfigError::Invalid(format!("[chains.{id}]: the key must be a chain id number"))
+        })?;
+        chains.insert(id, chain);
+    }
+    Ok(Chains(
+        chains
+            .into_iter()
+            .map(|(id, c)| {
+                let tokens = c
+                    .tokens
+                    .into_iter()
+                    .map(|(sym, t)| {
+                        (
+                            sym.to_ascii_uppercase(),
+                            Token {
+                                address: t.address,
+                                decimals: t.decimals,
+                            },
+                        )
+                    })
+                    .collect();
+                (
+                    id,
+                    ChainSettings {
+                        name: c.name,
+                        rpc_url: c.rpc_url,
+                        tokens,
+                        contracts: c.contracts,
+                        vaults: c.vaults,
+                    },
+                )
+            })
+            .collect(),
+    ))
+}
+
+/// `[credits]` and `[x402]`.
+fn credit_settings(
+    settings: &mut Settings,
+    credits: CreditsSection,
+    x: &X402Section,
+) -> Result<(), ConfigError> {
+    if let Some(prices) = credits.prices {
+        if let Some((tier, p)) = prices.iter().find(|(_, p)| **p < 0) {
+            return Err(ConfigError::Invalid(format!(
+                "credits.prices.{tier} must not be negative (got {p})"
+            )));
+        }
+        settings.credits.prices = prices;
+    }
+    if let Some(n) = credits.free_per_day {
+        settings.credits.free_per_day = n;
+    }
+    purchase_settings(&mut settings.purchase, x)
+}
+
+/// `[x402]`: selling credits for a stablecoin.
+fn purchase_settings(p: &mut PurchaseSettings, x: &X402Section) -> Result<(), ConfigError> {
+    if let Some(c) = x.chain_id {
+        p.chain_id = c;
+    }
+    if let Some(t) = &x.token {
+        p.token = t.to_ascii_uppercase();
+    }
+    if let Some(r) = &x.recipient {
+        p.recipient = Some(
+            actiongate_core::purchases::checksum_address("x402.recipient", r)
+                .map_err(|e| ConfigError::Invalid(e.message))?,
+        );
+    }
+    if let Some(c) = x.confirmations {
+        p.confirmations = c.max(1);
+    }
+    match (&x.token_name, x.chain_id) {
+        (Some(n), _) => p.token_name = n.clone(),
+        (None, Some(84532)) => p.token_name = "USDC".into(),
+        _ => {}
+    }
+    if let Some(v) = &x.token_version {
+        p.token_version = v.clone();
+    }
+    if let Some(t) = x.max_timeout_seconds {
+        p.max_timeout_seconds = t.max(30);
+    }
+    if let Some(s) = x.invoice_ttl_seconds {
+        p.invoice_ttl = seconds(s)?;
+    }
+    if let Some(packages) = &x.packages {
+        p.packages = packages
+            .iter()
+            .map(|(sku, k)| {
+                let price = actiongate_core::money::usd_to_micros(
+                    &format!("x402.packages.{sku}.price"),
+                    k.price.parse::<f64>().unwrap_or(-1.0),
+                )
+                .map_err(|e| ConfigError::Invalid(e.message))?;
+                if k.credits <= 0 || price <= 0 {
+                    return Err(ConfigError::Invalid(format!(
+                        "x402.packages.{sku}: credits and price must be positive"
+                    )));
+                }
+                Ok(actiongate_core::purchases::Package {
+                    sku: sku.clone(),
+                    credits: k.credits,
+                    price_atomic: price,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    Ok(())
+}
+
+/// `[prices]`: USD per whole token, by symbol.
+fn price_book(prices: BTreeMap<String, f64>) -> Result<PriceBook, ConfigError> {
+    let mut book = BTreeMap::new();
+    for (symbol, usd) in prices {
+        let micros = actiongate_core::money::usd_to_micros(&format!("prices.{symbol}"), usd)
+            .map_err(|e| ConfigError::Invalid(e.message))?;
+        book.insert(symbol.to_ascii_uppercase(), micros);
+    }
+    Ok(PriceBook(book))
+}
+
+/// `[intents]` and `[delegation]`.
+fn intent_settings(
+    settings: &mut Settings,
+    intents: &IntentsSection,
+    delegation: &DelegationSection,
+) -> Result<(), ConfigError> {
+    if let Some(s) = intents.idempotency_window_seconds {
+        settings.idempotency_window = seconds(s)?;
+    }
+    if let Some(s) = intents.lease_seconds {
+        if s == 0 {
+            return Err(ConfigError::Invalid(
+                "intents.lease-seconds must be at least 1".into(),
+            ));
+        }
+        settings.lease = seconds(s)?;
+    }
+    if let Some(s) = intents.direct_timeout_seconds {
+        settings.direct_timeout = seconds(s)?;
+    }
+    if let Some(s) = delegation.sweep_seconds {
+        settings.delegation_sweep = seconds(s)?;
+    }
+    Ok(())
+}
+
+/// `[evm]`: timeouts, retries, rate limit and fee bumps of every chain client.
+fn evm_options(evm: &EvmSection) -> actiongate_chain::ChainOptions {
+    let d = actiongate_chain::ChainOptions::default();
+    let secs = |v: Option<u64>, default: std::time::Duration| {
+        v.map_or(default, std::time::Duration::from_secs)
+    };
+    actiongate_chain::ChainOptions {
+        request_timeout: secs(evm.request_timeout_seconds, d.request_timeout),
+        max_retries: evm.max_retries.unwrap_or(d.max_retries),
+        retry_backoff: d.retry_backoff,
+        compute_units_per_second: evm
+            .compute_units_per_second
+            .unwrap_or(d.compute_units_per_second),
+        receipt_timeout: secs(evm.receipt_timeout_seconds, d.receipt_timeout),
+        bump_after: secs(evm.bump_after_seconds, d.bump_after),
+    }
+}
+
+/// `[personhood]`.
+fn personhood_settings(
+    p: &PersonhoodSection,
+) -> Result<actiongate_core::personhood::PersonhoodSettings, ConfigError> {
+    let d = actiongate_core::personhood::PersonhoodSettings::default();
+    let environment = p.environment.clone().unwrap_or(d.environment);
+    if environment != "production" && environment != "staging" {
+        return Err(ConfigError::Invalid(
+            "personhood.environment must be production or staging".into(),
+        ));
+    }
+    Ok(actiongate_core::personhood::PersonhoodSettings {
+        rp_id: p.rp_id.clone().unwrap_or(d.rp_id),
+        app_id: p.app_id.clone().unwrap_or(d.app_id),
+        environment,
+        ttl: match p.ttl_seconds {
+            Some(s) => seconds(s)?,
+            None => d.ttl,
+        },
+    })
 }
 
 fn seconds(s: u64) -> Result<time::Duration, ConfigError> {

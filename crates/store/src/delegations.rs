@@ -142,20 +142,30 @@ impl DelegationStore for SqlStore {
     }
 }
 
-pub(crate) type DelegationRow = (
-    String,
-    String,
-    String,
-    i64,
-    String,
-    i64,
-    Option<i64>,
-    Option<String>,
-);
+/// A delegation row as stored (`delegation_columns!`).
+#[derive(sqlx::FromRow)]
+pub(crate) struct DelegationRow {
+    hash: String,
+    agent_id: String,
+    delegator: String,
+    chain_id: i64,
+    status: String,
+    created_at: i64,
+    expires_at: Option<i64>,
+    body: Option<String>,
+}
 
-pub(crate) fn delegation_record(
-    (hash, agent_id, delegator, chain_id, status, created_at, expires_at, body): DelegationRow,
-) -> Result<DelegationRecord, StoreError> {
+pub(crate) fn delegation_record(row: DelegationRow) -> Result<DelegationRecord, StoreError> {
+    let DelegationRow {
+        hash,
+        agent_id,
+        delegator,
+        chain_id,
+        status,
+        created_at,
+        expires_at,
+        body,
+    } = row;
     Ok(DelegationRecord {
         hash,
         agent_id,

@@ -13,23 +13,25 @@ macro_rules! chain_tx_columns {
     };
 }
 
-pub(crate) type ChainTxRow = (
-    i64,
-    String,
-    i64,
-    String,
-    i64,
-    String,
-    Option<String>,
-    Option<Vec<u8>>,
-    String,
-    Option<i64>,
-    i64,
-);
+/// A wallet transaction row as stored (`chain_tx_columns!`).
+#[derive(sqlx::FromRow)]
+pub(crate) struct ChainTxRow {
+    chain_id: i64,
+    wallet: String,
+    nonce: i64,
+    execution_key: String,
+    idx: i64,
+    state: String,
+    tx_hash: Option<String>,
+    raw_tx: Option<Vec<u8>>,
+    prior_hashes: String,
+    receipt_status: Option<i64>,
+    updated_at: i64,
+}
 
 pub(crate) fn chain_tx_from(row: ChainTxRow) -> Result<ChainTxRecord, StoreError> {
-    let (
-        chain,
+    let ChainTxRow {
+        chain_id: chain,
         wallet,
         nonce,
         execution_key,
@@ -37,10 +39,10 @@ pub(crate) fn chain_tx_from(row: ChainTxRow) -> Result<ChainTxRecord, StoreError
         state,
         tx_hash,
         raw_tx,
-        prior,
+        prior_hashes: prior,
         receipt_status,
         updated_at,
-    ) = row;
+    } = row;
     Ok(ChainTxRecord {
         chain_id: u64::try_from(chain).map_err(err)?,
         wallet,

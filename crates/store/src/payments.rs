@@ -19,25 +19,27 @@ macro_rules! invoice_columns {
     };
 }
 
-pub(crate) type InvoiceRow = (
-    String,
-    String,
-    i64,
-    i64,
-    String,
-    Option<String>,
-    Option<String>,
-    i64,
-    String,
-    String,
-    i64,
-    i64,
-    Option<i64>,
-    Option<String>,
-);
+/// An invoice row as stored (`invoice_columns!`).
+#[derive(sqlx::FromRow)]
+pub(crate) struct InvoiceRow {
+    id: String,
+    sku: String,
+    credits: i64,
+    amount_atomic: i64,
+    payer: String,
+    account_id: Option<String>,
+    agent_id: Option<String>,
+    chain_id: i64,
+    token: String,
+    recipient: String,
+    created_at: i64,
+    expires_at: i64,
+    paid_at: Option<i64>,
+    tx_hash: Option<String>,
+}
 
 pub(crate) fn invoice_from(row: InvoiceRow) -> Result<InvoiceRecord, StoreError> {
-    let (
+    let InvoiceRow {
         id,
         sku,
         credits,
@@ -45,14 +47,14 @@ pub(crate) fn invoice_from(row: InvoiceRow) -> Result<InvoiceRecord, StoreError>
         payer,
         account_id,
         agent_id,
-        chain,
+        chain_id: chain,
         token,
         recipient,
         created_at,
         expires_at,
         paid_at,
         tx_hash,
-    ) = row;
+    } = row;
     Ok(InvoiceRecord {
         id,
         sku,

@@ -17,38 +17,40 @@ macro_rules! challenge_columns {
     };
 }
 
-pub(crate) type ChallengeRow = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    String,
-    i64,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    i64,
-    i64,
-    Option<i64>,
-);
+/// A personhood challenge row as stored (`challenge_columns!`).
+#[derive(sqlx::FromRow)]
+pub(crate) struct ChallengeRow {
+    nonce: String,
+    kind: String,
+    account_id: String,
+    subject: String,
+    action: String,
+    signal: String,
+    chain_id: i64,
+    challenge_id: Option<String>,
+    idempotency_key: Option<String>,
+    details: Option<String>,
+    created_at: i64,
+    expires_at: i64,
+    used_at: Option<i64>,
+}
 
 pub(crate) fn challenge_from(row: ChallengeRow) -> Result<PersonhoodChallenge, StoreError> {
-    let (
+    let ChallengeRow {
         nonce,
         kind,
         account_id,
         subject,
         action,
         signal,
-        chain,
+        chain_id: chain,
         challenge_id,
         idempotency_key,
         details,
         created_at,
         expires_at,
         used_at,
-    ) = row;
+    } = row;
     Ok(PersonhoodChallenge {
         nonce,
         kind,

@@ -185,9 +185,9 @@ impl GatewayMcp {
         };
         let p = &self.personhood;
         match name {
-            "delegationPersonhoodBegin" => p.begin_agent(&who, &agent().await?, chain).await,
+            "delegationPersonhoodBegin" => json(p.begin_agent(&who, &agent().await?, chain).await?),
             "delegationPersonhoodComplete" => {
-                p.complete_agent(&who, &agent().await?, &proof()?).await
+                json(p.complete_agent(&who, &agent().await?, &proof()?).await?)
             }
             "delegationPersonhoodDepositBegin" => {
                 let d = DepositBegin {
@@ -197,9 +197,9 @@ impl GatewayMcp {
                     destination_address: text("destinationAddress"),
                     idempotency_key: text("idempotencyKey"),
                 };
-                p.begin_deposit(&who, &org()?, chain, &d).await
+                json(p.begin_deposit(&who, &org()?, chain, &d).await?)
             }
-            _ => p.complete_deposit(&who, &org()?, &proof()?).await,
+            _ => json(p.complete_deposit(&who, &org()?, &proof()?).await?),
         }
     }
 
@@ -547,6 +547,11 @@ fn needs(message: &Value) -> Auth {
         }
         _ => Auth::Open,
     }
+}
+
+/// A typed answer as the JSON a tool returns.
+fn json<T: Serialize>(v: T) -> Result<Value, Error> {
+    serde_json::to_value(v).map_err(Error::internal)
 }
 
 /// Annotations a tool advertises.

@@ -1,13 +1,14 @@
 //! Personhood routes (SPEC "Personhood"): org enrollment, agent-scoped enrollment, deposit receipts.
 //! Every route takes an owner session.
 
+pub use actiongate_api_types::personhood::{
+    AgentBegin, AgentComplete, DepositBeginBody, DepositConsume, OrgBegin, OrgCheck, OrgComplete,
+};
+use actiongate_api_types::personhood::{DepositReceipt, PersonhoodStatus, ProofBegun};
 use actiongate_api_types::{Envelope, ErrorBody};
 use actiongate_core::personhood::{DepositBegin, Principal};
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
-use serde_json::Value;
-use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::ApiError;
@@ -15,83 +16,12 @@ use super::extract::{ApiJson, ApiQuery};
 use super::identity::Owner;
 use crate::http::intents::DEFAULT_CHAIN;
 
-type Answer = Result<Json<Envelope<Value>>, ApiError>;
+type Answer<T> = Result<Json<Envelope<T>>, ApiError>;
 
 fn principal(owner: &Owner) -> Principal {
     Principal {
         account_id: owner.0.account_id.clone(),
     }
-}
-
-/// Body of org begin.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OrgBegin {
-    pub org_id: String,
-    pub chain_id: Option<u64>,
-}
-
-/// Body of org complete and deposit complete.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OrgComplete {
-    pub org_id: String,
-    /// The proof client's result object.
-    #[schema(value_type = Object)]
-    pub proof: Value,
-    pub chain_id: Option<u64>,
-}
-
-/// Body of the agent-scoped begin.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AgentBegin {
-    /// The agent's API key (an agent of the owner's account).
-    pub agent_key: String,
-    pub chain_id: Option<u64>,
-}
-
-/// Body of the agent-scoped complete.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AgentComplete {
-    pub agent_key: String,
-    #[schema(value_type = Object)]
-    pub proof: Value,
-    pub chain_id: Option<u64>,
-}
-
-/// Body of deposit begin.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DepositBeginBody {
-    pub org_id: String,
-    /// Must start with `deposit:`; `deposit:{challengeId}` when omitted.
-    pub deposit_signal: Option<String>,
-    pub runtime_id: Option<String>,
-    pub amount_usd: Option<f64>,
-    pub destination_address: Option<String>,
-    pub chain_id: Option<u64>,
-    /// The same key answers the same challenge.
-    pub idempotency_key: Option<String>,
-}
-
-/// Body of deposit consume.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DepositConsume {
-    pub org_id: String,
-    pub receipt_id: String,
-    pub runtime_id: Option<String>,
-    pub amount_usd: Option<f64>,
-}
-
-/// Query of org check.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OrgCheck {
-    pub org_id: String,
-    pub chain_id: Option<u64>,
 }
 
 /// Begins the organization's enrollment: the proof request (action `delegate-org:{orgId}`, signal the org id).
@@ -102,7 +32,7 @@ pub async fn org_begin(
     State(s): State<AppState>,
     owner: Owner,
     ApiJson(b): ApiJson<OrgBegin>,
-) -> Answer {
+) -> Answer<ProofBegun> {
     let data = s
         .personhood
         .begin_org(
@@ -123,7 +53,7 @@ pub async fn org_complete(
     State(s): State<AppState>,
     owner: Owner,
     ApiJson(b): ApiJson<OrgComplete>,
-) -> Answer {
+) -> Answer<PersonhoodStatus> {
     Ok(Json(Envelope::new(
         s.personhood
             .complete_org(&principal(&owner), &b.org_id, &b.proof)
@@ -139,7 +69,7 @@ pub async fn org_check(
     State(s): State<AppState>,
     owner: Owner,
     ApiQuery(q): ApiQuery<OrgCheck>,
-) -> Answer {
+) -> Answer<PersonhoodStatus> {
     Ok(Json(Envelope::new(
         s.personhood
             .check_org(&principal(&owner), &q.org_id)
@@ -159,7 +89,7 @@ pub async fn agent_begin(
     State(s): State<AppState>,
     owner: Owner,
     ApiJson(b): ApiJson<AgentBegin>,
-) -> Answer {
+) -> Answer<ProofBegun> {
     let agent_id = owned_agent(&s, &owner, &b.agent_key).await?;
     let data = s
         .personhood
@@ -180,7 +110,7 @@ pub async fn agent_complete(
     State(s): State<AppState>,
     owner: Owner,
     ApiJson(b): ApiJson<AgentComplete>,
-) -> Answer {
+) -> Answer<PersonhoodStatus> {
     let agent_id = owned_agent(&s, &owner, &b.agent_key).await?;
     Ok(Json(Envelope::new(
         s.personhood
@@ -197,7 +127,7 @@ pub async fn deposit_begin(
     State(s): State<AppState>,
     owner: Owner,
     ApiJson(b): ApiJson<DepositBeginBody>,
-) -> Answer {
+) -> Answer<ProofBegun> {
     let d = DepositBegin {
         deposit_signal: b.deposit_signal,
         runtime_id: b.runtime_id,
@@ -226,7 +156,7 @@ pub async fn deposit_complete(
     State(s): State<AppState>,
     owner: Owner,
     ApiJson(b): ApiJson<OrgComplete>,
-) -> Answer {
+) -> Answer<DepositReceipt> {
     Ok(Json(Envelope::new(
         s.personhood
             .complete_deposit(&principal(&owner), &b.org_id, &b.proof)
@@ -242,7 +172,7 @@ pub async fn deposit_consume(
     State(s): State<AppState>,
     owner: Owner,
     ApiJson(b): ApiJson<DepositConsume>,
-) -> Answer {
+) -> Answer<DepositReceipt> {
     let data = s
         .personhood
         .consume_deposit(
@@ -260,7 +190,7 @@ pub async fn deposit_consume(
 /// the World ID developer portal). Open.
 #[utoipa::path(get, path = "/api/v1/agent/delegation/personhood/rp", tag = "personhood",
     responses((status = 200, body = Envelope<Object>)))]
-pub async fn relying_party(State(s): State<AppState>) -> Json<Envelope<Value>> {
+pub async fn relying_party(State(s): State<AppState>) -> Json<Envelope<serde_json::Value>> {
     let settings = s.personhood.settings();
     Json(Envelope::new(serde_json::json!({
         "rpId": settings.rp_id,
