@@ -13,6 +13,9 @@ use actiongate_api_types::intents::{
     AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, IntentResult,
     PreflightCheck, PreflightReport,
 };
+use actiongate_api_types::personhood::{
+    DepositReceipt, PersonhoodState, PersonhoodStatus, ProofBegun, ProofRequest, RpContext,
+};
 use actiongate_api_types::{ErrorBody, ErrorCode, ErrorFamily, Health};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -98,6 +101,7 @@ use utoipa::{Modify, OpenApi};
         actiongate_api_types::delegation::DelegationRedeemRequest, actiongate_api_types::delegation::DelegationRedeemed,
         super::personhood::OrgBegin, super::personhood::OrgComplete, super::personhood::AgentBegin,
         super::personhood::AgentComplete, super::personhood::DepositBeginBody, super::personhood::DepositConsume,
+        ProofBegun, ProofRequest, RpContext, PersonhoodStatus, PersonhoodState, DepositReceipt,
     )),
     modifiers(&Security),
     tags(

@@ -27,7 +27,7 @@ fn principal(owner: &Owner) -> Principal {
 /// Begins the organization's enrollment: the proof request (action `delegate-org:{orgId}`, signal the org id).
 #[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/org/begin", tag = "personhood",
     security(("ownerSession" = [])), request_body = OrgBegin,
-    responses((status = 200, body = Envelope<Object>), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = Envelope<ProofBegun>), (status = 401, body = ErrorBody)))]
 pub async fn org_begin(
     State(s): State<AppState>,
     owner: Owner,
@@ -47,7 +47,7 @@ pub async fn org_begin(
 /// Completes the organization's enrollment: the first verified nullifier locks it.
 #[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/org/complete", tag = "personhood",
     security(("ownerSession" = [])), request_body = OrgComplete,
-    responses((status = 200, body = Envelope<Object>), (status = 403, description = "PERSONHOOD_ORG_NULLIFIER_MISMATCH, PERSONHOOD_PROOF_INVALID", body = ErrorBody),
+    responses((status = 200, body = Envelope<PersonhoodStatus>), (status = 403, description = "PERSONHOOD_ORG_NULLIFIER_MISMATCH, PERSONHOOD_PROOF_INVALID", body = ErrorBody),
         (status = 409, description = "PERSONHOOD_CHALLENGE_INVALID", body = ErrorBody)))]
 pub async fn org_complete(
     State(s): State<AppState>,
@@ -64,7 +64,7 @@ pub async fn org_complete(
 /// The organization's status in `data.personhood`: `unverified`, or `locked` with `lockedAt`.
 #[utoipa::path(get, path = "/api/v1/agent/delegation/personhood/org/check", tag = "personhood",
     security(("ownerSession" = [])), params(OrgCheck),
-    responses((status = 200, body = Envelope<Object>), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = Envelope<PersonhoodStatus>), (status = 401, body = ErrorBody)))]
 pub async fn org_check(
     State(s): State<AppState>,
     owner: Owner,
@@ -84,7 +84,7 @@ async fn owned_agent(s: &AppState, owner: &Owner, key: &str) -> Result<String, A
 /// Begins an agent's enrollment (action `delegate-agent:{agentId}`).
 #[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/begin", tag = "personhood",
     security(("ownerSession" = [])), request_body = AgentBegin,
-    responses((status = 200, body = Envelope<Object>), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = Envelope<ProofBegun>), (status = 401, body = ErrorBody)))]
 pub async fn agent_begin(
     State(s): State<AppState>,
     owner: Owner,
@@ -105,7 +105,7 @@ pub async fn agent_begin(
 /// Completes an agent's enrollment: the first verified nullifier locks the agent.
 #[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/complete", tag = "personhood",
     security(("ownerSession" = [])), request_body = AgentComplete,
-    responses((status = 200, body = Envelope<Object>), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = Envelope<PersonhoodStatus>), (status = 403, body = ErrorBody)))]
 pub async fn agent_complete(
     State(s): State<AppState>,
     owner: Owner,
@@ -122,7 +122,7 @@ pub async fn agent_complete(
 /// Begins a deposit receipt: the proof request and `challengeId`.
 #[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/deposit/begin", tag = "personhood",
     security(("ownerSession" = [])), request_body = DepositBeginBody,
-    responses((status = 200, body = Envelope<Object>), (status = 400, body = ErrorBody)))]
+    responses((status = 200, body = Envelope<ProofBegun>), (status = 400, body = ErrorBody)))]
 pub async fn deposit_begin(
     State(s): State<AppState>,
     owner: Owner,
@@ -150,7 +150,7 @@ pub async fn deposit_begin(
 /// Completes a deposit: a proof whose nullifier matches the org lock issues a receipt.
 #[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/deposit/complete", tag = "personhood",
     security(("ownerSession" = [])), request_body = OrgComplete,
-    responses((status = 200, body = Envelope<Object>), (status = 403, description = "PERSONHOOD_DEPOSIT_NULLIFIER_MISMATCH", body = ErrorBody),
+    responses((status = 200, body = Envelope<DepositReceipt>), (status = 403, description = "PERSONHOOD_DEPOSIT_NULLIFIER_MISMATCH", body = ErrorBody),
         (status = 409, description = "PERSONHOOD_ORG_NOT_LOCKED, PERSONHOOD_CHALLENGE_INVALID", body = ErrorBody)))]
 pub async fn deposit_complete(
     State(s): State<AppState>,
@@ -167,7 +167,7 @@ pub async fn deposit_complete(
 /// Consumes a deposit receipt, once.
 #[utoipa::path(post, path = "/api/v1/agent/delegation/personhood/deposit/consume", tag = "personhood",
     security(("ownerSession" = [])), request_body = DepositConsume,
-    responses((status = 200, body = Envelope<Object>), (status = 409, description = "PERSONHOOD_DEPOSIT_RECEIPT_ALREADY_USED", body = ErrorBody)))]
+    responses((status = 200, body = Envelope<DepositReceipt>), (status = 409, description = "PERSONHOOD_DEPOSIT_RECEIPT_ALREADY_USED", body = ErrorBody)))]
 pub async fn deposit_consume(
     State(s): State<AppState>,
     owner: Owner,
