@@ -5,6 +5,7 @@ pub mod app;
 pub mod config;
 pub mod http;
 pub mod mail;
+pub mod mcp;
 pub mod worldid;
 
 pub use app::{Application, Deps, StartError};

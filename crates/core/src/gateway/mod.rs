@@ -13,13 +13,14 @@ use crate::catalog::Catalog;
 use crate::chains::Chains;
 use crate::clock::Clock;
 use crate::crypto::{Keyring, SecretHash};
+use crate::delegation_chain::DelegationChain;
 use crate::error::{Error, Result};
 use crate::execution::Registry;
 use crate::gateway::policy::canonical_names;
 use crate::mail::Mailer;
 use crate::money::usd_to_micros;
+use crate::payments::{AuthorizationSettler, PaymentVerifier, PurchaseSettings};
 use crate::pricing::{CreditSettings, PriceBook};
-use crate::purchases::{AuthorizationSettler, PaymentVerifier, PurchaseSettings};
 use crate::runner::IntentRunner;
 use crate::store::{AgentRecord, PolicyRecord, Store};
 
@@ -99,7 +100,7 @@ pub struct Ports {
     /// Settles x402 EIP-3009 authorizations; the standard x402 scheme is off without it.
     pub settler: Option<Arc<dyn AuthorizationSettler>>,
     /// ERC-7710 delegations on the Delegation Framework; the delegation routes are off without it.
-    pub delegations: Option<Arc<dyn crate::delegations::DelegationChain>>,
+    pub delegations: Option<Arc<dyn DelegationChain>>,
 }
 
 /// An authenticated agent.
@@ -188,7 +189,7 @@ pub struct Gateway {
     registry: Arc<Registry>,
     payments: Option<Arc<dyn PaymentVerifier>>,
     settler: Option<Arc<dyn AuthorizationSettler>>,
-    delegations: Option<Arc<dyn crate::delegations::DelegationChain>>,
+    delegations: Option<Arc<dyn DelegationChain>>,
     /// The default policy resolved against the catalog once.
     default_allowed: Vec<String>,
     default_daily_micros: i64,
@@ -279,7 +280,7 @@ impl Gateway {
     }
 
     /// The Delegation Framework's chain side, when configured.
-    pub fn delegations(&self) -> Option<&Arc<dyn crate::delegations::DelegationChain>> {
+    pub fn delegations(&self) -> Option<&Arc<dyn DelegationChain>> {
         self.delegations.as_ref()
     }
 

@@ -9,9 +9,6 @@ pub mod error;
 pub mod extract;
 pub mod identity;
 pub mod intents;
-pub mod mcp;
-pub mod mcp_mirror;
-pub mod mcp_tools;
 pub mod openapi;
 pub mod personhood;
 
@@ -48,14 +45,14 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole router, with its layers.
 pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
-    let mcp_service = mcp::service(
+    let mcp_service = crate::mcp::service(
         state.gateway.clone(),
         state.personhood.clone(),
         state.mcp_sessions.clone(),
         mcp_allowed_hosts,
     );
     let mcp = Router::new().route_service("/mcp", mcp_service).layer(
-        axum::middleware::from_fn_with_state(state.clone(), mcp::require_agent_key),
+        axum::middleware::from_fn_with_state(state.clone(), crate::mcp::require_agent_key),
     );
     let api = Router::new()
         .route("/healthz", get(healthz))
@@ -142,8 +139,8 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
             "/api/v1/agent/delegation/personhood/deposit/consume",
             post(personhood::deposit_consume),
         )
-        .route("/mcp/tools", get(mcp_mirror::list_tools))
-        .route("/mcp/tool/{name}", post(mcp_mirror::call_tool))
+        .route("/mcp/tools", get(crate::mcp::mirror::list_tools))
+        .route("/mcp/tool/{name}", post(crate::mcp::mirror::call_tool))
         .route(
             "/api/v1/agents",
             get(identity::list_agents).post(identity::create_agent),

@@ -69,8 +69,8 @@ use utoipa::{Modify, OpenApi};
         super::personhood::deposit_begin,
         super::personhood::deposit_complete,
         super::personhood::deposit_consume,
-        super::mcp_mirror::list_tools,
-        super::mcp_mirror::call_tool,
+        crate::mcp::mirror::list_tools,
+        crate::mcp::mirror::call_tool,
     ),
     components(schemas(
         ErrorBody, ErrorCode, ErrorFamily, Health,

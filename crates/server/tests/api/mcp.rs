@@ -88,8 +88,8 @@ async fn official_typescript_sdk() {
 /// The tools an agent sees are a public contract: a change shows in review.
 #[test]
 fn tools_list_is_snapshotted() {
-    let tools = serde_json::to_value(actiongate_server::http::mcp_tools::tool_list())
-        .unwrap_or(Value::Null);
+    let tools =
+        serde_json::to_value(actiongate_server::mcp::tools::tool_list()).unwrap_or(Value::Null);
     insta::assert_json_snapshot!("mcp_tools_list", tools);
 }
 

@@ -44,10 +44,13 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::AppState;
-use super::error::error_body;
-use super::extract::{BODY_LIMIT, bearer};
-use super::mcp_tools::{Auth, TOOLS, ToolSpec, auth_of, tool_list};
+pub mod mirror;
+pub mod tools;
+
+use self::tools::{Auth, TOOLS, ToolSpec, auth_of, tool_list};
+use crate::http::AppState;
+use crate::http::error::error_body;
+use crate::http::extract::{BODY_LIMIT, bearer};
 use actiongate_core::store::McpSessionStore;
 
 /// MCP sessions kept in the gateway's database, so that any process behind a load balancer can

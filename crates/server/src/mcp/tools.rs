@@ -8,8 +8,8 @@ use rmcp::model::Tool;
 use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
-use super::mcp::annotations;
-use super::openapi::ApiDoc;
+use super::annotations;
+use crate::http::openapi::ApiDoc;
 
 /// Who may call a tool: the one place each tool's level is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -11,11 +11,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
-use super::AppState;
-use super::error::ApiError;
-use super::extract::bearer;
-use super::mcp::GatewayMcp;
-use super::mcp_tools::{Auth, TOOLS, auth_of, tool_list};
+use super::GatewayMcp;
+use super::tools::{Auth, TOOLS, auth_of, tool_list};
+use crate::http::AppState;
+use crate::http::error::ApiError;
+use crate::http::extract::bearer;
 
 /// Every MCP tool with its schemas and whether it needs an agent key.
 #[utoipa::path(get, path = "/mcp/tools", tag = "mcp", responses((status = 200, body = Envelope<McpToolList>)))]
