@@ -1,7 +1,7 @@
 //! Test support shared by the test suites: a real SMTP server (aiosmtpd, from the Python venv that
 //! `scripts/test` installs) and fresh databases. Nothing here fakes a component; it starts the real one
 //! or fails with the command that installs it.
-#![allow(clippy::panic)] // Test support fails by panicking, with a message.
+#![allow(clippy::panic, clippy::expect_used)] // Test support fails by panicking, with a message.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -38,7 +38,7 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free port: {e}"))
+        .expect("no free port")
 }
 
 /// A real SMTP server writing every message it receives into a maildir (`tests/smtp_sink.py`).
@@ -72,7 +72,7 @@ impl SmtpSink {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
-                .unwrap_or_else(|e| panic!("cannot start the SMTP sink: {e}"));
+                .expect("cannot start the SMTP sink");
             let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
             let mut line = String::new();
             let _ = BufReader::new(stdout).read_line(&mut line);

@@ -74,8 +74,8 @@ impl VerifyApi {
             .with_state(counters.clone());
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
             .await
-            .unwrap_or_else(|e| panic!("stand-in verify API: {e}"));
-        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+            .expect("stand-in verify API");
+        let addr = listener.local_addr().expect("the stand-in's bound address");
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });

@@ -1,6 +1,7 @@
 //! Shared by the chain tests: a devnet from `scripts/devnet`, the e2e gateway binary on it, an
 //! onboarded agent, and balance reads through alloy.
 #![allow(dead_code)] // Each test binary uses its part.
+#![allow(clippy::expect_used)] // Test helpers fail with a message saying what did not happen.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -52,7 +53,7 @@ pub fn first_line(child: &mut Child) -> String {
     let mut line = String::new();
     BufReader::new(stdout)
         .read_line(&mut line)
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the devnet prints its ready line");
     line.trim().to_owned()
 }
 
@@ -82,7 +83,7 @@ impl Devnet {
             DevnetDir(process.path().to_owned()),
         );
         let provider = ProviderBuilder::new()
-            .connect_http(url.parse().unwrap_or_else(|e| panic!("{e}")))
+            .connect_http(url.parse().expect("the devnet URL parses"))
             .erased();
         Self {
             process,
@@ -127,49 +128,49 @@ impl Devnet {
             .balanceOf(who)
             .call()
             .await
-            .unwrap_or_else(|e| panic!("balanceOf: {e}"))
+            .expect("balanceOf")
     }
 
     pub async fn nonce(&self, who: Address) -> u64 {
         self.provider
             .get_transaction_count(who)
             .await
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("the devnet answers the nonce")
     }
 
     /// Sends ETH and USDC from the devnet's first account (signed here with alloy; these are fixtures).
     pub async fn fund(&self, to: Address, eth: U256, usdc: U256) {
         let (_, key) = self.account(0);
-        let signer: PrivateKeySigner = key.parse().unwrap_or_else(|e| panic!("{e}"));
+        let signer: PrivateKeySigner = key.parse().expect("a devnet key parses");
         let wallet = ProviderBuilder::new()
             .wallet(EthereumWallet::from(signer))
-            .connect_http(self.url.parse().unwrap_or_else(|e| panic!("{e}")));
+            .connect_http(self.url.parse().expect("the devnet URL parses"));
         let tx = TransactionRequest::default().with_to(to).with_value(eth);
         wallet
             .send_transaction(tx)
             .await
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("the funding ETH transfer is sent")
             .get_receipt()
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("the funding ETH transfer is mined");
         IERC20::new(self.usdc(), &wallet)
             .transfer(to, usdc)
             .send()
             .await
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("the funding USDC transfer is sent")
             .get_receipt()
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("the funding USDC transfer is mined");
     }
 
     /// A signing provider for a devnet account (fixtures are sent with alloy; the tests check what
     /// the gateway makes of them).
     pub fn wallet(&self, i: usize) -> DynProvider {
         let (_, key) = self.account(i);
-        let signer: PrivateKeySigner = key.parse().unwrap_or_else(|e| panic!("{e}"));
+        let signer: PrivateKeySigner = key.parse().expect("a devnet key parses");
         ProviderBuilder::new()
             .wallet(EthereumWallet::from(signer))
-            .connect_http(self.url.parse().unwrap_or_else(|e| panic!("{e}")))
+            .connect_http(self.url.parse().expect("the devnet URL parses"))
             .erased()
     }
 
@@ -190,10 +191,7 @@ impl Devnet {
             Some(g) => call.gas(g),
             None => call,
         };
-        let pending = call
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("transfer: {e}"));
+        let pending = call.send().await.expect("transfer");
         let hash = *pending.tx_hash();
         let _ = pending.get_receipt().await;
         hash
@@ -213,7 +211,7 @@ impl Devnet {
             self.process.toml()
         );
         let path = self.dir.path().join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).expect("the gateway config is written");
         path
     }
 }
@@ -234,7 +232,7 @@ pub fn start_gateway(config: &Path, crash_after_send: bool) -> Gateway {
     if crash_after_send {
         cmd.env("CRASH_AFTER_SEND", "1");
     }
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut child = cmd.spawn().expect("the gateway starts");
     let line = first_line(&mut child);
     let url = line
         .strip_prefix("actiongate listening on ")
@@ -268,7 +266,7 @@ pub async fn post(url: String, body: Value) -> (u16, Value) {
         .json(&body)
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the gateway answers");
     let status = resp.status().as_u16();
     (status, resp.json().await.unwrap_or(Value::Null))
 }
@@ -300,7 +298,7 @@ pub async fn onboard(gw: &Gateway, database_url: &str, email: &str, actions: &[&
     );
     let address: Address = s(&done["data"]["bootstrap"]["agentAddress"])
         .parse()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the bootstrap's agent address parses");
     let account_id = s(&done["data"]["account"]["accountId"]);
     let policy = reqwest::Client::new()
         .put(format!("{}/api/v1/agents/{agent_id}/policy", gw.url))
@@ -308,15 +306,15 @@ pub async fn onboard(gw: &Gateway, database_url: &str, email: &str, actions: &[&
         .json(&json!({"allowedActions": actions, "dailyLimitUsd": 100000}))
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the gateway answers the policy change");
     assert_eq!(policy.status().as_u16(), 200);
     let store = SqlStore::connect(database_url)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the gateway's database opens");
     store
         .grant_credits(&account_id, 10_000, "grant", "test grant", 0)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the test grant is written");
     store.close().await;
     Agent {
         key,
@@ -336,7 +334,7 @@ pub async fn credits(gw: &Gateway, agent: &Agent) -> i64 {
         .header("x-agent-api-key", &agent.key)
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("the gateway answers");
     let body: Value = r.json().await.unwrap_or(Value::Null);
     body["data"]["balance"]
         .as_i64()

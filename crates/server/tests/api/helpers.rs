@@ -1,5 +1,6 @@
 //! The test harness: a real server on port 0 (SQLite or a fresh PostgreSQL schema), a real SMTP
 //! sink (aiosmtpd, from the venv scripts/test installs), a manual clock, and an HTTP client.
+#![allow(clippy::expect_used)] // Test helpers fail with a message saying what did not happen.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -67,7 +68,7 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 }
 
 pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let dir = tempfile::tempdir().expect("tempdir");
     let smtp = SmtpSink::start(dir.path());
     let verify_api = actiongate_testkit::worldid::VerifyApi::start().await;
     let database_url = match (options.database_url, backend) {
@@ -75,13 +76,13 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
         (None, Backend::Sqlite) => format!("sqlite://{}", dir.path().join("gateway.db").display()),
         (None, Backend::Postgres) => actiongate_testkit::fresh_postgres_url()
             .await
-            .unwrap_or_else(|e| panic!("{e}")),
+            .expect("a fresh PostgreSQL schema (scripts/test starts PostgreSQL)"),
     };
     let config_toml = format!(
         "{}\n[personhood]\nverify-url = \"{}\"\nrp-id = \"rp_test\"\n",
         options.config_toml, verify_api.url
     );
-    let file = toml::from_str(&config_toml).unwrap_or_else(|e| panic!("test config: {e}"));
+    let file = toml::from_str(&config_toml).expect("test config");
     let config = Config::resolve(
         Overrides {
             dev: true,
@@ -93,7 +94,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
         },
         file,
     )
-    .unwrap_or_else(|e| panic!("config: {e}"));
+    .expect("config");
     let clock = Arc::new(ManualClock::new(START));
     let deps = Deps {
         clock: Some(clock.clone()),
@@ -102,9 +103,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
         verifier: None,
         after_send: None,
     };
-    let app = Application::build(&config, deps)
-        .await
-        .unwrap_or_else(|e| panic!("build: {e:#}"));
+    let app = Application::build(&config, deps).await.expect("build");
     let addr = app.local_addr();
     let gateway = app.gateway().clone();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -118,7 +117,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
-        .unwrap_or_else(|e| panic!("client: {e}"));
+        .expect("client");
     TestApp {
         addr,
         client,
@@ -195,10 +194,7 @@ impl TestApp {
     }
 
     pub async fn send(&self, req: reqwest::RequestBuilder) -> Reply {
-        let resp = req
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("request failed: {e}"));
+        let resp = req.send().await.expect("request failed");
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let text = resp.text().await.unwrap_or_default();
