@@ -53,12 +53,15 @@ pub async fn call_tool(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let spec = TOOLS.iter().find(|t| t.name == name).ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::NotFound,
-            format!("No MCP tool named {name:?}; see GET /mcp/tools."),
-        )
-    })?;
+    let spec = TOOLS
+        .iter()
+        .find(|t| t.tool.name() == name)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!("No MCP tool named {name:?}; see GET /mcp/tools."),
+            )
+        })?;
     let key = bearer(&headers).map(str::to_owned);
     match spec.auth {
         Auth::Owner => state

@@ -47,7 +47,7 @@ use serde_json::{Map, Value};
 pub mod mirror;
 pub mod tools;
 
-use self::tools::{Auth, TOOLS, ToolSpec, auth_of, tool_list};
+use self::tools::{Auth, TOOLS, ToolName, ToolSpec, auth_of, tool_list};
 use crate::http::AppState;
 use crate::http::error::error_body;
 use crate::http::extract::{BODY_LIMIT, bearer};
@@ -162,7 +162,7 @@ impl GatewayMcp {
     /// agent-scoped pair names the agent by its key (`agentKey`, an agent of the owner's account).
     async fn personhood_tool(
         &self,
-        name: &str,
+        name: ToolName,
         session: Option<&str>,
         args: &Map<String, Value>,
     ) -> Result<Value, Error> {
@@ -188,11 +188,13 @@ impl GatewayMcp {
         };
         let p = &self.personhood;
         match name {
-            "delegationPersonhoodBegin" => json(p.begin_agent(&who, &agent().await?, chain).await?),
-            "delegationPersonhoodComplete" => {
+            ToolName::DelegationPersonhoodBegin => {
+                json(p.begin_agent(&who, &agent().await?, chain).await?)
+            }
+            ToolName::DelegationPersonhoodComplete => {
                 json(p.complete_agent(&who, &agent().await?, &proof()?).await?)
             }
-            "delegationPersonhoodDepositBegin" => {
+            ToolName::DelegationPersonhoodDepositBegin => {
                 let d = DepositBegin {
                     deposit_signal: text("depositSignal"),
                     runtime_id: text("runtimeId"),
@@ -202,7 +204,13 @@ impl GatewayMcp {
                 };
                 json(p.begin_deposit(&who, &org()?, chain, &d).await?)
             }
-            _ => json(p.complete_deposit(&who, &org()?, &proof()?).await?),
+            ToolName::DelegationPersonhoodDepositComplete => {
+                json(p.complete_deposit(&who, &org()?, &proof()?).await?)
+            }
+            other => Err(Error::internal(format!(
+                "{} is not a personhood tool",
+                other.name()
+            ))),
         }
     }
 
@@ -237,7 +245,7 @@ impl GatewayMcp {
         let g = &self.gateway;
         if spec.auth == Auth::Owner {
             return enveloped(
-                self.personhood_tool(spec.name, header_key.as_deref(), &args)
+                self.personhood_tool(spec.tool, header_key.as_deref(), &args)
                     .await,
             );
         }
@@ -250,38 +258,38 @@ impl GatewayMcp {
             }
         };
         let key = key.unwrap_or_default();
-        match spec.name {
-            "getActionsCatalog" => structured(g.catalog().document()),
-            "getProviderActions" => {
+        match spec.tool {
+            ToolName::GetActionsCatalog => structured(g.catalog().document()),
+            ToolName::GetProviderActions => {
                 let provider = args
                     .get("providerId")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
                 enveloped(provider_actions(g, provider.as_deref()))
             }
-            "getAgentActions" => enveloped(g.list_actions(Some(&key)).await),
-            "executeIntent" => {
+            ToolName::GetAgentActions => enveloped(g.list_actions(Some(&key)).await),
+            ToolName::ExecuteIntent => {
                 args.insert("agentApiKey".into(), Value::String(key));
                 match parse::<ExecuteIntentRequest>(Value::Object(args)) {
                     Ok(req) => answer(g.execute_intent(&req).await),
                     Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }
-            "agentRun" => {
+            ToolName::AgentRun => {
                 args.insert("agentApiKey".into(), Value::String(key.clone()));
                 match parse::<ExecuteIntentRequest>(Value::Object(args)) {
                     Ok(req) => answer(run_and_wait(g, &req, &key).await),
                     Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }
-            "walletExecute" => {
+            ToolName::WalletExecute => {
                 args.insert("agentApiKey".into(), Value::String(key));
                 match parse::<ExecuteIntentRequest>(Value::Object(args)) {
                     Ok(req) => answer(g.execute_direct(&req).await.map(Envelope::new)),
                     Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }
-            "buyCredits" => {
+            ToolName::BuyCredits => {
                 let proof = PaymentProof {
                     receipt: args
                         .remove("paymentReceipt")
@@ -313,36 +321,44 @@ impl GatewayMcp {
                     Err(e) => refusal(&e),
                 }
             }
-            "buildTx" => {
+            ToolName::BuildTx => {
                 args.insert("agentApiKey".into(), Value::String(key));
                 match parse::<BuildTxRequest>(Value::Object(args)) {
                     Ok(req) => answer(g.build_tx(&req).await.map(Envelope::new)),
                     Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }
-            "delegationCreate" | "delegationActivate" | "delegationStatus"
-            | "delegationInspect" | "delegationBalance" | "delegationRevoke"
-            | "delegationRedeem" => match g.authenticate_agent(Some(&key)).await {
-                Ok(agent) => delegation_tool(g, spec.name, &agent, &key, args).await,
+            ToolName::DelegationCreate
+            | ToolName::DelegationActivate
+            | ToolName::DelegationStatus
+            | ToolName::DelegationInspect
+            | ToolName::DelegationBalance
+            | ToolName::DelegationRevoke
+            | ToolName::DelegationRedeem => match g.authenticate_agent(Some(&key)).await {
+                Ok(agent) => delegation_tool(g, spec.tool, &agent, &key, args).await,
                 Err(e) => refusal(&e),
             },
-            "getIntentStatus" => match args.get("intentId").and_then(Value::as_str) {
+            ToolName::GetIntentStatus => match args.get("intentId").and_then(Value::as_str) {
                 Some(id) => answer(g.intent_status(Some(&key), id).await),
                 None => refusal(&Error::invalid("intentId is required")),
             },
-            "getCreditsBalance" => enveloped(g.credit_balance(Some(&key)).await),
-            "startEmailOnboarding" => match parse::<EmailStartRequest>(Value::Object(args)) {
+            ToolName::GetCreditsBalance => enveloped(g.credit_balance(Some(&key)).await),
+            ToolName::StartEmailOnboarding => match parse::<EmailStartRequest>(Value::Object(args))
+            {
                 Ok(req) => enveloped(g.start_email_onboarding(&req.email).await),
                 Err(e) => refusal(&e),
             },
-            "completeEmailOnboarding" => match parse::<EmailCompleteRequest>(Value::Object(args)) {
-                Ok(req) => enveloped(g.complete_email_onboarding(&req).await),
-                Err(e) => refusal(&e),
-            },
+            ToolName::CompleteEmailOnboarding => {
+                match parse::<EmailCompleteRequest>(Value::Object(args)) {
+                    Ok(req) => enveloped(g.complete_email_onboarding(&req).await),
+                    Err(e) => refusal(&e),
+                }
+            }
             other => refusal(&Error::new(
                 ErrorCode::NotAvailable,
                 format!(
-                    "{other} is not available in this deployment yet: {}.",
+                    "{} is not available in this deployment yet: {}.",
+                    other.name(),
                     spec.pending.unwrap_or("not built")
                 ),
             )),
@@ -374,7 +390,7 @@ fn provider_actions(g: &Gateway, provider: Option<&str>) -> Result<ActionList, E
 /// The delegation tools: the same core methods as the delegation routes.
 async fn delegation_tool(
     g: &Gateway,
-    name: &str,
+    name: ToolName,
     agent: &AgentContext,
     key: &str,
     args: Map<String, Value>,
@@ -393,28 +409,34 @@ async fn delegation_tool(
                 .ok_or_else(|| Error::invalid("delegationHash is required"))
         };
         Ok::<_, Error>(match name {
-            "delegationCreate" => enveloped(
+            ToolName::DelegationCreate => enveloped(
                 g.delegation_create(agent, &parse::<DelegationCreateRequest>(body)?)
                     .await,
             ),
-            "delegationActivate" => enveloped(
+            ToolName::DelegationActivate => enveloped(
                 g.delegation_activate(agent, &parse::<DelegationActivateRequest>(body)?)
                     .await,
             ),
-            "delegationRedeem" => enveloped(
+            ToolName::DelegationRedeem => enveloped(
                 g.delegation_redeem(agent, key, &parse::<DelegationRedeemRequest>(body)?)
                     .await,
             ),
-            "delegationRevoke" => enveloped(
+            ToolName::DelegationRevoke => enveloped(
                 g.delegation_revoke(agent, &parse::<DelegationRevokeRequest>(body)?)
                     .await,
             ),
-            "delegationStatus" if verify => enveloped(g.delegation_verify(agent, &hash()?).await),
-            "delegationStatus" => {
+            ToolName::DelegationStatus if verify => {
+                enveloped(g.delegation_verify(agent, &hash()?).await)
+            }
+            ToolName::DelegationStatus => {
                 enveloped(g.delegation_check(agent, chain, delegator.as_deref()).await)
             }
-            "delegationInspect" => enveloped(g.delegation_inspect(agent, &hash()?).await),
-            _ => enveloped(g.delegation_balance(agent, &hash()?).await),
+            ToolName::DelegationInspect => enveloped(g.delegation_inspect(agent, &hash()?).await),
+            ToolName::DelegationBalance => enveloped(g.delegation_balance(agent, &hash()?).await),
+            other => refusal(&Error::internal(format!(
+                "{} is not a delegation tool",
+                other.name()
+            ))),
         })
     };
     answer.await.unwrap_or_else(|e| refusal(&e))
@@ -453,7 +475,7 @@ impl ServerHandler for GatewayMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let Some(spec) = TOOLS.iter().find(|t| t.name == request.name) else {
+        let Some(spec) = TOOLS.iter().find(|t| t.tool.name() == request.name) else {
             return Err(McpError::invalid_params(
                 format!("no tool named {}", request.name),
                 None,
@@ -573,6 +595,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn every_tool_has_exactly_one_entry_in_the_table() {
+        for tool in ToolName::ALL {
+            let entries = TOOLS.iter().filter(|t| t.tool == *tool).count();
+            assert_eq!(entries, 1, "{}", tool.name());
+        }
+        assert_eq!(TOOLS.len(), ToolName::ALL.len());
+    }
 
     #[test]
     fn only_protected_tool_calls_need_a_credential() {
