@@ -171,21 +171,8 @@ impl EvmProvider {
                 format!("{wallet} disabled delegation {hash} onchain; skipped, nothing was sent."),
             ));
         }
+        // The output goes to the delegator: the core refused other recipients before calling.
         let delegator = parsed.delegator;
-        // Under a delegation the action's output belongs to the delegator: the agent may not name
-        // another recipient (the caveats bind contracts and functions, not their arguments).
-        for field in ["recipient", "receiver"] {
-            if let Some(r) = ctx.params.get(field).and_then(|v| v.as_str())
-                && r.parse::<alloy::primitives::Address>().ok() != Some(delegator)
-            {
-                return Ok(ExecutionOutcome::failed(
-                    ErrorCode::InvalidParams,
-                    format!(
-                        "params.{field}: under a delegation the output goes to the delegator {delegator}, not {r}."
-                    ),
-                ));
-            }
-        }
         let signer = self.signer(ctx).await?;
         let outcome = self
             .sender

@@ -382,6 +382,18 @@ impl IntentRunner {
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
+        let fans_out = ctx.lane == Lane::ExecuteIntent
+            && !ctx.read
+            && self
+                .catalog
+                .resolve(&ctx.action)
+                .is_some_and(|a| a.entry.requires_subscription);
+        if fans_out
+            && let Some(refused) =
+                crate::delegations::foreign_recipient(&ctx.params, &ctx.subject.wallet_address)
+        {
+            return refused;
+        }
         match self.registry.provider(&ctx.action, ctx.lane) {
             Some(p) => p.execute(ctx).await,
             None => ExecutionOutcome::failed(
