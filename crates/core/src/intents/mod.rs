@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use views::parse_code;
 pub use views::{has_ended, intent_view};
 
-use crate::acceptance::user_did;
+use crate::acceptance::{is_stale_derived_key, user_did};
 use crate::catalog::Lane;
 use crate::clock::to_millis;
 use crate::error::{Error, Result};
@@ -359,7 +359,7 @@ impl Gateway {
         let Some(found) = self.store().find_idempotency(&agent.agent.id, key).await? else {
             return Ok(None);
         };
-        if replace_before.is_some_and(|t| found.created_at < t) {
+        if is_stale_derived_key(found.created_at, replace_before) {
             return Ok(None);
         }
         if &found.request_hash != hash {
