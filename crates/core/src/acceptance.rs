@@ -39,11 +39,11 @@ pub struct AgentNow {
 pub struct Snapshot {
     /// The drafts' agents by id; an agent missing is gone.
     pub agents: HashMap<String, AgentNow>,
-    /// The stored idempotency records of the drafts' (agent, key) pairs.
-    pub idempotency: HashMap<(String, String), IdempotencyRecord>,
-    /// Daily usage in micro-dollars by (agent, UTC day), of the agents with writes in the batch;
+    /// The stored idempotency records of the drafts' keys, by agent, then key.
+    pub idempotency: HashMap<String, HashMap<String, IdempotencyRecord>>,
+    /// Daily usage in micro-dollars of the agents with writes in the batch, by agent, then UTC day;
     /// missing: none.
-    pub usage: HashMap<(String, i64), i64>,
+    pub usage: HashMap<String, HashMap<i64, i64>>,
     /// For each fan-out draft (by draft id): the delegators with an active, unexpired delegation to
     /// the agent on the draft's chain at the draft's time, once each, oldest delegation first
     /// (only the draft's `only_delegator`, when it names one).
@@ -114,7 +114,7 @@ pub fn decide<'a>(
     let mut in_batch: HashMap<(&str, &str), (&[u8; 32], &str)> = HashMap::new();
     // Keys whose stale record an accepted draft replaced.
     let mut replaced: BTreeSet<(&str, &str)> = BTreeSet::new();
-    let mut usage: HashMap<(&str, i64), i64> = HashMap::new();
+    // Usage the batch's accepted writes add, by (agent, day).
     let mut added_usage: BTreeMap<(&str, i64), i64> = BTreeMap::new();
     for d in drafts {
         let outcome = decide_one(
@@ -123,7 +123,7 @@ pub fn decide<'a>(
             ledger,
             &mut in_batch,
             &mut replaced,
-            &mut usage,
+            &mut added_usage,
         )?;
         if let AcceptOutcome::Accepted {
             total,
@@ -131,9 +131,6 @@ pub fn decide<'a>(
             free_request,
         } = outcome
         {
-            if d.is_write && d.amount_micros > 0 {
-                *added_usage.entry((&d.agent_id, d.day)).or_insert(0) += d.amount_micros;
-            }
             for (seq, user) in (0u32..).zip(users_of(d, snapshot)) {
                 out.executions.push(NewExecution {
                     intent_id: &d.id,
@@ -170,7 +167,7 @@ fn decide_one<'a>(
     ledger: &mut CreditLedger<'a>,
     in_batch: &mut HashMap<(&'a str, &'a str), (&'a [u8; 32], &'a str)>,
     replaced: &mut BTreeSet<(&'a str, &'a str)>,
-    usage: &mut HashMap<(&'a str, i64), i64>,
+    added_usage: &mut BTreeMap<(&'a str, i64), i64>,
 ) -> Result<AcceptOutcome, LedgerError> {
     let confirmed = snapshot
         .agents
@@ -195,7 +192,8 @@ fn decide_one<'a>(
     let mut replaces_stale = false;
     if let Some(found) = snapshot
         .idempotency
-        .get(&(d.agent_id.clone(), d.idempotency_key.clone()))
+        .get(&d.agent_id)
+        .and_then(|keys| keys.get(&d.idempotency_key))
     {
         if is_stale_derived_key(found.created_at, d.replace_idempotency_before) {
             replaces_stale = true;
@@ -204,14 +202,13 @@ fn decide_one<'a>(
         }
     }
     let used_key = (d.agent_id.as_str(), d.day);
-    let used = match usage.get(&used_key) {
-        Some(used) => *used,
-        None => snapshot
-            .usage
-            .get(&(d.agent_id.clone(), d.day))
-            .copied()
-            .unwrap_or(0),
-    };
+    let stored = snapshot
+        .usage
+        .get(&d.agent_id)
+        .and_then(|days| days.get(&d.day))
+        .copied()
+        .unwrap_or(0);
+    let used = stored.saturating_add(added_usage.get(&used_key).copied().unwrap_or(0));
     if d.is_write && !fits_daily_limit(used, d.amount_micros, d.daily_limit_micros) {
         return Ok(AcceptOutcome::DailyLimit { used_micros: used });
     }
@@ -251,8 +248,8 @@ fn decide_one<'a>(
         Cover::AllowanceUsed => return Ok(AcceptOutcome::DailyFreeLimitExceeded),
     };
     ledger.reserve(&reservation, reserve, free_request)?;
-    if d.is_write {
-        usage.insert(used_key, used.saturating_add(d.amount_micros));
+    if d.is_write && d.amount_micros > 0 {
+        *added_usage.entry(used_key).or_insert(0) += d.amount_micros;
     }
     if replaces_stale {
         replaced.insert(key);
@@ -398,7 +395,10 @@ mod tests {
             intent_id: "earlier".into(),
             created_at: NOON - 10,
         };
-        s.idempotency.insert(("agent".into(), "k".into()), stored);
+        s.idempotency
+            .entry("agent".into())
+            .or_default()
+            .insert("k".into(), stored);
         let same = draft("i1", "k", 1); // request hash [1; 32]
         let mut other = draft("i2", "k", 1);
         other.request_hash = [2; 32];
@@ -435,7 +435,10 @@ mod tests {
             intent_id: "old".into(),
             created_at: NOON - 1000,
         };
-        s.idempotency.insert(("agent".into(), "k".into()), stored);
+        s.idempotency
+            .entry("agent".into())
+            .or_default()
+            .insert("k".into(), stored);
         let mut d = draft("i1", "k", 1);
         d.replace_idempotency_before = Some(NOON - 999);
         let drafts = [d.clone()];
@@ -462,7 +465,10 @@ mod tests {
     #[test]
     fn the_daily_limit_counts_what_was_used_and_each_draft_before() {
         let mut s = snapshot();
-        s.usage.insert(("agent".into(), day_of(NOON)), 60);
+        s.usage
+            .entry("agent".into())
+            .or_default()
+            .insert(day_of(NOON), 60);
         // 60 used of 100: 40 fits exactly, then 1 more does not; a read is never counted.
         let mut read = draft("i3", "k3", 500);
         read.is_write = false;
@@ -475,7 +481,10 @@ mod tests {
         );
         // Yesterday's usage does not count today.
         let mut s = snapshot();
-        s.usage.insert(("agent".into(), day_of(NOON) - 1), 100);
+        s.usage
+            .entry("agent".into())
+            .or_default()
+            .insert(day_of(NOON) - 1, 100);
         assert_eq!(
             outcomes(&[draft("i1", "k1", 100)], &s, 100),
             [accepted(1, 10, false)]

@@ -180,6 +180,12 @@ impl ActionSpec {
     pub fn is_read(&self) -> bool {
         self.entry.is_read()
     }
+
+    /// Whether the action through `lane` runs for every user who delegated to the agent (an
+    /// intent of an action that requires a subscription), not for the agent's own wallet.
+    pub fn fans_out(&self, lane: Lane) -> bool {
+        self.entry.requires_subscription && lane == Lane::ExecuteIntent
+    }
 }
 
 /// The catalog in memory: the document, its serialized bytes, and the alias index.

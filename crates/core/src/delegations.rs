@@ -380,7 +380,7 @@ impl Gateway {
         let fans_out = self
             .catalog()
             .resolve(&req.action)
-            .is_some_and(|spec| spec.entry.requires_subscription && !spec.is_read());
+            .is_some_and(|spec| spec.fans_out(Lane::ExecuteIntent) && !spec.is_read());
         if !fans_out {
             return Err(Error::invalid(format!(
                 "{} does not run under a delegation: redeem takes an action that runs for delegated users.",

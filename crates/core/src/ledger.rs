@@ -32,9 +32,7 @@ impl CreditAccount {
             0
         }
     }
-}
 
-impl CreditAccount {
     /// How `price` credits are covered on `day`: nothing to pay, else the paid balance when it
     /// holds the whole price, else one of the day's free requests, else refused (a short balance
     /// and an empty one are told apart). The one rule the accepting transaction and preflight share.

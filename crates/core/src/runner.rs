@@ -382,12 +382,10 @@ impl IntentRunner {
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
-        let fans_out = ctx.lane == Lane::ExecuteIntent
-            && !ctx.read
-            && self
-                .catalog
-                .resolve(&ctx.action)
-                .is_some_and(|a| a.entry.requires_subscription);
+        let fans_out = self
+            .catalog
+            .resolve(&ctx.action)
+            .is_some_and(|a| a.fans_out(ctx.lane));
         if fans_out
             && let Some(refused) =
                 crate::delegations::foreign_recipient(&ctx.params, &ctx.subject.wallet_address)

@@ -233,7 +233,11 @@ macro_rules! read_snapshot {
                 intent_id,
                 created_at,
             };
-            snapshot.idempotency.insert((agent, key), record);
+            snapshot
+                .idempotency
+                .entry(agent)
+                .or_default()
+                .insert(key, record);
         }
         // Today's usage of the agents with writes in the batch.
         let writers: Vec<&IntentDraft> = drafts.iter().filter(|d| d.is_write).collect();
@@ -254,7 +258,7 @@ macro_rules! read_snapshot {
             let rows: Vec<(String, i64, i64)> =
                 q.build_query_as().fetch_all(&mut *$tx).await.map_err(err)?;
             for (agent, day, used) in rows {
-                snapshot.usage.insert((agent, day), used);
+                snapshot.usage.entry(agent).or_default().insert(day, used);
             }
         }
         for d in drafts.iter().filter(|d| d.fan_out) {

@@ -13,32 +13,19 @@ use crate::gateway::Gateway;
 use crate::money::{micros_to_usd, usd_to_micros};
 use crate::store::PolicyRecord;
 
-/// One check of the sequence, as preflight names it.
+/// One check of the sequence before the amount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PolicyCheck {
+enum PolicyCheck {
     Allowed,
     Enabled,
     Params,
     Chain,
-    AmountLimit,
-}
-
-impl PolicyCheck {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            PolicyCheck::Allowed => "allowed",
-            PolicyCheck::Enabled => "enabled",
-            PolicyCheck::Params => "params",
-            PolicyCheck::Chain => "chain",
-            PolicyCheck::AmountLimit => "amountLimit",
-        }
-    }
 }
 
 /// What the sequence found: each check before the amount with its verdict, in order, and the USD
 /// amount the limits saw (or the amount check's refusal).
 pub(crate) struct PolicyChecks {
-    pub(crate) verdicts: [(PolicyCheck, Result<()>); 4],
+    verdicts: [(PolicyCheck, Result<()>); 4],
     pub(crate) amount: Result<i64>,
 }
 
@@ -49,6 +36,29 @@ impl PolicyChecks {
             verdict?;
         }
         self.amount
+    }
+
+    /// Every check in order, as preflight names and reports it: what it found, or its refusal.
+    pub(crate) fn report(&self, lane: Lane, chain_id: u64) -> Vec<(&'static str, Result<String>)> {
+        let mut report: Vec<(&'static str, Result<String>)> = self
+            .verdicts
+            .iter()
+            .map(|(check, verdict)| {
+                let (name, found) = match check {
+                    PolicyCheck::Allowed => ("allowed", "on the allowlist".to_owned()),
+                    PolicyCheck::Enabled => ("enabled", format!("through {}", lane.as_str())),
+                    PolicyCheck::Params => ("params", "match paramsSchema".to_owned()),
+                    PolicyCheck::Chain => ("chain", format!("chain {chain_id}")),
+                };
+                (name, verdict.clone().map(|()| found))
+            })
+            .collect();
+        let amount = self.amount.clone();
+        report.push((
+            "amountLimit",
+            amount.map(|a| format!("{} USD", micros_to_usd(a))),
+        ));
+        report
     }
 }
 

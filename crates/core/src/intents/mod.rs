@@ -211,7 +211,7 @@ impl Gateway {
         };
 
         let intent_id = uuid::Uuid::now_v7().to_string();
-        let fan_out = spec.entry.requires_subscription && lane == Lane::ExecuteIntent;
+        let fan_out = spec.fans_out(lane);
         // A direct execution or a redemption runs in the request; a read for the agent itself is
         // handed to this process's runner as accepted (no claim); the rest wait to be claimed.
         let in_request = lane == Lane::Execute || only_delegator.is_some();

@@ -3,7 +3,6 @@
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::intents::{ExecuteIntentRequest, PreflightCheck, PreflightReport};
 
-use super::checks::PolicyCheck;
 use super::{DEFAULT_CHAIN_ID, refusal};
 use crate::catalog::Lane;
 use crate::clock::to_millis;
@@ -100,22 +99,10 @@ impl Gateway {
             req.estimated_amount_usd,
             &policy,
         );
-        for (check, result) in policy_checks.verdicts {
-            let passed = match check {
-                PolicyCheck::Allowed => "on the allowlist".to_owned(),
-                PolicyCheck::Enabled => format!("through {}", lane.as_str()),
-                PolicyCheck::Params => "match paramsSchema".to_owned(),
-                PolicyCheck::Chain => format!("chain {chain_id}"),
-                PolicyCheck::AmountLimit => String::new(),
-            };
-            checks.push(verdict(check.name(), result.map(|()| passed)));
+        for (name, result) in policy_checks.report(lane, chain_id) {
+            checks.push(verdict(name, result));
         }
-        let amount = policy_checks.amount;
-        checks.push(verdict(
-            PolicyCheck::AmountLimit.name(),
-            amount.clone().map(|a| format!("{} USD", micros_to_usd(a))),
-        ));
-        let amount = amount.unwrap_or(0);
+        let amount = policy_checks.amount.unwrap_or(0);
         let day = day_of(to_millis(self.now()));
         let used = self.store().daily_usage(&agent.agent.id, day).await?;
         let daily = if spec.is_read()
@@ -136,7 +123,7 @@ impl Gateway {
             ))
         };
         checks.push(verdict("dailyLimit", daily));
-        let fan_out = spec.entry.requires_subscription && lane == Lane::ExecuteIntent;
+        let fan_out = spec.fans_out(lane);
         let users = if fan_out {
             self.store()
                 .count_active_delegations(&agent.agent.id, chain_id, to_millis(self.now()))

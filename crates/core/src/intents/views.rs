@@ -16,6 +16,16 @@ use crate::store::{ExecutionRecord, IntentRecord};
 impl Gateway {
     /// The intent, for the agent that submitted it; 404 for anyone else.
     pub async fn intent_status(&self, agent_key: Option<&str>, intent_id: &str) -> Result<Intent> {
+        let (intent, executions) = self.agent_intent(agent_key, intent_id).await?;
+        Ok(intent_view(&intent, &executions))
+    }
+
+    /// The intent and its executions, for the agent that submitted it; 404 for anyone else.
+    async fn agent_intent(
+        &self,
+        agent_key: Option<&str>,
+        intent_id: &str,
+    ) -> Result<(IntentRecord, Vec<ExecutionRecord>)> {
         let agent = self.authenticate_agent(agent_key).await?;
         let not_found = || Error::not_found(format!("No intent {intent_id} for this agent."));
         let intent = self
@@ -27,7 +37,7 @@ impl Gateway {
             return Err(not_found());
         }
         let executions = self.store().list_executions(intent_id).await?;
-        Ok(intent_view(&intent, &executions))
+        Ok((intent, executions))
     }
 
     /// The intent once it has ended, or as it stands when `timeout` has passed: the one way to
@@ -44,9 +54,9 @@ impl Gateway {
             let ended = self.runner().intent_ended();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            let intent = self.intent_status(agent_key, intent_id).await?;
-            if has_ended(&intent) || tokio::time::Instant::now() >= deadline {
-                return Ok(intent);
+            let (intent, executions) = self.agent_intent(agent_key, intent_id).await?;
+            if intent.status.is_ended() || tokio::time::Instant::now() >= deadline {
+                return Ok(intent_view(&intent, &executions));
             }
             tokio::select! {
                 () = ended => {}

@@ -6,35 +6,6 @@ use actiongate_core::ledger::LedgerRow;
 use actiongate_core::states::IntentStatus;
 use actiongate_core::store::{CreditAccount, ExecutionFinish, StoreError};
 
-/// Writes ledger rows inside the open transaction `$tx`, in one statement.
-macro_rules! write_ledger {
-    ($tx:ident, $rows:expr) => {{
-        let rows: &[LedgerRow<'_>] = $rows;
-        if !rows.is_empty() {
-            let mut q = sqlx::QueryBuilder::new(
-                "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id,
-                     balance_before, balance_after, reserved_before, reserved_after, created_at,
-                     invoice_id) ",
-            );
-            q.push_values(rows, |mut b, r| {
-                b.push_bind(new_id())
-                    .push_bind(r.account_id)
-                    .push_bind(r.agent_id)
-                    .push_bind(r.kind.as_str())
-                    .push_bind(&r.reason)
-                    .push_bind(r.intent_id)
-                    .push_bind(r.before.balance)
-                    .push_bind(r.after.balance)
-                    .push_bind(r.before.reserved)
-                    .push_bind(r.after.reserved)
-                    .push_bind(r.at)
-                    .push_bind(r.invoice_id);
-            });
-            q.build().execute(&mut *$tx).await.map_err(err)?;
-        }
-    }};
-}
-
 /// Everything a batch writes, decided in memory by the core ([`CreditLedger::settle`],
 /// [`acceptance::decide`]) and written at its end by [`BatchWriter::write_rows`], inside the
 /// batch's transaction.
@@ -60,6 +31,5 @@ pub(crate) trait BatchWriter {
     async fn write_rows(&mut self, rows: &BatchRows<'_>) -> Result<(), StoreError>;
 }
 
-// After write_ledger!, which the backends use.
 mod postgres;
 mod sqlite;

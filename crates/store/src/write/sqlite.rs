@@ -1,6 +1,5 @@
 //! SQLite: one multi-row statement per table.
 
-use actiongate_core::ledger::LedgerRow;
 use actiongate_core::states::{ExecutionState, IntentStatus};
 use actiongate_core::store::StoreError;
 use sqlx::sqlite::SqliteConnection;
@@ -150,7 +149,28 @@ impl BatchWriter for SqliteConnection {
                 .await
                 .map_err(err)?;
         }
-        write_ledger!(conn, &rows.ledger);
+        if !rows.ledger.is_empty() {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO credit_ledger (id, account_id, agent_id, kind, reason, intent_id,
+                     balance_before, balance_after, reserved_before, reserved_after, created_at,
+                     invoice_id) ",
+            );
+            q.push_values(&rows.ledger, |mut b, r| {
+                b.push_bind(new_id())
+                    .push_bind(r.account_id)
+                    .push_bind(r.agent_id)
+                    .push_bind(r.kind.as_str())
+                    .push_bind(&r.reason)
+                    .push_bind(r.intent_id)
+                    .push_bind(r.before.balance)
+                    .push_bind(r.after.balance)
+                    .push_bind(r.before.reserved)
+                    .push_bind(r.after.reserved)
+                    .push_bind(r.at)
+                    .push_bind(r.invoice_id);
+            });
+            q.build().execute(&mut *conn).await.map_err(err)?;
+        }
         Ok(())
     }
 }
