@@ -13,14 +13,10 @@ use actiongate_core::clock::Clock;
 use actiongate_core::crypto::Keyring;
 use actiongate_core::error::Error;
 use actiongate_core::execution::{ExecutionContext, ExecutionOutcome, Provider, Reconciled};
-use actiongate_core::states::DelegationStatus;
 use actiongate_core::store::Store;
 use alloy::primitives::{Address, B256};
 use alloy::signers::local::PrivateKeySigner;
 use async_trait::async_trait;
-
-use actiongate_api_types::delegation::Delegation;
-use actiongate_core::clock::to_millis;
 
 use crate::client::{ChainClient, ChainClients};
 use crate::delegation::{Framework, Parsed, is_disabled, redeem_call};
@@ -32,7 +28,6 @@ pub struct EvmProvider {
     clients: ChainClients,
     store: Arc<dyn Store>,
     keyring: Keyring,
-    clock: Arc<dyn Clock>,
     sender: WalletSender,
 }
 
@@ -44,17 +39,11 @@ impl EvmProvider {
         keyring: Keyring,
         after_send: Option<AfterSend>,
     ) -> Self {
-        let sender = WalletSender::new(
-            store.clone(),
-            clock.clone(),
-            clients.options.clone(),
-            after_send,
-        );
+        let sender = WalletSender::new(store.clone(), clock, clients.options.clone(), after_send);
         Self {
             clients,
             store,
             keyring,
-            clock,
             sender,
         }
     }
@@ -137,38 +126,26 @@ impl EvmProvider {
                 ),
             )
         })?;
-        let now = to_millis(self.clock.now());
-        let wallet = &ctx.subject.wallet_address;
-        let Some(record) = self
-            .store
-            .active_delegation(&ctx.agent_id, ctx.chain_id, wallet, now)
-            .await?
-        else {
+        // The core resolved the delegation; the chain says whether it is still enabled.
+        let grant = ctx
+            .grant
+            .as_ref()
+            .ok_or_else(|| Error::internal("a fan-out execution without its grant"))?;
+        let delegation = grant.delegation.as_ref().ok_or_else(|| {
+            Error::new(
+                ErrorCode::DelegationInvalid,
+                format!("Delegation {} has no signed body here.", grant.hash),
+            )
+        })?;
+        let parsed = Parsed::from_wire(delegation)?;
+        let hash = parsed.hash();
+        if is_disabled(client, &framework, hash).await? {
             return Ok(ExecutionOutcome::failed(
                 ErrorCode::DelegationRevoked,
                 format!(
-                    "{wallet} has no active delegation to this agent on chain {} any more (revoked or expired since the intent was accepted); skipped, nothing was sent.",
-                    ctx.chain_id
+                    "{} disabled delegation {hash} onchain; skipped, nothing was sent.",
+                    grant.delegator
                 ),
-            ));
-        };
-        let body = record.body.as_deref().ok_or_else(|| {
-            Error::new(
-                ErrorCode::DelegationInvalid,
-                format!("Delegation {} has no signed body here.", record.hash),
-            )
-        })?;
-        let delegation: Delegation = serde_json::from_str(body).map_err(Error::internal)?;
-        let parsed = Parsed::from_wire(&delegation)?;
-        let hash = parsed.hash();
-        if is_disabled(client, &framework, hash).await? {
-            self.store
-                .set_delegation_status(&record.hash, DelegationStatus::Revoked, now)
-                .await?;
-            tracing::info!(delegation_hash = %record.hash, "a delegation disabled onchain is now revoked; its user is skipped");
-            return Ok(ExecutionOutcome::failed(
-                ErrorCode::DelegationRevoked,
-                format!("{wallet} disabled delegation {hash} onchain; skipped, nothing was sent."),
             ));
         }
         // The output goes to the delegator: the core refused other recipients before calling.

@@ -558,13 +558,7 @@ impl WalletSender {
 
 /// A refusal before anything was sent, as an execution outcome.
 pub fn outcome_of(e: Error) -> ExecutionOutcome {
-    if e.code == ErrorCode::Internal {
-        tracing::error!(
-            detail = e.detail.as_deref().unwrap_or(""),
-            "execution failed"
-        );
-    }
-    ExecutionOutcome::failed(e.code, e.message)
+    ExecutionOutcome::from(e)
 }
 
 /// Renders a quantity as JSON-RPC hex.

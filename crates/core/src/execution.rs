@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::chain::BuildTxData;
+use actiongate_api_types::delegation::Delegation;
 use async_trait::async_trait;
 
 use crate::catalog::{Implemented, Lane};
@@ -34,6 +35,22 @@ pub struct ExecutionContext {
     pub subject: Subject,
     pub agent_id: String,
     pub agent_address: String,
+    /// What a fan-out execution runs under, resolved by the core before the provider is called;
+    /// `None` on every other lane.
+    pub grant: Option<Grant>,
+}
+
+/// The delegation one fan-out execution runs under: the delegator's newest active delegation to the
+/// agent when the execution starts (the core resolved it and refused the execution when there was
+/// none). A provider that finds it disabled at the venue answers `DELEGATION_REVOKED`; the core then
+/// records the delegation revoked.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    pub hash: String,
+    pub delegator: String,
+    /// The signed delegation; `None` where it was recorded without its body (a venue that needs no
+    /// chain to redeem it).
+    pub delegation: Option<Delegation>,
 }
 
 /// How one execution ended.
@@ -63,6 +80,20 @@ impl ExecutionOutcome {
             data: None,
             error: Some((code, message.into())),
         }
+    }
+}
+
+impl From<crate::error::Error> for ExecutionOutcome {
+    /// A failure as the execution's outcome: its code and message (an internal error's detail is
+    /// logged here, never shown).
+    fn from(e: crate::error::Error) -> Self {
+        if e.code == ErrorCode::Internal {
+            tracing::error!(
+                detail = e.detail.as_deref().unwrap_or(""),
+                "execution failed"
+            );
+        }
+        Self::failed(e.code, e.message)
     }
 }
 
@@ -102,7 +133,8 @@ pub trait Provider: Send + Sync + 'static {
         ))
     }
 
-    /// Runs one execution. Never panics; a failure is an outcome with a code.
+    /// Runs one execution. Never panics; a failure is an outcome with a code. A fan-out execution
+    /// carries its `grant`; answering `DELEGATION_REVOKED` for it tells the core the grant is dead.
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome;
 
     /// Finds an execution that was started but not recorded as ended. Answer `NotSent` only when

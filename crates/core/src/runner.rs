@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actiongate_api_types::ErrorCode;
+use actiongate_api_types::delegation::Delegation;
 use tokio::sync::{Notify, watch};
 
 use crate::catalog::{Catalog, Lane};
 use crate::clock::{Clock, to_millis};
 use crate::error::{Error, Result};
-use crate::execution::{ExecutionContext, ExecutionOutcome, Reconciled, Registry, Subject};
-use crate::states::ExecutionState;
+use crate::execution::{ExecutionContext, ExecutionOutcome, Grant, Reconciled, Registry, Subject};
+use crate::states::{DelegationStatus, ExecutionState};
 use crate::store::{ExecutionFinish, ExecutionRecord, IntentRecord, Store};
 
 /// Aborts a task when dropped.
@@ -280,6 +281,7 @@ impl IntentRunner {
             subject: Subject::of(execution),
             agent_id: intent.agent_id.clone(),
             agent_address,
+            grant: None,
         }
     }
 
@@ -386,12 +388,82 @@ impl IntentRunner {
             .catalog
             .resolve(&ctx.action)
             .is_some_and(|a| a.fans_out(ctx.lane));
-        if fans_out
-            && let Some(refused) =
-                crate::delegations::foreign_recipient(&ctx.params, &ctx.subject.wallet_address)
+        if !fans_out {
+            return self.provide(ctx).await;
+        }
+        if let Some(refused) =
+            crate::delegations::foreign_recipient(&ctx.params, &ctx.subject.wallet_address)
         {
             return refused;
         }
+        let grant = match self.grant(ctx).await {
+            Ok(Ok(grant)) => grant,
+            Ok(Err(refused)) => return refused,
+            Err(e) => return e.into(),
+        };
+        let hash = grant.hash.clone();
+        let ctx = ExecutionContext {
+            grant: Some(grant),
+            ..ctx.clone()
+        };
+        let outcome = self.provide(&ctx).await;
+        if outcome
+            .error
+            .as_ref()
+            .is_some_and(|(code, _)| *code == ErrorCode::DelegationRevoked)
+        {
+            let now = to_millis(self.clock.now());
+            match self
+                .store
+                .set_delegation_status(&hash, DelegationStatus::Revoked, now)
+                .await
+            {
+                Ok(_) => tracing::info!(
+                    delegation_hash = hash,
+                    "a delegation disabled at its venue is now revoked; its user is skipped"
+                ),
+                Err(e) => tracing::warn!(
+                    delegation_hash = hash,
+                    error = %e,
+                    "recording a delegation revoked failed; the sweep will find it"
+                ),
+            }
+        }
+        outcome
+    }
+
+    /// The delegation a fan-out execution runs under: its user's newest active delegation to the
+    /// agent now, or the execution's refusal when it was revoked or expired since acceptance.
+    async fn grant(&self, ctx: &ExecutionContext) -> Result<Result<Grant, ExecutionOutcome>> {
+        let now = to_millis(self.clock.now());
+        let wallet = &ctx.subject.wallet_address;
+        let Some(record) = self
+            .store
+            .active_delegation(&ctx.agent_id, ctx.chain_id, wallet, now)
+            .await?
+        else {
+            return Ok(Err(ExecutionOutcome::failed(
+                ErrorCode::DelegationRevoked,
+                format!(
+                    "{wallet} has no active delegation to this agent on chain {} any more (revoked or expired since the intent was accepted); skipped, nothing was sent.",
+                    ctx.chain_id
+                ),
+            )));
+        };
+        let delegation = record
+            .body
+            .as_deref()
+            .map(serde_json::from_str::<Delegation>)
+            .transpose()
+            .map_err(|e| Error::internal(format!("stored delegation {}: {e}", record.hash)))?;
+        Ok(Ok(Grant {
+            hash: record.hash,
+            delegator: record.delegator,
+            delegation,
+        }))
+    }
+
+    async fn provide(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
         match self.registry.provider(&ctx.action, ctx.lane) {
             Some(p) => p.execute(ctx).await,
             None => ExecutionOutcome::failed(

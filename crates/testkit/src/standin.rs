@@ -22,6 +22,9 @@ pub struct StandInVenue {
     pub effects: Mutex<Vec<String>>,
     /// Wallets whose executions the venue refuses.
     pub refuse: Mutex<BTreeSet<String>>,
+    /// Wallets whose delegation the venue reports disabled (their fan-out executions answer
+    /// `DELEGATION_REVOKED`, as the chain does for a delegation disabled onchain).
+    pub disabled: Mutex<BTreeSet<String>>,
     /// How long each execution takes.
     pub delay: Mutex<Duration>,
     /// Where effects are also appended, one execution key a line.
@@ -72,6 +75,27 @@ impl StandInVenue {
     }
 
     fn outcome(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
+        let wallet = &ctx.subject.wallet_address;
+        if ctx.lane == Lane::ExecuteIntent {
+            // The core resolves each user's delegation before a fan-out execution reaches a venue.
+            let Some(grant) = ctx.grant.as_ref().filter(|g| &g.delegator == wallet) else {
+                return ExecutionOutcome::failed(
+                    ErrorCode::Internal,
+                    "stand-in venue: a fan-out execution without its user's delegation",
+                );
+            };
+            let disabled = self
+                .disabled
+                .lock()
+                .map(|d| d.contains(wallet))
+                .unwrap_or(false);
+            if disabled {
+                return ExecutionOutcome::failed(
+                    ErrorCode::DelegationRevoked,
+                    format!("stand-in venue: delegation {} is disabled", grant.hash),
+                );
+            }
+        }
         let refused = self
             .refuse
             .lock()

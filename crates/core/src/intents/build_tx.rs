@@ -66,6 +66,7 @@ impl Gateway {
             },
             agent_id: agent.agent.id.clone(),
             agent_address: agent.agent.wallet_address.clone(),
+            grant: None,
         };
         let built = provider
             .build_tx(&ctx, req.wallet_address.as_deref())

@@ -489,6 +489,83 @@ async fn free_allowance_resets_at_utc_midnight(backend: Backend) {
     );
 }
 
+/// The core resolves each user's delegation when its execution starts: one revoked since the intent
+/// was accepted is skipped, and one the venue reports disabled is recorded revoked.
+async fn fan_out_runs_each_user_under_the_delegation_live_at_execution(backend: Backend) {
+    let (app, venue) = venue_app(backend, "").await;
+    let owner = app.onboard("grant@example.com").await;
+    allow(&app, &owner, &["transfer"], 1000.0).await;
+    let users = delegate(&app, &owner, 3).await;
+    let hash = |i: usize| format!("0x{:064x}", i + 1);
+    venue
+        .disabled
+        .lock()
+        .map(|mut d| d.insert(users[2].clone()))
+        .unwrap_or(false);
+    // The first user's execution takes long enough for the revocation below to land before the
+    // second user's starts.
+    venue
+        .delay
+        .lock()
+        .map(|mut d| *d = Duration::from_millis(400))
+        .unwrap_or(());
+    grant(&app, &owner, 100).await;
+
+    let r = app
+        .post(SUBMIT, transfer(&owner.agent_key, "10", Some("grant-1")))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let revoked = app
+        .store()
+        .set_delegation_status(
+            &hash(1),
+            actiongate_core::states::DelegationStatus::Revoked,
+            actiongate_core::clock::to_millis(START),
+        )
+        .await;
+    assert!(matches!(revoked, Ok(true)), "{revoked:?}");
+    let id = r.body["intentId"].as_str().unwrap_or("").to_owned();
+    let done = wait_terminal(&app, &owner.agent_key, &id).await;
+    let results = done["results"].as_array().cloned().unwrap_or_default();
+    let codes: Vec<Value> = results.iter().map(|r| r["code"].clone()).collect();
+    assert_eq!(
+        codes,
+        [
+            Value::Null,
+            json!("DELEGATION_REVOKED"),
+            json!("DELEGATION_REVOKED")
+        ],
+        "{results:?}"
+    );
+    assert!(
+        results[1]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no active delegation")),
+        "{results:?}"
+    );
+    assert_eq!(
+        venue.effects().len(),
+        1,
+        "only the first user's transfer ran"
+    );
+    for (i, expected) in [(0, "active"), (1, "revoked"), (2, "revoked")] {
+        let status = app
+            .store()
+            .get_delegation(&hash(i))
+            .await
+            .ok()
+            .flatten()
+            .map(|d| d.status.to_string());
+        assert_eq!(status.as_deref(), Some(expected), "user {i}");
+    }
+    // One success captured; the two skipped users' reservations released.
+    let credits = footprint(&app, &owner).await.credits;
+    assert_eq!(
+        credits.map(|(balance, reserved, _)| (balance, reserved)),
+        Some((90, 0))
+    );
+}
+
 async fn fan_out_reserves_then_captures_successes_and_releases_the_rest(backend: Backend) {
     let (app, venue) = venue_app(backend, "").await;
     let owner = app.onboard("fan@example.com").await;
@@ -528,14 +605,11 @@ async fn fan_out_reserves_then_captures_successes_and_releases_the_rest(backend:
     assert!(results[1].get("txHash").is_none());
 
     // 3 x 10 reserved; 2 x 10 captured; 10 released.
-    let account = app
-        .store()
-        .credit_account(&owner.account_id)
-        .await
-        .ok()
-        .flatten()
-        .map(|c| (c.balance, c.reserved));
-    assert_eq!(account, Some((80, 0)));
+    let credits = footprint(&app, &owner).await.credits;
+    assert_eq!(
+        credits.map(|(balance, reserved, _)| (balance, reserved)),
+        Some((80, 0))
+    );
     let ledger = app
         .store()
         .ledger(&owner.account_id)
@@ -1048,6 +1122,7 @@ on_both_backends!(
     every_refusal_has_its_code_and_creates_nothing,
     free_allowance_resets_at_utc_midnight,
     fan_out_reserves_then_captures_successes_and_releases_the_rest,
+    fan_out_runs_each_user_under_the_delegation_live_at_execution,
     idempotency_explicit_and_derived,
     concurrent_submits_with_one_key_make_one_intent,
     concurrent_submits_never_overspend,
