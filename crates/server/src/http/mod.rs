@@ -19,13 +19,14 @@ use actiongate_api_types::{Envelope, ErrorBody, Health};
 use actiongate_core::Gateway;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderName, Request};
-use axum::routing::{get, post};
 use axum::{Json, Router};
 use tower::ServiceBuilder;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
 use self::catalog::CatalogBytes;
@@ -54,108 +55,11 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
     let mcp = Router::new().route_service("/mcp", mcp_service).layer(
         axum::middleware::from_fn_with_state(state.clone(), crate::mcp::require_agent_key),
     );
-    let api = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/api/v1/agent/actions/catalog", get(catalog::get_catalog))
-        .route("/api/v1/agent/actions", get(catalog::list_actions))
-        .route(
-            "/api/v1/onboarding/email/start",
-            post(identity::email_start),
-        )
-        .route(
-            "/api/v1/onboarding/email/complete",
-            post(identity::email_complete),
-        )
-        .route("/api/v1/session", axum::routing::delete(identity::sign_out))
-        .route(
-            "/api/v1/agent/execute-intent",
-            post(intents::execute_intent),
-        )
-        .route(
-            "/api/v1/agent/execute-intent/status",
-            get(intents::intent_status),
-        )
-        .route("/api/v1/agent/execute", post(intents::execute_direct))
-        .route("/api/v1/agent/build-tx", post(intents::build_tx))
-        .route(
-            "/api/v1/agent/credits/balance",
-            get(intents::credit_balance),
-        )
-        .route(
-            "/api/v1/agent/credits/buy-with-x402",
-            post(credits::agent_buy),
-        )
-        .route("/api/v1/credits/x402-metadata", get(credits::metadata))
-        .route("/api/v1/credits/buy-with-x402", post(credits::buy))
-        .route("/api/v1/wallets/link/begin", post(credits::link_begin))
-        .route("/api/v1/wallets/link", post(credits::link))
-        .route("/api/v1/agent/preflight", post(intents::preflight))
-        .route("/api/v1/agent/me", get(intents::whoami))
-        .route("/api/v1/agent/delegation/create", post(delegation::create))
-        .route(
-            "/api/v1/agent/delegation/activate",
-            post(delegation::activate),
-        )
-        .route("/api/v1/agent/delegation/check", get(delegation::check))
-        .route("/api/v1/agent/delegation/verify", get(delegation::verify))
-        .route("/api/v1/agent/delegation/inspect", get(delegation::inspect))
-        .route("/api/v1/agent/delegation/balance", get(delegation::balance))
-        .route("/api/v1/agent/delegation/revoke", post(delegation::revoke))
-        .route("/api/v1/agent/delegation/redeem", post(delegation::redeem))
-        .route(
-            "/api/v1/agent/delegation/personhood/rp",
-            get(personhood::relying_party),
-        )
-        .route(
-            "/api/v1/agent/delegation/personhood/org/begin",
-            post(personhood::org_begin),
-        )
-        .route(
-            "/api/v1/agent/delegation/personhood/org/complete",
-            post(personhood::org_complete),
-        )
-        .route(
-            "/api/v1/agent/delegation/personhood/org/check",
-            get(personhood::org_check),
-        )
-        .route(
-            "/api/v1/agent/delegation/personhood/begin",
-            post(personhood::agent_begin),
-        )
-        .route(
-            "/api/v1/agent/delegation/personhood/complete",
-            post(personhood::agent_complete),
-        )
-        .route(
-            "/api/v1/agent/delegation/personhood/deposit/begin",
-            post(personhood::deposit_begin),
-        )
-        .route(
-            "/api/v1/agent/delegation/personhood/deposit/complete",
-            post(personhood::deposit_complete),
-        )
-        .route(
-            "/api/v1/agent/delegation/personhood/deposit/consume",
-            post(personhood::deposit_consume),
-        )
-        .route("/mcp/tools", get(crate::mcp::mirror::list_tools))
-        .route("/mcp/tool/{name}", post(crate::mcp::mirror::call_tool))
-        .route(
-            "/api/v1/agents",
-            get(identity::list_agents).post(identity::create_agent),
-        )
-        .route(
-            "/api/v1/agents/{agentId}/rotate-key",
-            post(identity::rotate_key),
-        )
-        .route(
-            "/api/v1/agents/{agentId}/policy",
-            get(identity::get_policy).put(identity::put_policy),
-        )
+    let (api, doc) = routes().split_for_parts();
+    let api = api
         .with_state(state)
         .merge(mcp)
-        .merge(SwaggerUi::new("/docs").url("/api/v1/openapi.json", openapi::ApiDoc::openapi()))
+        .merge(SwaggerUi::new("/docs").url("/api/v1/openapi.json", doc))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);
 
@@ -178,6 +82,53 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
             ))
             .layer(DefaultBodyLimit::max(extract::BODY_LIMIT)),
     )
+}
+
+/// Every REST route, each declared once: its `#[utoipa::path]` gives both the route (method and
+/// path) and its OpenAPI operation. The document lists them in this order.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(catalog::get_catalog))
+        .routes(routes!(catalog::list_actions))
+        .routes(routes!(identity::email_start))
+        .routes(routes!(identity::email_complete))
+        .routes(routes!(identity::sign_out))
+        .routes(routes!(identity::list_agents, identity::create_agent))
+        .routes(routes!(identity::rotate_key))
+        .routes(routes!(identity::get_policy, identity::put_policy))
+        .routes(routes!(intents::execute_intent))
+        .routes(routes!(intents::intent_status))
+        .routes(routes!(intents::execute_direct))
+        .routes(routes!(intents::build_tx))
+        .routes(routes!(intents::credit_balance))
+        .routes(routes!(credits::metadata))
+        .routes(routes!(credits::buy))
+        .routes(routes!(credits::agent_buy))
+        .routes(routes!(credits::link_begin))
+        .routes(routes!(credits::link))
+        .routes(routes!(intents::preflight))
+        .routes(routes!(intents::whoami))
+        .routes(routes!(delegation::create))
+        .routes(routes!(delegation::activate))
+        .routes(routes!(delegation::check))
+        .routes(routes!(delegation::verify))
+        .routes(routes!(delegation::inspect))
+        .routes(routes!(delegation::balance))
+        .routes(routes!(delegation::revoke))
+        .routes(routes!(delegation::redeem))
+        .routes(routes!(personhood::relying_party))
+        .routes(routes!(personhood::org_begin))
+        .routes(routes!(personhood::org_complete))
+        .routes(routes!(personhood::org_check))
+        .routes(routes!(personhood::agent_begin))
+        .routes(routes!(personhood::agent_complete))
+        .routes(routes!(personhood::deposit_begin))
+        .routes(routes!(personhood::deposit_complete))
+        .routes(routes!(personhood::deposit_consume))
+        .routes(routes!(crate::mcp::mirror::list_tools))
+        .routes(routes!(crate::mcp::mirror::call_tool))
 }
 
 /// The process is up.

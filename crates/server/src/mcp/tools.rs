@@ -9,7 +9,6 @@ use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
 use super::annotations;
-use crate::http::openapi::ApiDoc;
 
 /// Declares [`ToolName`]: every MCP tool by its name, written once.
 macro_rules! tools {
@@ -470,7 +469,7 @@ fn as_object(v: Value) -> Arc<Map<String, Value>> {
 
 /// The tools as MCP advertises them.
 pub fn tool_list() -> Vec<Tool> {
-    let doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null);
+    let doc = serde_json::to_value(crate::http::openapi::ApiDoc::openapi()).unwrap_or(Value::Null);
     let components = doc["components"]["schemas"]
         .as_object()
         .cloned()
