@@ -3,7 +3,7 @@
 //! the bodies of the delegation routes.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::chain::UnsignedTransaction;
 
@@ -327,4 +327,25 @@ pub struct DelegationRedeemed {
     pub code: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// Query of `GET /api/v1/agent/delegation/check`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DelegationCheckQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegator: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_api_key: Option<String>,
+}
+
+/// Query of the routes that name one delegation (verify, inspect, balance).
+#[derive(Debug, Clone, Serialize, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DelegationHashQuery {
+    pub delegation_hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_api_key: Option<String>,
 }

@@ -69,10 +69,11 @@ pub struct DepositConsume {
 }
 
 /// Query of org check.
-#[derive(Debug, Clone, Deserialize, IntoParams)]
+#[derive(Debug, Clone, Serialize, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OrgCheck {
     pub org_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain_id: Option<u64>,
 }
 
@@ -134,4 +135,18 @@ pub struct DepositReceipt {
     pub receipt_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub consumed_at: Option<String>,
+}
+
+/// `data` of `GET /api/v1/agent/delegation/personhood/rp`: the relying party proofs are made for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RelyingParty {
+    pub rp_id: String,
+    pub app_id: String,
+    /// `production` or `staging`.
+    pub environment: String,
+    /// The address whose signature the proof client checks on each request.
+    pub signer_address: String,
+    /// How long a proof request stays open.
+    pub ttl_seconds: i64,
 }

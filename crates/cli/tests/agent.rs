@@ -404,11 +404,19 @@ async fn writes_need_confirm_writes_and_the_key_is_never_printed() {
         json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "25"})
     );
     assert_eq!(v["data"]["body"]["agentApiKey"], "agent-****");
+    let delegation = r#"{"delegation": {"delegate": "0x01", "delegator": "0x02", "authority": "0x03", "caveats": [], "salt": "0x1"}}"#;
+    let redeem =
+        r#"{"delegationHash": "0x01", "action": "swap", "params": {}, "idempotencyKey": "k"}"#;
     for write in [
         vec!["credits", "buy", "credits_100"],
-        vec!["delegation", "activate"],
-        vec!["delegation", "redeem"],
-        vec!["delegation", "revoke"],
+        vec!["delegation", "activate", "--body", delegation],
+        vec!["delegation", "redeem", "--body", redeem],
+        vec![
+            "delegation",
+            "revoke",
+            "--body",
+            r#"{"delegationHash": "0x01"}"#,
+        ],
     ] {
         let (code, v) = g.json(&write, &[]);
         assert_eq!(
@@ -423,6 +431,23 @@ async fn writes_need_confirm_writes_and_the_key_is_never_printed() {
         g.requests_to("/api/v1/agent/execute-intent"),
         before,
         "a dry run reached the gateway"
+    );
+    assert_eq!(g.requests_to("/api/v1/agent/delegation"), 0);
+    // A body that is not the route's request is refused before anything is shown or sent.
+    let (code, v) = g.json(&["delegation", "activate", "--body", "{}"], &[]);
+    assert_eq!(
+        (code, v["code"].clone()),
+        (2, json!("INVALID_REQUEST")),
+        "{v}"
+    );
+    let (code, v) = g.json(
+        &["delegation", "status", "--body", r#"{"verify": true}"#],
+        &[],
+    );
+    assert_eq!(
+        (code, v["code"].clone()),
+        (2, json!("INVALID_REQUEST")),
+        "{v}"
     );
     assert_eq!(g.requests_to("/api/v1/agent/delegation"), 0);
     // With the flag it is sent (and refused by the policy here).
@@ -515,6 +540,20 @@ async fn personhood_commands_use_the_owner_session() {
     assert_eq!(
         (code, r["data"]["personhood"]["status"].clone()),
         (0, json!("unverified"))
+    );
+    // A dry run of the agent-scoped write shows its route and body, the agent key masked.
+    let (code, r) = g.json(&["personhood", "agent", "complete", "--proof", "{}"], &[]);
+    assert_eq!((code, r["code"].clone()), (0, json!("DRY_RUN")), "{r}");
+    assert_eq!(
+        (
+            r["data"]["path"].clone(),
+            r["data"]["body"]["agentKey"].clone()
+        ),
+        (
+            json!("/api/v1/agent/delegation/personhood/complete"),
+            json!("agent-****")
+        ),
+        "{r}"
     );
     let (code, r) = g.json(&["personhood", "org", "begin", "--org-id", "acme"], &[]);
     assert_eq!(code, 0, "{r}");

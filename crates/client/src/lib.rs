@@ -1,19 +1,19 @@
-//! A typed client of the actiongate REST API. Every method is one route; a refusal comes back as
-//! [`ClientError::Refused`] with the gateway's error envelope, untouched.
+//! A typed client of the actiongate REST API. Every route has one method (`routes` lists them; the
+//! methods are grouped by capability in `agent`, `owner`, `delegation` and `personhood`); a refusal
+//! comes back as [`ClientError::Refused`] with the gateway's error envelope, untouched.
 
-use actiongate_api_types::catalog::{ActionList, CatalogDocument};
-use actiongate_api_types::chain::{BuildTxData, BuildTxRequest};
-use actiongate_api_types::credits::{
-    BuyCreditsRequest, ChallengeBody, CreditPurchase, X402Metadata,
-};
-use actiongate_api_types::identity::{
-    EmailCompleteRequest, EmailCompleteResponse, EmailStartRequest, EmailStartResponse,
-};
-use actiongate_api_types::intents::{
-    AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, PreflightReport,
-};
+mod agent;
+mod delegation;
+mod owner;
+mod personhood;
+pub mod routes;
+
+use actiongate_api_types::credits::{ChallengeBody, CreditPurchase};
 use actiongate_api_types::{Envelope, ErrorBody};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use crate::routes::{Method, Route};
 
 /// Header that carries the agent key on the routes that take it as a header.
 pub const AGENT_KEY_HEADER: &str = "x-agent-api-key";
@@ -37,6 +37,20 @@ impl ClientError {
 }
 
 pub type Result<T> = std::result::Result<T, ClientError>;
+
+/// Who a request is made as.
+#[derive(Debug, Clone, Copy)]
+pub enum As<'a> {
+    /// An open route.
+    Anyone,
+    /// An agent route: the key goes in `x-agent-api-key`.
+    Agent(&'a str),
+    /// An owner route: the session goes in `Authorization: Bearer`.
+    Owner(&'a str),
+}
+
+/// No input: a route that takes neither query nor body.
+const NONE: Option<&()> = None;
 
 /// The answer of a credit purchase.
 #[derive(Debug, Clone)]
@@ -79,6 +93,45 @@ impl Client {
         format!("{}{path}", self.base)
     }
 
+    /// A request to `route` at `path` (the route's, with its segments filled) as `who`, carrying
+    /// `input` as the query of a GET and as the JSON body otherwise.
+    fn request<I: Serialize + ?Sized>(
+        &self,
+        route: Route,
+        path: &str,
+        who: As<'_>,
+        input: Option<&I>,
+    ) -> reqwest::RequestBuilder {
+        let url = self.url(path);
+        let mut req = match route.method {
+            Method::Get => self.http.get(url),
+            Method::Post => self.http.post(url),
+            Method::Put => self.http.put(url),
+            Method::Delete => self.http.delete(url),
+        };
+        if let Some(input) = input {
+            req = match route.method {
+                Method::Get => req.query(input),
+                _ => req.json(input),
+            };
+        }
+        match who {
+            As::Anyone => req,
+            As::Agent(key) => req.header(AGENT_KEY_HEADER, key),
+            As::Owner(session) => req.bearer_auth(session),
+        }
+    }
+
+    /// Calls `route` and answers its envelope's `data`.
+    async fn call<I: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        route: Route,
+        who: As<'_>,
+        input: Option<&I>,
+    ) -> Result<T> {
+        self.data(self.request(route, route.path, who, input)).await
+    }
+
     async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T> {
         // Without the URL: a query string can carry the agent key.
         let resp = req.send().await.map_err(|e| {
@@ -104,75 +157,6 @@ impl Client {
 
     async fn data<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T> {
         self.send::<Envelope<T>>(req).await.map(|e| e.data)
-    }
-
-    pub async fn catalog(&self) -> Result<CatalogDocument> {
-        self.send(self.http.get(self.url("/api/v1/agent/actions/catalog")))
-            .await
-    }
-
-    pub async fn actions(&self, agent_key: Option<&str>) -> Result<ActionList> {
-        let mut req = self.http.get(self.url("/api/v1/agent/actions"));
-        if let Some(k) = agent_key {
-            req = req.query(&[("agentApiKey", k)]);
-        }
-        self.data(req).await
-    }
-
-    pub async fn execute_intent(&self, req: &ExecuteIntentRequest) -> Result<Intent> {
-        self.send(
-            self.http
-                .post(self.url("/api/v1/agent/execute-intent"))
-                .json(req),
-        )
-        .await
-    }
-
-    pub async fn execute_direct(&self, req: &ExecuteIntentRequest) -> Result<DirectExecution> {
-        self.data(self.http.post(self.url("/api/v1/agent/execute")).json(req))
-            .await
-    }
-
-    pub async fn x402_metadata(&self) -> Result<X402Metadata> {
-        self.data(self.http.get(self.url("/api/v1/credits/x402-metadata")))
-            .await
-    }
-
-    /// A credit purchase on the agent route: the challenge (HTTP 402) or the completed purchase.
-    /// `paid` is (invoiceId, transaction hash) for the retry.
-    pub async fn buy_credits(
-        &self,
-        agent_key: &str,
-        req: &BuyCreditsRequest,
-        paid: Option<(&str, &str)>,
-    ) -> Result<Purchase> {
-        let mut builder = self
-            .http
-            .post(self.url("/api/v1/agent/credits/buy-with-x402"))
-            .header(AGENT_KEY_HEADER, agent_key)
-            .json(req);
-        if let Some((invoice, receipt)) = paid {
-            builder = builder
-                .header("X-Invoice-Id", invoice)
-                .header("X-Payment-Receipt", receipt);
-        }
-        Self::purchase(builder).await
-    }
-
-    /// The same purchase paid the standard x402 v2 way: `payment_signature` is the base64 payload.
-    pub async fn buy_credits_x402(
-        &self,
-        agent_key: &str,
-        req: &BuyCreditsRequest,
-        payment_signature: &str,
-    ) -> Result<Purchase> {
-        let builder = self
-            .http
-            .post(self.url("/api/v1/agent/credits/buy-with-x402"))
-            .header(AGENT_KEY_HEADER, agent_key)
-            .header("PAYMENT-SIGNATURE", payment_signature)
-            .json(req);
-        Self::purchase(builder).await
     }
 
     async fn purchase(builder: reqwest::RequestBuilder) -> Result<Purchase> {
@@ -221,143 +205,5 @@ impl Client {
             retry_after,
             requirements,
         })
-    }
-
-    pub async fn build_tx(&self, req: &BuildTxRequest) -> Result<BuildTxData> {
-        self.data(self.http.post(self.url("/api/v1/agent/build-tx")).json(req))
-            .await
-    }
-
-    pub async fn preflight(
-        &self,
-        req: &ExecuteIntentRequest,
-        direct: bool,
-    ) -> Result<PreflightReport> {
-        let q = [("direct", if direct { "true" } else { "false" })];
-        self.data(
-            self.http
-                .post(self.url("/api/v1/agent/preflight"))
-                .query(&q)
-                .json(req),
-        )
-        .await
-    }
-
-    pub async fn intent_status(&self, agent_key: &str, intent_id: &str) -> Result<Intent> {
-        let req = self
-            .http
-            .get(self.url("/api/v1/agent/execute-intent/status"))
-            .query(&[("intentId", intent_id)])
-            .header(AGENT_KEY_HEADER, agent_key);
-        self.send(req).await
-    }
-
-    pub async fn credits_balance(&self, agent_key: &str) -> Result<CreditBalance> {
-        self.data(
-            self.http
-                .get(self.url("/api/v1/agent/credits/balance"))
-                .header(AGENT_KEY_HEADER, agent_key),
-        )
-        .await
-    }
-
-    pub async fn whoami(&self, agent_key: &str) -> Result<AgentIdentity> {
-        self.data(
-            self.http
-                .get(self.url("/api/v1/agent/me"))
-                .header(AGENT_KEY_HEADER, agent_key),
-        )
-        .await
-    }
-
-    /// `POST` with `body`, or `GET` with `body`'s fields (null ones left out) as the query.
-    fn routed(
-        &self,
-        method: &str,
-        path: &str,
-        body: &serde_json::Value,
-    ) -> reqwest::RequestBuilder {
-        let url = self.url(path);
-        if method == "GET" {
-            let query: Vec<(String, String)> = body
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .filter(|(_, v)| !v.is_null())
-                        .map(|(k, v)| {
-                            (
-                                k.clone(),
-                                v.as_str().map_or_else(|| v.to_string(), str::to_owned),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            self.http.get(url).query(&query)
-        } else {
-            self.http.post(url).json(body)
-        }
-    }
-
-    /// A personhood route with the owner session: `POST` with a body, or `GET` with a query.
-    pub async fn owner_call(
-        &self,
-        session: &str,
-        method: &str,
-        path: &str,
-        body: &serde_json::Value,
-    ) -> Result<serde_json::Value> {
-        self.data(self.routed(method, path, body).bearer_auth(session))
-            .await
-    }
-
-    /// A delegation route with the agent key: `POST` with a body, or `GET` with a query.
-    pub async fn agent_call(
-        &self,
-        agent_key: &str,
-        method: &str,
-        path: &str,
-        body: &serde_json::Value,
-    ) -> Result<serde_json::Value> {
-        self.data(
-            self.routed(method, path, body)
-                .header(AGENT_KEY_HEADER, agent_key),
-        )
-        .await
-    }
-
-    /// Revokes an owner session.
-    pub async fn sign_out(&self, session: &str) -> Result<()> {
-        self.send::<serde_json::Value>(
-            self.http
-                .delete(self.url("/api/v1/session"))
-                .bearer_auth(session),
-        )
-        .await
-        .map(|_| ())
-    }
-
-    pub async fn email_start(&self, email: &str) -> Result<EmailStartResponse> {
-        let body = EmailStartRequest {
-            email: email.to_owned(),
-        };
-        self.data(
-            self.http
-                .post(self.url("/api/v1/onboarding/email/start"))
-                .json(&body),
-        )
-        .await
-    }
-
-    pub async fn email_complete(
-        &self,
-        req: &EmailCompleteRequest,
-    ) -> Result<EmailCompleteResponse> {
-        self.data(
-            self.http
-                .post(self.url("/api/v1/onboarding/email/complete"))
-                .json(req),
-        )
-        .await
     }
 }

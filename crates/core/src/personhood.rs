@@ -219,6 +219,17 @@ impl Personhood {
         self.signer.address()
     }
 
+    /// The relying party proofs are made for: its ids and the address its requests are signed by.
+    pub fn relying_party(&self) -> actiongate_api_types::personhood::RelyingParty {
+        actiongate_api_types::personhood::RelyingParty {
+            rp_id: self.settings.rp_id.clone(),
+            app_id: self.settings.app_id.clone(),
+            environment: self.settings.environment.clone(),
+            signer_address: self.signer_address(),
+            ttl_seconds: self.settings.ttl.whole_seconds(),
+        }
+    }
+
     pub fn settings(&self) -> &PersonhoodSettings {
         &self.settings
     }

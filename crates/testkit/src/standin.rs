@@ -74,15 +74,16 @@ impl StandInVenue {
         format!("0x{}", hex::encode(Sha256::digest(key.as_bytes())))
     }
 
-    fn outcome(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
+    /// A fan-out execution's grant, as the core must hand it over: `None` when it is in order.
+    fn grant_refusal(&self, ctx: &ExecutionContext) -> Option<ExecutionOutcome> {
         let wallet = &ctx.subject.wallet_address;
         if ctx.lane == Lane::ExecuteIntent {
             // The core resolves each user's delegation before a fan-out execution reaches a venue.
             let Some(grant) = ctx.grant.as_ref().filter(|g| &g.delegator == wallet) else {
-                return ExecutionOutcome::failed(
+                return Some(ExecutionOutcome::failed(
                     ErrorCode::Internal,
                     "stand-in venue: a fan-out execution without its user's delegation",
-                );
+                ));
             };
             let disabled = self
                 .disabled
@@ -90,12 +91,16 @@ impl StandInVenue {
                 .map(|d| d.contains(wallet))
                 .unwrap_or(false);
             if disabled {
-                return ExecutionOutcome::failed(
+                return Some(ExecutionOutcome::failed(
                     ErrorCode::DelegationRevoked,
                     format!("stand-in venue: delegation {} is disabled", grant.hash),
-                );
+                ));
             }
         }
+        None
+    }
+
+    fn outcome(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
         let refused = self
             .refuse
             .lock()
@@ -129,6 +134,9 @@ impl Provider for StandInVenue {
         let delay = self.delay.lock().map(|d| *d).unwrap_or_default();
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
+        }
+        if let Some(refused) = self.grant_refusal(ctx) {
+            return refused;
         }
         let outcome = self.outcome(ctx);
         if outcome.success {

@@ -3,6 +3,7 @@
 //! would send (secrets masked) and sends nothing.
 
 mod args;
+mod delegation;
 mod login;
 mod personhood;
 
@@ -11,7 +12,9 @@ use std::time::Duration;
 
 use actiongate_api_types::catalog::CatalogAction;
 use actiongate_api_types::chain::BuildTxRequest;
-use actiongate_api_types::credits::{BuyCreditsRequest, CreditPurchase};
+use actiongate_api_types::credits::{
+    BuyCreditsRequest, CreditPurchase, WalletLinkBegin, WalletLinkRequest,
+};
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
 use actiongate_client::Client;
 use actiongate_client::Purchase;
@@ -21,6 +24,7 @@ use crate::credentials;
 use crate::output::Outcome;
 
 pub use args::*;
+use delegation::delegation;
 use login::login;
 use personhood::personhood;
 
@@ -48,24 +52,25 @@ pub(super) async fn link_wallet(client: &Client, payer: &crate::pay::Payer) -> R
         Outcome::failed("UNAUTHORIZED", "Paying from a local key links its wallet to your account, which needs the owner's session: sign in with actiongate login.")
     })?;
     let begun = client
-        .owner_call(
+        .wallet_link_begin(
             &session,
-            "POST",
-            "/api/v1/wallets/link/begin",
-            &json!({"address": payer.address()}),
+            &WalletLinkBegin {
+                address: payer.address(),
+                chain_id: None,
+            },
         )
         .await
         .map_err(Outcome::from_error)?;
-    let message = begun["message"].as_str().unwrap_or_default().to_owned();
     let signature = payer
-        .sign_message(&message)
+        .sign_message(&begun.message)
         .map_err(|e| Outcome::failed("PAYMENT_FAILED", e))?;
     client
-        .owner_call(
+        .wallet_link(
             &session,
-            "POST",
-            "/api/v1/wallets/link",
-            &json!({"message": message, "signature": signature}),
+            &WalletLinkRequest {
+                message: begun.message,
+                signature,
+            },
         )
         .await
         .map_err(Outcome::from_error)?;
@@ -77,11 +82,22 @@ pub(super) fn purchase_outcome(done: CreditPurchase) -> Outcome {
     Outcome::ok(to_value(&done), text)
 }
 
+/// Bad input, refused before anything is sent (exit 2).
+pub(super) fn invalid(message: String) -> Outcome {
+    Outcome::Refused {
+        code: "INVALID_REQUEST".into(),
+        error: "INVALID_REQUEST".into(),
+        message,
+    }
+}
+
 /// A write without --confirm-writes: what would be sent, secrets masked.
 pub(super) fn dry_run(method: &str, path: &str, body: Value) -> Outcome {
     let mut body = body;
-    if let Some(k) = body.get_mut("agentApiKey") {
-        *k = json!("agent-****");
+    for field in ["agentApiKey", "agentKey"] {
+        if let Some(k) = body.get_mut(field) {
+            *k = json!("agent-****");
+        }
     }
     let text = format!(
         "not sent (a write: add --confirm-writes to send it):\n{method} {path}\n{}",
@@ -91,6 +107,22 @@ pub(super) fn dry_run(method: &str, path: &str, body: Value) -> Outcome {
         code: "DRY_RUN",
         data: json!({"method": method, "path": path, "body": body}),
         text,
+    }
+}
+
+/// A write is sent only with `--confirm-writes`; without it, what would be sent.
+pub(super) fn unconfirmed<T: serde::Serialize>(
+    g: &Global,
+    route: actiongate_client::routes::Route,
+    req: &T,
+) -> Option<Outcome> {
+    (!g.confirm_writes).then(|| dry_run(route.method.as_str(), route.path, without_nulls(req)))
+}
+
+fn without_nulls<T: serde::Serialize>(req: &T) -> serde_json::Value {
+    match to_value(req) {
+        serde_json::Value::Object(m) => m.into_iter().filter(|(_, v)| !v.is_null()).collect(),
+        other => other,
     }
 }
 
@@ -414,76 +446,7 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             }
             Outcome::ok(to_value(&built), text)
         }
-        AgentCommand::Delegation { command } => {
-            let write = matches!(
-                command,
-                DelegationCommand::Activate(_)
-                    | DelegationCommand::Redeem(_)
-                    | DelegationCommand::Revoke(_)
-            );
-            let (name, body) = match &command {
-                DelegationCommand::Create(p) | DelegationCommand::Grant(p) => ("create", &p.body),
-                DelegationCommand::Activate(p) => ("activate", &p.body),
-                DelegationCommand::Status(p) => ("check", &p.body),
-                DelegationCommand::Inspect(p) => ("inspect", &p.body),
-                DelegationCommand::Balance(p) => ("balance", &p.body),
-                DelegationCommand::Redeem(p) => ("redeem", &p.body),
-                DelegationCommand::Revoke(p) => ("revoke", &p.body),
-            };
-            let key = need_key()?;
-            let body: Value = match body.as_deref() {
-                Some(b) => serde_json::from_str(b).map_err(|e| Outcome::Refused {
-                    code: "INVALID_REQUEST".into(),
-                    error: "INVALID_REQUEST".into(),
-                    message: format!("--body is not JSON: {e}"),
-                })?,
-                None => json!({}),
-            };
-            // `status` with a delegationHash and "verify": true checks that delegation onchain.
-            let verify =
-                name == "check" && body.get("verify").and_then(Value::as_bool) == Some(true);
-            let (method, route, body) = match name {
-                "check" if verify => (
-                    "GET",
-                    "verify",
-                    json!({"delegationHash": body.get("delegationHash")}),
-                ),
-                "check" | "inspect" | "balance" => ("GET", name, body),
-                _ => ("POST", name, body),
-            };
-            if write && !g.confirm_writes {
-                return Ok(dry_run(
-                    method,
-                    &format!("/api/v1/agent/delegation/{route}"),
-                    body,
-                ));
-            }
-            let data = client
-                .agent_call(
-                    &key,
-                    method,
-                    &format!("/api/v1/agent/delegation/{route}"),
-                    &body,
-                )
-                .await
-                .map_err(Outcome::from_error)?;
-            let text = match route {
-                "create" => format!(
-                    "Delegation {} for the owner to sign (eth_signTypedData_v4 of data.typedData), then activate it.",
-                    data["delegationHash"].as_str().unwrap_or("")
-                ),
-                "activate" => format!("Delegation {} is {}.", data["delegationHash"].as_str().unwrap_or(""), data["status"].as_str().unwrap_or("")),
-                "redeem" => format!(
-                    "Redemption for {}: {} {}",
-                    data["walletAddress"].as_str().unwrap_or(""),
-                    data["status"].as_str().unwrap_or(""),
-                    data["txHash"].as_str().or(data["message"].as_str()).unwrap_or("")
-                ),
-                "revoke" if data.get("transaction").is_some() => "The owner's account sends data.transaction (disableDelegation); run revoke again once it is mined.".to_owned(),
-                _ => serde_json::to_string_pretty(&data).unwrap_or_default(),
-            };
-            Outcome::ok(data, text)
-        }
+        AgentCommand::Delegation { command } => delegation(g, client, command).await?,
         AgentCommand::Venue {
             command: VenueCommand::Readiness { venue },
         } => {

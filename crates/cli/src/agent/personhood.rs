@@ -1,11 +1,15 @@
 //! `actiongate personhood …`: the owner's personhood proofs (organizations, agents, deposits).
 
+use actiongate_api_types::personhood::{
+    AgentBegin, AgentComplete, DepositBeginBody, DepositConsume, OrgBegin, OrgCheck, OrgComplete,
+};
 use actiongate_client::Client;
-use serde_json::{Value, json};
+use actiongate_client::routes;
+use serde_json::Value;
 
 use crate::agent::{
-    AgentPersonhoodCommand, DepositCommand, Global, OrgCommand, PersonhoodCommand, dry_run,
-    need_key,
+    AgentPersonhoodCommand, DepositCommand, Global, OrgCommand, PersonhoodCommand, invalid,
+    need_key, to_value, unconfirmed,
 };
 use crate::credentials;
 use crate::output::Outcome;
@@ -16,8 +20,7 @@ pub(super) fn proof_arg(text: &str) -> Result<Value, Outcome> {
             .map_err(|e| Outcome::failed("LOCAL", format!("cannot read {path}: {e}")))?,
         None => text.to_owned(),
     };
-    serde_json::from_str(&raw)
-        .map_err(|e| Outcome::failed("INVALID_REQUEST", format!("--proof must be JSON: {e}")))
+    serde_json::from_str(&raw).map_err(|e| invalid(format!("--proof must be JSON: {e}")))
 }
 
 pub(super) async fn personhood(
@@ -35,43 +38,74 @@ pub(super) async fn personhood(
             error: "UNAUTHORIZED".into(),
             message: "Personhood needs the owner's session: sign in with actiongate login.".into(),
         })?;
-    const P: &str = "/api/v1/agent/delegation/personhood";
-    let drop_nulls = |v: Value| match v {
-        Value::Object(m) => Value::Object(m.into_iter().filter(|(_, v)| !v.is_null()).collect()),
-        other => other,
+    let key = match &command {
+        PersonhoodCommand::Agent(_) => need_key()?,
+        _ => String::new(),
     };
-    let (method, path, body, write) = match command {
-        PersonhoodCommand::Org(OrgCommand::Begin { org_id, chain_id }) => (
-            "POST",
-            "org/begin",
-            json!({"orgId": org_id, "chainId": chain_id}),
-            false,
+    let failed = Outcome::from_error;
+    // Completing a proof is the write (it locks an org or an agent, or issues a receipt).
+    let data = match command {
+        PersonhoodCommand::Org(OrgCommand::Begin { org_id, chain_id }) => to_value(
+            &client
+                .personhood_org_begin(&session, &OrgBegin { org_id, chain_id })
+                .await
+                .map_err(failed)?,
         ),
-        PersonhoodCommand::Org(OrgCommand::Complete { org_id, proof }) => (
-            "POST",
-            "org/complete",
-            json!({"orgId": org_id, "proof": proof_arg(&proof)?}),
-            true,
-        ),
-        PersonhoodCommand::Org(OrgCommand::Check { org_id }) => {
-            ("GET", "org/check", json!({"orgId": org_id}), false)
-        }
-        PersonhoodCommand::Agent(c) => {
-            let key = need_key()?;
-            match c {
-                AgentPersonhoodCommand::Begin { chain_id } => (
-                    "POST",
-                    "begin",
-                    json!({"agentKey": key, "chainId": chain_id}),
-                    false,
-                ),
-                AgentPersonhoodCommand::Complete { proof } => (
-                    "POST",
-                    "complete",
-                    json!({"agentKey": key, "proof": proof_arg(&proof)?}),
-                    true,
-                ),
+        PersonhoodCommand::Org(OrgCommand::Complete { org_id, proof }) => {
+            let req = OrgComplete {
+                org_id,
+                proof: proof_arg(&proof)?,
+                chain_id: None,
+            };
+            if let Some(shown) = unconfirmed(g, routes::PERSONHOOD_ORG_COMPLETE, &req) {
+                return Ok(shown);
             }
+            to_value(
+                &client
+                    .personhood_org_complete(&session, &req)
+                    .await
+                    .map_err(failed)?,
+            )
+        }
+        PersonhoodCommand::Org(OrgCommand::Check { org_id }) => to_value(
+            &client
+                .personhood_org_check(
+                    &session,
+                    &OrgCheck {
+                        org_id,
+                        chain_id: None,
+                    },
+                )
+                .await
+                .map_err(failed)?,
+        ),
+        PersonhoodCommand::Agent(AgentPersonhoodCommand::Begin { chain_id }) => to_value(
+            &client
+                .personhood_agent_begin(
+                    &session,
+                    &AgentBegin {
+                        agent_key: key,
+                        chain_id,
+                    },
+                )
+                .await
+                .map_err(failed)?,
+        ),
+        PersonhoodCommand::Agent(AgentPersonhoodCommand::Complete { proof }) => {
+            let req = AgentComplete {
+                agent_key: key,
+                proof: proof_arg(&proof)?,
+                chain_id: None,
+            };
+            if let Some(shown) = unconfirmed(g, routes::PERSONHOOD_AGENT_COMPLETE, &req) {
+                return Ok(shown);
+            }
+            to_value(
+                &client
+                    .personhood_agent_complete(&session, &req)
+                    .await
+                    .map_err(failed)?,
+            )
         }
         PersonhoodCommand::Deposit(DepositCommand::Begin {
             org_id,
@@ -80,44 +114,62 @@ pub(super) async fn personhood(
             amount_usd,
             destination_address,
             idempotency_key,
-        }) => (
-            "POST",
-            "deposit/begin",
-            json!({"orgId": org_id, "depositSignal": deposit_signal, "runtimeId": runtime_id, "amountUsd": amount_usd,
-                   "destinationAddress": destination_address, "idempotencyKey": idempotency_key}),
-            false,
-        ),
-        PersonhoodCommand::Deposit(DepositCommand::Complete { org_id, proof }) => (
-            "POST",
-            "deposit/complete",
-            json!({"orgId": org_id, "proof": proof_arg(&proof)?}),
-            true,
-        ),
+        }) => {
+            let req = DepositBeginBody {
+                org_id,
+                deposit_signal,
+                runtime_id,
+                amount_usd,
+                destination_address,
+                chain_id: None,
+                idempotency_key,
+            };
+            to_value(
+                &client
+                    .personhood_deposit_begin(&session, &req)
+                    .await
+                    .map_err(failed)?,
+            )
+        }
+        PersonhoodCommand::Deposit(DepositCommand::Complete { org_id, proof }) => {
+            let req = OrgComplete {
+                org_id,
+                proof: proof_arg(&proof)?,
+                chain_id: None,
+            };
+            if let Some(shown) = unconfirmed(g, routes::PERSONHOOD_DEPOSIT_COMPLETE, &req) {
+                return Ok(shown);
+            }
+            to_value(
+                &client
+                    .personhood_deposit_complete(&session, &req)
+                    .await
+                    .map_err(failed)?,
+            )
+        }
         PersonhoodCommand::Deposit(DepositCommand::Consume {
             org_id,
             receipt_id,
             runtime_id,
             amount_usd,
-        }) => (
-            "POST",
-            "deposit/consume",
-            json!({"orgId": org_id, "receiptId": receipt_id, "runtimeId": runtime_id, "amountUsd": amount_usd}),
-            true,
-        ),
-    };
-    let body = drop_nulls(body);
-    let full = format!("{P}/{path}");
-    if write && !g.confirm_writes {
-        let mut shown = body.clone();
-        if let Some(k) = shown.get_mut("agentKey") {
-            *k = json!("agent-****");
+        }) => {
+            let req = DepositConsume {
+                org_id,
+                receipt_id,
+                runtime_id,
+                amount_usd,
+            };
+            if let Some(shown) = unconfirmed(g, routes::PERSONHOOD_DEPOSIT_CONSUME, &req) {
+                return Ok(shown);
+            }
+            to_value(
+                &client
+                    .personhood_deposit_consume(&session, &req)
+                    .await
+                    .map_err(failed)?,
+            )
         }
-        return Ok(dry_run(method, &full, shown));
-    }
-    let data = client
-        .owner_call(&session, method, &full, &body)
-        .await
-        .map_err(Outcome::from_error)?;
+    };
     let text = serde_json::to_string_pretty(&data).unwrap_or_default();
     Ok(Outcome::ok(data, text))
 }

@@ -7,14 +7,13 @@ use actiongate_api_types::delegation::{
     DelegationCreateRequest, DelegationCreated, DelegationInspected, DelegationRedeemRequest,
     DelegationRedeemed, DelegationRevoke, DelegationRevokeRequest, DelegationVerified,
 };
+use actiongate_api_types::delegation::{DelegationCheckQuery, DelegationHashQuery};
 use actiongate_api_types::{Envelope, ErrorBody, ErrorCode};
 use actiongate_core::error::Error;
 use actiongate_core::gateway::AgentContext;
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use serde::Deserialize;
-use utoipa::IntoParams;
 
 use super::AppState;
 use super::error::ApiError;
@@ -103,27 +102,18 @@ pub async fn activate(
     )))
 }
 
-/// Query of check.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CheckQuery {
-    pub chain_id: Option<u64>,
-    pub delegator: Option<String>,
-    pub agent_api_key: Option<String>,
-}
-
 /// The agent's delegations from the database, at once (the fan-out gate).
 #[utoipa::path(
     get,
     path = "/api/v1/agent/delegation/check",
     tag = "delegation",
-    params(CheckQuery, ("x-agent-api-key" = String, Header, description = "The agent key")),
+    params(DelegationCheckQuery, ("x-agent-api-key" = String, Header, description = "The agent key")),
     responses((status = 200, body = Envelope<DelegationCheck>), (status = 401, description = "UNAUTHORIZED", body = ErrorBody), (status = 403, description = "AGENT_IDENTITY_MISMATCH", body = ErrorBody),)
 )]
 pub async fn check(
     State(state): State<AppState>,
     headers: HeaderMap,
-    ApiQuery(q): ApiQuery<CheckQuery>,
+    ApiQuery(q): ApiQuery<DelegationCheckQuery>,
 ) -> Result<Json<Envelope<DelegationCheck>>, ApiError> {
     let agent = agent(&state, &headers, q.agent_api_key.as_deref()).await?;
     Ok(Json(Envelope::new(
@@ -134,21 +124,13 @@ pub async fn check(
     )))
 }
 
-/// Query of the routes that name one delegation.
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HashQuery {
-    pub delegation_hash: String,
-    pub agent_api_key: Option<String>,
-}
-
 /// Checks a delegation against the chain: the delegator's code, not disabled, signature, enforcers,
 /// time window. One found disabled onchain is recorded `revoked`.
 #[utoipa::path(
     get,
     path = "/api/v1/agent/delegation/verify",
     tag = "delegation",
-    params(HashQuery, ("x-agent-api-key" = String, Header, description = "The agent key")),
+    params(DelegationHashQuery, ("x-agent-api-key" = String, Header, description = "The agent key")),
     responses(
         (status = 200, body = Envelope<DelegationVerified>),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
@@ -161,7 +143,7 @@ pub struct HashQuery {
 pub async fn verify(
     State(state): State<AppState>,
     headers: HeaderMap,
-    ApiQuery(q): ApiQuery<HashQuery>,
+    ApiQuery(q): ApiQuery<DelegationHashQuery>,
 ) -> Result<Json<Envelope<DelegationVerified>>, ApiError> {
     let agent = agent(&state, &headers, q.agent_api_key.as_deref()).await?;
     Ok(Json(Envelope::new(
@@ -177,7 +159,7 @@ pub async fn verify(
     get,
     path = "/api/v1/agent/delegation/inspect",
     tag = "delegation",
-    params(HashQuery, ("x-agent-api-key" = String, Header, description = "The agent key")),
+    params(DelegationHashQuery, ("x-agent-api-key" = String, Header, description = "The agent key")),
     responses(
         (status = 200, body = Envelope<DelegationInspected>),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
@@ -190,7 +172,7 @@ pub async fn verify(
 pub async fn inspect(
     State(state): State<AppState>,
     headers: HeaderMap,
-    ApiQuery(q): ApiQuery<HashQuery>,
+    ApiQuery(q): ApiQuery<DelegationHashQuery>,
 ) -> Result<Json<Envelope<DelegationInspected>>, ApiError> {
     let agent = agent(&state, &headers, q.agent_api_key.as_deref()).await?;
     Ok(Json(Envelope::new(
@@ -206,7 +188,7 @@ pub async fn inspect(
     get,
     path = "/api/v1/agent/delegation/balance",
     tag = "delegation",
-    params(HashQuery, ("x-agent-api-key" = String, Header, description = "The agent key")),
+    params(DelegationHashQuery, ("x-agent-api-key" = String, Header, description = "The agent key")),
     responses(
         (status = 200, body = Envelope<DelegationBalance>),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
@@ -219,7 +201,7 @@ pub async fn inspect(
 pub async fn balance(
     State(state): State<AppState>,
     headers: HeaderMap,
-    ApiQuery(q): ApiQuery<HashQuery>,
+    ApiQuery(q): ApiQuery<DelegationHashQuery>,
 ) -> Result<Json<Envelope<DelegationBalance>>, ApiError> {
     let agent = agent(&state, &headers, q.agent_api_key.as_deref()).await?;
     Ok(Json(Envelope::new(

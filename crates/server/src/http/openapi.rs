@@ -15,7 +15,8 @@ use actiongate_api_types::intents::{
     PreflightCheck, PreflightReport,
 };
 use actiongate_api_types::personhood::{
-    DepositReceipt, PersonhoodState, PersonhoodStatus, ProofBegun, ProofRequest, RpContext,
+    DepositReceipt, PersonhoodState, PersonhoodStatus, ProofBegun, ProofRequest, RelyingParty,
+    RpContext,
 };
 use actiongate_api_types::{ErrorBody, ErrorCode, ErrorFamily, Health};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -57,7 +58,7 @@ use utoipa::{Modify, OpenApi};
         actiongate_api_types::delegation::DelegationRedeemRequest, actiongate_api_types::delegation::DelegationRedeemed,
         super::personhood::OrgBegin, super::personhood::OrgComplete, super::personhood::AgentBegin,
         super::personhood::AgentComplete, super::personhood::DepositBeginBody, super::personhood::DepositConsume,
-        ProofBegun, ProofRequest, RpContext, PersonhoodStatus, PersonhoodState, DepositReceipt,
+        ProofBegun, ProofRequest, RpContext, PersonhoodStatus, PersonhoodState, DepositReceipt, RelyingParty,
     )),
     modifiers(&Security),
     tags(

@@ -4,7 +4,9 @@
 pub use actiongate_api_types::personhood::{
     AgentBegin, AgentComplete, DepositBeginBody, DepositConsume, OrgBegin, OrgCheck, OrgComplete,
 };
-use actiongate_api_types::personhood::{DepositReceipt, PersonhoodStatus, ProofBegun};
+use actiongate_api_types::personhood::{
+    DepositReceipt, PersonhoodStatus, ProofBegun, RelyingParty,
+};
 use actiongate_api_types::{Envelope, ErrorBody};
 use actiongate_core::personhood::{DepositBegin, Principal};
 use axum::Json;
@@ -189,14 +191,7 @@ pub async fn deposit_consume(
 /// The relying party: its ids and the address its proof requests are signed by (register it with
 /// the World ID developer portal). Open.
 #[utoipa::path(get, path = "/api/v1/agent/delegation/personhood/rp", tag = "personhood",
-    responses((status = 200, body = Envelope<Object>)))]
-pub async fn relying_party(State(s): State<AppState>) -> Json<Envelope<serde_json::Value>> {
-    let settings = s.personhood.settings();
-    Json(Envelope::new(serde_json::json!({
-        "rpId": settings.rp_id,
-        "appId": settings.app_id,
-        "environment": settings.environment,
-        "signerAddress": s.personhood.signer_address(),
-        "ttlSeconds": settings.ttl.whole_seconds(),
-    })))
+    responses((status = 200, body = Envelope<RelyingParty>)))]
+pub async fn relying_party(State(s): State<AppState>) -> Json<Envelope<RelyingParty>> {
+    Json(Envelope::new(s.personhood.relying_party()))
 }
