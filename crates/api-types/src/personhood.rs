@@ -10,6 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OrgBegin {
     pub org_id: String,
+    /// Default 8453.
     pub chain_id: Option<u64>,
 }
 
@@ -21,6 +22,7 @@ pub struct OrgComplete {
     /// The proof client's result object.
     #[schema(value_type = Object)]
     pub proof: Value,
+    /// Default 8453.
     pub chain_id: Option<u64>,
 }
 
@@ -30,6 +32,7 @@ pub struct OrgComplete {
 pub struct AgentBegin {
     /// The agent's API key (an agent of the owner's account).
     pub agent_key: String,
+    /// Default 8453.
     pub chain_id: Option<u64>,
 }
 
@@ -40,6 +43,7 @@ pub struct AgentComplete {
     pub agent_key: String,
     #[schema(value_type = Object)]
     pub proof: Value,
+    /// Default 8453.
     pub chain_id: Option<u64>,
 }
 
@@ -53,6 +57,7 @@ pub struct DepositBeginBody {
     pub runtime_id: Option<String>,
     pub amount_usd: Option<f64>,
     pub destination_address: Option<String>,
+    /// Default 8453.
     pub chain_id: Option<u64>,
     /// The same key answers the same challenge.
     pub idempotency_key: Option<String>,

@@ -3,6 +3,9 @@
 
 use std::collections::BTreeMap;
 
+/// The default chain (SPEC).
+pub const DEFAULT_CHAIN_ID: u64 = 8453;
+
 /// A token of a chain's token list.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Token {

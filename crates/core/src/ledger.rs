@@ -390,7 +390,7 @@ mod tests {
             account_id: "acc".into(),
             action: "swap".into(),
             lane: crate::states::Lane::ExecuteIntent,
-            params: "{}".into(),
+            params: Default::default(),
             chain_id: 8453,
             amount_micros: 0,
             price_per_execution: price,

@@ -43,7 +43,7 @@ impl Default for PurchaseSettings {
             price_atomic,
         };
         Self {
-            chain_id: crate::intents::DEFAULT_CHAIN_ID,
+            chain_id: crate::chains::DEFAULT_CHAIN_ID,
             token: "USDC".into(),
             recipient: None,
             confirmations: 1,

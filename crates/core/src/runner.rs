@@ -242,12 +242,19 @@ impl IntentRunner {
         let mut done = Vec::new();
         let ids: Vec<String> = reads.iter().map(|i| i.id.clone()).collect();
         for intent in reads {
-            let params: serde_json::Value =
-                serde_json::from_str(&intent.params).unwrap_or_default();
+            let params = intent
+                .params
+                .value()
+                .map_err(|e| Error::internal(format!("stored params: {e}")));
             for execution in executions.remove(&intent.id).unwrap_or_default() {
                 if !execution.state.is_ended() {
-                    let ctx = self.context(intent, &execution, &params, String::new());
-                    let outcome = self.execute(&ctx).await;
+                    let outcome = match &params {
+                        Ok(params) => {
+                            let ctx = self.context(intent, &execution, params, String::new());
+                            self.execute(&ctx).await
+                        }
+                        Err(e) => e.clone().into(),
+                    };
                     done.push((intent.id.clone(), execution.seq, finish_of(outcome)));
                 }
             }
@@ -329,7 +336,9 @@ impl IntentRunner {
     }
 
     async fn run_executions(&self, intent: &IntentRecord) -> Result<()> {
-        let params: serde_json::Value = serde_json::from_str(&intent.params)
+        let params = intent
+            .params
+            .value()
             .map_err(|e| Error::internal(format!("stored params: {e}")))?;
         let agent = self.store.get_agent(&intent.agent_id).await?;
         let agent_address = agent.map(|a| a.wallet_address).unwrap_or_default();
@@ -392,7 +401,7 @@ impl IntentRunner {
             return self.provide(ctx).await;
         }
         if let Some(refused) =
-            crate::delegations::foreign_recipient(&ctx.params, &ctx.subject.wallet_address)
+            crate::execution::foreign_recipient(&ctx.params, &ctx.subject.wallet_address)
         {
             return refused;
         }

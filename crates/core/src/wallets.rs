@@ -49,7 +49,7 @@ impl Gateway {
         req: &WalletLinkBegin,
     ) -> Result<WalletLinkChallenge> {
         let address = checksum_address("address", &req.address)?;
-        let chain_id = req.chain_id.unwrap_or(crate::intents::DEFAULT_CHAIN_ID);
+        let chain_id = req.chain_id.unwrap_or(crate::chains::DEFAULT_CHAIN_ID);
         let nonce = hex::encode(random_bytes::<16>()?);
         let now = self.now();
         let expires = now + LINK_TTL;

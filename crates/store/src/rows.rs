@@ -1,6 +1,7 @@
 //! Column lists and row readers shared by the aggregates' modules.
 
 use actiongate_core::crypto::SecretHash;
+use actiongate_core::params::Params;
 use actiongate_core::store::{AgentRecord, CreditAccount, IntentRecord, PolicyRecord, StoreError};
 use sqlx::Row;
 
@@ -73,7 +74,7 @@ where
             .map_err(err)?
             .parse()
             .map_err(err)?,
-        params: row.try_get("params").map_err(err)?,
+        params: Params::stored(row.try_get("params").map_err(err)?),
         chain_id: u64::try_from(chain).map_err(err)?,
         amount_micros: row.try_get("amount_micros").map_err(err)?,
         price_per_execution: row.try_get("price_per_execution").map_err(err)?,

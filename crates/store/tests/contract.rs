@@ -819,7 +819,7 @@ fn read_draft(n: u32, account: &str, key: u8) -> IntentDraft {
         account_id: account.into(),
         action: "get-fx-supported-assets".into(),
         lane: actiongate_core::states::Lane::ExecuteIntent,
-        params: "{}".into(),
+        params: Default::default(),
         chain_id: 8453,
         amount_micros: 0,
         is_write: false,

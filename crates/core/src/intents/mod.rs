@@ -7,11 +7,9 @@ mod checks;
 mod preflight;
 mod views;
 
-use std::collections::BTreeMap;
-
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::intents::{DirectExecution, ExecuteIntentRequest, Intent};
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use views::parse_code;
@@ -19,16 +17,16 @@ pub use views::{has_ended, intent_view};
 
 use crate::acceptance::{is_stale_derived_key, user_did};
 use crate::catalog::Lane;
+use crate::chains::DEFAULT_CHAIN_ID;
 use crate::clock::to_millis;
 use crate::error::{Error, Result};
 use crate::gateway::{AgentBasis, AgentContext, Gateway};
 use crate::ledger::day_of;
 use crate::money::{micros_to_usd, usd_to_micros};
+use crate::params::{Params, canonical};
 use crate::states::{ExecutionState, IntentStatus};
 use crate::store::{AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord};
 
-/// The default chain (SPEC).
-pub const DEFAULT_CHAIN_ID: u64 = 8453;
 const MAX_IDEMPOTENCY_KEY: usize = 255;
 
 /// What a submission produced.
@@ -45,19 +43,6 @@ impl Submitted {
         match self {
             Submitted::New(i) | Submitted::Replay(i) => i,
         }
-    }
-}
-
-/// A JSON value with every object's keys sorted, so that equal requests hash equally.
-fn canonical(v: &Value) -> Value {
-    match v {
-        Value::Object(map) => {
-            let sorted: BTreeMap<&String, Value> =
-                map.iter().map(|(k, v)| (k, canonical(v))).collect();
-            Value::Object(sorted.into_iter().map(|(k, v)| (k.clone(), v)).collect())
-        }
-        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-        other => other.clone(),
     }
 }
 
@@ -232,7 +217,7 @@ impl Gateway {
             account_id: agent.agent.account_id.clone(),
             action: spec.name().to_owned(),
             lane,
-            params: canonical(&req.params).to_string(),
+            params: Params::new(&req.params),
             chain_id,
             amount_micros: amount,
             is_write: !spec.is_read(),
@@ -491,16 +476,5 @@ fn accepted_record(
         total,
         created_at: draft.now,
         finished_at: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn canonical_sorts_nested_keys() {
-        let a = canonical(&json!({"b": 1, "a": {"d": [ {"z": 1, "y": 2} ], "c": 3}}));
-        assert_eq!(a.to_string(), r#"{"a":{"c":3,"d":[{"y":2,"z":1}]},"b":1}"#);
     }
 }

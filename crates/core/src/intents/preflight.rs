@@ -3,8 +3,9 @@
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::intents::{ExecuteIntentRequest, PreflightCheck, PreflightReport};
 
-use super::{DEFAULT_CHAIN_ID, refusal};
+use super::refusal;
 use crate::catalog::Lane;
+use crate::chains::DEFAULT_CHAIN_ID;
 use crate::clock::to_millis;
 use crate::error::Result;
 use crate::gateway::Gateway;

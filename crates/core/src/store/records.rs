@@ -2,6 +2,7 @@
 //! amounts are integer micro-dollars, secrets arrive only as keyed hashes.
 
 use crate::crypto::SecretHash;
+use crate::params::Params;
 use crate::states::{
     ChainTxState, DelegationStatus, ExecutionState, IntentStatus, Lane, LedgerKind,
 };
@@ -105,8 +106,7 @@ pub struct IntentDraft {
     pub account_id: String,
     pub action: String,
     pub lane: Lane,
-    /// JSON.
-    pub params: String,
+    pub params: Params,
     pub chain_id: u64,
     pub amount_micros: i64,
     /// Counted against the daily limit.
@@ -174,7 +174,7 @@ pub struct IntentRecord {
     pub account_id: String,
     pub action: String,
     pub lane: Lane,
-    pub params: String,
+    pub params: Params,
     pub chain_id: u64,
     pub amount_micros: i64,
     pub price_per_execution: i64,

@@ -20,7 +20,7 @@ use super::extract::{ApiJson, ApiQuery};
 const AGENT_KEY_HEADER: &str = "x-agent-api-key";
 
 /// SPEC's default chain.
-pub const DEFAULT_CHAIN: u64 = actiongate_core::intents::DEFAULT_CHAIN_ID;
+pub const DEFAULT_CHAIN: u64 = actiongate_core::chains::DEFAULT_CHAIN_ID;
 
 pub(crate) fn header_key(headers: &HeaderMap) -> Option<&str> {
     headers.get(AGENT_KEY_HEADER).and_then(|v| v.to_str().ok())

@@ -19,6 +19,7 @@ use actiongate_api_types::delegation::{
 };
 use actiongate_api_types::identity::{EmailCompleteRequest, EmailStartRequest};
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
+use actiongate_api_types::personhood::{AgentBegin, AgentComplete, DepositBeginBody, OrgComplete};
 use actiongate_api_types::{Envelope, ErrorCode};
 use actiongate_core::gateway::AgentContext;
 use actiongate_core::personhood::{DepositBegin, Personhood, Principal};
@@ -170,42 +171,44 @@ impl GatewayMcp {
         let who = Principal {
             account_id: owner.account_id.clone(),
         };
-        let chain = args
-            .get("chainId")
-            .and_then(Value::as_u64)
-            .unwrap_or(actiongate_core::intents::DEFAULT_CHAIN_ID);
-        let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
-        let org = || text("orgId").ok_or_else(|| Error::invalid("orgId is required"));
-        let proof = || {
-            args.get("proof")
-                .cloned()
-                .ok_or_else(|| Error::invalid("proof is required"))
-        };
-        let agent = || async {
-            let key = text("agentKey").ok_or_else(|| Error::invalid("agentKey is required"))?;
+        let agent = |key: String| async move {
             let agent = self.gateway.owned_agent_by_key(&owner, &key).await?;
             Ok::<String, Error>(agent.agent.id)
         };
+        let chain = |c: Option<u64>| c.unwrap_or(actiongate_core::chains::DEFAULT_CHAIN_ID);
         let p = &self.personhood;
         match name {
             ToolName::DelegationPersonhoodBegin => {
-                json(p.begin_agent(&who, &agent().await?, chain).await?)
+                let b: AgentBegin = parse(Value::Object(args.clone()))?;
+                json(
+                    p.begin_agent(&who, &agent(b.agent_key).await?, chain(b.chain_id))
+                        .await?,
+                )
             }
             ToolName::DelegationPersonhoodComplete => {
-                json(p.complete_agent(&who, &agent().await?, &proof()?).await?)
+                let b: AgentComplete = parse(Value::Object(args.clone()))?;
+                json(
+                    p.complete_agent(&who, &agent(b.agent_key).await?, &b.proof)
+                        .await?,
+                )
             }
             ToolName::DelegationPersonhoodDepositBegin => {
+                let b: DepositBeginBody = parse(Value::Object(args.clone()))?;
                 let d = DepositBegin {
-                    deposit_signal: text("depositSignal"),
-                    runtime_id: text("runtimeId"),
-                    amount_usd: args.get("amountUsd").and_then(Value::as_f64),
-                    destination_address: text("destinationAddress"),
-                    idempotency_key: text("idempotencyKey"),
+                    deposit_signal: b.deposit_signal,
+                    runtime_id: b.runtime_id,
+                    amount_usd: b.amount_usd,
+                    destination_address: b.destination_address,
+                    idempotency_key: b.idempotency_key,
                 };
-                json(p.begin_deposit(&who, &org()?, chain, &d).await?)
+                json(
+                    p.begin_deposit(&who, &b.org_id, chain(b.chain_id), &d)
+                        .await?,
+                )
             }
             ToolName::DelegationPersonhoodDepositComplete => {
-                json(p.complete_deposit(&who, &org()?, &proof()?).await?)
+                let b: OrgComplete = parse(Value::Object(args.clone()))?;
+                json(p.complete_deposit(&who, &b.org_id, &b.proof).await?)
             }
             other => Err(Error::internal(format!(
                 "{} is not a personhood tool",

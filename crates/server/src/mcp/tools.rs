@@ -307,8 +307,8 @@ pub static TOOLS: &[ToolSpec] = &[
             (Authorization: Bearer owner-…), not an agent key. The proof request expires after a few minutes.",
         auth: Auth::Owner,
         read_only: false,
-        input: Schema::Inline(chain_input),
-        output: None,
+        input: Schema::Component("AgentBegin"),
+        output: Some(Output::Envelope("ProofBegun")),
         pending: None,
     },
     ToolSpec {
@@ -318,8 +318,8 @@ pub static TOOLS: &[ToolSpec] = &[
             Needs the owner's session as the connection's bearer.",
         auth: Auth::Owner,
         read_only: false,
-        input: Schema::Inline(proof_input),
-        output: None,
+        input: Schema::Component("AgentComplete"),
+        output: Some(Output::Envelope("PersonhoodStatus")),
         pending: None,
     },
     ToolSpec {
@@ -330,7 +330,7 @@ pub static TOOLS: &[ToolSpec] = &[
         auth: Auth::Owner,
         read_only: false,
         input: Schema::Component("DepositBeginBody"),
-        output: None,
+        output: Some(Output::Envelope("ProofBegun")),
         pending: None,
     },
     ToolSpec {
@@ -341,7 +341,7 @@ pub static TOOLS: &[ToolSpec] = &[
         auth: Auth::Owner,
         read_only: false,
         input: Schema::Component("OrgComplete"),
-        output: None,
+        output: Some(Output::Envelope("DepositReceipt")),
         pending: None,
     },
     ToolSpec {
@@ -402,21 +402,6 @@ fn delegation_hash_input() -> Value {
     json!({"type": "object", "properties": {
         "delegationHash": {"type": "string", "description": "From delegationCreate / delegationActivate."}
     }, "required": ["delegationHash"]})
-}
-
-fn chain_input() -> Value {
-    json!({"type": "object", "properties": {
-        "agentKey": {"type": "string", "description": "The key of an agent of the owner's account."},
-        "chainId": {"type": "integer", "description": "Default 8453."}
-    }, "required": ["agentKey"]})
-}
-
-fn proof_input() -> Value {
-    json!({"type": "object", "properties": {
-        "agentKey": {"type": "string", "description": "The key of an agent of the owner's account."},
-        "proof": {"type": "object", "description": "The proof client's result."},
-        "chainId": {"type": "integer"}
-    }, "required": ["agentKey", "proof"]})
 }
 
 fn buy_credits_input() -> Value {

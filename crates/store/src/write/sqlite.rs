@@ -75,7 +75,7 @@ impl BatchWriter for SqliteConnection {
                         .push_bind(&d.account_id)
                         .push_bind(&d.action)
                         .push_bind(d.lane.as_str())
-                        .push_bind(&d.params)
+                        .push_bind(d.params.as_str())
                         .push_bind(chain_id)
                         .push_bind(d.amount_micros)
                         .push_bind(d.price_per_execution)
