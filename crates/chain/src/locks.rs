@@ -111,7 +111,7 @@ mod tests {
             })
             .collect();
         for t in tasks {
-            t.await.unwrap_or_else(|e| panic!("{e}"));
+            t.await.expect("a task panicked");
         }
         assert_eq!(
             most.load(Ordering::SeqCst),

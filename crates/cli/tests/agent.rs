@@ -1,5 +1,5 @@
 //! The agent CLI, the real binary against a real gateway (the same binary) with a real SMTP sink.
-#![allow(clippy::panic)] // Tests fail by panicking.
+#![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -34,10 +34,10 @@ impl Gateway {
 
     /// A gateway with this config file.
     fn start_with_config(text: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().expect("tempdir");
         let smtp = SmtpSink::start(dir.path());
         let config = dir.path().join("gateway.toml");
-        std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&config, text).expect("write");
         let config = config.display().to_string();
         let mut child = Command::new(BIN)
             .args([
@@ -55,7 +55,7 @@ impl Gateway {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("spawn");
         let log = Arc::new(Mutex::new(String::new()));
         let mut stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
         let sink = log.clone();
@@ -74,13 +74,13 @@ impl Gateway {
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
         BufReader::new(stdout)
             .read_line(&mut line)
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("read line");
         let url = line
             .trim()
             .strip_prefix("actiongate listening on ")
             .unwrap_or_else(|| panic!("{line:?}"))
             .to_owned();
-        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let home = tempfile::tempdir().expect("tempdir");
         Self {
             child,
             url,
@@ -103,7 +103,7 @@ impl Gateway {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        cmd.output().unwrap_or_else(|e| panic!("{e}"))
+        cmd.output().expect("output")
     }
 
     /// `--json` run: exit code and the one JSON document on stdout.
@@ -166,7 +166,7 @@ fn mode(path: &Path) -> u32 {
     std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(path)
             .map(|m| m.permissions())
-            .unwrap_or_else(|e| panic!("{e}")),
+            .expect("file metadata"),
     ) & 0o777
 }
 
@@ -494,14 +494,14 @@ async fn login_refuses_without_the_terms_and_asks_for_the_code() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("spawn");
     let otp = g.smtp.code_for("terms@example.com", 1).await;
     if let Some(mut stdin) = child.stdin.take() {
         use std::io::Write;
         let _ = writeln!(stdin, "{otp}");
         let _ = writeln!(stdin, "n");
     }
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let out = child.wait_with_output().expect("wait with output");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -648,10 +648,7 @@ async fn personhood_commands_use_the_owner_session() {
 
 #[test]
 fn help_and_completions() {
-    let help = Command::new(BIN)
-        .arg("--help")
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let help = Command::new(BIN).arg("--help").output().expect("output");
     assert!(help.status.success());
     insta::assert_snapshot!("help", String::from_utf8_lossy(&help.stdout));
     for cmd in [
@@ -667,7 +664,7 @@ fn help_and_completions() {
         let out = Command::new(BIN)
             .args([cmd, "--help"])
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("output");
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(text.contains("Example"), "{cmd} --help has an example");
         insta::assert_snapshot!(format!("help_{cmd}"), text);
@@ -675,12 +672,9 @@ fn help_and_completions() {
     let out = Command::new(BIN)
         .args(["completions", "bash"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("output");
     assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("actiongate"));
-    let bad = Command::new(BIN)
-        .args(["run"])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let bad = Command::new(BIN).args(["run"]).output().expect("output");
     assert_eq!(
         bad.status.code(),
         Some(1),
@@ -712,7 +706,7 @@ async fn credits_buy_pays_from_a_local_key_on_the_devnet() {
 
     let (_, key) = devnet.account(6);
     let key_file = g.home.path().join("payer.key");
-    std::fs::write(&key_file, &key).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&key_file, &key).expect("write");
     let args = [
         "credits",
         "buy",
@@ -749,7 +743,7 @@ async fn credits_buy_pays_from_a_local_key_on_the_devnet() {
     // settlement wallet (given gas here with anvil's setBalance).
     let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", g.url))
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("get")
         .json()
         .await
         .unwrap_or(Value::Null);
@@ -762,7 +756,7 @@ async fn credits_buy_pays_from_a_local_key_on_the_devnet() {
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "anvil_setBalance", "params": [settlement, "0xde0b6b3a7640000"]}))
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("send");
     assert!(funded.status().is_success());
     let (code, v) = g.json(
         &[

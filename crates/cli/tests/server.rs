@@ -1,6 +1,6 @@
 //! The real `actiongate` binary: start-up contract, configuration sources, migrations, shutdown,
 //! several processes on one PostgreSQL, and secrets kept out of the logs.
-#![allow(clippy::panic)] // Tests fail by panicking.
+#![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -119,7 +119,7 @@ async fn outbox_code(outbox: &Path, email: &str) -> String {
 
 #[tokio::test]
 async fn dev_server_starts_with_embedded_defaults_and_stops_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("tempdir");
     let server = start(&["--dev", "--listen", "127.0.0.1:0"], &[], dir.path());
     let (status, body) = get(&server.url("/healthz")).await;
     assert_eq!((status, body["data"]["status"].clone()), (200, json!("ok")));
@@ -135,7 +135,7 @@ async fn dev_server_starts_with_embedded_defaults_and_stops_on_sigterm() {
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(data.join("master.key"))
             .map(|m| m.permissions())
-            .unwrap_or_else(|e| panic!("{e}")),
+            .expect("file metadata"),
     );
     assert_eq!(mode & 0o777, 0o600, "master key must be 0600");
 
@@ -166,7 +166,7 @@ async fn dev_server_starts_with_embedded_defaults_and_stops_on_sigterm() {
 
 #[tokio::test]
 async fn sigterm_lets_an_in_flight_request_finish() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("tempdir");
     // The SMTP server holds each message for 2 s: the onboarding request is in flight that long.
     let smtp = actiongate_testkit::SmtpSink::start_with_delay(dir.path(), 2.0);
     let smtp_url = smtp.url();
@@ -185,9 +185,9 @@ async fn sigterm_lets_an_in_flight_request_finish() {
     );
     let (status, logs) = tokio::task::spawn_blocking(move || server.terminate())
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("spawn blocking");
     assert!(status.success(), "{logs}");
-    let (code, body) = in_flight.await.unwrap_or_else(|e| panic!("{e}"));
+    let (code, body) = in_flight.await.expect("a task panicked");
     assert_eq!(
         code, 200,
         "the in-flight request was answered before exit: {body}"
@@ -201,7 +201,7 @@ async fn sigterm_lets_an_in_flight_request_finish() {
 
 #[tokio::test]
 async fn configuration_comes_from_toml_env_and_flags_in_that_order() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("from-toml");
     let config = dir.path().join("gateway.toml");
     std::fs::write(
@@ -211,7 +211,7 @@ async fn configuration_comes_from_toml_env_and_flags_in_that_order() {
             data.display()
         ),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("write");
     let config = config.display().to_string();
     // The env var beats the file's listen address (port 1 would fail to bind).
     let server = start(
@@ -240,25 +240,24 @@ async fn configuration_comes_from_toml_env_and_flags_in_that_order() {
     let _ = server.terminate();
 
     // A typo in the file is an error that names it.
-    std::fs::write(dir.path().join("bad.toml"), "lisen = \"x\"\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("bad.toml"), "lisen = \"x\"\n").expect("write");
     let out = Command::new(BIN)
         .args(["server", "--config", "bad.toml"])
         .current_dir(dir.path())
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("output");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("lisen"));
 }
 
 #[tokio::test]
 async fn without_dev_a_master_key_is_required() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("tempdir");
     let out = Command::new(BIN)
         .args(["server", "--listen", "127.0.0.1:0"])
         .current_dir(dir.path())
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("output");
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -271,7 +270,7 @@ async fn without_dev_a_master_key_is_required() {
         .args(["master-key", "--out"])
         .arg(&key)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("output");
     assert!(out.status.success());
     assert!(
         !String::from_utf8_lossy(&out.stdout)
@@ -282,7 +281,7 @@ async fn without_dev_a_master_key_is_required() {
         .args(["master-key", "--out"])
         .arg(&key)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("output");
     assert_eq!(again.status.code(), Some(1));
 
     let key_s = key.display().to_string();
@@ -300,12 +299,12 @@ async fn without_dev_a_master_key_is_required() {
 async fn two_processes_share_one_postgres_database() {
     let url = actiongate_testkit::fresh_postgres_url()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        .expect("fresh postgres url");
+    let dir = tempfile::tempdir().expect("tempdir");
     let out = Command::new(BIN)
         .args(["migrate", "--database-url", &url])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("output");
     assert!(
         out.status.success(),
         "{}",
@@ -317,7 +316,7 @@ async fn two_processes_share_one_postgres_database() {
         .args(["master-key", "--out"])
         .arg(&key)
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("output");
     assert!(out.status.success());
     let key_s = key.display().to_string();
     let outbox_dir = dir.path().join("a");
@@ -384,7 +383,7 @@ async fn two_processes_share_one_postgres_database() {
             "pilot",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("output");
     assert!(
         out.status.success(),
         "{}",
@@ -396,7 +395,7 @@ async fn two_processes_share_one_postgres_database() {
             .header("x-agent-api-key", &key)
             .send()
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("send");
         let v: Value = resp.json().await.unwrap_or(Value::Null);
         assert_eq!(v["data"]["balance"], json!(250));
     }
@@ -414,7 +413,7 @@ async fn two_processes_share_one_postgres_database() {
             "x",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("output");
     assert_eq!(refused.status.code(), Some(1));
     let zero = Command::new(BIN)
         .args([
@@ -430,7 +429,7 @@ async fn two_processes_share_one_postgres_database() {
             "x",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("output");
     assert_eq!(
         zero.status.code(),
         Some(1),
@@ -442,7 +441,7 @@ async fn two_processes_share_one_postgres_database() {
 
 #[tokio::test]
 async fn secrets_never_reach_the_logs() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("tempdir");
     let server = start(
         &["--dev", "--listen", "127.0.0.1:0"],
         &[("ACTIONGATE_LOG", "debug")],
@@ -511,10 +510,7 @@ async fn secrets_never_reach_the_logs() {
 /// `--help` names every subcommand with an example.
 #[test]
 fn help_lists_the_commands() {
-    let out = Command::new(BIN)
-        .arg("--help")
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(BIN).arg("--help").output().expect("output");
     let text = String::from_utf8_lossy(&out.stdout);
     for cmd in ["server", "migrate", "master-key", "admin"] {
         assert!(text.contains(cmd), "{text}");
@@ -522,7 +518,7 @@ fn help_lists_the_commands() {
     let out = Command::new(BIN)
         .args(["server", "--help"])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("output");
     let text = String::from_utf8_lossy(&out.stdout);
     for flag in [
         "--listen",

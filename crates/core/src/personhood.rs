@@ -669,7 +669,7 @@ mod tests {
     fn the_rp_signature_matches_the_documented_vector() {
         // developer-docs world-id/idkit/signatures.mdx: key 0xabab…ab, random bytes 0x00..0x1f,
         // created_at 1700000000, ttl 300, action "test-action".
-        let signer = RpSigner::new(&[0xab; 32]).unwrap_or_else(|e| panic!("{e}"));
+        let signer = RpSigner::new(&[0xab; 32]).expect("rp signer");
         let random: Vec<u8> = (0u8..32).collect();
         let nonce = hash_to_field(&random);
         let message = RpSigner::message(&nonce, 1_700_000_000, 1_700_000_300, "test-action");
@@ -693,7 +693,7 @@ mod tests {
 
     #[test]
     fn the_rp_signature_recovers_to_the_signer() {
-        let signer = RpSigner::new(&[7u8; 32]).unwrap_or_else(|e| panic!("{e}"));
+        let signer = RpSigner::new(&[7u8; 32]).expect("rp signer");
         let nonce = hash_to_field(b"n");
         let sig = signer
             .sign(&nonce, 1000, 1300, "delegate-org:acme")

@@ -151,7 +151,7 @@ mod tests {
         );
         assert_eq!(
             crate::crypto::address_of(
-                &k256::ecdsa::SigningKey::from_slice(&[0x46; 32]).unwrap_or_else(|e| panic!("{e}"))
+                &k256::ecdsa::SigningKey::from_slice(&[0x46; 32]).expect("from slice")
             ),
             signer
         );

@@ -6,7 +6,7 @@
 //! user whose caveat cap is below the amount fails alone with DELEGATION_CAVEAT_REFUSED; a user who
 //! disabled the delegation onchain is skipped by the runner and by verify; revocation round trip; a
 //! HybridDeleGator signs with the MetaMask kit; a codeless delegator is checked by ECDSA.
-#![allow(clippy::panic)] // Tests fail by panicking.
+#![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 mod common;
 
@@ -36,9 +36,9 @@ fn node(args: &[&str], stdin: Option<&str>) -> Value {
     if let Some(mut input) = child.stdin.take() {
         input
             .write_all(stdin.unwrap_or("").as_bytes())
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("write all");
     }
-    let out = child.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+    let out = child.wait_with_output().expect("wait with output");
     assert!(out.status.success(), "delegator.mjs {args:?} failed");
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("delegator.mjs {args:?}: {e}"))
 }
@@ -49,7 +49,7 @@ async fn get(url: String, key: &str) -> (u16, Value) {
         .header("x-agent-api-key", key)
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("send");
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }
 
@@ -161,8 +161,7 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
         ],
         "{created}"
     );
-    let wire: Delegation =
-        serde_json::from_value(delegation.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let wire: Delegation = serde_json::from_value(delegation.clone()).expect("from value");
     let parsed = Parsed::from_wire(&wire).unwrap_or_else(|e| panic!("{e:?}"));
     let call = IDelegationManager::getDelegationHashCall {
         delegation: parsed.abi(),
@@ -177,7 +176,7 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
         .await
         .unwrap_or_else(|e| panic!("getDelegationHash: {e}"));
     let framework_hash = IDelegationManager::getDelegationHashCall::abi_decode_returns(&out)
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("abi decode returns");
     assert_eq!(
         created["data"]["delegationHash"],
         json!(framework_hash.to_string()),
@@ -779,7 +778,7 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
     let devnet = Devnet::start();
     let database_url = actiongate_testkit::fresh_postgres_url()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("fresh postgres url");
     let config =
         devnet.gateway_config_with("crash", &database_url, "[delegation]\nsweep-seconds = 1\n");
     let mut a = start_gateway(&config, true);
@@ -816,7 +815,7 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
         .as_str()
         .unwrap_or_else(|| panic!("{submitted}"))
         .to_owned();
-    let exited = a.process.0.wait().unwrap_or_else(|e| panic!("{e}"));
+    let exited = a.process.0.wait().expect("wait");
     assert!(
         !exited.success(),
         "the gateway was to die right after its first send"

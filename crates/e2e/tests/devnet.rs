@@ -1,6 +1,6 @@
 //! `scripts/devnet`: anvil with the fixture contracts, the accounts funded, devnet.json and a
 //! devnet.toml the gateway starts with; stopping it stops anvil.
-#![allow(clippy::panic)] // Tests fail by panicking.
+#![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -30,7 +30,7 @@ async fn rpc(url: &str, method: &str, params: Value) -> Value {
         .json(&body)
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("send")
         .json()
         .await
         .unwrap_or(Value::Null);
@@ -47,7 +47,7 @@ fn word(hex_addr: &str) -> String {
 #[tokio::test]
 async fn the_devnet_deploys_funds_and_configures_the_gateway() {
     let root = actiongate_testkit::repo_root();
-    let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = tempfile::tempdir().expect("tempdir");
     let port = actiongate_testkit::free_port();
     let mut devnet = Command::new(root.join("scripts/devnet"))
         .args(["--port", &port.to_string(), "--out"])
@@ -61,7 +61,7 @@ async fn the_devnet_deploys_funds_and_configures_the_gateway() {
     let mut line = String::new();
     BufReader::new(stdout)
         .read_line(&mut line)
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("read line");
     assert_eq!(
         line.trim(),
         "devnet ready",
@@ -211,18 +211,18 @@ async fn the_devnet_deploys_funds_and_configures_the_gateway() {
         out.path().join("data").display(),
         std::fs::read_to_string(out.path().join("devnet.toml")).unwrap_or_default()
     );
-    std::fs::write(out.path().join("gateway.toml"), config).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(out.path().join("gateway.toml"), config).expect("write");
     let mut gateway = Command::new(GATEWAY)
         .arg("--config")
         .arg(out.path().join("gateway.toml"))
         .env("STANDIN_LOG", out.path().join("venue.log"))
         .stdout(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("spawn");
     let mut line = String::new();
     BufReader::new(gateway.stdout.take().unwrap_or_else(|| panic!("no stdout")))
         .read_line(&mut line)
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("read line");
     assert!(line.starts_with("actiongate listening on "), "{line}");
     let _ = gateway.kill();
     let _ = gateway.wait();

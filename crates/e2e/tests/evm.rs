@@ -4,7 +4,7 @@
 //! checked by balances read onchain; simulation refusals move no nonce; 20 concurrent executions from
 //! one wallet use contiguous nonces; a gateway killed between sending and recording sends nothing
 //! twice (SQLite and PostgreSQL).
-#![allow(clippy::panic)] // Tests fail by panicking.
+#![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 mod common;
 
@@ -64,7 +64,7 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     // The catalog tells the truth about where the EVM actions run.
     let catalog: Value = reqwest::get(format!("{}/api/v1/agent/actions/catalog", gw.url))
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("get")
         .json()
         .await
         .unwrap_or(Value::Null);
@@ -104,7 +104,7 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
         .getAmountsOut(usdc(100), vec![usdc_addr, weth_addr])
         .call()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("call");
     let quoted = quoted.last().copied().unwrap_or_default();
     let (status, built) = post(
         format!("{}/api/v1/agent/build-tx", gw.url),
@@ -141,14 +141,14 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("spawn");
     signer
         .stdin
         .take()
         .unwrap_or_else(|| panic!("stdin"))
         .write_all(built["data"].to_string().as_bytes())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let out = signer.wait_with_output().unwrap_or_else(|e| panic!("{e}"));
+        .expect("write all");
+    let out = signer.wait_with_output().expect("wait with output");
     let sent: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("viem said {:?}: {e}", String::from_utf8_lossy(&out.stdout)));
     assert!(
@@ -394,7 +394,7 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     });
     let mut nonces = Vec::new();
     for run in runs.collect::<Vec<_>>() {
-        let (status, body) = run.await.unwrap_or_else(|e| panic!("{e}"));
+        let (status, body) = run.await.expect("a task panicked");
         assert_eq!(
             (status, body["data"]["status"].clone()),
             (200, json!("confirmed")),
@@ -408,7 +408,7 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
             .provider
             .get_transaction_by_hash(hash)
             .await
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("get transaction by hash")
             .unwrap_or_else(|| panic!("{hash} unknown"));
         nonces.push(alloy::consensus::Transaction::nonce(&tx));
     }
@@ -520,14 +520,12 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let store = SqlStore::connect(&database_url)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let store = SqlStore::connect(&database_url).await.expect("connect");
     let intent_id = done["data"]["intentId"].as_str().unwrap_or_default();
     let txs = store
         .execution_txs(&format!("{intent_id}:0"))
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("execution txs");
     store.close().await;
     assert_eq!(txs.len(), 1);
     assert!(
@@ -565,7 +563,7 @@ async fn read_for(gw: &Gateway, agent: &Agent, action: &str, params: Value) -> V
             .header("x-agent-api-key", &agent.key)
             .send()
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("send");
         let body: Value = r.json().await.unwrap_or(Value::Null);
         if body["status"] != "queued" {
             return body;
@@ -615,7 +613,7 @@ async fn crash_between_send_and_record(
         answered.is_err(),
         "the gateway was to die before answering: {answered:?}"
     );
-    let exited = a.process.0.wait().unwrap_or_else(|e| panic!("{e}"));
+    let exited = a.process.0.wait().expect("wait");
     assert!(!exited.success());
     // The transaction reached the chain before the process died.
     assert_eq!(devnet.nonce(agent.address).await, nonce + 1);
@@ -643,7 +641,7 @@ async fn crash_between_send_and_record(
         .provider
         .get_transaction_by_hash(hash)
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("get transaction by hash")
         .unwrap_or_else(|| panic!("{hash}"));
     assert_eq!(
         alloy::consensus::Transaction::nonce(&tx),
@@ -671,6 +669,6 @@ async fn a_crash_between_send_and_record_sends_nothing_twice() {
     crash_between_send_and_record(&devnet, "crash-sqlite", &sqlite, devnet.account(4).0).await;
     let postgres = actiongate_testkit::fresh_postgres_url()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("fresh postgres url");
     crash_between_send_and_record(&devnet, "crash-postgres", &postgres, devnet.account(5).0).await;
 }

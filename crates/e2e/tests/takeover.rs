@@ -1,7 +1,7 @@
 //! Kill a gateway process (SIGKILL) while it runs a fan-out of many executions, start another on the
 //! same database: every execution ends exactly once and the intent completes. On SQLite and on
 //! PostgreSQL.
-#![allow(clippy::panic)] // Tests fail by panicking.
+#![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -33,7 +33,7 @@ fn start(config: &Path, log: &Path) -> (Child, String) {
     let mut line = String::new();
     BufReader::new(stdout)
         .read_line(&mut line)
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("read line");
     let addr = line
         .trim()
         .strip_prefix("actiongate listening on ")
@@ -47,12 +47,12 @@ async fn post(client: &reqwest::Client, url: String, body: Value, bearer: Option
     if let Some(b) = bearer {
         req = req.bearer_auth(b);
     }
-    let resp = req.send().await.unwrap_or_else(|e| panic!("{e}"));
+    let resp = req.send().await.expect("send");
     resp.json().await.unwrap_or(Value::Null)
 }
 
 async fn takeover(database_url: String) {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let config = dir.path().join("gateway.toml");
     std::fs::write(
@@ -74,7 +74,7 @@ async fn takeover(database_url: String) {
             data.display()
         ),
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("write");
     let log = dir.path().join("venue.log");
     let client = reqwest::Client::new();
 
@@ -123,13 +123,11 @@ async fn takeover(database_url: String) {
         .json(&json!({"allowedActions": ["transfer"], "dailyLimitUsd": 1000}))
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("send");
     assert_eq!(policy.status().as_u16(), 200);
 
     // Users who delegated to the agent, and credits, written beside the gateway.
-    let store = SqlStore::connect(&database_url)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let store = SqlStore::connect(&database_url).await.expect("connect");
     for i in 0..USERS {
         store
             .put_delegation(&DelegationRecord {
@@ -143,12 +141,12 @@ async fn takeover(database_url: String) {
                 body: None,
             })
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("put delegation");
     }
     store
         .grant_credits(&account_id, 1000, "grant", "test grant", 0)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("grant credits");
 
     let submitted = post(
         &client,
@@ -172,7 +170,7 @@ async fn takeover(database_url: String) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    a.kill().unwrap_or_else(|e| panic!("{e}"));
+    a.kill().expect("kill");
     let _ = a.wait();
     let at_kill = read_log(&log).len();
     assert!(
@@ -191,7 +189,7 @@ async fn takeover(database_url: String) {
             .header("x-agent-api-key", &key)
             .send()
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("send");
         let body: Value = r.json().await.unwrap_or(Value::Null);
         if body["status"] == "completed" || body["status"] == "failed" {
             break body;
@@ -243,7 +241,7 @@ async fn takeover(database_url: String) {
 
 #[tokio::test]
 async fn sqlite_takeover_after_sigkill() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().expect("tempdir");
     takeover(format!("sqlite://{}", dir.path().join("gw.db").display())).await;
 }
 
@@ -252,7 +250,7 @@ async fn postgres_takeover_after_sigkill() {
     takeover(
         actiongate_testkit::fresh_postgres_url()
             .await
-            .unwrap_or_else(|e| panic!("{e}")),
+            .expect("fresh postgres url"),
     )
     .await;
 }

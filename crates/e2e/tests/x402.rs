@@ -2,7 +2,7 @@
 //! transfer on anvil, the retry with the receipt; a payment not yet mined answers the same challenge
 //! with Retry-After; every way a transaction can fail to pay has its own code and adds no credit; a
 //! hash pays one invoice, once, also when 20 retries race.
-#![allow(clippy::panic)] // Tests fail by panicking.
+#![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 mod common;
 
@@ -38,7 +38,7 @@ impl Buyer<'_> {
                 .header("X-Invoice-Id", invoice)
                 .header("X-Payment-Receipt", hash.to_string());
         }
-        let resp = req.send().await.unwrap_or_else(|e| panic!("{e}"));
+        let resp = req.send().await.expect("send");
         let status = resp.status().as_u16();
         let retry = resp
             .headers()
@@ -70,7 +70,7 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
     let text = std::fs::read_to_string(&config)
         .unwrap_or_default()
         .replace("[x402]\n", "[x402]\ninvoice-ttl-seconds = 4\n");
-    std::fs::write(&config, text).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&config, text).expect("write");
     let gw = start_gateway(&config, false);
     let usdc_addr = devnet.usdc();
     let recipient = devnet.address(&["x402", "recipient"]);
@@ -78,7 +78,7 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
     // The metadata: SPEC's packages, the recipient, the stablecoin, the network.
     let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", gw.url))
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("get")
         .json()
         .await
         .unwrap_or(Value::Null);
@@ -117,7 +117,7 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
             .json(&json!({"sku": "credits_100", "userAddress": payer}))
             .send()
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("send");
         (
             r.status().as_u16(),
             r.json::<Value>().await.unwrap_or(Value::Null),
@@ -150,7 +150,7 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
         .json(&json!({"sku": "credits_100", "userAddress": payer}))
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("send");
     assert_eq!(r.status().as_u16(), 200);
     let done: Value = r.json().await.unwrap_or(Value::Null);
     assert_eq!(
@@ -181,7 +181,7 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
                 .json(&body)
                 .send()
                 .await
-                .unwrap_or_else(|e| panic!("{e}"));
+                .expect("send");
             (
                 r.status().as_u16(),
                 r.json::<Value>().await.unwrap_or(Value::Null),
@@ -191,11 +191,10 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
     let sign = |i: usize, message: String| {
         let key = devnet.account(i).1;
         async move {
-            let signer: alloy::signers::local::PrivateKeySigner =
-                key.parse().unwrap_or_else(|e| panic!("{e}"));
+            let signer: alloy::signers::local::PrivateKeySigner = key.parse().expect("parse");
             let sig = alloy::signers::Signer::sign_message(&signer, message.as_bytes())
                 .await
-                .unwrap_or_else(|e| panic!("{e}"));
+                .expect("sign message");
             format!("0x{}", hex::encode(sig.as_bytes()))
         }
     };
@@ -263,7 +262,7 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
         .gas(100_000)
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("send");
     let hash = *pending.tx_hash();
     let (status, again, retry) = buyer
         .buy("credits_1000", payer, Some((&invoice, hash)))
@@ -292,7 +291,7 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
                     .json(&json!({"sku": "credits_1000", "userAddress": payer}))
                     .send()
                     .await
-                    .unwrap_or_else(|e| panic!("{e}"));
+                    .expect("send");
                 (
                     r.status().as_u16(),
                     r.json::<Value>().await.unwrap_or(Value::Null),
@@ -301,7 +300,7 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
         })
         .collect();
     for race in races {
-        let (status, body) = race.await.unwrap_or_else(|e| panic!("{e}"));
+        let (status, body) = race.await.expect("a task panicked");
         assert_eq!(
             (status, body["credits"].clone(), body["balance"].clone()),
             (200, json!(1000), json!(start + 1000)),
@@ -341,10 +340,10 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
         .value(U256::from(10u64).pow(U256::from(18u64)))
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("send")
         .get_receipt()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("get receipt");
     let cases: Vec<(&str, B256)> = vec![
         (
             "PAYMENT_WRONG_TOKEN",
@@ -472,7 +471,7 @@ async fn the_official_x402_client_pays() {
     let gw = start_gateway(&devnet.gateway_config("x402-std", &database_url), false);
     let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", gw.url))
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("get")
         .json()
         .await
         .unwrap_or(Value::Null);
@@ -502,7 +501,7 @@ async fn the_official_x402_client_pays() {
             usdc_addr.to_string().as_str(),
         ])
         .output()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("output");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let result: Value = serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("{e}: {stdout} / {}", String::from_utf8_lossy(&out.stderr)));
@@ -533,7 +532,7 @@ async fn the_official_x402_client_pays() {
         .unwrap_or_else(|| panic!("{result}"));
     let receipt = alloy::providers::Provider::get_transaction_receipt(&devnet.provider, tx)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("get transaction receipt");
     assert!(
         receipt.is_some_and(|r| r.status()),
         "the settlement is mined"

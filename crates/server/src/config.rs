@@ -643,9 +643,8 @@ mod tests {
             rpc-url = "http://127.0.0.1:8545"
             "#,
         )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let cfg =
-            Config::resolve(Overrides::default(), file.clone()).unwrap_or_else(|e| panic!("{e}"));
+        .expect("from str");
+        let cfg = Config::resolve(Overrides::default(), file.clone()).expect("resolve");
         assert_eq!(cfg.listen.port(), 9000);
         assert_eq!(cfg.database_url, "sqlite:///tmp/ag/actiongate.db");
         assert_eq!(cfg.master_key_file, PathBuf::from("/tmp/ag/master.key"));
@@ -665,7 +664,7 @@ mod tests {
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             ..Overrides::default()
         };
-        let cfg = Config::resolve(o, file).unwrap_or_else(|e| panic!("{e}"));
+        let cfg = Config::resolve(o, file).expect("resolve");
         assert_eq!(cfg.listen.port(), 0);
     }
 

@@ -1,5 +1,5 @@
 //! The Store contract: every test runs on SQLite and on PostgreSQL, each against a fresh database.
-#![allow(clippy::panic)] // Tests fail by panicking.
+#![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 use actiongate_core::crypto::SecretHash;
 use actiongate_core::states::DelegationStatus;
@@ -20,19 +20,15 @@ struct Fixture {
 async fn backends() -> Vec<(&'static str, Fixture)> {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let sqlite = SqlStore::connect(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    sqlite.migrate().await.unwrap_or_else(|e| panic!("{e}"));
+    let sqlite = SqlStore::connect(&url).await.expect("connect");
+    sqlite.migrate().await.expect("migrate");
     let pg_url = testing::fresh_postgres_url()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let pg = SqlStore::connect(&pg_url)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    pg.migrate().await.unwrap_or_else(|e| panic!("{e}"));
+        .expect("fresh postgres url");
+    let pg = SqlStore::connect(&pg_url).await.expect("connect");
+    pg.migrate().await.expect("migrate");
     // Migrating twice is a no-op.
-    pg.migrate().await.unwrap_or_else(|e| panic!("{e}"));
+    pg.migrate().await.expect("migrate");
     let pg_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     vec![
         (
@@ -111,7 +107,7 @@ async fn challenge(store: &SqlStore, email: &str, code: u8) {
             attempts: 0,
         })
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("put email challenge");
 }
 
 /// Account acc1 of `email` with its first agent ag1 (key 1).
@@ -120,7 +116,7 @@ async fn onboarded(store: &SqlStore, email: &str) {
     store
         .complete_onboarding(&onboarding(email, 9, "acc1", "ag1", 1, 11))
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("complete onboarding");
 }
 
 #[tokio::test]
@@ -246,7 +242,7 @@ async fn failed_attempts_count_atomically_and_reset_on_a_new_code() {
         while let Some(joined) = tasks.join_next().await {
             seen.push(
                 joined
-                    .unwrap_or_else(|e| panic!("{e}"))
+                    .expect("a task panicked")
                     .unwrap_or_else(|e| panic!("{name}: {e}")),
             );
         }
@@ -404,7 +400,7 @@ async fn wallet_nonces_are_reserved_once_contiguously_and_voided_ones_are_reused
         for t in tasks {
             let rows = t
                 .await
-                .unwrap_or_else(|e| panic!("{e}"))
+                .expect("a task panicked")
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             nonces.extend(rows.iter().map(|r| r.nonce));
         }
@@ -541,7 +537,7 @@ async fn an_invoice_is_paid_once_by_one_transaction_and_held_credits_join_a_link
         for t in tasks {
             match t
                 .await
-                .unwrap_or_else(|e| panic!("{e}"))
+                .expect("a task panicked")
                 .unwrap_or_else(|e| panic!("{name}: {e}"))
             {
                 SettleOutcome::Credited {

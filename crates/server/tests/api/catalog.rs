@@ -11,7 +11,7 @@ fn catalog_schema() -> jsonschema::Validator {
         "/../../catalog/catalog.schema.json"
     );
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let schema: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let schema: Value = serde_json::from_str(&text).expect("from str");
     jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("schema does not compile: {e}"))
 }
 
@@ -138,7 +138,7 @@ async fn catalog_revalidates_with_etag_and_compresses(backend: Backend) {
         .header("accept-encoding", "gzip")
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("send");
     assert_eq!(
         resp.headers()
             .get("content-encoding")

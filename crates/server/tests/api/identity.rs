@@ -512,7 +512,7 @@ async fn parallel_guesses_cannot_pass_the_limit_and_codes_are_not_resent_at_once
     }
     let mut wrong = 0;
     while let Some(r) = tasks.join_next().await {
-        let r = r.unwrap_or_else(|e| panic!("{e}"));
+        let r = r.expect("a task panicked");
         match r.body["code"].as_str() {
             Some("INVALID_CODE") => wrong += 1,
             Some("TOO_MANY_ATTEMPTS") => {}

@@ -70,7 +70,7 @@ async fn delegate(app: &TestApp, owner: &Owner, n: usize) -> Vec<String> {
                 body: None,
             })
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("put delegation");
         users.push(delegator);
     }
     users
@@ -86,7 +86,7 @@ async fn grant(app: &TestApp, owner: &Owner, credits: i64) {
             actiongate_core::clock::to_millis(START),
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("grant credits");
 }
 
 fn transfer(key: &str, amount: &str, idem: Option<&str>) -> Value {
@@ -727,7 +727,7 @@ async fn concurrent_submits_with_one_key_make_one_intent(backend: Backend) {
     }
     let mut ids = std::collections::BTreeSet::new();
     while let Some(r) = tasks.join_next().await {
-        let r = r.unwrap_or_else(|e| panic!("{e}"));
+        let r = r.expect("a task panicked");
         assert_eq!(r.status, 200, "{}", r.text);
         ids.insert(r.body["intentId"].as_str().unwrap_or("").to_owned());
     }
@@ -762,7 +762,7 @@ async fn concurrent_submits_never_overspend(backend: Backend) {
     }
     let (mut accepted, mut refused) = (Vec::new(), 0);
     while let Some(r) = tasks.join_next().await {
-        let r = r.unwrap_or_else(|e| panic!("{e}"));
+        let r = r.expect("a task panicked");
         match r.status {
             200 => accepted.push(r.body["intentId"].as_str().unwrap_or("").to_owned()),
             _ => {
@@ -816,7 +816,7 @@ async fn the_daily_limit_holds_under_concurrency(backend: Backend) {
     }
     let mut accepted = Vec::new();
     while let Some(r) = tasks.join_next().await {
-        let r = r.unwrap_or_else(|e| panic!("{e}"));
+        let r = r.expect("a task panicked");
         if r.status == 200 {
             accepted.push(r.body["intentId"].as_str().unwrap_or("").to_owned());
         } else {
@@ -897,9 +897,9 @@ async fn direct_execution_needs_a_key_and_never_runs_twice(backend: Backend) {
 /// withdrawn action refused, a newly allowed one accepted, and a refusal creates nothing.
 async fn a_cached_agent_never_outlives_its_key_or_policy(backend: Backend) {
     // Processes sharing a database share the master key.
-    let keys = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let keys = tempfile::tempdir().expect("tempdir");
     let key_file = keys.path().join("master.key");
-    std::fs::write(&key_file, "11".repeat(32)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&key_file, "11".repeat(32)).expect("write");
     let config_toml = format!("master-key-file = \"{}\"\n", key_file.display());
     let a = spawn_app_with(
         backend,
@@ -927,7 +927,7 @@ async fn a_cached_agent_never_outlives_its_key_or_policy(backend: Backend) {
         a.store()
             .count_intents(&owner.agent_id)
             .await
-            .unwrap_or_else(|e| panic!("{e}"))
+            .expect("count intents")
     };
     assert_eq!(count().await, 1);
 
@@ -982,25 +982,25 @@ impl WriteHold {
         if app.database_url.starts_with("sqlite:") {
             let mut conn = sqlx::SqliteConnection::connect(&app.database_url)
                 .await
-                .unwrap_or_else(|e| panic!("{e}"));
+                .expect("connect");
             sqlx::query("BEGIN IMMEDIATE")
                 .execute(&mut conn)
                 .await
-                .unwrap_or_else(|e| panic!("{e}"));
+                .expect("execute");
             Self::Sqlite(conn)
         } else {
             let mut conn = sqlx::PgConnection::connect(&app.database_url)
                 .await
-                .unwrap_or_else(|e| panic!("{e}"));
+                .expect("connect");
             sqlx::query("BEGIN")
                 .execute(&mut conn)
                 .await
-                .unwrap_or_else(|e| panic!("{e}"));
+                .expect("execute");
             sqlx::query("SELECT 1 FROM credit_accounts WHERE account_id = $1 FOR UPDATE")
                 .bind(account_id)
                 .execute(&mut conn)
                 .await
-                .unwrap_or_else(|e| panic!("{e}"));
+                .expect("execute");
             Self::Postgres(conn)
         }
     }
@@ -1010,7 +1010,7 @@ impl WriteHold {
             Self::Sqlite(mut conn) => sqlx::query("ROLLBACK").execute(&mut conn).await.map(drop),
             Self::Postgres(mut conn) => sqlx::query("ROLLBACK").execute(&mut conn).await.map(drop),
         }
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("rollback");
     }
 }
 
@@ -1022,7 +1022,7 @@ async fn a_read_accepted_after_its_caller_left_still_runs(backend: Backend) {
     let owner = app.onboard("leaver@example.com").await;
     let body = read(&owner.agent_key, Some("left-early"));
     let request: actiongate_api_types::intents::ExecuteIntentRequest =
-        serde_json::from_value(body.clone()).unwrap_or_else(|e| panic!("{e}"));
+        serde_json::from_value(body.clone()).expect("from value");
     // The caller's submit waits in the batcher behind the held write, and is dropped there.
     let hold = WriteHold::take(&app, &owner.account_id).await;
     let gateway = app.gateway.clone();
@@ -1048,7 +1048,7 @@ async fn a_read_accepted_after_its_caller_left_still_runs(backend: Backend) {
         app.store()
             .count_intents(&owner.agent_id)
             .await
-            .unwrap_or_else(|e| panic!("{e}")),
+            .expect("count intents"),
         1
     );
     let id = r.body["intentId"].as_str().unwrap_or("").to_owned();

@@ -1,5 +1,5 @@
 //! Integration tests of the REST surface: the real server on port 0, on SQLite and on PostgreSQL.
-#![allow(clippy::panic)] // Tests fail by panicking.
+#![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 mod helpers;
 

@@ -43,7 +43,7 @@ async fn official_python_sdk_in_default_and_legacy_modes() {
         let app = app2.clone();
         let summary = tokio::task::spawn_blocking(move || run_python_client(&app, mode, email))
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .expect("spawn blocking");
         assert_eq!(summary["ok"], json!(true), "{summary}");
         assert_eq!(summary["intent"], "completed");
         assert_eq!(summary["mismatch"], "AGENT_IDENTITY_MISMATCH");
@@ -262,7 +262,7 @@ async fn a_session_moves_between_processes() {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "lb-test", "version": "1"}}}), None)
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("send");
     let session = init
         .headers()
         .get("mcp-session-id")
@@ -280,7 +280,7 @@ async fn a_session_moves_between_processes() {
     )
     .send()
     .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("send");
     assert!(notified.status().is_success());
 
     // The next request lands on the other process.
@@ -291,7 +291,7 @@ async fn a_session_moves_between_processes() {
     )
     .send()
     .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    .expect("send");
     assert_eq!(listed.status().as_u16(), 200);
     let body = rpc_body(&listed.text().await.unwrap_or_default());
     assert_eq!(
@@ -376,6 +376,6 @@ async fn personhood_through_mcp_tools() {
         .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "delegationPersonhoodComplete", "arguments": {}}}))
         .send()
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("send");
     assert_eq!(raw.status().as_u16(), 401);
 }

@@ -49,11 +49,10 @@ fn recover_rp_signer(request: &Value) -> String {
     )
     .unwrap_or_default();
     assert_eq!(sig.len(), 65);
-    let signature =
-        k256::ecdsa::Signature::from_slice(&sig[..64]).unwrap_or_else(|e| panic!("{e}"));
+    let signature = k256::ecdsa::Signature::from_slice(&sig[..64]).expect("from slice");
     let recid = k256::ecdsa::RecoveryId::from_byte(sig[64] - 27).unwrap_or_else(|| panic!("v"));
     let key = k256::ecdsa::VerifyingKey::recover_from_prehash(&digest, &signature, recid)
-        .unwrap_or_else(|e| panic!("{e}"));
+        .expect("recover from prehash");
     let point = key.to_encoded_point(false);
     actiongate_core::crypto::to_checksum(&Keccak256::digest(&point.as_bytes()[1..])[12..])
 }
@@ -333,7 +332,7 @@ async fn deposit_receipts_are_single_use(backend: Backend) {
     }
     let (mut ok, mut used) = (0, 0);
     while let Some(r) = tasks.join_next().await {
-        let r = r.unwrap_or_else(|e| panic!("{e}"));
+        let r = r.expect("a task panicked");
         match r.status {
             200 => ok += 1,
             _ => {
