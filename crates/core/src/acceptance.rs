@@ -3,7 +3,8 @@
 //! [`AcceptOutcome`] per draft and every row the accepted drafts write ([`Acceptance`]); the store
 //! writes them in the same transaction. Checks, in order: the agent's key and policy are still
 //! those the draft was checked against, idempotency (a replay, a reused key, a stale derived key),
-//! the daily limit, the users addressed (delegation), credits. Drafts are decided in arrival order,
+//! the daily limit (a fan-out counts its amount once per user addressed), the users addressed
+//! (delegation; in a fan-out every recipient-like param names the user), credits. Drafts are decided in arrival order,
 //! each seeing the ones before it; a refused draft writes nothing.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -18,6 +19,69 @@ use crate::store::{
 /// The DID of a user of a chain by wallet address (`did:pkh`, CAIP-10).
 pub fn user_did(chain_id: u64, address: &str) -> String {
     format!("did:pkh:eip155:{chain_id}:{address}")
+}
+
+/// The longest idempotency key (CONTRACT "Prices behind the limits").
+pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// An idempotency key is 1 to [`MAX_IDEMPOTENCY_KEY`] printable ASCII characters (0x20 to 0x7e): no
+/// control character (a NUL byte must never reach PostgreSQL), nothing outside ASCII.
+pub fn check_idempotency_key(key: &str) -> Result<(), crate::error::Error> {
+    let printable = key.bytes().all(|b| (0x20..=0x7e).contains(&b));
+    if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY || !printable {
+        return Err(crate::error::Error::invalid(format!(
+            "idempotencyKey must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters."
+        )));
+    }
+    Ok(())
+}
+
+/// The params that name who receives an action's output (CONTRACT "Prices behind the limits").
+pub const RECIPIENT_FIELDS: [&str; 4] = ["recipient", "receiver", "to", "onBehalfOf"];
+
+/// Each recipient-like param present in `params`, with what it names (a value that is not a string
+/// is kept as its JSON text, which names no wallet).
+pub fn recipients(params: &serde_json::Value) -> Vec<(String, String)> {
+    RECIPIENT_FIELDS
+        .iter()
+        .filter_map(|field| {
+            let v = params.get(*field)?;
+            let named = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            Some(((*field).to_owned(), named))
+        })
+        .collect()
+}
+
+/// The first of `recipients` that does not name `delegator` (addresses compare case-insensitively):
+/// under a delegation the output belongs to the delegator (the caveats bind contracts and
+/// functions, not their arguments).
+pub fn foreign_recipient<'r>(
+    recipients: &'r [(String, String)],
+    delegator: &str,
+) -> Option<&'r (String, String)> {
+    recipients
+        .iter()
+        .find(|(_, named)| !named.eq_ignore_ascii_case(delegator))
+}
+
+/// What a write of `amount_micros` counts against the daily limit when it addresses `users`: a
+/// fan-out moves its amount once for every user. More than an i64 holds counts as `i64::MAX`, over
+/// any limit, never wrapped.
+pub fn counted_usage(amount_micros: i64, users: usize) -> i64 {
+    i64::try_from(users)
+        .ok()
+        .and_then(|n| amount_micros.checked_mul(n))
+        .unwrap_or(i64::MAX)
+}
+
+/// The refusal of a fan-out whose `field` names `named`, not the `delegator` it runs for.
+pub fn foreign_recipient_refusal(field: &str, named: &str, delegator: &str) -> crate::error::Error {
+    crate::error::Error::new(
+        actiongate_api_types::ErrorCode::InvalidParams,
+        format!(
+            "params.{field}: under a delegation the output goes to the delegator {delegator}, not {named}."
+        ),
+    )
 }
 
 /// For a key the gateway derived from the request (no `idempotencyKey` given): a stored record
@@ -209,15 +273,31 @@ fn decide_one<'a>(
         .copied()
         .unwrap_or(0);
     let used = stored.saturating_add(added_usage.get(&used_key).copied().unwrap_or(0));
-    if d.is_write && !fits_daily_limit(used, d.amount_micros, d.daily_limit_micros) {
-        return Ok(AcceptOutcome::DailyLimit { used_micros: used });
-    }
-    let users = match d.fan_out {
-        true => snapshot.delegators.get(&d.id).map_or(0, Vec::len),
-        false => 1,
+    let addressed: &[String] = match d.fan_out {
+        true => snapshot.delegators.get(&d.id).map_or(&[], Vec::as_slice),
+        false => &[],
     };
+    let users = if d.fan_out { addressed.len() } else { 1 };
+    // Checked in CONTRACT order, before the users addressed: a fan-out that addresses nobody yet is
+    // held to its amount once (and then refused as DELEGATION_REQUIRED).
+    let counted = counted_usage(d.amount_micros, users.max(1));
+    if d.is_write && !fits_daily_limit(used, counted, d.daily_limit_micros) {
+        return Ok(AcceptOutcome::DailyLimit {
+            used_micros: used,
+            amount_micros: counted,
+        });
+    }
     if users == 0 {
         return Ok(AcceptOutcome::DelegationRequired);
+    }
+    for delegator in addressed {
+        if let Some((field, named)) = foreign_recipient(&d.recipients, delegator) {
+            return Ok(AcceptOutcome::ForeignRecipient {
+                field: field.clone(),
+                named: named.clone(),
+                delegator: delegator.clone(),
+            });
+        }
     }
     let users = u32::try_from(users).map_err(|_| LedgerError::OutOfRange("users"))?;
     let Some(price) = price_for(d.price_per_execution, u64::from(users)) else {
@@ -248,8 +328,9 @@ fn decide_one<'a>(
         Cover::AllowanceUsed => return Ok(AcceptOutcome::DailyFreeLimitExceeded),
     };
     ledger.reserve(&reservation, reserve, free_request)?;
-    if d.is_write && d.amount_micros > 0 {
-        *added_usage.entry(used_key).or_insert(0) += d.amount_micros;
+    if d.is_write && counted > 0 {
+        let added = added_usage.entry(used_key).or_insert(0);
+        *added = added.saturating_add(counted);
     }
     if replaces_stale {
         replaced.insert(key);
@@ -301,6 +382,7 @@ mod tests {
             replace_idempotency_before: None,
             fan_out: false,
             only_delegator: None,
+            recipients: vec![],
             own: ExecutionDraft {
                 user_did: user_did(8453, "0xA6E47"),
                 wallet_address: "0xA6E47".into(),
@@ -458,7 +540,11 @@ mod tests {
         d.amount_micros = 101;
         let drafts = [d];
         let a = decide(&drafts, &s, &mut ledger(100, 0, 0)).unwrap();
-        assert_eq!(a.outcomes, [AcceptOutcome::DailyLimit { used_micros: 0 }]);
+        let refused = AcceptOutcome::DailyLimit {
+            used_micros: 0,
+            amount_micros: 101,
+        };
+        assert_eq!(a.outcomes, [refused]);
         assert!(a.replaced_keys.is_empty());
     }
 
@@ -474,7 +560,10 @@ mod tests {
         read.is_write = false;
         let drafts = [draft("i1", "k1", 40), draft("i2", "k2", 1), read];
         let got = outcomes(&drafts, &s, 100);
-        let refused = AcceptOutcome::DailyLimit { used_micros: 100 };
+        let refused = AcceptOutcome::DailyLimit {
+            used_micros: 100,
+            amount_micros: 1,
+        };
         assert_eq!(
             got,
             [accepted(1, 10, false), refused, accepted(1, 10, false)]
@@ -607,6 +696,100 @@ mod tests {
         };
         assert_eq!(a.outcomes, [refused]);
         assert!(l.changed().is_empty() && a.executions.is_empty());
+    }
+
+    #[test]
+    fn a_fan_out_counts_its_amount_once_per_user_against_the_daily_limit() {
+        let mut d = draft("i1", "k", 30);
+        d.fan_out = true;
+        let drafts = [d];
+        let mut s = snapshot();
+        let wallets = vec!["0xB0B".to_owned(), "0xCAFE".to_owned(), "0xD00D".to_owned()];
+        s.delegators.insert("i1".into(), wallets.clone());
+        // 3 users x 30 = 90 of 100: accepted, 90 counted.
+        let a = decide(&drafts, &s, &mut ledger(100, 0, 0)).unwrap();
+        assert_eq!(a.outcomes, [accepted(3, 30, false)]);
+        assert_eq!(a.usage, [("agent".to_owned(), day_of(NOON), 90)]);
+        // With 11 used, 90 more does not fit (30 alone would).
+        s.usage
+            .entry("agent".into())
+            .or_default()
+            .insert(day_of(NOON), 11);
+        let refused = AcceptOutcome::DailyLimit {
+            used_micros: 11,
+            amount_micros: 90,
+        };
+        assert_eq!(outcomes(&drafts, &s, 100), [refused]);
+        // An amount times the users past i64 is over any limit, not wrapped.
+        let mut huge = drafts[0].clone();
+        huge.amount_micros = i64::MAX / 2;
+        huge.daily_limit_micros = i64::MAX - 1;
+        let refused = AcceptOutcome::DailyLimit {
+            used_micros: 11,
+            amount_micros: i64::MAX,
+        };
+        assert_eq!(outcomes(&[huge], &s, 100), [refused]);
+    }
+
+    #[test]
+    fn a_fan_out_naming_another_recipient_is_refused_and_writes_nothing() {
+        let mut d = draft("i1", "k", 1);
+        d.fan_out = true;
+        d.recipients = recipients(&serde_json::json!({"to": "0xb0b", "amount": "1"}));
+        let mut s = snapshot();
+        s.delegators.insert("i1".into(), vec!["0xB0B".to_owned()]);
+        // The one delegator, in another case: accepted.
+        let drafts = [d.clone()];
+        assert_eq!(outcomes(&drafts, &s, 100), [accepted(1, 10, false)]);
+        // Two delegators: the second is not who `to` names.
+        s.delegators
+            .insert("i1".into(), vec!["0xB0B".to_owned(), "0xCAFE".to_owned()]);
+        let mut l = ledger(100, 0, 0);
+        let a = decide(&drafts, &s, &mut l).unwrap();
+        let refused = AcceptOutcome::ForeignRecipient {
+            field: "to".into(),
+            named: "0xb0b".into(),
+            delegator: "0xCAFE".into(),
+        };
+        assert_eq!(a.outcomes, [refused]);
+        assert!(l.changed().is_empty() && a.executions.is_empty() && a.usage.is_empty());
+    }
+
+    #[test]
+    fn every_recipient_like_param_is_found() {
+        let p = serde_json::json!({
+            "recipient": "0xA", "receiver": "0xB", "to": "0xC", "onBehalfOf": 7, "amount": "1"
+        });
+        let got = recipients(&p);
+        let fields: Vec<_> = got.iter().map(|(f, n)| (f.as_str(), n.as_str())).collect();
+        assert_eq!(
+            fields,
+            [
+                ("recipient", "0xA"),
+                ("receiver", "0xB"),
+                ("to", "0xC"),
+                ("onBehalfOf", "7")
+            ]
+        );
+        assert!(recipients(&serde_json::json!({"amount": "1"})).is_empty());
+    }
+
+    #[test]
+    fn idempotency_keys_are_short_printable_ascii() {
+        for ok in ["k", "order-2026-11-24/7 #1", "x".repeat(255).as_str()] {
+            assert!(check_idempotency_key(ok).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            "",
+            "a\0b",
+            "tab\there",
+            "caf\u{e9}",
+            "\u{7f}",
+            "x".repeat(256).as_str(),
+        ] {
+            let err = check_idempotency_key(bad).expect_err(bad);
+            assert_eq!(err.code, actiongate_api_types::ErrorCode::InvalidRequest);
+        }
     }
 
     #[test]

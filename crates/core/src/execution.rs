@@ -97,27 +97,6 @@ impl From<crate::error::Error> for ExecutionOutcome {
     }
 }
 
-/// Under a delegation the action's output belongs to the delegator: the agent may not name another
-/// recipient (the caveats bind contracts and functions, not their arguments). The refusal of an
-/// execution for `delegator` whose params name someone else as `recipient` or `receiver`.
-pub fn foreign_recipient(params: &serde_json::Value, delegator: &str) -> Option<ExecutionOutcome> {
-    let is_address = |a: &str| {
-        a.len() == 42 && a.starts_with("0x") && a[2..].chars().all(|c| c.is_ascii_hexdigit())
-    };
-    ["recipient", "receiver"].into_iter().find_map(|field| {
-        let named = params.get(field)?.as_str()?;
-        if is_address(named) && named.eq_ignore_ascii_case(delegator) {
-            return None;
-        }
-        Some(ExecutionOutcome::failed(
-            ErrorCode::InvalidParams,
-            format!(
-                "params.{field}: under a delegation the output goes to the delegator {delegator}, not {named}."
-            ),
-        ))
-    })
-}
-
 /// What a provider knows of an execution that was started but never recorded as ended (the process
 /// running it died).
 #[derive(Debug, Clone, PartialEq)]
@@ -209,25 +188,5 @@ impl Implemented for Registry {
         all.sort_unstable();
         all.dedup();
         Some(all)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_delegated_output_goes_to_the_delegator_only() {
-        let me = "0xAbC0000000000000000000000000000000000001";
-        let ok = |p: serde_json::Value| foreign_recipient(&p, me).is_none();
-        assert!(ok(serde_json::json!({"amountIn": "1"})));
-        assert!(ok(serde_json::json!({"recipient": me.to_lowercase()})));
-        assert!(ok(serde_json::json!({"receiver": me})));
-        let other = "0x000000000000000000000000000000000000dEaD";
-        let refused = foreign_recipient(&serde_json::json!({"recipient": other}), me);
-        let code = refused.and_then(|o| o.error).map(|(c, _)| c);
-        assert_eq!(code, Some(ErrorCode::InvalidParams));
-        assert!(!ok(serde_json::json!({"receiver": "not an address"})));
-        assert!(!ok(serde_json::json!({"recipient": format!("{me}00")})));
     }
 }

@@ -355,7 +355,7 @@ impl Personhood {
             crate::money::usd_to_micros("amountUsd", a)?;
         }
         if let Some(key) = &d.idempotency_key {
-            check_id("idempotencyKey", key)?;
+            crate::acceptance::check_idempotency_key(key)?;
             if let Some(existing) = self
                 .store
                 .find_personhood_challenge_by_key(&who.account_id, key)

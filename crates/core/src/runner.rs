@@ -12,6 +12,7 @@ use actiongate_api_types::ErrorCode;
 use actiongate_api_types::delegation::Delegation;
 use tokio::sync::{Notify, watch};
 
+use crate::acceptance::{foreign_recipient, foreign_recipient_refusal, recipients};
 use crate::catalog::{Catalog, Lane};
 use crate::clock::{Clock, to_millis};
 use crate::error::{Error, Result};
@@ -400,10 +401,11 @@ impl IntentRunner {
         if !fans_out {
             return self.provide(ctx).await;
         }
-        if let Some(refused) =
-            crate::execution::foreign_recipient(&ctx.params, &ctx.subject.wallet_address)
-        {
-            return refused;
+        // Acceptance refused a fan-out naming another recipient; an intent accepted before that
+        // rule (stored by an older build) meets it here, under the same rule.
+        let named = recipients(&ctx.params);
+        if let Some((field, named)) = foreign_recipient(&named, &ctx.subject.wallet_address) {
+            return foreign_recipient_refusal(field, named, &ctx.subject.wallet_address).into();
         }
         let grant = match self.grant(ctx).await {
             Ok(Ok(grant)) => grant,

@@ -2,7 +2,7 @@
 //! gateway process. Not shipped.
 //!
 //! Usage: `actiongate-venue-gateway --config FILE`, with in the environment:
-//! - `STANDIN_LOG` (and `STANDIN_DELAY_MS`): register the test kit's stand-in venue for `transfer`
+//! - `STANDIN_LOG` (and `STANDIN_DELAY_MS`): register the test kit's stand-in venue for `transfer` and `swap`
 //!   fan-out, with its durable record of effects in that file;
 //! - `CRASH_AFTER_SEND=1`: abort the process right after the EVM sender hands a transaction to the
 //!   node and before anything is recorded (the window a crash-safe sender must survive).

@@ -120,7 +120,7 @@ async fn takeover(database_url: String) {
     let policy = client
         .put(format!("{addr}/api/v1/agents/{agent_id}/policy"))
         .bearer_auth(&session)
-        .json(&json!({"allowedActions": ["transfer"], "dailyLimitUsd": 1000}))
+        .json(&json!({"allowedActions": ["swap"], "dailyLimitUsd": 1000}))
         .send()
         .await
         .expect("send");
@@ -151,8 +151,8 @@ async fn takeover(database_url: String) {
     let submitted = post(
         &client,
         format!("{addr}/api/v1/agent/execute-intent"),
-        json!({"agentApiKey": key, "action": "transfer", "idempotencyKey": "crash-1",
-               "params": {"token": "USDC", "to": "0x000000000000000000000000000000000000dEaD", "amount": "1"}}),
+        json!({"agentApiKey": key, "action": "swap", "idempotencyKey": "crash-1",
+               "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "1"}}),
         None,
     )
     .await;

@@ -827,6 +827,7 @@ fn read_draft(n: u32, account: &str, key: u8) -> IntentDraft {
         replace_idempotency_before: None,
         fan_out: false,
         only_delegator: None,
+        recipients: vec![],
         own: ExecutionDraft {
             user_did: "did:pkh:eip155:8453:0xag1".into(),
             wallet_address: "0xag1".into(),

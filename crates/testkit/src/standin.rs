@@ -1,4 +1,4 @@
-//! A stand-in venue for the `transfer` action, until the EVM layer lands: it records every
+//! A stand-in venue for the `transfer` and `swap` actions (the API tests' fan-out): it records every
 //! execution by its execution key, the way a venue keeps client order ids, so that the tests can
 //! count effects and the runner can reconcile after a crash. With a log file, the record survives
 //! the process (each effect is appended and fsynced before the execution answers). It sends nothing
@@ -127,6 +127,7 @@ impl Provider for StandInVenue {
         vec![
             ("transfer", Lane::ExecuteIntent),
             ("transfer", Lane::Execute),
+            ("swap", Lane::ExecuteIntent),
         ]
     }
 

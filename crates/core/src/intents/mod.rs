@@ -15,7 +15,9 @@ use sha2::{Digest, Sha256};
 use views::parse_code;
 pub use views::{has_ended, intent_view};
 
-use crate::acceptance::{is_stale_derived_key, user_did};
+use crate::acceptance::{
+    check_idempotency_key, foreign_recipient_refusal, is_stale_derived_key, recipients, user_did,
+};
 use crate::catalog::Lane;
 use crate::chains::DEFAULT_CHAIN_ID;
 use crate::clock::to_millis;
@@ -26,8 +28,6 @@ use crate::money::{micros_to_usd, usd_to_micros};
 use crate::params::{Params, canonical};
 use crate::states::{ExecutionState, IntentStatus};
 use crate::store::{AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord};
-
-const MAX_IDEMPOTENCY_KEY: usize = 255;
 
 /// What a submission produced.
 #[derive(Debug)]
@@ -111,18 +111,10 @@ impl Gateway {
                 format!("No action named {:?} is in the catalog.", req.action),
             ));
         };
-        let explicit_key = match &req.idempotency_key {
-            Some(k)
-                if k.is_empty()
-                    || k.len() > MAX_IDEMPOTENCY_KEY
-                    || k.chars().any(char::is_control) =>
-            {
-                return refuse(Error::invalid(format!(
-                    "idempotencyKey must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters"
-                )));
-            }
-            other => other.clone(),
-        };
+        if let Some(Err(e)) = req.idempotency_key.as_deref().map(check_idempotency_key) {
+            return refuse(e);
+        }
+        let explicit_key = req.idempotency_key.clone();
         if lane == Lane::Execute && !spec.is_read() && explicit_key.is_none() {
             return refuse(refusal(
                 ErrorCode::WalletIdempotencyKeyRequired,
@@ -232,6 +224,10 @@ impl Gateway {
             replace_idempotency_before: replace_before,
             fan_out,
             only_delegator: only_delegator.map(str::to_owned),
+            recipients: match fan_out {
+                true => recipients(&req.params),
+                false => vec![],
+            },
             own: ExecutionDraft {
                 user_did: user_did(chain_id, &agent.agent.wallet_address),
                 wallet_address: agent.agent.wallet_address.clone(),
@@ -282,17 +278,29 @@ impl Gateway {
             }
             AcceptOutcome::Stale => return Ok(None),
             AcceptOutcome::KeyReused => return Err(key_reused()),
-            AcceptOutcome::DailyLimit { used_micros } => {
+            AcceptOutcome::DailyLimit {
+                used_micros,
+                amount_micros,
+            } => {
+                let per_user = match amount_micros == amount {
+                    true => String::new(),
+                    false => format!(" ({} USD for each user addressed)", micros_to_usd(amount)),
+                };
                 return Err(refusal(
                     ErrorCode::PolicyDailyLimit,
                     format!(
-                        "This agent has used {} of its {} USD daily limit; {} USD more does not fit. The limit resets at 00:00 UTC.",
+                        "This agent has used {} of its {} USD daily limit; {} USD more{per_user} does not fit. The limit resets at 00:00 UTC.",
                         micros_to_usd(used_micros),
                         micros_to_usd(policy.daily_limit_micros),
-                        micros_to_usd(amount)
+                        micros_to_usd(amount_micros)
                     ),
                 ));
             }
+            AcceptOutcome::ForeignRecipient {
+                field,
+                named,
+                delegator,
+            } => return Err(foreign_recipient_refusal(&field, &named, &delegator)),
             AcceptOutcome::DelegationRequired => {
                 return Err(refusal(
                     ErrorCode::DelegationRequired,

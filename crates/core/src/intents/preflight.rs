@@ -4,6 +4,7 @@ use actiongate_api_types::ErrorCode;
 use actiongate_api_types::intents::{ExecuteIntentRequest, PreflightCheck, PreflightReport};
 
 use super::refusal;
+use crate::acceptance::counted_usage;
 use crate::catalog::Lane;
 use crate::chains::DEFAULT_CHAIN_ID;
 use crate::clock::to_millis;
@@ -106,8 +107,17 @@ impl Gateway {
         let amount = policy_checks.amount.unwrap_or(0);
         let day = day_of(to_millis(self.now()));
         let used = self.store().daily_usage(&agent.agent.id, day).await?;
+        let fan_out = spec.fans_out(lane);
+        let users = if fan_out {
+            self.store()
+                .count_active_delegations(&agent.agent.id, chain_id, to_millis(self.now()))
+                .await?
+        } else {
+            1
+        };
+        let counted = counted_usage(amount, usize::try_from(users.max(1)).unwrap_or(usize::MAX));
         let daily = if spec.is_read()
-            || crate::pricing::fits_daily_limit(used, amount, policy.daily_limit_micros)
+            || crate::pricing::fits_daily_limit(used, counted, policy.daily_limit_micros)
         {
             Ok(format!(
                 "{} of {} USD used today",
@@ -119,19 +129,11 @@ impl Gateway {
                 ErrorCode::PolicyDailyLimit,
                 format!(
                     "{} USD more does not fit today's limit.",
-                    micros_to_usd(amount)
+                    micros_to_usd(counted)
                 ),
             ))
         };
         checks.push(verdict("dailyLimit", daily));
-        let fan_out = spec.fans_out(lane);
-        let users = if fan_out {
-            self.store()
-                .count_active_delegations(&agent.agent.id, chain_id, to_millis(self.now()))
-                .await?
-        } else {
-            1
-        };
         let delegation = if !fan_out {
             Ok("not needed: runs for the agent's own wallet".to_owned())
         } else if users > 0 {

@@ -122,6 +122,9 @@ pub struct IntentDraft {
     pub fan_out: bool,
     /// Fan-out to this delegator only (a redemption of one delegation).
     pub only_delegator: Option<String>,
+    /// For a fan-out: the params that name who receives, (field, what it names)
+    /// ([`crate::acceptance::recipients`]); each must name the user addressed. Empty otherwise.
+    pub recipients: Vec<(String, String)>,
     pub own: ExecutionDraft,
     /// A lease taken at once (direct execution runs in the request).
     pub lease: Option<(String, i64)>,
@@ -150,10 +153,19 @@ pub enum AcceptOutcome {
     },
     /// The same key with a different request.
     KeyReused,
+    /// Today's usage and what this draft counts (a fan-out: its amount times the users addressed)
+    /// do not fit under the daily limit.
     DailyLimit {
         used_micros: i64,
+        amount_micros: i64,
     },
     DelegationRequired,
+    /// A fan-out whose params name someone other than a user addressed as a recipient.
+    ForeignRecipient {
+        field: String,
+        named: String,
+        delegator: String,
+    },
     /// The paid balance is short (not empty) and the free allowance is used.
     InsufficientCredits {
         balance: i64,

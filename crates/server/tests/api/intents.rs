@@ -101,6 +101,19 @@ fn transfer(key: &str, amount: &str, idem: Option<&str>) -> Value {
     body
 }
 
+/// A fan-out write whose output stays with each delegator (no recipient param).
+fn swap(key: &str, amount: &str, idem: Option<&str>) -> Value {
+    let mut body = json!({
+        "agentApiKey": key,
+        "action": "swap",
+        "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": amount},
+    });
+    if let Some(k) = idem {
+        body["idempotencyKey"] = json!(k);
+    }
+    body
+}
+
 fn read(key: &str, idem: Option<&str>) -> Value {
     let mut body = json!({"agentApiKey": key, "action": "get_fx_supported_assets", "params": {}});
     if let Some(k) = idem {
@@ -335,6 +348,20 @@ async fn every_refusal_has_its_code_and_creates_nothing(backend: Backend) {
             "INVALID_REQUEST",
         ),
     ];
+    // Idempotency keys are 1 to 255 printable ASCII characters: a NUL byte never reaches a database.
+    let mut cases = cases;
+    for bad in [
+        "",
+        "nul\u{0}byte",
+        "caf\u{e9}",
+        "tab\tkey",
+        "k".repeat(256).as_str(),
+    ] {
+        cases.push((transfer(&key, "1", Some(bad)), 400, "INVALID_REQUEST"));
+    }
+    let mut nan = transfer(&key, "1", Some("k1"));
+    nan["estimatedAmountUsd"] = json!(1e13);
+    cases.push((nan, 400, "INVALID_REQUEST"));
     for (body, status, code) in cases {
         let r = app.post(SUBMIT, body.clone()).await;
         assert_refused(&r, status, code);
@@ -395,25 +422,43 @@ async fn every_refusal_has_its_code_and_creates_nothing(backend: Backend) {
     );
 
     // Credits: a write costs 10. Free requests cover it while they last (with an empty balance)...
-    delegate(&app, &owner, 1).await;
+    let users = delegate(&app, &owner, 1).await;
     assert_eq!(footprint(&app, &owner).await, before);
     app.put_as(
         &format!("/api/v1/agents/{}/policy", owner.agent_id),
         &owner.session,
-        json!({"allowedActions": ["transfer", "get-fx-supported-assets"], "dailyLimitUsd": 1000}),
+        json!({"allowedActions": ["transfer", "swap", "get-fx-supported-assets"], "dailyLimitUsd": 1000}),
     )
     .await
     .assert_ok();
+    // A fan-out runs under each delegator's delegation: a `to` naming anyone else is refused
+    // before anything is written (the delegator itself, in any case, is accepted below).
+    let r = app.post(SUBMIT, transfer(&key, "1", Some("k1"))).await;
+    assert_refused(&r, 400, "INVALID_PARAMS");
+    assert!(
+        r.body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("params.to") && m.contains(&users[0])),
+        "{}",
+        r.text
+    );
+    assert_eq!(footprint(&app, &owner).await, before);
     // No idempotency record was written by any refusal: k1 is still free to use.
-    let ok = app.post(SUBMIT, transfer(&key, "1", Some("k1"))).await;
+    let ok = app.post(SUBMIT, swap(&key, "1", Some("k1"))).await;
     assert_eq!(ok.status, 200, "{}", ok.text);
     wait_terminal(&app, &key, ok.body["intentId"].as_str().unwrap_or("")).await;
     assert_eq!(venue.effects().len(), 1);
+    let mut to_self = transfer(&key, "1", Some("k2"));
+    to_self["params"]["to"] = json!(format!("0x{}", users[0][2..].to_uppercase()));
+    let ok = app.post(SUBMIT, to_self).await;
+    assert_eq!(ok.status, 200, "{}", ok.text);
+    wait_terminal(&app, &key, ok.body["intentId"].as_str().unwrap_or("")).await;
+    assert_eq!(venue.effects().len(), 2);
 
     // ...and a reused key with another request is a conflict that creates nothing.
     let before = footprint(&app, &owner).await;
     assert_refused(
-        &app.post(SUBMIT, transfer(&key, "2", Some("k1"))).await,
+        &app.post(SUBMIT, swap(&key, "2", Some("k1"))).await,
         409,
         "IDEMPOTENCY_KEY_REUSED",
     );
@@ -440,17 +485,11 @@ async fn free_allowance_resets_at_utc_midnight(backend: Backend) {
     assert_eq!(footprint(&app, &owner).await, before);
 
     // A paid balance above zero but short of the price: INSUFFICIENT_CREDITS.
-    allow(
-        &app,
-        &owner,
-        &["transfer", "get-fx-supported-assets"],
-        1000.0,
-    )
-    .await;
+    allow(&app, &owner, &["swap", "get-fx-supported-assets"], 1000.0).await;
     delegate(&app, &owner, 1).await;
     grant(&app, &owner, 5).await;
     let r = app
-        .post(SUBMIT, transfer(&owner.agent_key, "1", Some("t1")))
+        .post(SUBMIT, swap(&owner.agent_key, "1", Some("t1")))
         .await;
     assert_refused(&r, 402, "INSUFFICIENT_CREDITS");
     // A read (1 credit) is paid from the balance, without a free request.
@@ -461,13 +500,13 @@ async fn free_allowance_resets_at_utc_midnight(backend: Backend) {
     app.clock
         .set(time::macros::datetime!(2026-11-22 23:59:59 UTC));
     let r = app
-        .post(SUBMIT, transfer(&owner.agent_key, "1", Some("t2")))
+        .post(SUBMIT, swap(&owner.agent_key, "1", Some("t2")))
         .await;
     assert_refused(&r, 402, "INSUFFICIENT_CREDITS");
     app.clock
         .set(time::macros::datetime!(2026-11-23 00:00:00 UTC));
     let r = app
-        .post(SUBMIT, transfer(&owner.agent_key, "1", Some("t3")))
+        .post(SUBMIT, swap(&owner.agent_key, "1", Some("t3")))
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let balance = app
@@ -494,7 +533,7 @@ async fn free_allowance_resets_at_utc_midnight(backend: Backend) {
 async fn fan_out_runs_each_user_under_the_delegation_live_at_execution(backend: Backend) {
     let (app, venue) = venue_app(backend, "").await;
     let owner = app.onboard("grant@example.com").await;
-    allow(&app, &owner, &["transfer"], 1000.0).await;
+    allow(&app, &owner, &["swap"], 1000.0).await;
     let users = delegate(&app, &owner, 3).await;
     let hash = |i: usize| format!("0x{:064x}", i + 1);
     venue
@@ -512,7 +551,7 @@ async fn fan_out_runs_each_user_under_the_delegation_live_at_execution(backend: 
     grant(&app, &owner, 100).await;
 
     let r = app
-        .post(SUBMIT, transfer(&owner.agent_key, "10", Some("grant-1")))
+        .post(SUBMIT, swap(&owner.agent_key, "10", Some("grant-1")))
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let revoked = app
@@ -543,11 +582,7 @@ async fn fan_out_runs_each_user_under_the_delegation_live_at_execution(backend: 
             .is_some_and(|m| m.contains("no active delegation")),
         "{results:?}"
     );
-    assert_eq!(
-        venue.effects().len(),
-        1,
-        "only the first user's transfer ran"
-    );
+    assert_eq!(venue.effects().len(), 1, "only the first user's swap ran");
     for (i, expected) in [(0, "active"), (1, "revoked"), (2, "revoked")] {
         let status = app
             .store()
@@ -569,7 +604,7 @@ async fn fan_out_runs_each_user_under_the_delegation_live_at_execution(backend: 
 async fn fan_out_reserves_then_captures_successes_and_releases_the_rest(backend: Backend) {
     let (app, venue) = venue_app(backend, "").await;
     let owner = app.onboard("fan@example.com").await;
-    allow(&app, &owner, &["transfer"], 1000.0).await;
+    allow(&app, &owner, &["swap"], 1000.0).await;
     let users = delegate(&app, &owner, 3).await;
     venue
         .refuse
@@ -579,7 +614,7 @@ async fn fan_out_reserves_then_captures_successes_and_releases_the_rest(backend:
     grant(&app, &owner, 100).await;
 
     let r = app
-        .post(SUBMIT, transfer(&owner.agent_key, "10", Some("fan-1")))
+        .post(SUBMIT, swap(&owner.agent_key, "10", Some("fan-1")))
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let id = r.body["intentId"].as_str().unwrap_or("").to_owned();
@@ -623,8 +658,8 @@ async fn fan_out_reserves_then_captures_successes_and_releases_the_rest(backend:
             .iter()
             .all(|e| e.intent_id.as_deref() == Some(id.as_str()))
     );
-    // The daily usage counts the accepted amount once.
-    assert_eq!(footprint(&app, &owner).await.usage, 10_000_000);
+    // The daily usage counts the amount once for each of the 3 users addressed.
+    assert_eq!(footprint(&app, &owner).await.usage, 30_000_000);
 }
 
 fn assert_ledger_adds_up(ledger: &[actiongate_core::store::LedgerEntry], final_balance: i64) {
@@ -801,7 +836,7 @@ async fn concurrent_submits_never_overspend(backend: Backend) {
 async fn the_daily_limit_holds_under_concurrency(backend: Backend) {
     let (app, venue) = venue_app(backend, "").await;
     let owner = app.onboard("limit@example.com").await;
-    allow(&app, &owner, &["transfer"], 250.0).await;
+    allow(&app, &owner, &["swap"], 250.0).await;
     delegate(&app, &owner, 1).await;
     grant(&app, &owner, 10_000).await;
     let app = Arc::new(app);
@@ -810,7 +845,7 @@ async fn the_daily_limit_holds_under_concurrency(backend: Backend) {
         let app = app.clone();
         let key = owner.agent_key.clone();
         tasks.spawn(async move {
-            app.post(SUBMIT, transfer(&key, "10", Some(&format!("lim-{i}"))))
+            app.post(SUBMIT, swap(&key, "10", Some(&format!("lim-{i}"))))
                 .await
         });
     }
