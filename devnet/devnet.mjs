@@ -3,7 +3,8 @@
 // QuoterV2 and SwapRouter02 from @uniswap/v3-core, v3-periphery and swap-router-contracts; the
 // MetaMask Delegation Framework from @metamask/delegation-abis) and two contracts compiled here with
 // solc against @openzeppelin/contracts (an EIP-3009 USDC with Base Sepolia's EIP-712 domain, and an
-// ERC-4626 vault over it). Funds the test accounts, seeds a USDC/WETH pool, checks a swap, writes
+// ERC-4626 vault over it), and Chainlink's MockV3Aggregator (from @chainlink/contracts, see
+// scripts/devnet) as the ETH/USD and USDC/USD price feeds. Funds the test accounts, seeds a USDC/WETH pool, checks a swap, writes
 // OUT/devnet.json and OUT/devnet.toml, prints "devnet ready", and runs until SIGINT/SIGTERM.
 //
 //   node devnet/devnet.mjs [--port 8545] [--out DIR]
@@ -76,15 +77,21 @@ const artifact = (pkg, name) => {
   const a = require(`${pkg}/build/${name}.json`);
   return { abi: a.abi, bytecode: a.bytecode.startsWith("0x") ? a.bytecode : `0x${a.bytecode}` };
 };
+// Chainlink's feed sources, extracted by scripts/devnet from the pinned @chainlink/contracts tarball.
+const packs = path.join(here, "packs");
 function compile() {
   const sources = {};
   for (const f of ["DevnetUSDC.sol", "DevnetVault.sol"]) sources[f] = { content: fs.readFileSync(path.join(here, "contracts", f), "utf8") };
+  const aggregator = "chainlink/mocks/MockV3Aggregator.sol";
+  if (!fs.existsSync(path.join(packs, aggregator))) fail("Chainlink's MockV3Aggregator is missing: run ./scripts/devnet --install");
+  sources[aggregator] = { content: fs.readFileSync(path.join(packs, aggregator), "utf8") };
   const input = {
     language: "Solidity",
     sources,
     settings: { optimizer: { enabled: true, runs: 200 }, evmVersion: "cancun", outputSelection: { "*": { "*": ["abi", "evm.bytecode.object"] } } },
   };
   const findImports = (p) => {
+    if (p.startsWith("chainlink/")) return { contents: fs.readFileSync(path.join(packs, p), "utf8") };
     try {
       return { contents: fs.readFileSync(require.resolve(p), "utf8") };
     } catch (e) {
@@ -95,7 +102,7 @@ function compile() {
   const errors = (output.errors || []).filter((e) => e.severity === "error");
   if (errors.length) fail(errors.map((e) => e.formattedMessage).join("\n"));
   const get = (file, name) => ({ abi: output.contracts[file][name].abi, bytecode: `0x${output.contracts[file][name].evm.bytecode.object}` });
-  return { usdc: get("DevnetUSDC.sol", "DevnetUSDC"), vault: get("DevnetVault.sol", "DevnetVault") };
+  return { usdc: get("DevnetUSDC.sol", "DevnetUSDC"), vault: get("DevnetVault.sol", "DevnetVault"), aggregator: get(aggregator, "MockV3Aggregator") };
 }
 
 const accounts = Array.from({ length: ACCOUNTS }, (_, i) => mnemonicToAccount(MNEMONIC, { addressIndex: i }));
@@ -130,6 +137,11 @@ addr.UniswapV2Factory = await deploy(factoryArt, [deployer.address]);
 addr.UniswapV2Router02 = await deploy(routerArt, [addr.UniswapV2Factory, addr.WETH9]);
 addr.USDC = await deploy(compiled.usdc);
 addr.USDCVault = await deploy(compiled.vault, [addr.USDC]);
+
+// Chainlink price feeds (8 decimals, as Chainlink's USD feeds): ETH/USD at 3000, USDC/USD at 1. The
+// gateway prices writes from them; a test moves one with updateAnswer, or ages it with updateRoundData.
+addr.ChainlinkFeed_ETH_USD = await deploy(compiled.aggregator, [8, 3000n * 10n ** 8n]);
+addr.ChainlinkFeed_USDC_USD = await deploy(compiled.aggregator, [8, 10n ** 8n]);
 
 const usdc = { address: addr.USDC, abi: compiled.usdc.abi };
 const weth = { address: addr.WETH9, abi: weth9.abi };
@@ -245,6 +257,8 @@ const devnet = {
   contracts: addr,
   tokens: { USDC: { address: addr.USDC, decimals: 6 }, WETH: { address: addr.WETH9, decimals: 18 } },
   vaults: { "usdc-vault": addr.USDCVault },
+  priceFeeds: { WETH: addr.ChainlinkFeed_ETH_USD, USDC: addr.ChainlinkFeed_USDC_USD },
+  feedAbi: compiled.aggregator.abi,
   x402: { recipient: x402Recipient },
   accounts: accounts.map((a, i) => ({ address: a.address, privateKey: keyOf(i) })),
   smartAccounts,
@@ -268,14 +282,16 @@ const toml = [
   ...Object.entries(addr).map(([k, v]) => `${k} = "${v}"`),
   `[chains.${CHAIN_ID}.vaults]`,
   `usdc-vault = "${addr.USDCVault}"`,
+  `[chains.${CHAIN_ID}.price-feeds.WETH]`,
+  `feed = "${addr.ChainlinkFeed_ETH_USD}"`,
+  "max-age-seconds = 3600",
+  `[chains.${CHAIN_ID}.price-feeds.USDC]`,
+  `feed = "${addr.ChainlinkFeed_USDC_USD}"`,
+  "max-age-seconds = 86400",
   "",
   "[x402]",
   `chain-id = ${CHAIN_ID}`,
   `recipient = "${x402Recipient}"`,
-  "",
-  "[prices]",
-  "USDC = 1.0",
-  "WETH = 3000.0",
   "",
 ].join("\n");
 fs.writeFileSync(path.join(out, "devnet.toml"), toml);

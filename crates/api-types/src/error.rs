@@ -89,6 +89,7 @@ error_codes! {
     UnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE", 415, InvalidRequest, "The body must be sent as application/json.";
     ActionDisabled = "ACTION_DISABLED", 422, InvalidRequest, "The action exists but is not enabled in this deployment.";
     VenueNotReady = "VENUE_NOT_READY", 422, IntentRejected, "The venue needs funding, credentials or approvals first.";
+    PriceUnavailable = "PRICE_UNAVAILABLE", 422, IntentRejected, "The gateway cannot price this write (no price source for its token, a stale feed, or an amount that does not fit): nothing was written or charged.";
     ChainNotConfigured = "CHAIN_NOT_CONFIGURED", 422, InvalidRequest, "The action needs a chain this gateway has no RPC URL for.";
     ExecutionReverted = "EXECUTION_REVERTED", 422, IntentRejected, "A simulation failed; the message carries the decoded revert reason.";
     InvoiceExpired = "INVOICE_EXPIRED", 422, InvalidRequest, "The invoice expired before it was paid; ask for a new challenge.";

@@ -55,6 +55,12 @@ sol! {
     }
 
     /// ERC-4626 tokenized vault.
+    /// Chainlink's `AggregatorV3Interface`: the price feeds the gateway prices writes with.
+    interface AggregatorV3Interface {
+        function decimals() external view returns (uint8);
+        function latestRoundData() external view returns (uint80 roundId, int256 answer, uint256 startedAt, uint256 updatedAt, uint80 answeredInRound);
+    }
+
     interface IERC4626 {
         function asset() external view returns (address);
         function balanceOf(address owner) external view returns (uint256);

@@ -10,10 +10,12 @@ pub mod delegation;
 pub mod locks;
 pub mod payments;
 pub mod plan;
+pub mod prices;
 pub mod provider;
 pub mod revert;
 pub mod sender;
 
 pub use client::{ChainClients, ChainOptions};
 pub use delegation::FrameworkChains;
+pub use prices::ChainPrices;
 pub use provider::EvmProvider;

@@ -9,6 +9,8 @@ use actiongate_api_types::catalog::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::prices::ValueRule;
+
 /// The manifest shipped in the repository and compiled into the binary.
 pub const BUILTIN_MANIFEST: &str = include_str!("../../../catalog/manifest.toml");
 
@@ -108,6 +110,39 @@ struct ActionEntry {
     composition_ready: bool,
     params: Vec<ParamEntry>,
     editor_config: Option<EditorEntry>,
+    /// How the gateway prices a write: `"nothing"` (it moves no value), `{ token, amount }`,
+    /// `{ native }` (an amount of the native coin or its wrapped token), `{ vault, amount }`.
+    /// A write without one cannot be priced, and an enabled write must have one.
+    value: Option<ValueEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ValueEntry {
+    Word(String),
+    Token(TokenValueEntry),
+    Native(NativeValueEntry),
+    Vault(VaultValueEntry),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenValueEntry {
+    token: String,
+    amount: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NativeValueEntry {
+    native: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VaultValueEntry {
+    vault: String,
+    amount: String,
 }
 
 fn default_rails() -> Vec<String> {
@@ -169,6 +204,9 @@ pub struct ActionSpec {
     pub entry: CatalogAction,
     /// The compiled JSON Schema of params.
     pub validator: jsonschema::Validator,
+    /// How the gateway prices it (a write); `None`: it cannot (a write so is refused with
+    /// `PRICE_UNAVAILABLE`; a read moves no value).
+    pub value: Option<ValueRule>,
 }
 
 impl ActionSpec {
@@ -221,6 +259,40 @@ impl Catalog {
             .get(&lookup_key(name))
             .map(|&i| &self.actions[i])
     }
+}
+
+/// The manifest's `value` of an action, checked against its params.
+fn value_rule(
+    name: &str,
+    value: Option<ValueEntry>,
+    params: &[ParamEntry],
+) -> Result<Option<ValueRule>, CatalogError> {
+    let rule = match value {
+        None => return Ok(None),
+        Some(ValueEntry::Word(w)) if w == "nothing" => ValueRule::Nothing,
+        Some(ValueEntry::Word(w)) => {
+            return Err(invalid(format!(
+                "action {name}: value {w:?} is not \"nothing\" or a table"
+            )));
+        }
+        Some(ValueEntry::Token(t)) => ValueRule::Token {
+            token: t.token,
+            amount: t.amount,
+        },
+        Some(ValueEntry::Native(n)) => ValueRule::Native { amount: n.native },
+        Some(ValueEntry::Vault(v)) => ValueRule::VaultAsset {
+            vault: v.vault,
+            amount: v.amount,
+        },
+    };
+    for param in rule.params() {
+        if !params.iter().any(|p| p.name == param && p.required) {
+            return Err(invalid(format!(
+                "action {name}: its value reads params.{param}, which is not a required param"
+            )));
+        }
+    }
+    Ok(Some(rule))
 }
 
 fn lookup_key(name: &str) -> String {
@@ -372,6 +444,13 @@ fn build_action(
         )));
     }
 
+    let value = value_rule(&name, a.value, &a.params)?;
+    if is_read && value.is_some() {
+        return Err(invalid(format!(
+            "action {name} is read-only (maxAmountUsd 0) and moves no value: it takes no value rule"
+        )));
+    }
+
     let (schema, required) = params_schema(&name, &a.params)?;
     let validator = jsonschema::validator_for(&schema)
         .map_err(|e| invalid(format!("action {name}: paramsSchema does not compile: {e}")))?;
@@ -449,7 +528,16 @@ fn build_action(
         composition_ready: a.composition_ready,
         editor_config,
     };
-    Ok(ActionSpec { entry, validator })
+    if entry.enabled && !is_read && value.is_none() {
+        return Err(invalid(format!(
+            "action {name} runs here but has no value rule: the gateway could not price it"
+        )));
+    }
+    Ok(ActionSpec {
+        entry,
+        validator,
+        value,
+    })
 }
 
 fn params_schema(

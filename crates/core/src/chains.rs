@@ -23,6 +23,9 @@ pub struct ChainSettings {
     pub contracts: BTreeMap<String, String>,
     /// ERC-4626 vaults by opportunity id (`deposit-earn-position` and its twins).
     pub vaults: BTreeMap<String, String>,
+    /// Chainlink feeds by token, keyed by [`crate::prices::token_key`] (upper-case symbol or
+    /// lower-case address).
+    pub price_feeds: BTreeMap<String, crate::prices::PriceFeed>,
 }
 
 /// Every configured chain by id.

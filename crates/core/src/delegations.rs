@@ -82,7 +82,9 @@ impl Gateway {
                         .into_iter()
                         .flatten()
                         .min();
-                    native_cap = cap.and_then(|cap| self.native_cap_wei(cap));
+                    if let Some(cap) = cap {
+                        native_cap = self.native_cap_wei(chain_id, cap).await;
+                    }
                 }
                 Some(spec.name().to_owned())
             }
@@ -107,15 +109,23 @@ impl Gateway {
         self.delegation_chain()?.build(&build)
     }
 
-    /// The policy's per-action cap in wei of the native coin, when ETH (or WETH) has a price.
-    fn native_cap_wei(&self, cap_micros: i64) -> Option<String> {
-        let prices = &self.settings().prices.0;
-        let price = prices.get("ETH").or_else(|| prices.get("WETH")).copied()?;
-        let price = u128::try_from(price).ok().filter(|p| *p > 0)?;
+    /// The policy's per-action cap in wei of the native coin, at the gateway's price of the native
+    /// coin on `chain_id` (none when it has none).
+    async fn native_cap_wei(&self, chain_id: u64, cap_micros: i64) -> Option<String> {
+        let chain = self.settings().chains.get(chain_id)?;
+        let token = crate::prices::TokenRef::resolve("ETH", chain);
+        let now = u64::try_from(self.now().unix_timestamp()).unwrap_or(0);
+        let quote = self
+            .prices()
+            .quote(chain_id, chain, &token, now)
+            .await
+            .ok()?;
+        let price = quote.price;
+        // cap (micro-USD) / price (value / 10^d USD per 10^18 wei) = cap × 10^(12 + d) / value wei.
         let wei = u128::try_from(cap_micros)
             .ok()?
-            .checked_mul(10u128.pow(18))?
-            / price;
+            .checked_mul(10u128.checked_pow(12 + u32::from(price.decimals))?)?
+            .checked_div(price.value)?;
         Some(wei.to_string())
     }
 

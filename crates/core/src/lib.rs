@@ -22,6 +22,7 @@ pub mod money;
 pub mod params;
 pub mod payments;
 pub mod personhood;
+pub mod prices;
 pub mod pricing;
 pub mod providers;
 pub mod purchases;

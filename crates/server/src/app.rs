@@ -9,13 +9,14 @@ use std::sync::Arc;
 
 use actiongate_chain::payments::{ChainPayments, ChainSettler};
 use actiongate_chain::sender::AfterSend;
-use actiongate_chain::{ChainClients, EvmProvider, FrameworkChains};
+use actiongate_chain::{ChainClients, ChainPrices, EvmProvider, FrameworkChains};
 use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog};
 use actiongate_core::clock::{Clock, SystemClock, rfc3339};
 use actiongate_core::crypto::MasterKey;
 use actiongate_core::delegations::DelegationChain;
 use actiongate_core::execution::{Provider, Registry};
 use actiongate_core::mail::Mailer;
+use actiongate_core::prices::PriceReads;
 use actiongate_core::personhood::{Personhood, ProofVerifier, RpSigner};
 use actiongate_core::providers::internal::{BUILTIN_DATA, InternalData, InternalReads};
 use actiongate_core::purchases::{AuthorizationSettler, PaymentVerifier};
@@ -121,6 +122,7 @@ impl Application {
             config.settings.chains.clone(),
             chain_clients.clone(),
         ));
+        let prices: Arc<dyn PriceReads> = Arc::new(ChainPrices::new(chain_clients.clone()));
         let evm = EvmProvider::new(
             chain_clients,
             store.clone(),
@@ -149,6 +151,7 @@ impl Application {
                     payments,
                     settler,
                     delegations: Some(delegations),
+                    prices: Some(prices),
                 },
                 catalog,
                 registry,

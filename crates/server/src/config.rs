@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use actiongate_core::chains::{ChainSettings, Chains, Token};
-use actiongate_core::pricing::PriceBook;
+use actiongate_core::prices::{DEFAULT_FEED_MAX_AGE_SECS, PriceBook, PriceFeed, token_key};
 use actiongate_core::purchases::PurchaseSettings;
 use actiongate_core::{DefaultPolicy, Settings};
 use serde::Deserialize;
@@ -208,6 +208,22 @@ pub struct ChainConfig {
     /// ERC-4626 vaults by opportunity id.
     #[serde(default)]
     pub vaults: BTreeMap<String, String>,
+    /// Chainlink `AggregatorV3Interface` feeds by token (symbol or address): a feed address, or
+    /// `{ feed, max-age-seconds }`.
+    #[serde(default)]
+    pub price_feeds: BTreeMap<String, PriceFeedConfig>,
+}
+
+/// A price feed of `[chains.<id>.price-feeds]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum PriceFeedConfig {
+    Address(String),
+    #[serde(rename_all = "kebab-case")]
+    Feed {
+        feed: String,
+        max_age_seconds: Option<u64>,
+    },
 }
 
 /// A token of a chain's token list.
@@ -385,6 +401,24 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
                         )
                     })
                     .collect();
+                let price_feeds = c
+                    .price_feeds
+                    .into_iter()
+                    .map(|(token, feed)| {
+                        let (address, max_age) = match feed {
+                            PriceFeedConfig::Address(a) => (a, None),
+                            PriceFeedConfig::Feed {
+                                feed,
+                                max_age_seconds,
+                            } => (feed, max_age_seconds),
+                        };
+                        let feed = PriceFeed {
+                            address,
+                            max_age_secs: max_age.unwrap_or(DEFAULT_FEED_MAX_AGE_SECS),
+                        };
+                        (token_key(&token), feed)
+                    })
+                    .collect();
                 (
                     id,
                     ChainSettings {
@@ -393,6 +427,7 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
                         tokens,
                         contracts: c.contracts,
                         vaults: c.vaults,
+                        price_feeds,
                     },
                 )
             })
@@ -476,15 +511,15 @@ fn purchase_settings(p: &mut PurchaseSettings, x: &X402Section) -> Result<(), Co
     Ok(())
 }
 
-/// `[prices]`: USD per whole token, by symbol.
+/// `[prices]`: USD per whole token, by symbol or address.
 fn price_book(prices: BTreeMap<String, f64>) -> Result<PriceBook, ConfigError> {
-    let mut book = BTreeMap::new();
-    for (symbol, usd) in prices {
-        let micros = actiongate_core::money::usd_to_micros(&format!("prices.{symbol}"), usd)
+    let mut book = Vec::new();
+    for (token, usd) in prices {
+        let micros = actiongate_core::money::usd_to_micros(&format!("prices.{token}"), usd)
             .map_err(|e| ConfigError::Invalid(e.message))?;
-        book.insert(symbol.to_ascii_uppercase(), micros);
+        book.push((token, micros));
     }
-    Ok(PriceBook(book))
+    Ok(PriceBook::new(book))
 }
 
 /// `[intents]` and `[delegation]`.
@@ -588,6 +623,10 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
         address: address.into(),
         decimals,
     };
+    let feed = |address: &str, max_age| PriceFeedConfig::Feed {
+        feed: address.into(),
+        max_age_seconds: Some(max_age),
+    };
     let weth = "0x4200000000000000000000000000000000000006";
     BTreeMap::from([
         (
@@ -604,6 +643,18 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 ]),
                 contracts: BTreeMap::new(),
                 vaults: BTreeMap::new(),
+                // Chainlink's published Base feeds; each bound is its heartbeat with a margin
+                // (ETH/USD updates at least every 20 minutes, USDC/USD every 24 hours).
+                price_feeds: BTreeMap::from([
+                    (
+                        "WETH".into(),
+                        feed("0x71041dddad3595F9CEd3DcCFBe3D1F4b0a16Bb70", 1800),
+                    ),
+                    (
+                        "USDC".into(),
+                        feed("0x7e860098F58bBFC8648a4311b374B1D669a2bc6B", 90_000),
+                    ),
+                ]),
             },
         ),
         (
@@ -620,6 +671,7 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 ]),
                 contracts: BTreeMap::new(),
                 vaults: BTreeMap::new(),
+                price_feeds: BTreeMap::new(),
             },
         ),
     ])

@@ -20,7 +20,8 @@ use crate::gateway::policy::canonical_names;
 use crate::mail::Mailer;
 use crate::money::usd_to_micros;
 use crate::payments::{AuthorizationSettler, PaymentVerifier, PurchaseSettings};
-use crate::pricing::{CreditSettings, PriceBook};
+use crate::prices::{PriceBook, PriceReads, Prices};
+use crate::pricing::CreditSettings;
 use crate::runner::IntentRunner;
 use crate::store::{AgentRecord, PolicyRecord, Store};
 
@@ -101,6 +102,8 @@ pub struct Ports {
     pub settler: Option<Arc<dyn AuthorizationSettler>>,
     /// ERC-7710 delegations on the Delegation Framework; the delegation routes are off without it.
     pub delegations: Option<Arc<dyn DelegationChain>>,
+    /// The onchain reads of prices (feeds, vaults); without it only fixed `[prices]` price writes.
+    pub prices: Option<Arc<dyn PriceReads>>,
 }
 
 /// An authenticated agent.
@@ -190,6 +193,7 @@ pub struct Gateway {
     payments: Option<Arc<dyn PaymentVerifier>>,
     settler: Option<Arc<dyn AuthorizationSettler>>,
     delegations: Option<Arc<dyn DelegationChain>>,
+    prices: Prices,
     /// The default policy resolved against the catalog once.
     default_allowed: Vec<String>,
     default_daily_micros: i64,
@@ -213,7 +217,9 @@ impl Gateway {
             payments,
             settler,
             delegations,
+            prices,
         } = ports;
+        let prices = Prices::new(settings.prices.clone(), prices);
         let runner = Arc::new(IntentRunner::new(
             store.clone(),
             registry.clone(),
@@ -250,6 +256,7 @@ impl Gateway {
             payments,
             settler,
             delegations,
+            prices,
             default_allowed,
             default_daily_micros,
             default_per_action_micros,
@@ -282,6 +289,11 @@ impl Gateway {
     /// The Delegation Framework's chain side, when configured.
     pub fn delegations(&self) -> Option<&Arc<dyn DelegationChain>> {
         self.delegations.as_ref()
+    }
+
+    /// The price layer: what a write is worth.
+    pub fn prices(&self) -> &Prices {
+        &self.prices
     }
 
     /// The providers of this build, by action and lane.

@@ -37,8 +37,18 @@ impl Gateway {
         }
         let policy = self.policy_of(&agent.agent.id).await?;
         let (params, chain_id, estimated) = (&req.params, req.chain_id, req.estimated_amount_usd);
-        self.policy_checks(spec, Lane::BuildTx, params, chain_id, estimated, &policy)
-            .first_refusal()?;
+        let holder = req.wallet_address.as_deref();
+        self.policy_checks(
+            spec,
+            Lane::BuildTx,
+            params,
+            chain_id,
+            estimated,
+            &policy,
+            holder,
+        )
+        .await
+        .first_refusal()?;
         let provider = self
             .registry()
             .provider(spec.name(), Lane::BuildTx)

@@ -1,5 +1,7 @@
 //! The checks of CONTRACT "Policy" that the core makes from a request alone, in their order: the
-//! allowlist, the lane, the params, the chain, the amount limits. Submit, build-tx and preflight run
+//! allowlist, the lane, the params, the chain, the amount limits (a write's USD amount is the larger
+//! of the stated one and the gateway's own price, [`crate::prices`]; a write it cannot price is
+//! refused with `PRICE_UNAVAILABLE`). Submit, build-tx and preflight run
 //! this one sequence ([`Gateway::policy_checks`]); what follows it (the daily limit, the users
 //! addressed, credits) is decided when the intent is accepted ([`crate::acceptance`]).
 
@@ -11,6 +13,7 @@ use crate::catalog::{ActionSpec, Lane};
 use crate::error::Result;
 use crate::gateway::Gateway;
 use crate::money::{micros_to_usd, usd_to_micros};
+use crate::prices::Valuation;
 use crate::store::PolicyRecord;
 
 /// One check of the sequence before the amount.
@@ -27,6 +30,8 @@ enum PolicyCheck {
 pub(crate) struct PolicyChecks {
     verdicts: [(PolicyCheck, Result<()>); 4],
     pub(crate) amount: Result<i64>,
+    /// The gateway's price of the write, when it priced one.
+    pub(crate) valuation: Option<Valuation>,
 }
 
 impl PolicyChecks {
@@ -53,10 +58,23 @@ impl PolicyChecks {
                 (name, verdict.clone().map(|()| found))
             })
             .collect();
+        let priced = match &self.valuation {
+            Some(Valuation {
+                quote: Some((token, quote)),
+                ..
+            }) => format!(
+                " (the gateway's price: {} USD per {} from {})",
+                quote.price.to_decimal_string(),
+                token.name(),
+                quote.source.as_str()
+            ),
+            Some(Valuation { quote: None, .. }) => " (moves no value)".to_owned(),
+            None => String::new(),
+        };
         let amount = self.amount.clone();
         report.push((
             "amountLimit",
-            amount.map(|a| format!("{} USD", micros_to_usd(a))),
+            amount.map(|a| format!("{} USD{priced}", micros_to_usd(a))),
         ));
         report
     }
@@ -64,8 +82,11 @@ impl PolicyChecks {
 
 impl Gateway {
     /// Runs the sequence for `spec` through `lane` with these params on `chain_id` under `policy`.
-    /// Every check runs (preflight reports each); a submit answers the first refusal.
-    pub(crate) fn policy_checks(
+    /// Every check runs (preflight reports each); a submit answers the first refusal. A write is
+    /// priced only when the checks before the amount pass; `holder` is the one wallet it runs for,
+    /// when it has one (a fan-out has many).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn policy_checks(
         &self,
         spec: &ActionSpec,
         lane: Lane,
@@ -73,16 +94,54 @@ impl Gateway {
         chain_id: u64,
         estimated_amount_usd: Option<f64>,
         policy: &PolicyRecord,
+        holder: Option<&str>,
     ) -> PolicyChecks {
+        let verdicts = [
+            (PolicyCheck::Allowed, check_allowed(spec, policy)),
+            (PolicyCheck::Enabled, check_lane(spec, lane)),
+            (PolicyCheck::Params, check_params(spec, params)),
+            (PolicyCheck::Chain, self.check_chain(spec, chain_id)),
+        ];
+        let valuation = match spec.is_read() {
+            true => Ok(None),
+            false if verdicts.iter().any(|(_, v)| v.is_err()) => Err(refusal(
+                ErrorCode::PriceUnavailable,
+                "not priced: a check before the amount refused the request.",
+            )),
+            false => self.value_write(spec, params, chain_id, holder).await.map(Some),
+        };
+        let amount = self.usd_amount(spec, &valuation, estimated_amount_usd, policy);
         PolicyChecks {
-            verdicts: [
-                (PolicyCheck::Allowed, check_allowed(spec, policy)),
-                (PolicyCheck::Enabled, check_lane(spec, lane)),
-                (PolicyCheck::Params, check_params(spec, params)),
-                (PolicyCheck::Chain, self.check_chain(spec, chain_id)),
-            ],
-            amount: self.usd_amount(spec, params, estimated_amount_usd, policy),
+            verdicts,
+            amount,
+            valuation: valuation.ok().flatten(),
         }
+    }
+
+    /// What the gateway prices a write of `spec` with these params at.
+    async fn value_write(
+        &self,
+        spec: &ActionSpec,
+        params: &Value,
+        chain_id: u64,
+        holder: Option<&str>,
+    ) -> Result<Valuation> {
+        let Some(rule) = &spec.value else {
+            return Err(refusal(
+                ErrorCode::PriceUnavailable,
+                format!("The gateway cannot price {} writes.", spec.name()),
+            ));
+        };
+        let Some(chain) = self.settings().chains.get(chain_id) else {
+            return Err(refusal(
+                ErrorCode::UnknownChain,
+                format!("Chain {chain_id} is not one this gateway knows."),
+            ));
+        };
+        let now = u64::try_from(self.now().unix_timestamp()).unwrap_or(0);
+        self.prices()
+            .value(rule, params, chain_id, chain, holder, now)
+            .await
     }
 
     fn check_chain(&self, spec: &ActionSpec, chain_id: u64) -> Result<()> {
@@ -179,33 +238,25 @@ fn check_params(spec: &ActionSpec, params: &Value) -> Result<()> {
 }
 
 impl Gateway {
-    /// The USD amount the limits see (the larger of the stated and the gateway's own estimate),
-    /// checked against the action's maxAmountUsd and the policy's per-action cap.
+    /// The USD amount the limits see (the larger of the stated amount and the gateway's price; a
+    /// read counts what it states, or 0), checked against the action's maxAmountUsd and the
+    /// policy's per-action cap.
     fn usd_amount(
         &self,
         spec: &ActionSpec,
-        params: &Value,
+        valuation: &Result<Option<Valuation>>,
         estimated_amount_usd: Option<f64>,
         policy: &PolicyRecord,
     ) -> Result<i64> {
-        let own_estimate = self.settings().prices.estimate_micros(params);
         let stated = estimated_amount_usd
             .map(|v| usd_to_micros("estimatedAmountUsd", v))
-            .transpose()?;
-        let amount = match (own_estimate, stated) {
-            (Some(a), Some(b)) => a.max(b),
-            (Some(a), None) | (None, Some(a)) => a,
-            (None, None) if spec.is_read() => 0,
-            (None, None) => {
-                return Err(refusal(
-                    ErrorCode::InvalidParams,
-                    format!(
-                        "estimatedAmountUsd is required: the gateway cannot price these params of {}.",
-                        spec.name()
-                    ),
-                ));
-            }
+            .transpose()?
+            .unwrap_or(0);
+        let priced = match valuation {
+            Ok(v) => v.as_ref().map_or(0, |v| v.micros),
+            Err(e) => return Err(e.clone()),
         };
+        let amount = stated.max(priced);
         if let Some(max) = spec.entry.max_amount_usd {
             let max_micros = usd_to_micros("maxAmountUsd", max)?;
             if amount > max_micros && !spec.is_read() {

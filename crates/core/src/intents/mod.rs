@@ -163,6 +163,9 @@ impl Gateway {
         let policy = stored_policy
             .clone()
             .unwrap_or_else(|| self.default_policy(&agent.agent.id, now));
+        let fan_out = spec.fans_out(lane);
+        // The one wallet a write runs for (a vault's `max` is its position); a fan-out has many.
+        let holder = (!fan_out).then_some(agent.agent.wallet_address.as_str());
         let checked = self
             .policy_checks(
                 spec,
@@ -171,7 +174,9 @@ impl Gateway {
                 chain_id,
                 req.estimated_amount_usd,
                 &policy,
+                holder,
             )
+            .await
             .first_refusal();
         let amount = match checked {
             Ok(v) => v,
@@ -188,7 +193,6 @@ impl Gateway {
         };
 
         let intent_id = uuid::Uuid::now_v7().to_string();
-        let fan_out = spec.fans_out(lane);
         // A direct execution or a redemption runs in the request; a read for the agent itself is
         // handed to this process's runner as accepted (no claim); the rest wait to be claimed.
         let in_request = lane == Lane::Execute || only_delegator.is_some();

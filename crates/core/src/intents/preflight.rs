@@ -93,14 +93,18 @@ impl Gateway {
         checks.push(verdict("actionKnown", Ok(spec.name().to_owned())));
         let policy = self.policy_of(&agent.agent.id).await?;
         let chain_id = req.chain_id.unwrap_or(DEFAULT_CHAIN_ID);
-        let policy_checks = self.policy_checks(
-            spec,
-            lane,
-            &req.params,
-            chain_id,
-            req.estimated_amount_usd,
-            &policy,
-        );
+        let holder = (!spec.fans_out(lane)).then_some(agent.agent.wallet_address.as_str());
+        let policy_checks = self
+            .policy_checks(
+                spec,
+                lane,
+                &req.params,
+                chain_id,
+                req.estimated_amount_usd,
+                &policy,
+                holder,
+            )
+            .await;
         for (name, result) in policy_checks.report(lane, chain_id) {
             checks.push(verdict(name, result));
         }

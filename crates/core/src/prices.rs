@@ -1,0 +1,586 @@
+//! What a write is worth: the gateway's own USD price of the value an action moves (CONTRACT "Prices
+//! behind the limits"). Sources, in order: an onchain Chainlink feed configured for the token
+//! (`[chains.<id>.price-feeds]`; a round older than its `max-age-seconds` is stale, and a stale feed
+//! prices nothing), then a fixed `[prices]` entry. Tokens are matched by symbol or address, in any
+//! case; the native coin is priced as its wrapped token (`WETH` of the chain's token list); a vault
+//! amount through the vault's asset. Prices are exact decimals: the decision never sees a float.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use actiongate_api_types::ErrorCode;
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::chains::ChainSettings;
+use crate::error::{Error, Result};
+
+/// A USD price of one whole token: `value / 10^decimals` USD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsdPrice {
+    pub value: u128,
+    pub decimals: u8,
+}
+
+impl UsdPrice {
+    /// From micro-dollars per whole token (`[prices]`).
+    pub fn from_micros(micros: i64) -> Option<Self> {
+        Some(Self {
+            value: u128::try_from(micros).ok()?,
+            decimals: 6,
+        })
+    }
+
+    /// The price as a decimal string, for people and the wire (never for a decision).
+    pub fn to_decimal_string(self) -> String {
+        let digits = self.value.to_string();
+        let d = usize::from(self.decimals);
+        if d == 0 {
+            return digits;
+        }
+        let padded = format!("{digits:0>width$}", width = d + 1);
+        let (whole, frac) = padded.split_at(padded.len() - d);
+        let frac = frac.trim_end_matches('0');
+        match frac.is_empty() {
+            true => whole.to_owned(),
+            false => format!("{whole}.{frac}"),
+        }
+    }
+}
+
+/// The USD value in micro-dollars of `amount` (a decimal string in token units) at `price`, rounded
+/// up, in integer arithmetic. `None` when the amount is not a plain decimal or the value does not
+/// fit (the caller refuses: an amount that does not fit is not priced at 0).
+pub fn value_micros(amount: &str, price: UsdPrice) -> Option<i64> {
+    let (whole, frac) = amount.split_once('.').unwrap_or((amount, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(frac) {
+        return None;
+    }
+    let frac = frac.trim_end_matches('0');
+    let scaled: u128 = match format!("{whole}{frac}").trim_start_matches('0') {
+        "" => 0,
+        n => n.parse().ok()?,
+    };
+    let product = scaled.checked_mul(price.value)?;
+    // amount = scaled / 10^f; value = product / 10^(f + decimals) USD = product × 10^6 / 10^(f + d) micros.
+    let shift = u32::try_from(frac.len()).ok()? + u32::from(price.decimals);
+    let micros = if shift >= 6 {
+        product.div_ceil(10u128.checked_pow(shift - 6)?)
+    } else {
+        product.checked_mul(10u128.checked_pow(6 - shift)?)?
+    };
+    i64::try_from(micros).ok()
+}
+
+/// Where a price came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PriceSource {
+    Chainlink,
+    Config,
+}
+
+impl PriceSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PriceSource::Chainlink => "chainlink",
+            PriceSource::Config => "config",
+        }
+    }
+}
+
+/// A Chainlink feed configured for a token: `[chains.<id>.price-feeds.<TOKEN>]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriceFeed {
+    pub address: String,
+    /// A round older than this is stale.
+    pub max_age_secs: u64,
+}
+
+/// The default staleness bound of a feed configured by address alone.
+pub const DEFAULT_FEED_MAX_AGE_SECS: u64 = 3600;
+
+/// `[prices]`: fixed USD prices in micro-dollars per whole token, by upper-case symbol or lower-case
+/// address.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PriceBook(pub BTreeMap<String, i64>);
+
+impl PriceBook {
+    /// Builds the book from configured entries (symbol or 0x address, any case).
+    pub fn new(entries: impl IntoIterator<Item = (String, i64)>) -> Self {
+        Self(
+            entries
+                .into_iter()
+                .map(|(k, v)| (token_key(&k), v))
+                .collect(),
+        )
+    }
+
+    /// The fixed price of the token known by any of `keys` (already normalised by [`token_key`]).
+    fn price(&self, keys: &[String]) -> Option<i64> {
+        keys.iter().find_map(|k| self.0.get(k).copied())
+    }
+}
+
+/// How a symbol or an address is keyed in the price tables: an address lower-case, a symbol
+/// upper-case.
+pub fn token_key(text: &str) -> String {
+    match is_address(text) {
+        true => text.to_ascii_lowercase(),
+        false => text.to_ascii_uppercase(),
+    }
+}
+
+fn is_address(text: &str) -> bool {
+    text.len() == 42
+        && text.starts_with("0x")
+        && text[2..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// One answer of a Chainlink `AggregatorV3Interface` feed: `latestRoundData` and `decimals`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeedRound {
+    pub answer: i128,
+    pub decimals: u8,
+    /// Seconds since the epoch.
+    pub updated_at: u64,
+}
+
+/// The onchain reads prices need (the chain crate implements them).
+#[async_trait]
+pub trait PriceReads: Send + Sync {
+    /// The latest round of the feed at `feed` on `chain_id`.
+    async fn feed_round(&self, chain_id: u64, feed: &str) -> Result<FeedRound>;
+    /// The address of the asset of the ERC-4626 vault at `vault`.
+    async fn vault_asset(&self, chain_id: u64, vault: &str) -> Result<String>;
+    /// What `holder`'s whole position in the vault is worth in asset units (a decimal string):
+    /// `convertToAssets(balanceOf(holder))`.
+    async fn vault_position(&self, chain_id: u64, vault: &str, holder: &str) -> Result<String>;
+}
+
+/// A token as the price tables know it: its list symbol and its address, each where known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRef {
+    pub symbol: Option<String>,
+    pub address: Option<String>,
+}
+
+impl TokenRef {
+    /// Resolves a token param (a symbol of the chain's token list, the native coin `ETH`, or a 0x
+    /// address) against the chain's list; the native coin is its wrapped token.
+    pub fn resolve(text: &str, chain: &ChainSettings) -> Self {
+        if is_address(text) {
+            let symbol = chain
+                .tokens
+                .iter()
+                .find(|(_, t)| t.address.eq_ignore_ascii_case(text))
+                .map(|(s, _)| s.clone());
+            return Self {
+                symbol,
+                address: Some(text.to_ascii_lowercase()),
+            };
+        }
+        let mut symbol = text.to_ascii_uppercase();
+        if symbol == "ETH" {
+            symbol = "WETH".to_owned();
+        }
+        let address = chain
+            .tokens
+            .get(&symbol)
+            .map(|t| t.address.to_ascii_lowercase());
+        Self {
+            symbol: Some(symbol),
+            address,
+        }
+    }
+
+    fn keys(&self) -> Vec<String> {
+        [self.symbol.as_deref(), self.address.as_deref()]
+            .into_iter()
+            .flatten()
+            .map(token_key)
+            .collect()
+    }
+
+    /// How a person names it.
+    pub fn name(&self) -> &str {
+        self.symbol
+            .as_deref()
+            .or(self.address.as_deref())
+            .unwrap_or("?")
+    }
+}
+
+/// A token's price with where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quote {
+    pub price: UsdPrice,
+    pub source: PriceSource,
+    /// When the source last updated it (seconds since the epoch); `None` for a fixed price.
+    pub updated_at: Option<u64>,
+}
+
+/// How an action's value is found, from its catalog entry (`value` in the manifest).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValueRule {
+    /// Moves no value (a vote, a claim, a cancel): priced 0 by its definition.
+    Nothing,
+    /// The `amount` param, in units of the token the `token` param names.
+    Token { token: String, amount: String },
+    /// The `amount` param, in units of the native coin (priced as its wrapped token).
+    Native { amount: String },
+    /// The `amount` param (or `max`: the holder's whole position), in units of the asset of the
+    /// ERC-4626 vault the `vault` param names (an id of `[chains.<id>.vaults]`).
+    VaultAsset { vault: String, amount: String },
+}
+
+impl ValueRule {
+    /// The params a rule reads, for the catalog's check that they exist.
+    pub fn params(&self) -> Vec<&str> {
+        match self {
+            ValueRule::Nothing => vec![],
+            ValueRule::Token { token, amount } => vec![token, amount],
+            ValueRule::Native { amount } => vec![amount],
+            ValueRule::VaultAsset { vault, amount } => vec![vault, amount],
+        }
+    }
+}
+
+/// What the gateway priced a write at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Valuation {
+    pub micros: i64,
+    /// The token's price, `None` for an action that moves no value.
+    pub quote: Option<(TokenRef, Quote)>,
+}
+
+/// How long a feed's answer is reused.
+const FEED_CACHE_TTL: Duration = Duration::from_secs(3);
+const FEED_CACHE_MAX: usize = 4096;
+
+/// The price layer: the configured sources and a short cache of feed rounds per (chain, feed).
+pub struct Prices {
+    book: PriceBook,
+    reads: Option<std::sync::Arc<dyn PriceReads>>,
+    feeds: Mutex<HashMap<(u64, String), (Instant, FeedRound)>>,
+}
+
+fn unavailable(message: impl Into<String>) -> Error {
+    Error::new(ErrorCode::PriceUnavailable, message)
+}
+
+impl Prices {
+    pub fn new(book: PriceBook, reads: Option<std::sync::Arc<dyn PriceReads>>) -> Self {
+        Self {
+            book,
+            reads,
+            feeds: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn book(&self) -> &PriceBook {
+        &self.book
+    }
+
+    fn reads(&self) -> Result<&dyn PriceReads> {
+        self.reads
+            .as_deref()
+            .ok_or_else(|| unavailable("No chain is configured to read prices from."))
+    }
+
+    async fn feed_round(&self, chain_id: u64, feed: &str) -> Result<FeedRound> {
+        let key = (chain_id, feed.to_ascii_lowercase());
+        let cached = self
+            .feeds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+            .filter(|(at, _)| at.elapsed() < FEED_CACHE_TTL)
+            .map(|(_, r)| *r);
+        if let Some(round) = cached {
+            return Ok(round);
+        }
+        let round = self.reads()?.feed_round(chain_id, feed).await?;
+        let mut feeds = self
+            .feeds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if feeds.len() >= FEED_CACHE_MAX {
+            feeds.clear();
+        }
+        feeds.insert(key, (Instant::now(), round));
+        Ok(round)
+    }
+
+    /// The price of `token` on `chain_id` at `now_secs`: its feed when one is configured (stale or
+    /// broken: unavailable, never a fallback), else its fixed price.
+    pub async fn quote(
+        &self,
+        chain_id: u64,
+        chain: &ChainSettings,
+        token: &TokenRef,
+        now_secs: u64,
+    ) -> Result<Quote> {
+        let keys = token.keys();
+        if let Some(feed) = keys.iter().find_map(|k| chain.price_feeds.get(k)) {
+            let round = self.feed_round(chain_id, &feed.address).await.map_err(|e| {
+                unavailable(format!(
+                    "The price feed of {} on chain {chain_id} cannot be read: {}",
+                    token.name(),
+                    e.message
+                ))
+            })?;
+            let age = now_secs.saturating_sub(round.updated_at);
+            if age > feed.max_age_secs {
+                return Err(unavailable(format!(
+                    "The price feed of {} on chain {chain_id} is stale: its last round is {age} s old (at most {} s).",
+                    token.name(),
+                    feed.max_age_secs
+                )));
+            }
+            let value = u128::try_from(round.answer)
+                .ok()
+                .filter(|v| *v > 0)
+                .ok_or_else(|| {
+                    unavailable(format!(
+                        "The price feed of {} on chain {chain_id} answers {}, not a price.",
+                        token.name(),
+                        round.answer
+                    ))
+                })?;
+            return Ok(Quote {
+                price: UsdPrice {
+                    value,
+                    decimals: round.decimals,
+                },
+                source: PriceSource::Chainlink,
+                updated_at: Some(round.updated_at),
+            });
+        }
+        match self.book.price(&keys).and_then(UsdPrice::from_micros) {
+            Some(price) => Ok(Quote {
+                price,
+                source: PriceSource::Config,
+                updated_at: None,
+            }),
+            None => Err(unavailable(format!(
+                "The gateway has no price for {} on chain {chain_id}: configure a feed ([chains.{chain_id}.price-feeds]) or a price ([prices]).",
+                token.name()
+            ))),
+        }
+    }
+
+    /// What a write of an action valued by `rule` with these params is worth. `holder`: the wallet
+    /// whose vault position `max` means, when the write has one wallet.
+    pub async fn value(
+        &self,
+        rule: &ValueRule,
+        params: &Value,
+        chain_id: u64,
+        chain: &ChainSettings,
+        holder: Option<&str>,
+        now_secs: u64,
+    ) -> Result<Valuation> {
+        let text = |name: &str| -> Result<String> {
+            params
+                .get(name)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| unavailable(format!("params.{name} is needed to price this write.")))
+        };
+        let (token, amount) = match rule {
+            ValueRule::Nothing => {
+                return Ok(Valuation {
+                    micros: 0,
+                    quote: None,
+                });
+            }
+            ValueRule::Token { token, amount } => {
+                (TokenRef::resolve(&text(token)?, chain), text(amount)?)
+            }
+            ValueRule::Native { amount } => (TokenRef::resolve("ETH", chain), text(amount)?),
+            ValueRule::VaultAsset { vault, amount } => {
+                let id = text(vault)?;
+                let address = chain.vaults.get(&id).ok_or_else(|| {
+                    unavailable(format!("{id:?} is not a vault of chain {chain_id}."))
+                })?;
+                let asset = self.reads()?.vault_asset(chain_id, address).await?;
+                let mut amount = text(amount)?;
+                if amount == "max" {
+                    let Some(holder) = holder else {
+                        return Err(unavailable(
+                            "amount \"max\" cannot be priced here (a fan-out withdraws a different position for each user): state the amount.",
+                        ));
+                    };
+                    amount = self
+                        .reads()?
+                        .vault_position(chain_id, address, holder)
+                        .await?;
+                }
+                (TokenRef::resolve(&asset, chain), amount)
+            }
+        };
+        let quote = self.quote(chain_id, chain, &token, now_secs).await?;
+        let micros = value_micros(&amount, quote.price).ok_or_else(|| {
+            unavailable(format!(
+                "{amount} {} cannot be priced: the amount is not a plain decimal or its value does not fit.",
+                token.name()
+            ))
+        })?;
+        Ok(Valuation {
+            micros,
+            quote: Some((token, quote)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chains::Token;
+
+    fn price(value: u128, decimals: u8) -> UsdPrice {
+        UsdPrice { value, decimals }
+    }
+
+    #[test]
+    fn values_are_exact_and_round_up() {
+        let eth = price(3_000_000_000, 6);
+        assert_eq!(value_micros("2.5", eth), Some(7_500_000_000));
+        assert_eq!(value_micros("0.000000000000000001", price(1_000_000, 6)), Some(1));
+        assert_eq!(value_micros("10", price(1_000_000, 6)), Some(10_000_000));
+        assert_eq!(value_micros("1.", price(1_000_000, 6)), Some(1_000_000));
+        assert_eq!(value_micros("0", eth), Some(0));
+        // Chainlink's 8 decimals.
+        assert_eq!(value_micros("2", price(300_012_345_678, 8)), Some(6_000_246_914));
+        // A price with no decimals, and fewer than six.
+        assert_eq!(value_micros("1.5", price(2, 0)), Some(3_000_000));
+        for bad in ["1e3", "-1", "", ".5", "1.2.3", "max", " 1"] {
+            assert_eq!(value_micros(bad, eth), None, "{bad:?}");
+        }
+        // Too large to hold: not priced (never 0).
+        assert_eq!(value_micros(&"9".repeat(40), eth), None);
+        assert_eq!(value_micros("100000000000000000000", eth), None);
+    }
+
+    #[test]
+    fn decimal_strings_for_people() {
+        assert_eq!(price(300_012_345_678, 8).to_decimal_string(), "3000.12345678");
+        assert_eq!(price(1_000_000, 6).to_decimal_string(), "1");
+        assert_eq!(price(5, 8).to_decimal_string(), "0.00000005");
+        assert_eq!(price(7, 0).to_decimal_string(), "7");
+    }
+
+    const USDC: &str = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913";
+    const WETH: &str = "0x4200000000000000000000000000000000000006";
+
+    fn chain() -> ChainSettings {
+        ChainSettings {
+            name: "base".into(),
+            rpc_url: None,
+            tokens: BTreeMap::from([
+                ("USDC".to_owned(), Token { address: USDC.into(), decimals: 6 }),
+                ("WETH".to_owned(), Token { address: WETH.into(), decimals: 18 }),
+            ]),
+            contracts: BTreeMap::new(),
+            vaults: BTreeMap::new(),
+            price_feeds: BTreeMap::new(),
+        }
+    }
+
+    fn book() -> Prices {
+        Prices::new(
+            PriceBook::new([("usdc".to_owned(), 1_000_000), ("weth".to_owned(), 3_000_000_000)]),
+            None,
+        )
+    }
+
+    async fn priced(p: &Prices, rule: &ValueRule, params: Value) -> Result<i64> {
+        p.value(rule, &params, 8453, &chain(), None, 0).await.map(|v| v.micros)
+    }
+
+    #[tokio::test]
+    async fn tokens_are_priced_by_symbol_or_address_in_any_case() {
+        let p = book();
+        let rule = ValueRule::Token { token: "tokenIn".into(), amount: "amountIn".into() };
+        for token in ["USDC", "usdc", USDC, &USDC.to_ascii_lowercase(), &USDC.to_ascii_uppercase().replacen("0X", "0x", 1)] {
+            let got = priced(&p, &rule, serde_json::json!({"tokenIn": token, "amountIn": "12.5"})).await;
+            assert_eq!(got, Ok(12_500_000), "{token}");
+        }
+        // The native coin is its wrapped token.
+        let native = ValueRule::Native { amount: "amount".into() };
+        assert_eq!(priced(&p, &native, serde_json::json!({"amount": "0.5"})).await, Ok(1_500_000_000));
+        let eth = serde_json::json!({"tokenIn": "eth", "amountIn": "1"});
+        assert_eq!(priced(&p, &rule, eth).await, Ok(3_000_000_000));
+        // A fixed price may name an address the list does not have.
+        let other = "0x000000000000000000000000000000000000bEEF";
+        let p = Prices::new(PriceBook::new([(other.to_owned(), 2_000_000)]), None);
+        let params = serde_json::json!({"tokenIn": other.to_ascii_lowercase(), "amountIn": "3"});
+        assert_eq!(priced(&p, &rule, params).await, Ok(6_000_000));
+    }
+
+    #[tokio::test]
+    async fn what_cannot_be_priced_is_refused_not_zero() {
+        let p = book();
+        let rule = ValueRule::Token { token: "token".into(), amount: "amount".into() };
+        for params in [
+            serde_json::json!({"token": "DOGE", "amount": "1"}),
+            serde_json::json!({"token": "0x000000000000000000000000000000000000dEaD", "amount": "1"}),
+            serde_json::json!({"token": "USDC", "amount": "9".repeat(40)}),
+            serde_json::json!({"token": "USDC"}),
+        ] {
+            let got = priced(&p, &rule, params.clone()).await;
+            assert_eq!(got.map_err(|e| e.code), Err(ErrorCode::PriceUnavailable), "{params}");
+        }
+        // A vault needs the chain; none here.
+        let vault = ValueRule::VaultAsset { vault: "opportunityId".into(), amount: "amount".into() };
+        let got = priced(&p, &vault, serde_json::json!({"opportunityId": "x", "amount": "1"})).await;
+        assert_eq!(got.map_err(|e| e.code), Err(ErrorCode::PriceUnavailable));
+        // Moving nothing is worth nothing, by definition.
+        assert_eq!(priced(&p, &ValueRule::Nothing, serde_json::json!({})).await, Ok(0));
+    }
+
+    struct Feed(FeedRound);
+
+    #[async_trait]
+    impl PriceReads for Feed {
+        async fn feed_round(&self, _: u64, _: &str) -> Result<FeedRound> {
+            Ok(self.0)
+        }
+        async fn vault_asset(&self, _: u64, _: &str) -> Result<String> {
+            Ok(USDC.to_owned())
+        }
+        async fn vault_position(&self, _: u64, _: &str, _: &str) -> Result<String> {
+            Ok("40.5".to_owned())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_configured_feed_decides_and_a_stale_one_prices_nothing() {
+        let mut c = chain();
+        c.price_feeds.insert(
+            "WETH".into(),
+            PriceFeed { address: "0xfeed".into(), max_age_secs: 60 },
+        );
+        let round = FeedRound { answer: 250_000_000_000, decimals: 8, updated_at: 1_000 };
+        // The fixed price (3000) is not used while the feed answers.
+        let p = Prices::new(PriceBook::new([("WETH".to_owned(), 3_000_000_000)]), Some(std::sync::Arc::new(Feed(round))));
+        let rule = ValueRule::Native { amount: "amount".into() };
+        let params = serde_json::json!({"amount": "2"});
+        let v = p.value(&rule, &params, 8453, &c, None, 1_060).await;
+        assert_eq!(v.as_ref().map(|v| v.micros), Ok(5_000_000_000));
+        assert_eq!(v.map(|v| v.quote.map(|(_, q)| q.source)), Ok(Some(PriceSource::Chainlink)));
+        let stale = p.value(&rule, &params, 8453, &c, None, 1_061).await;
+        assert_eq!(stale.map_err(|e| e.code), Err(ErrorCode::PriceUnavailable));
+        // A vault amount is priced through its asset; max through the holder's position.
+        c.vaults.insert("usdc-vault".into(), "0xvault".into());
+        let vault = ValueRule::VaultAsset { vault: "opportunityId".into(), amount: "amount".into() };
+        let max = serde_json::json!({"opportunityId": "usdc-vault", "amount": "max"});
+        let p = Prices::new(book().book, Some(std::sync::Arc::new(Feed(round))));
+        let got = p.value(&vault, &max, 8453, &c, Some("0xholder"), 0).await.map(|v| v.micros);
+        assert_eq!(got, Ok(40_500_000));
+        let fan_out = p.value(&vault, &max, 8453, &c, None, 0).await;
+        assert_eq!(fan_out.map_err(|e| e.code), Err(ErrorCode::PriceUnavailable));
+    }
+}
