@@ -23,12 +23,15 @@ impl ChainPrices {
     }
 
     fn client(&self, chain_id: u64) -> Result<&ChainClient> {
-        self.clients.get(chain_id).map(AsRef::as_ref).ok_or_else(|| {
-            Error::new(
-                ErrorCode::ChainNotConfigured,
-                format!("Chain {chain_id} has no RPC URL configured here."),
-            )
-        })
+        self.clients
+            .get(chain_id)
+            .map(AsRef::as_ref)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::ChainNotConfigured,
+                    format!("Chain {chain_id} has no RPC URL configured here."),
+                )
+            })
     }
 }
 

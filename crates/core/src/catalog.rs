@@ -530,7 +530,8 @@ fn build_action(
     };
     if entry.enabled && !is_read && value.is_none() {
         return Err(invalid(format!(
-            "action {name} runs here but has no value rule: the gateway could not price it"
+            "action {} runs here but has no value rule: the gateway could not price it",
+            entry.action
         )));
     }
     Ok(ActionSpec {
@@ -803,6 +804,40 @@ mod tests {
     }
 
     #[test]
+    fn every_write_says_how_it_is_priced_and_one_that_runs_must() {
+        let catalog = builtin();
+        let swap = catalog.resolve("swap").and_then(|a| a.value.clone());
+        assert_eq!(
+            swap,
+            Some(ValueRule::Token {
+                token: "tokenIn".into(),
+                amount: "amountIn".into()
+            })
+        );
+        let vote = catalog.resolve("vote").and_then(|a| a.value.clone());
+        assert_eq!(vote, Some(ValueRule::Nothing));
+        assert!(
+            catalog
+                .actions()
+                .filter(|a| a.is_read())
+                .all(|a| a.value.is_none())
+        );
+        // A write that runs here without a rule is refused at start: it could not be priced.
+        let unpriced = BUILTIN_MANIFEST.replacen(
+            "value = { token = \"token\", amount = \"amount\" }\nlanes",
+            "lanes",
+            1,
+        );
+        assert_ne!(unpriced, BUILTIN_MANIFEST);
+        let built =
+            Catalog::from_manifest(&unpriced, String::new(), &Only("transfer", Lane::Execute));
+        assert!(
+            matches!(&built, Err(CatalogError::Invalid(m)) if m.contains("transfer")),
+            "{built:?}"
+        );
+    }
+
+    #[test]
     fn broken_manifests_are_refused() {
         let cases = [
             (
@@ -828,6 +863,18 @@ mod tests {
                     "billingTier = \"cheap\"",
                     1,
                 ),
+            ),
+            (
+                "a value rule naming a param the action does not have",
+                BUILTIN_MANIFEST.replacen(
+                    "value = { token = \"tokenIn\", amount = \"amountIn\" }",
+                    "value = { token = \"tokenIn\", amount = \"size\" }",
+                    1,
+                ),
+            ),
+            (
+                "a value rule of no known shape",
+                BUILTIN_MANIFEST.replacen("value = \"nothing\"", "value = \"free\"", 1),
             ),
         ];
         for (what, text) in cases {

@@ -23,10 +23,21 @@ pub struct ChainSettings {
     pub contracts: BTreeMap<String, String>,
     /// ERC-4626 vaults by opportunity id (`deposit-earn-position` and its twins).
     pub vaults: BTreeMap<String, String>,
-    /// Chainlink feeds by token, keyed by [`crate::prices::token_key`] (upper-case symbol or
-    /// lower-case address).
-    pub price_feeds: BTreeMap<String, crate::prices::PriceFeed>,
+    /// Chainlink feeds by token, keyed by upper-case symbol or lower-case address (the price
+    /// layer's `token_key`).
+    pub price_feeds: BTreeMap<String, PriceFeed>,
 }
+
+/// A Chainlink feed configured for a token: `[chains.<id>.price-feeds.<TOKEN>]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriceFeed {
+    pub address: String,
+    /// A round older than this is stale.
+    pub max_age_secs: u64,
+}
+
+/// The default staleness bound of a feed configured by address alone.
+pub const DEFAULT_FEED_MAX_AGE_SECS: u64 = 3600;
 
 /// Every configured chain by id.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::chains::ChainSettings;
+pub use crate::chains::{DEFAULT_FEED_MAX_AGE_SECS, PriceFeed};
 use crate::error::{Error, Result};
 
 /// A USD price of one whole token: `value / 10^decimals` USD.
@@ -90,17 +91,6 @@ impl PriceSource {
     }
 }
 
-/// A Chainlink feed configured for a token: `[chains.<id>.price-feeds.<TOKEN>]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PriceFeed {
-    pub address: String,
-    /// A round older than this is stale.
-    pub max_age_secs: u64,
-}
-
-/// The default staleness bound of a feed configured by address alone.
-pub const DEFAULT_FEED_MAX_AGE_SECS: u64 = 3600;
-
 /// `[prices]`: fixed USD prices in micro-dollars per whole token, by upper-case symbol or lower-case
 /// address.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -133,9 +123,7 @@ pub fn token_key(text: &str) -> String {
 }
 
 fn is_address(text: &str) -> bool {
-    text.len() == 42
-        && text.starts_with("0x")
-        && text[2..].bytes().all(|b| b.is_ascii_hexdigit())
+    text.len() == 42 && text.starts_with("0x") && text[2..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// One answer of a Chainlink `AggregatorV3Interface` feed: `latestRoundData` and `decimals`.
@@ -324,13 +312,16 @@ impl Prices {
     ) -> Result<Quote> {
         let keys = token.keys();
         if let Some(feed) = keys.iter().find_map(|k| chain.price_feeds.get(k)) {
-            let round = self.feed_round(chain_id, &feed.address).await.map_err(|e| {
-                unavailable(format!(
-                    "The price feed of {} on chain {chain_id} cannot be read: {}",
-                    token.name(),
-                    e.message
-                ))
-            })?;
+            let round = self
+                .feed_round(chain_id, &feed.address)
+                .await
+                .map_err(|e| {
+                    unavailable(format!(
+                        "The price feed of {} on chain {chain_id} cannot be read: {}",
+                        token.name(),
+                        e.message
+                    ))
+                })?;
             let age = now_secs.saturating_sub(round.updated_at);
             if age > feed.max_age_secs {
                 return Err(unavailable(format!(
@@ -448,12 +439,18 @@ mod tests {
     fn values_are_exact_and_round_up() {
         let eth = price(3_000_000_000, 6);
         assert_eq!(value_micros("2.5", eth), Some(7_500_000_000));
-        assert_eq!(value_micros("0.000000000000000001", price(1_000_000, 6)), Some(1));
+        assert_eq!(
+            value_micros("0.000000000000000001", price(1_000_000, 6)),
+            Some(1)
+        );
         assert_eq!(value_micros("10", price(1_000_000, 6)), Some(10_000_000));
         assert_eq!(value_micros("1.", price(1_000_000, 6)), Some(1_000_000));
         assert_eq!(value_micros("0", eth), Some(0));
         // Chainlink's 8 decimals.
-        assert_eq!(value_micros("2", price(300_012_345_678, 8)), Some(6_000_246_914));
+        assert_eq!(
+            value_micros("2", price(300_012_345_678, 8)),
+            Some(6_000_246_914)
+        );
         // A price with no decimals, and fewer than six.
         assert_eq!(value_micros("1.5", price(2, 0)), Some(3_000_000));
         for bad in ["1e3", "-1", "", ".5", "1.2.3", "max", " 1"] {
@@ -466,7 +463,10 @@ mod tests {
 
     #[test]
     fn decimal_strings_for_people() {
-        assert_eq!(price(300_012_345_678, 8).to_decimal_string(), "3000.12345678");
+        assert_eq!(
+            price(300_012_345_678, 8).to_decimal_string(),
+            "3000.12345678"
+        );
         assert_eq!(price(1_000_000, 6).to_decimal_string(), "1");
         assert_eq!(price(5, 8).to_decimal_string(), "0.00000005");
         assert_eq!(price(7, 0).to_decimal_string(), "7");
@@ -480,8 +480,20 @@ mod tests {
             name: "base".into(),
             rpc_url: None,
             tokens: BTreeMap::from([
-                ("USDC".to_owned(), Token { address: USDC.into(), decimals: 6 }),
-                ("WETH".to_owned(), Token { address: WETH.into(), decimals: 18 }),
+                (
+                    "USDC".to_owned(),
+                    Token {
+                        address: USDC.into(),
+                        decimals: 6,
+                    },
+                ),
+                (
+                    "WETH".to_owned(),
+                    Token {
+                        address: WETH.into(),
+                        decimals: 18,
+                    },
+                ),
             ]),
             contracts: BTreeMap::new(),
             vaults: BTreeMap::new(),
@@ -491,26 +503,51 @@ mod tests {
 
     fn book() -> Prices {
         Prices::new(
-            PriceBook::new([("usdc".to_owned(), 1_000_000), ("weth".to_owned(), 3_000_000_000)]),
+            PriceBook::new([
+                ("usdc".to_owned(), 1_000_000),
+                ("weth".to_owned(), 3_000_000_000),
+            ]),
             None,
         )
     }
 
-    async fn priced(p: &Prices, rule: &ValueRule, params: Value) -> Result<i64> {
-        p.value(rule, &params, 8453, &chain(), None, 0).await.map(|v| v.micros)
+    async fn priced(p: &Prices, rule: &ValueRule, params: Value) -> Result<i64, ErrorCode> {
+        p.value(rule, &params, 8453, &chain(), None, 0)
+            .await
+            .map(|v| v.micros)
+            .map_err(|e| e.code)
     }
 
     #[tokio::test]
     async fn tokens_are_priced_by_symbol_or_address_in_any_case() {
         let p = book();
-        let rule = ValueRule::Token { token: "tokenIn".into(), amount: "amountIn".into() };
-        for token in ["USDC", "usdc", USDC, &USDC.to_ascii_lowercase(), &USDC.to_ascii_uppercase().replacen("0X", "0x", 1)] {
-            let got = priced(&p, &rule, serde_json::json!({"tokenIn": token, "amountIn": "12.5"})).await;
+        let rule = ValueRule::Token {
+            token: "tokenIn".into(),
+            amount: "amountIn".into(),
+        };
+        for token in [
+            "USDC",
+            "usdc",
+            USDC,
+            &USDC.to_ascii_lowercase(),
+            &USDC.to_ascii_uppercase().replacen("0X", "0x", 1),
+        ] {
+            let got = priced(
+                &p,
+                &rule,
+                serde_json::json!({"tokenIn": token, "amountIn": "12.5"}),
+            )
+            .await;
             assert_eq!(got, Ok(12_500_000), "{token}");
         }
         // The native coin is its wrapped token.
-        let native = ValueRule::Native { amount: "amount".into() };
-        assert_eq!(priced(&p, &native, serde_json::json!({"amount": "0.5"})).await, Ok(1_500_000_000));
+        let native = ValueRule::Native {
+            amount: "amount".into(),
+        };
+        assert_eq!(
+            priced(&p, &native, serde_json::json!({"amount": "0.5"})).await,
+            Ok(1_500_000_000)
+        );
         let eth = serde_json::json!({"tokenIn": "eth", "amountIn": "1"});
         assert_eq!(priced(&p, &rule, eth).await, Ok(3_000_000_000));
         // A fixed price may name an address the list does not have.
@@ -523,7 +560,10 @@ mod tests {
     #[tokio::test]
     async fn what_cannot_be_priced_is_refused_not_zero() {
         let p = book();
-        let rule = ValueRule::Token { token: "token".into(), amount: "amount".into() };
+        let rule = ValueRule::Token {
+            token: "token".into(),
+            amount: "amount".into(),
+        };
         for params in [
             serde_json::json!({"token": "DOGE", "amount": "1"}),
             serde_json::json!({"token": "0x000000000000000000000000000000000000dEaD", "amount": "1"}),
@@ -531,14 +571,25 @@ mod tests {
             serde_json::json!({"token": "USDC"}),
         ] {
             let got = priced(&p, &rule, params.clone()).await;
-            assert_eq!(got.map_err(|e| e.code), Err(ErrorCode::PriceUnavailable), "{params}");
+            assert_eq!(got, Err(ErrorCode::PriceUnavailable), "{params}");
         }
         // A vault needs the chain; none here.
-        let vault = ValueRule::VaultAsset { vault: "opportunityId".into(), amount: "amount".into() };
-        let got = priced(&p, &vault, serde_json::json!({"opportunityId": "x", "amount": "1"})).await;
-        assert_eq!(got.map_err(|e| e.code), Err(ErrorCode::PriceUnavailable));
+        let vault = ValueRule::VaultAsset {
+            vault: "opportunityId".into(),
+            amount: "amount".into(),
+        };
+        let got = priced(
+            &p,
+            &vault,
+            serde_json::json!({"opportunityId": "x", "amount": "1"}),
+        )
+        .await;
+        assert_eq!(got, Err(ErrorCode::PriceUnavailable));
         // Moving nothing is worth nothing, by definition.
-        assert_eq!(priced(&p, &ValueRule::Nothing, serde_json::json!({})).await, Ok(0));
+        assert_eq!(
+            priced(&p, &ValueRule::Nothing, serde_json::json!({})).await,
+            Ok(0)
+        );
     }
 
     struct Feed(FeedRound);
@@ -561,26 +612,51 @@ mod tests {
         let mut c = chain();
         c.price_feeds.insert(
             "WETH".into(),
-            PriceFeed { address: "0xfeed".into(), max_age_secs: 60 },
+            PriceFeed {
+                address: "0xfeed".into(),
+                max_age_secs: 60,
+            },
         );
-        let round = FeedRound { answer: 250_000_000_000, decimals: 8, updated_at: 1_000 };
+        let round = FeedRound {
+            answer: 250_000_000_000,
+            decimals: 8,
+            updated_at: 1_000,
+        };
         // The fixed price (3000) is not used while the feed answers.
-        let p = Prices::new(PriceBook::new([("WETH".to_owned(), 3_000_000_000)]), Some(std::sync::Arc::new(Feed(round))));
-        let rule = ValueRule::Native { amount: "amount".into() };
+        let p = Prices::new(
+            PriceBook::new([("WETH".to_owned(), 3_000_000_000)]),
+            Some(std::sync::Arc::new(Feed(round))),
+        );
+        let rule = ValueRule::Native {
+            amount: "amount".into(),
+        };
         let params = serde_json::json!({"amount": "2"});
-        let v = p.value(&rule, &params, 8453, &c, None, 1_060).await;
+        let v = p
+            .value(&rule, &params, 8453, &c, None, 1_060)
+            .await
+            .map_err(|e| e.code);
         assert_eq!(v.as_ref().map(|v| v.micros), Ok(5_000_000_000));
-        assert_eq!(v.map(|v| v.quote.map(|(_, q)| q.source)), Ok(Some(PriceSource::Chainlink)));
+        assert_eq!(
+            v.map(|v| v.quote.map(|(_, q)| q.source)),
+            Ok(Some(PriceSource::Chainlink))
+        );
         let stale = p.value(&rule, &params, 8453, &c, None, 1_061).await;
         assert_eq!(stale.map_err(|e| e.code), Err(ErrorCode::PriceUnavailable));
         // A vault amount is priced through its asset; max through the holder's position.
         c.vaults.insert("usdc-vault".into(), "0xvault".into());
-        let vault = ValueRule::VaultAsset { vault: "opportunityId".into(), amount: "amount".into() };
+        let vault = ValueRule::VaultAsset {
+            vault: "opportunityId".into(),
+            amount: "amount".into(),
+        };
         let max = serde_json::json!({"opportunityId": "usdc-vault", "amount": "max"});
         let p = Prices::new(book().book, Some(std::sync::Arc::new(Feed(round))));
-        let got = p.value(&vault, &max, 8453, &c, Some("0xholder"), 0).await.map(|v| v.micros);
+        let got = p.value(&vault, &max, 8453, &c, Some("0xholder"), 0).await;
+        let got = got.map(|v| v.micros).map_err(|e| e.code);
         assert_eq!(got, Ok(40_500_000));
         let fan_out = p.value(&vault, &max, 8453, &c, None, 0).await;
-        assert_eq!(fan_out.map_err(|e| e.code), Err(ErrorCode::PriceUnavailable));
+        assert_eq!(
+            fan_out.map_err(|e| e.code),
+            Err(ErrorCode::PriceUnavailable)
+        );
     }
 }

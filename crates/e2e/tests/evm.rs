@@ -28,12 +28,8 @@ async fn execute(
     params: Value,
     key: &str,
 ) -> (u16, Value) {
-    post(
-        format!("{}/api/v1/agent/execute", gw.url),
-        // The gateway prices token amounts itself; a vault deposit's USD value is stated.
-        json!({"agentApiKey": agent.key, "action": action, "params": params, "chainId": 84532, "idempotencyKey": key, "estimatedAmountUsd": 100}),
-    )
-    .await
+    // The gateway prices each write itself (the devnet's feeds); what is stated only ever adds.
+    execute_stating(gw, agent, action, params, key, 100.0).await
 }
 
 #[tokio::test]

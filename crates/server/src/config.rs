@@ -721,6 +721,60 @@ mod tests {
     }
 
     #[test]
+    fn price_feeds_and_fixed_prices_are_read_by_symbol_or_address() {
+        let file: FileConfig = toml::from_str(
+            r#"
+            [prices]
+            usdc = 1.0
+            "0x000000000000000000000000000000000000bEEF" = 2.5
+            [chains.84532]
+            name = "devnet"
+            [chains.84532.price-feeds]
+            weth = { feed = "0x00000000000000000000000000000000000000F1", max-age-seconds = 60 }
+            "0x00000000000000000000000000000000000000AA" = "0x00000000000000000000000000000000000000F2"
+            "#,
+        )
+        .expect("from str");
+        let cfg = Config::resolve(Overrides::default(), file).expect("resolve");
+        let book = &cfg.settings.prices.0;
+        assert_eq!(book.get("USDC"), Some(&1_000_000));
+        assert_eq!(
+            book.get("0x000000000000000000000000000000000000beef"),
+            Some(&2_500_000)
+        );
+        let feeds = cfg
+            .settings
+            .chains
+            .get(84532)
+            .map(|c| c.price_feeds.clone());
+        let feeds = feeds.unwrap_or_default();
+        assert_eq!(
+            feeds.get("WETH"),
+            Some(&PriceFeed {
+                address: "0x00000000000000000000000000000000000000F1".into(),
+                max_age_secs: 60
+            })
+        );
+        assert_eq!(
+            feeds
+                .get("0x00000000000000000000000000000000000000aa")
+                .map(|f| f.max_age_secs),
+            Some(DEFAULT_FEED_MAX_AGE_SECS)
+        );
+        // Chain 8453 knows Chainlink's published feeds.
+        let base = Config::resolve(Overrides::default(), FileConfig::default()).expect("resolve");
+        let base = base
+            .settings
+            .chains
+            .get(8453)
+            .map(|c| c.price_feeds.clone());
+        assert_eq!(
+            base.unwrap_or_default().keys().collect::<Vec<_>>(),
+            ["USDC", "WETH"]
+        );
+    }
+
+    #[test]
     fn bad_values_are_refused_with_a_reason() {
         assert!(toml::from_str::<FileConfig>("lissten = \"x\"").is_err());
         let o = Overrides {

@@ -102,15 +102,23 @@ impl Gateway {
             (PolicyCheck::Params, check_params(spec, params)),
             (PolicyCheck::Chain, self.check_chain(spec, chain_id)),
         ];
-        let valuation = match spec.is_read() {
+        // A write is priced only when the checks before the amount pass (its params and chain are
+        // what pricing reads); otherwise only the stated amount is held to the limits.
+        let earlier_refused = verdicts.iter().any(|(_, v)| v.is_err());
+        let valuation = match spec.is_read() || earlier_refused {
             true => Ok(None),
-            false if verdicts.iter().any(|(_, v)| v.is_err()) => Err(refusal(
+            false => self
+                .value_write(spec, params, chain_id, holder)
+                .await
+                .map(Some),
+        };
+        let mut amount = self.usd_amount(spec, &valuation, estimated_amount_usd, policy);
+        if !spec.is_read() && earlier_refused && amount.is_ok() {
+            amount = Err(refusal(
                 ErrorCode::PriceUnavailable,
                 "not priced: a check before the amount refused the request.",
-            )),
-            false => self.value_write(spec, params, chain_id, holder).await.map(Some),
-        };
-        let amount = self.usd_amount(spec, &valuation, estimated_amount_usd, policy);
+            ));
+        }
         PolicyChecks {
             verdicts,
             amount,

@@ -254,6 +254,7 @@ pub fn start_gateway(config: &Path, crash_after_send: bool) -> Gateway {
 
 pub struct Agent {
     pub key: String,
+    pub agent_id: String,
     pub address: Address,
     pub account_id: String,
     /// The owner's session.
@@ -318,10 +319,28 @@ pub async fn onboard(gw: &Gateway, database_url: &str, email: &str, actions: &[&
     store.close().await;
     Agent {
         key,
+        agent_id,
         address,
         account_id,
         session,
     }
+}
+
+/// A direct execution on the devnet's chain (`POST /agent/execute`) stating `usd`.
+pub async fn execute_stating(
+    gw: &Gateway,
+    agent: &Agent,
+    action: &str,
+    params: Value,
+    key: &str,
+    usd: f64,
+) -> (u16, Value) {
+    post(
+        format!("{}/api/v1/agent/execute", gw.url),
+        json!({"agentApiKey": agent.key, "action": action, "params": params, "chainId": 84532,
+               "idempotencyKey": key, "estimatedAmountUsd": usd}),
+    )
+    .await
 }
 
 pub fn usdc(units: u64) -> U256 {

@@ -359,6 +359,24 @@ async fn every_refusal_has_its_code_and_creates_nothing(backend: Backend) {
     ] {
         cases.push((transfer(&key, "1", Some(bad)), 400, "INVALID_REQUEST"));
     }
+    // The gateway prices the token by symbol or address, in any case, whatever is stated; what it
+    // cannot price is refused.
+    const USDC: &str = "0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913";
+    for token in [USDC.to_owned(), USDC.to_lowercase(), "usdc".to_owned()] {
+        let mut body = transfer(&key, "60000", Some("k1"));
+        body["params"]["token"] = json!(token);
+        body["estimatedAmountUsd"] = json!(0);
+        cases.push((body, 403, "POLICY_AMOUNT_LIMIT"));
+    }
+    for (token, amount) in [
+        ("DOGE", "1"),
+        ("USDC", "1000000000000000000000000000000000000000"),
+    ] {
+        let mut body = transfer(&key, amount, Some("k1"));
+        body["params"]["token"] = json!(token);
+        body["estimatedAmountUsd"] = json!(5);
+        cases.push((body, 422, "PRICE_UNAVAILABLE"));
+    }
     let mut nan = transfer(&key, "1", Some("k1"));
     nan["estimatedAmountUsd"] = json!(1e13);
     cases.push((nan, 400, "INVALID_REQUEST"));
@@ -402,7 +420,7 @@ async fn every_refusal_has_its_code_and_creates_nothing(backend: Backend) {
         .await;
     assert_refused(&r, 400, "INVALID_REQUEST");
 
-    // Writes the gateway cannot price need a stated amount; under-stating does not pass a limit.
+    // Under-stating does not pass a limit: the gateway's price decides.
     let mut cheap = transfer(&key, "500", Some("k1"));
     cheap["estimatedAmountUsd"] = json!(1);
     assert_refused(&app.post(SUBMIT, cheap).await, 403, "POLICY_DAILY_LIMIT");
@@ -1098,7 +1116,7 @@ async fn preflight_reports_the_checks_submit_and_build_tx_stop_at(backend: Backe
     let (app, _venue) = venue_app(backend, "").await;
     let owner = app.onboard("preflight@example.com").await;
     allow(&app, &owner, &["transfer"], 100.0).await;
-    // Bad params, an unknown chain, and above transfer's maxAmountUsd (50000).
+    // Bad params, an unknown chain, and an amount above transfer's maxAmountUsd (50000).
     let params = json!({"token": "USDC", "to": "0x1", "amount": "60000"});
     let body = json!({"agentApiKey": owner.agent_key, "action": "transfer", "params": params,
         "chainId": 999, "idempotencyKey": "p1"});
@@ -1128,11 +1146,36 @@ async fn preflight_reports_the_checks_submit_and_build_tx_stop_at(backend: Backe
             ok("enabled"),
             no("params", "INVALID_PARAMS"),
             no("chain", "UNKNOWN_CHAIN"),
-            no("amountLimit", "POLICY_AMOUNT_LIMIT"),
+            // The gateway prices a write on its chain, with its params: not these.
+            no("amountLimit", "PRICE_UNAVAILABLE"),
         ],
         "{report}"
     );
     assert_eq!(report["ready"], json!(false));
+    // On a known chain with valid params the gateway's price decides, and preflight names it.
+    let amount_check = |report: &Value| {
+        report["checks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "amountLimit").cloned())
+            .unwrap_or(Value::Null)
+    };
+    let priced = |amount: &str| {
+        json!({"agentApiKey": owner.agent_key, "action": "transfer", "estimatedAmountUsd": 0,
+            "params": {"token": "usdc", "to": "0x000000000000000000000000000000000000dEaD", "amount": amount}})
+    };
+    let over = app.post("/api/v1/agent/preflight", priced("60000")).await;
+    let over = amount_check(over.assert_ok());
+    assert_eq!(over["code"], json!("POLICY_AMOUNT_LIMIT"), "{over}");
+    let fine = app.post("/api/v1/agent/preflight", priced("2")).await;
+    let fine = amount_check(fine.assert_ok());
+    assert_eq!(
+        (fine["ok"].clone(), fine["detail"].clone()),
+        (
+            json!(true),
+            json!("2 USD (the gateway's price: 1 USD per USDC from config)")
+        ),
+        "{fine}"
+    );
     app.post(SUBMIT, body.clone())
         .await
         .assert_error(400, "INVALID_PARAMS");
