@@ -11,6 +11,9 @@ sol! {
         function approve(address spender, uint256 amount) external returns (bool);
         function transfer(address to, uint256 amount) external returns (bool);
         function decimals() external view returns (uint8);
+        function name() external view returns (string);
+        function symbol() external view returns (string);
+        function totalSupply() external view returns (uint256);
         event Transfer(address indexed from, address indexed to, uint256 value);
     }
 

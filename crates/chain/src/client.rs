@@ -116,6 +116,16 @@ impl ChainClients {
         self.clients.get(&chain_id)
     }
 
+    /// The client of `chain_id`, or `CHAIN_NOT_CONFIGURED` when it has no RPC URL here.
+    pub fn require(&self, chain_id: u64) -> Result<&ChainClient, actiongate_core::error::Error> {
+        self.get(chain_id).map(AsRef::as_ref).ok_or_else(|| {
+            actiongate_core::error::Error::new(
+                actiongate_api_types::ErrorCode::ChainNotConfigured,
+                format!("Chain {chain_id} has no RPC URL configured here."),
+            )
+        })
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Arc<ChainClient>> {
         self.clients.values()
     }

@@ -8,6 +8,7 @@ pub mod bindings;
 pub mod client;
 pub mod delegation;
 pub mod locks;
+pub mod market;
 pub mod payments;
 pub mod plan;
 pub mod prices;
@@ -17,5 +18,6 @@ pub mod sender;
 
 pub use client::{ChainClients, ChainOptions};
 pub use delegation::FrameworkChains;
+pub use market::MarketReads;
 pub use prices::ChainPrices;
 pub use provider::EvmProvider;

@@ -22,16 +22,8 @@ impl ChainPrices {
         Self { clients }
     }
 
-    fn client(&self, chain_id: u64) -> Result<&ChainClient> {
-        self.clients
-            .get(chain_id)
-            .map(AsRef::as_ref)
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorCode::ChainNotConfigured,
-                    format!("Chain {chain_id} has no RPC URL configured here."),
-                )
-            })
+    fn client(&self, chain_id: u64) -> Result<&ChainClient, Error> {
+        self.clients.require(chain_id)
     }
 }
 

@@ -483,6 +483,39 @@ async fn writes_need_confirm_writes_and_the_key_is_never_printed() {
 }
 
 #[tokio::test]
+async fn an_unpriceable_write_is_refused_by_the_cli_as_by_rest() {
+    // A chain with an RPC URL nothing answers (the refusal comes before any call) and an agent
+    // allowed to transfer; DOGE has no price here.
+    let g = Gateway::start_with_config(
+        "[chains.84532]\nname = \"devnet\"\nrpc-url = \"http://127.0.0.1:9\"\n[policy.default]\nallowedActions = [\"transfer\"]\n",
+    );
+    g.login("doge@example.com").await;
+    let (code, r) = g.json(
+        &[
+            "run",
+            "transfer",
+            "--chain-id",
+            "84532",
+            "--param",
+            "token=DOGE",
+            "--param",
+            "to=0x000000000000000000000000000000000000dEaD",
+            "--param",
+            "amount=1",
+            "--estimated-amount-usd",
+            "1",
+            "--confirm-writes",
+        ],
+        &[],
+    );
+    assert_eq!(
+        (code, r["success"].clone(), r["code"].clone()),
+        (2, json!(false), json!("PRICE_UNAVAILABLE")),
+        "{r}"
+    );
+}
+
+#[tokio::test]
 async fn login_refuses_without_the_terms_and_asks_for_the_code() {
     let g = Gateway::start();
     // Interactive: the CLI sends the code, reads it from the terminal, asks for the terms (declined).

@@ -209,6 +209,14 @@ pub struct Quote {
     pub updated_at: Option<u64>,
 }
 
+/// A price as a read shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PriceRead {
+    pub quote: Quote,
+    /// Why the price should not be relied on (a stale feed); empty when it can.
+    pub issues: Vec<String>,
+}
+
 /// How an action's value is found, from its catalog entry (`value` in the manifest).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ValueRule {
@@ -302,7 +310,7 @@ impl Prices {
     }
 
     /// The price of `token` on `chain_id` at `now_secs`: its feed when one is configured (stale or
-    /// broken: unavailable, never a fallback), else its fixed price.
+    /// broken: unavailable, never a fallback), else its fixed price. What a write is priced with.
     pub async fn quote(
         &self,
         chain_id: u64,
@@ -310,6 +318,22 @@ impl Prices {
         token: &TokenRef,
         now_secs: u64,
     ) -> Result<Quote> {
+        let read = self.read(chain_id, chain, token, now_secs).await?;
+        match read.issues.into_iter().next() {
+            Some(issue) => Err(unavailable(issue)),
+            None => Ok(read.quote),
+        }
+    }
+
+    /// The price of `token` as a market read shows it: a stale feed's last answer is given, marked
+    /// stale with the reason in `issues` (a write is never priced with it, [`Prices::quote`]).
+    pub async fn read(
+        &self,
+        chain_id: u64,
+        chain: &ChainSettings,
+        token: &TokenRef,
+        now_secs: u64,
+    ) -> Result<PriceRead> {
         let keys = token.keys();
         if let Some(feed) = keys.iter().find_map(|k| chain.price_feeds.get(k)) {
             let round = self
@@ -322,14 +346,6 @@ impl Prices {
                         e.message
                     ))
                 })?;
-            let age = now_secs.saturating_sub(round.updated_at);
-            if age > feed.max_age_secs {
-                return Err(unavailable(format!(
-                    "The price feed of {} on chain {chain_id} is stale: its last round is {age} s old (at most {} s).",
-                    token.name(),
-                    feed.max_age_secs
-                )));
-            }
             let value = u128::try_from(round.answer)
                 .ok()
                 .filter(|v| *v > 0)
@@ -340,20 +356,35 @@ impl Prices {
                         round.answer
                     ))
                 })?;
-            return Ok(Quote {
-                price: UsdPrice {
-                    value,
-                    decimals: round.decimals,
+            let age = now_secs.saturating_sub(round.updated_at);
+            let issues = match age > feed.max_age_secs {
+                true => vec![format!(
+                    "The price feed of {} on chain {chain_id} is stale: its last round is {age} s old (at most {} s).",
+                    token.name(),
+                    feed.max_age_secs
+                )],
+                false => vec![],
+            };
+            return Ok(PriceRead {
+                quote: Quote {
+                    price: UsdPrice {
+                        value,
+                        decimals: round.decimals,
+                    },
+                    source: PriceSource::Chainlink,
+                    updated_at: Some(round.updated_at),
                 },
-                source: PriceSource::Chainlink,
-                updated_at: Some(round.updated_at),
+                issues,
             });
         }
         match self.book.price(&keys).and_then(UsdPrice::from_micros) {
-            Some(price) => Ok(Quote {
-                price,
-                source: PriceSource::Config,
-                updated_at: None,
+            Some(price) => Ok(PriceRead {
+                quote: Quote {
+                    price,
+                    source: PriceSource::Config,
+                    updated_at: None,
+                },
+                issues: vec![],
             }),
             None => Err(unavailable(format!(
                 "The gateway has no price for {} on chain {chain_id}: configure a feed ([chains.{chain_id}.price-feeds]) or a price ([prices]).",

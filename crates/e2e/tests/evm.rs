@@ -538,37 +538,6 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     drop(gw.process);
 }
 
-/// Submits a read for the agent itself and waits for the intent to end.
-async fn read_for(gw: &Gateway, agent: &Agent, action: &str, params: Value) -> Value {
-    let (_, intent) = post(
-        format!("{}/api/v1/agent/execute-intent", gw.url),
-        json!({"agentApiKey": agent.key, "action": action, "chainId": 84532, "params": params}),
-    )
-    .await;
-    let id = intent["intentId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{intent}"))
-        .to_owned();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = reqwest::Client::new()
-            .get(format!(
-                "{}/api/v1/agent/execute-intent/status?intentId={id}",
-                gw.url
-            ))
-            .header("x-agent-api-key", &agent.key)
-            .send()
-            .await
-            .expect("send");
-        let body: Value = r.json().await.unwrap_or(Value::Null);
-        if body["status"] != "queued" {
-            return body;
-        }
-        assert!(Instant::now() < deadline, "the read did not end: {body}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Kill the gateway right after it hands a transfer to the node and before it records anything;
 /// a new process finds the execution by its reserved nonce and signed hash and sends nothing again.
 async fn crash_between_send_and_record(

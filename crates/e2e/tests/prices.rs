@@ -90,6 +90,45 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
+/// The feed answers `answer` (8 decimals) from now on, and the gateway's cached round has expired.
+async fn answer<P: Provider>(
+    aggregator: &IMockV3Aggregator::IMockV3AggregatorInstance<P>,
+    answer: i64,
+) {
+    aggregator
+        .updateAnswer(I256::try_from(answer).expect("fits"))
+        .send()
+        .await
+        .expect("updateAnswer is sent")
+        .get_receipt()
+        .await
+        .expect("updateAnswer is mined");
+    past_the_price_cache().await;
+}
+
+/// Gives the feed a new round answering `answer` (8 decimals) two hours old: past the devnet's
+/// max-age-seconds (3600).
+async fn age_feed<P: Provider>(
+    aggregator: &IMockV3Aggregator::IMockV3AggregatorInstance<P>,
+    answer: i64,
+) {
+    let round = aggregator.latestRound().call().await.expect("latestRound");
+    let old = U256::from(now_secs() - 7200);
+    aggregator
+        .updateRoundData(
+            alloy::primitives::Uint::<80, 2>::from(round.to::<u64>() + 1),
+            I256::try_from(answer).expect("fits"),
+            old,
+            old,
+        )
+        .send()
+        .await
+        .expect("updateRoundData is sent")
+        .get_receipt()
+        .await
+        .expect("updateRoundData is mined");
+}
+
 /// The gateway keeps a feed's answer for a few seconds.
 async fn past_the_price_cache() {
     tokio::time::sleep(Duration::from_millis(3_200)).await;
@@ -249,15 +288,7 @@ async fn the_gateways_price_decides_every_write() {
         (403, json!("POLICY_DAILY_LIMIT")),
         "{body}"
     );
-    aggregator
-        .updateAnswer(I256::try_from(1000i64 * 100_000_000).expect("fits"))
-        .send()
-        .await
-        .expect("updateAnswer is sent")
-        .get_receipt()
-        .await
-        .expect("updateAnswer is mined");
-    past_the_price_cache().await;
+    answer(&aggregator, 1000i64 * 100_000_000).await;
     runs(
         &gw,
         &agent,
@@ -274,21 +305,7 @@ async fn the_gateways_price_decides_every_write() {
         json!({"allowedActions": writes, "dailyLimitUsd": 100000}),
     )
     .await;
-    let round = aggregator.latestRound().call().await.expect("latestRound");
-    let old = U256::from(now_secs() - 7200);
-    aggregator
-        .updateRoundData(
-            alloy::primitives::Uint::<80, 2>::from(round.to::<u64>() + 1),
-            I256::try_from(1000i64 * 100_000_000).expect("fits"),
-            old,
-            old,
-        )
-        .send()
-        .await
-        .expect("updateRoundData is sent")
-        .get_receipt()
-        .await
-        .expect("updateRoundData is mined");
+    age_feed(&aggregator, 1000i64 * 100_000_000).await;
     past_the_price_cache().await;
     let before = footprint(&devnet, &gw, &agent).await;
     let unpriceable: Vec<(&str, Value)> = vec![
@@ -352,5 +369,112 @@ async fn the_gateways_price_decides_every_write() {
     assert!(
         detail.starts_with("2 USD") && detail.contains("1 USD per USDC from chainlink"),
         "{report}"
+    );
+}
+
+#[tokio::test]
+async fn market_reads_show_the_gateways_prices() {
+    let devnet = Devnet::start();
+    let db = devnet.dir.path().join("gw.db");
+    let database_url = format!("sqlite://{}", db.display());
+    let gw = start_gateway(&devnet.gateway_config("market", &database_url), false);
+    let agent = onboard(
+        &gw,
+        &database_url,
+        "market@example.com",
+        &["get-token-price", "get-token-info"],
+    )
+    .await;
+    let usdc_addr = devnet.usdc();
+    let price = |token: &str| read_for(&gw, &agent, "get-token-price", json!({"token": token}));
+    let data = |r: &Value| r["results"][0]["data"].clone();
+
+    let r = price("usdc").await;
+    let usdc = data(&r);
+    assert_eq!(
+        (
+            usdc["token"].clone(),
+            usdc["address"].clone(),
+            usdc["decimals"].clone(),
+            usdc["priceUsd"].clone(),
+            usdc["source"].clone(),
+            usdc["stale"].clone(),
+            usdc["parseIssues"].clone(),
+        ),
+        (
+            json!("USDC"),
+            json!(usdc_addr.to_checksum(None)),
+            json!(6),
+            json!("1"),
+            json!("chainlink"),
+            json!(false),
+            json!([])
+        ),
+        "{r}"
+    );
+    assert!(
+        usdc["updatedAt"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{r}"
+    );
+    // By address, in another case: the same token.
+    let by_address = data(&price(&format!("{usdc_addr:#x}")).await);
+    assert_eq!(by_address["priceUsd"], json!("1"), "{by_address}");
+
+    // updateAnswer on the ETH/USD feed changes the next read (ETH is read as WETH).
+    let feed = devnet.address(&["priceFeeds", "WETH"]);
+    let deployer = devnet.wallet(0);
+    let aggregator = IMockV3Aggregator::new(feed, &deployer);
+    assert_eq!(data(&price("ETH").await)["priceUsd"], json!("3000"));
+    answer(&aggregator, 251_234_567_890_i64).await;
+    let weth = data(&price("WETH").await);
+    assert_eq!(
+        (weth["priceUsd"].clone(), weth["token"].clone()),
+        (json!("2512.3456789"), json!("WETH")),
+        "{weth}"
+    );
+
+    // A stale round is shown, marked stale, with the reason.
+    age_feed(&aggregator, 2_000i64 * 100_000_000).await;
+    past_the_price_cache().await;
+    // (Another spelling of the token: the same request within a minute would be answered with the
+    // earlier read's intent.)
+    let stale = data(&price(&format!("{:#x}", devnet.weth())).await);
+    assert_eq!(
+        (stale["priceUsd"].clone(), stale["stale"].clone()),
+        (json!("2000"), json!(true)),
+        "{stale}"
+    );
+    assert!(
+        stale["parseIssues"][0]
+            .as_str()
+            .is_some_and(|m| m.contains("stale")),
+        "{stale}"
+    );
+
+    // A token nothing prices is refused, with the code a write would get.
+    let vault = format!("{:#x}", devnet.address(&["vaults", "usdc-vault"]));
+    let r = price(&vault).await;
+    assert_eq!(r["results"][0]["code"], json!("PRICE_UNAVAILABLE"), "{r}");
+
+    // Token info, read from the contract.
+    let r = read_for(&gw, &agent, "get-token-info", json!({"token": "USDC"})).await;
+    let info = data(&r);
+    assert_eq!(
+        (
+            info["address"].clone(),
+            info["decimals"].clone(),
+            info["symbol"].clone()
+        ),
+        (json!(usdc_addr.to_checksum(None)), json!(6), json!("USDC")),
+        "{r}"
+    );
+    assert!(info["name"].as_str().is_some_and(|n| !n.is_empty()), "{r}");
+    assert!(
+        info["totalSupply"]
+            .as_str()
+            .and_then(|t| t.split('.').next())
+            .and_then(|t| t.parse::<u64>().ok())
+            .is_some_and(|t| t >= 10_000_000),
+        "the devnet minted over ten million USDC: {r}"
     );
 }

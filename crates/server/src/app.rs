@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use actiongate_chain::payments::{ChainPayments, ChainSettler};
 use actiongate_chain::sender::AfterSend;
-use actiongate_chain::{ChainClients, ChainPrices, EvmProvider, FrameworkChains};
+use actiongate_chain::{ChainClients, ChainPrices, EvmProvider, FrameworkChains, MarketReads};
 use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog};
 use actiongate_core::clock::{Clock, SystemClock, rfc3339};
 use actiongate_core::crypto::MasterKey;
@@ -17,7 +17,7 @@ use actiongate_core::delegations::DelegationChain;
 use actiongate_core::execution::{Provider, Registry};
 use actiongate_core::mail::Mailer;
 use actiongate_core::personhood::{Personhood, ProofVerifier, RpSigner};
-use actiongate_core::prices::PriceReads;
+use actiongate_core::prices::{PriceReads, Prices};
 use actiongate_core::providers::internal::{BUILTIN_DATA, InternalData, InternalReads};
 use actiongate_core::purchases::{AuthorizationSettler, PaymentVerifier};
 use actiongate_core::{Gateway, Ports};
@@ -122,7 +122,9 @@ impl Application {
             config.settings.chains.clone(),
             chain_clients.clone(),
         ));
-        let prices: Arc<dyn PriceReads> = Arc::new(ChainPrices::new(chain_clients.clone()));
+        let reads: Arc<dyn PriceReads> = Arc::new(ChainPrices::new(chain_clients.clone()));
+        let prices = Arc::new(Prices::new(config.settings.prices.clone(), Some(reads)));
+        let market = MarketReads::new(chain_clients.clone(), prices.clone(), clock.clone());
         let evm = EvmProvider::new(
             chain_clients,
             store.clone(),
@@ -130,8 +132,11 @@ impl Application {
             master.keyring(),
             deps.after_send,
         );
-        let mut providers: Vec<Arc<dyn Provider>> =
-            vec![Arc::new(InternalReads::new(internal)), Arc::new(evm)];
+        let mut providers: Vec<Arc<dyn Provider>> = vec![
+            Arc::new(InternalReads::new(internal)),
+            Arc::new(evm),
+            Arc::new(market),
+        ];
         providers.extend(deps.providers);
         let registry = Arc::new(Registry::new(providers));
         let catalog = Arc::new(

@@ -20,7 +20,7 @@ use crate::gateway::policy::canonical_names;
 use crate::mail::Mailer;
 use crate::money::usd_to_micros;
 use crate::payments::{AuthorizationSettler, PaymentVerifier, PurchaseSettings};
-use crate::prices::{PriceBook, PriceReads, Prices};
+use crate::prices::{PriceBook, Prices};
 use crate::pricing::CreditSettings;
 use crate::runner::IntentRunner;
 use crate::store::{AgentRecord, PolicyRecord, Store};
@@ -102,8 +102,9 @@ pub struct Ports {
     pub settler: Option<Arc<dyn AuthorizationSettler>>,
     /// ERC-7710 delegations on the Delegation Framework; the delegation routes are off without it.
     pub delegations: Option<Arc<dyn DelegationChain>>,
-    /// The onchain reads of prices (feeds, vaults); without it only fixed `[prices]` price writes.
-    pub prices: Option<Arc<dyn PriceReads>>,
+    /// The price layer, shared with the providers that read prices; without it, the fixed
+    /// `[prices]` book alone prices writes.
+    pub prices: Option<Arc<Prices>>,
 }
 
 /// An authenticated agent.
@@ -193,7 +194,7 @@ pub struct Gateway {
     payments: Option<Arc<dyn PaymentVerifier>>,
     settler: Option<Arc<dyn AuthorizationSettler>>,
     delegations: Option<Arc<dyn DelegationChain>>,
-    prices: Prices,
+    prices: Arc<Prices>,
     /// The default policy resolved against the catalog once.
     default_allowed: Vec<String>,
     default_daily_micros: i64,
@@ -219,7 +220,7 @@ impl Gateway {
             delegations,
             prices,
         } = ports;
-        let prices = Prices::new(settings.prices.clone(), prices);
+        let prices = prices.unwrap_or_else(|| Arc::new(Prices::new(settings.prices.clone(), None)));
         let runner = Arc::new(IntentRunner::new(
             store.clone(),
             registry.clone(),

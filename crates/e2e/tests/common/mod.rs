@@ -343,6 +343,40 @@ pub async fn execute_stating(
     .await
 }
 
+/// Submits a read for the agent itself on the devnet's chain and waits for its intent to end.
+pub async fn read_for(gw: &Gateway, agent: &Agent, action: &str, params: Value) -> Value {
+    let (_, intent) = post(
+        format!("{}/api/v1/agent/execute-intent", gw.url),
+        json!({"agentApiKey": agent.key, "action": action, "chainId": 84532, "params": params}),
+    )
+    .await;
+    let id = intent["intentId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{intent}"))
+        .to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let r = reqwest::Client::new()
+            .get(format!(
+                "{}/api/v1/agent/execute-intent/status?intentId={id}",
+                gw.url
+            ))
+            .header("x-agent-api-key", &agent.key)
+            .send()
+            .await
+            .expect("send");
+        let body: Value = r.json().await.unwrap_or(Value::Null);
+        if body["status"] != "queued" {
+            return body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the read did not end: {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 pub fn usdc(units: u64) -> U256 {
     U256::from(units) * U256::from(1_000_000u64)
 }

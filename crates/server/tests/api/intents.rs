@@ -1110,6 +1110,37 @@ async fn a_read_accepted_after_its_caller_left_still_runs(backend: Backend) {
     assert_eq!(done["results"][0]["success"], json!(true), "{done}");
 }
 
+/// REST and MCP refuse alike (CONTRACT "Surfaces agree"): a write the gateway cannot price is
+/// PRICE_UNAVAILABLE through both, with the same body, and nothing is written or charged.
+async fn an_unpriceable_write_is_refused_alike_through_rest_and_mcp(backend: Backend) {
+    let (app, _venue) = venue_app(backend, "").await;
+    let owner = app.onboard("alike@example.com").await;
+    allow(&app, &owner, &["transfer"], 1000.0).await;
+    let before = footprint(&app, &owner).await;
+    let args = json!({"action": "transfer", "estimatedAmountUsd": 1, "idempotencyKey": "doge-1",
+        "params": {"token": "DOGE", "to": "0x000000000000000000000000000000000000dEaD", "amount": "1"}});
+    let mut body = args.clone();
+    body["agentApiKey"] = json!(owner.agent_key);
+    let rest = app.post(SUBMIT, body).await;
+    assert_refused(&rest, 422, "PRICE_UNAVAILABLE");
+    let mcp = app
+        .send(
+            app.client
+                .post(app.url("/mcp/tool/executeIntent"))
+                .bearer_auth(&owner.agent_key)
+                .json(&args),
+        )
+        .await;
+    assert_eq!(
+        (mcp.status, mcp.body["isError"].clone()),
+        (422, json!(true)),
+        "{}",
+        mcp.text
+    );
+    assert_eq!(mcp.body["structuredContent"], rest.body);
+    assert_eq!(footprint(&app, &owner).await, before);
+}
+
 /// Submit, build-tx and preflight run one ordered sequence of checks: preflight reports every
 /// verdict in CONTRACT order, and submit and build-tx answer the first refusal of it.
 async fn preflight_reports_the_checks_submit_and_build_tx_stop_at(backend: Backend) {
@@ -1197,6 +1228,7 @@ async fn preflight_reports_the_checks_submit_and_build_tx_stop_at(backend: Backe
 on_both_backends!(
     a_read_runs_end_to_end,
     preflight_reports_the_checks_submit_and_build_tx_stop_at,
+    an_unpriceable_write_is_refused_alike_through_rest_and_mcp,
     every_refusal_has_its_code_and_creates_nothing,
     free_allowance_resets_at_utc_midnight,
     fan_out_reserves_then_captures_successes_and_releases_the_rest,
