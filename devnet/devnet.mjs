@@ -81,7 +81,7 @@ const artifact = (pkg, name) => {
 const packs = path.join(here, "packs");
 function compile() {
   const sources = {};
-  for (const f of ["DevnetUSDC.sol", "DevnetVault.sol"]) sources[f] = { content: fs.readFileSync(path.join(here, "contracts", f), "utf8") };
+  for (const f of ["DevnetStablecoin.sol", "DevnetVault.sol"]) sources[f] = { content: fs.readFileSync(path.join(here, "contracts", f), "utf8") };
   const aggregator = "chainlink/mocks/MockV3Aggregator.sol";
   if (!fs.existsSync(path.join(packs, aggregator))) fail("Chainlink's MockV3Aggregator is missing: run ./scripts/devnet --install");
   sources[aggregator] = { content: fs.readFileSync(path.join(packs, aggregator), "utf8") };
@@ -102,7 +102,7 @@ function compile() {
   const errors = (output.errors || []).filter((e) => e.severity === "error");
   if (errors.length) fail(errors.map((e) => e.formattedMessage).join("\n"));
   const get = (file, name) => ({ abi: output.contracts[file][name].abi, bytecode: `0x${output.contracts[file][name].evm.bytecode.object}` });
-  return { usdc: get("DevnetUSDC.sol", "DevnetUSDC"), vault: get("DevnetVault.sol", "DevnetVault"), aggregator: get(aggregator, "MockV3Aggregator") };
+  return { stablecoin: get("DevnetStablecoin.sol", "DevnetStablecoin"), vault: get("DevnetVault.sol", "DevnetVault"), aggregator: get(aggregator, "MockV3Aggregator") };
 }
 
 const accounts = Array.from({ length: ACCOUNTS }, (_, i) => mnemonicToAccount(MNEMONIC, { addressIndex: i }));
@@ -135,19 +135,24 @@ const addr = {};
 addr.WETH9 = await deploy(weth9);
 addr.UniswapV2Factory = await deploy(factoryArt, [deployer.address]);
 addr.UniswapV2Router02 = await deploy(routerArt, [addr.UniswapV2Factory, addr.WETH9]);
-addr.USDC = await deploy(compiled.usdc);
+addr.USDC = await deploy(compiled.stablecoin, ["USD Coin", "USDC"]);
+addr.EURC = await deploy(compiled.stablecoin, ["Euro Coin", "EURC"]);
 addr.USDCVault = await deploy(compiled.vault, [addr.USDC]);
 
-// Chainlink price feeds (8 decimals, as Chainlink's USD feeds): ETH/USD at 3000, USDC/USD at 1. The
-// gateway prices writes from them; a test moves one with updateAnswer, or ages it with updateRoundData.
+// Chainlink price feeds (8 decimals, as Chainlink's USD feeds): ETH/USD at 3000, USDC/USD at 1,
+// EUR/USD at 1.08 (the EURC feed). The gateway prices writes from them; a test moves one with
+// updateAnswer, or ages it with updateRoundData.
 addr.ChainlinkFeed_ETH_USD = await deploy(compiled.aggregator, [8, 3000n * 10n ** 8n]);
 addr.ChainlinkFeed_USDC_USD = await deploy(compiled.aggregator, [8, 10n ** 8n]);
+addr.ChainlinkFeed_EUR_USD = await deploy(compiled.aggregator, [8, 108_000_000n]);
 
-const usdc = { address: addr.USDC, abi: compiled.usdc.abi };
+const usdc = { address: addr.USDC, abi: compiled.stablecoin.abi };
+const eurc = { address: addr.EURC, abi: compiled.stablecoin.abi };
 const weth = { address: addr.WETH9, abi: weth9.abi };
 const router = { address: addr.UniswapV2Router02, abi: routerArt.abi };
 const ONE_MILLION = parseUnits("1000000", 6);
 for (const a of accounts) await send(w, usdc, "mint", [a.address, ONE_MILLION]);
+for (const a of accounts) await send(w, eurc, "mint", [a.address, ONE_MILLION]);
 
 // Seed USDC/WETH at 3000 USDC per WETH.
 const poolUsdc = parseUnits("300000", 6);
@@ -217,6 +222,28 @@ await send(wc, router02, "exactInputSingle", [{ tokenIn: addr.USDC, tokenOut: ad
 const afterV3 = await pub.readContract({ ...weth, functionName: "balanceOf", args: [checker.address] });
 if (afterV3 <= beforeV3) fail("the V3 check swap received no WETH");
 
+// An FX pool: USDC/EURC, fee 0.01 % (tick spacing 1), full range at 1.08 USDC per EURC (the EUR/USD
+// feed's rate), 1,080,000 USDC and 1,000,000 EURC. Its observation buffer holds 64 entries, so a
+// time-weighted average (`observe`) reaches back past the swaps of a test.
+const fxUsdc = parseUnits("1080000", 6);
+const fxEurc = parseUnits("1000000", 6);
+await send(w, usdc, "mint", [deployer.address, fxUsdc]);
+await send(w, eurc, "mint", [deployer.address, fxEurc]);
+await send(w, usdc, "approve", [addr.NonfungiblePositionManager, fxUsdc]);
+await send(w, eurc, "approve", [addr.NonfungiblePositionManager, fxEurc]);
+// The published factory enables fees 0.05, 0.3 and 1 %; 0.01 % is enabled by its owner, as on Base.
+await send(w, { address: addr.UniswapV3Factory, abi: v3FactoryArt.abi }, "enableFeeAmount", [100, 1]);
+{
+  const [t0, t1] = BigInt(addr.USDC) < BigInt(addr.EURC) ? [addr.USDC, addr.EURC] : [addr.EURC, addr.USDC];
+  const [a0, a1] = t0 === addr.USDC ? [fxUsdc, fxEurc] : [fxEurc, fxUsdc];
+  await send(w, positions, "createAndInitializePoolIfNecessary", [t0, t1, 100, isqrt((a1 << 192n) / a0)]);
+  await send(w, positions, "mint", [{ token0: t0, token1: t1, fee: 100, tickLower: -887272, tickUpper: 887272, amount0Desired: a0,
+    amount1Desired: a1, amount0Min: 0n, amount1Min: 0n, recipient: deployer.address, deadline }]);
+}
+addr.UniswapV3Pool_USDC_EURC_100 = await pub.readContract({ address: addr.UniswapV3Factory, abi: v3FactoryArt.abi, functionName: "getPool", args: [addr.USDC, addr.EURC, 100] });
+const v3PoolArt = hardhat("@uniswap/v3-core", "UniswapV3Pool.sol/UniswapV3Pool.json");
+await send(w, { address: addr.UniswapV3Pool_USDC_EURC_100, abi: v3PoolArt.abi }, "increaseObservationCardinalityNext", [64]);
+
 // --- MetaMask Delegation Framework (ERC-7710): DelegationManager, the DeleGator implementations, the
 // factory and every caveat enforcer, from the bytecode @metamask/delegation-abis publishes (deployed
 // by @metamask/smart-accounts-kit's own helper).
@@ -255,9 +282,10 @@ const devnet = {
   rpcUrl,
   chainId: CHAIN_ID,
   contracts: addr,
-  tokens: { USDC: { address: addr.USDC, decimals: 6 }, WETH: { address: addr.WETH9, decimals: 18 } },
+  tokens: { USDC: { address: addr.USDC, decimals: 6 }, WETH: { address: addr.WETH9, decimals: 18 }, EURC: { address: addr.EURC, decimals: 6 } },
   vaults: { "usdc-vault": addr.USDCVault },
-  priceFeeds: { WETH: addr.ChainlinkFeed_ETH_USD, USDC: addr.ChainlinkFeed_USDC_USD },
+  priceFeeds: { WETH: addr.ChainlinkFeed_ETH_USD, USDC: addr.ChainlinkFeed_USDC_USD, EURC: addr.ChainlinkFeed_EUR_USD },
+  fx: { "EURC/USDC": addr.UniswapV3Pool_USDC_EURC_100 },
   feedAbi: compiled.aggregator.abi,
   x402: { recipient: x402Recipient },
   accounts: accounts.map((a, i) => ({ address: a.address, privateKey: keyOf(i) })),
@@ -278,6 +306,9 @@ const toml = [
   `[chains.${CHAIN_ID}.tokens.WETH]`,
   `address = "${addr.WETH9}"`,
   "decimals = 18",
+  `[chains.${CHAIN_ID}.tokens.EURC]`,
+  `address = "${addr.EURC}"`,
+  "decimals = 6",
   `[chains.${CHAIN_ID}.contracts]`,
   ...Object.entries(addr).map(([k, v]) => `${k} = "${v}"`),
   `[chains.${CHAIN_ID}.vaults]`,
@@ -288,6 +319,15 @@ const toml = [
   `[chains.${CHAIN_ID}.price-feeds.USDC]`,
   `feed = "${addr.ChainlinkFeed_USDC_USD}"`,
   "max-age-seconds = 86400",
+  `[chains.${CHAIN_ID}.price-feeds.EURC]`,
+  `feed = "${addr.ChainlinkFeed_EUR_USD}"`,
+  "max-age-seconds = 86400",
+  // EURC's time-weighted price in the FX pool: used only where no feed or fixed price is configured.
+  `[chains.${CHAIN_ID}.price-pools.EURC]`,
+  `pool = "${addr.UniswapV3Pool_USDC_EURC_100}"`,
+  "twap-seconds = 60",
+  `[chains.${CHAIN_ID}.fx-pairs]`,
+  `"EURC/USDC" = "${addr.UniswapV3Pool_USDC_EURC_100}"`,
   "",
   "[x402]",
   `chain-id = ${CHAIN_ID}`,

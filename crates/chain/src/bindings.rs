@@ -57,13 +57,24 @@ sol! {
         function exactInputSingle(ExactInputSingleParams calldata params) external payable returns (uint256 amountOut);
     }
 
-    /// ERC-4626 tokenized vault.
+    /// A Uniswap V3 pool: its tokens, fee, price, liquidity and price accumulator.
+    interface IUniswapV3Pool {
+        function token0() external view returns (address);
+        function token1() external view returns (address);
+        function fee() external view returns (uint24);
+        function liquidity() external view returns (uint128);
+        function slot0() external view returns (uint160 sqrtPriceX96, int24 tick, uint16 observationIndex, uint16 observationCardinality, uint16 observationCardinalityNext, uint8 feeProtocol, bool unlocked);
+        function observe(uint32[] calldata secondsAgos) external view returns (int56[] memory tickCumulatives, uint160[] memory secondsPerLiquidityCumulativeX128s);
+    }
+
     /// Chainlink's `AggregatorV3Interface`: the price feeds the gateway prices writes with.
     interface AggregatorV3Interface {
         function decimals() external view returns (uint8);
         function latestRoundData() external view returns (uint80 roundId, int256 answer, uint256 startedAt, uint256 updatedAt, uint80 answeredInRound);
+        function getRoundData(uint80 roundId) external view returns (uint80 roundId, int256 answer, uint256 startedAt, uint256 updatedAt, uint80 answeredInRound);
     }
 
+    /// ERC-4626 tokenized vault.
     interface IERC4626 {
         function asset() external view returns (address);
         function balanceOf(address owner) external view returns (uint256);

@@ -15,6 +15,7 @@ pub mod prices;
 pub mod provider;
 pub mod revert;
 pub mod sender;
+pub mod uniswap;
 
 pub use client::{ChainClients, ChainOptions};
 pub use delegation::FrameworkChains;

@@ -1,6 +1,8 @@
 //! Market reads (catalog family `market-data`): a token's USD price as the gateway's price layer
 //! sees it (`get-token-price`: the same sources that price writes, a stale feed shown as stale) and
-//! what a token is (`get-token-info`: name, symbol, decimals and total supply read onchain).
+//! what a token is (`get-token-info`: name, symbol, decimals and total supply read onchain), an FX
+//! conversion's oracle rate beside its pool's quote (`get-fx-quote`), and a chain's markets
+//! (`get-chain-market-overview`).
 
 use std::sync::Arc;
 
@@ -14,12 +16,23 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::amount::format_units;
-use crate::bindings::IERC20;
+use crate::bindings::{AggregatorV3Interface, IERC20, IUniswapV3Pool};
 use crate::client::{ChainClient, ChainClients};
-use crate::plan::{Token, resolve_token, view};
+use crate::plan::{Token, fx_quote, resolve_token, view};
 use crate::sender::outcome_of;
+use crate::uniswap::whole_price;
+use actiongate_core::prices::token_key;
+use alloy::primitives::{Address, U256};
 
-const ACTIONS: [&str; 2] = ["get-token-price", "get-token-info"];
+const ACTIONS: [&str; 4] = [
+    "get-token-price",
+    "get-token-info",
+    "get-fx-quote",
+    "get-chain-market-overview",
+];
+
+/// How far back `change24hPct` walks a feed's rounds before it gives up.
+const MAX_ROUNDS_BACK: u64 = 48;
 
 pub struct MarketReads {
     clients: ChainClients,
@@ -42,6 +55,15 @@ impl MarketReads {
 
     async fn run(&self, ctx: &ExecutionContext) -> Result<Value, Error> {
         let client = self.client(ctx.chain_id)?;
+        match ctx.action.as_str() {
+            "get-fx-quote" => return fx_quote(client, &self.prices, &ctx.params).await,
+            "get-chain-market-overview" => {
+                let chain = ctx.params.get("chainId").and_then(Value::as_u64);
+                let client = self.client(chain.unwrap_or(ctx.chain_id))?;
+                return self.overview(client, &ctx.params).await;
+            }
+            _ => {}
+        }
         let text = ctx
             .params
             .get("token")
@@ -87,6 +109,155 @@ impl MarketReads {
     }
 }
 
+impl MarketReads {
+    /// `get-chain-market-overview`: each token of the chain's list with the gateway's price and, where
+    /// its feed keeps a day of rounds, the change over 24 hours; each configured pool (FX pairs and
+    /// price pools) with its spot price and liquidity.
+    async fn overview(&self, client: &ChainClient, params: &Value) -> Result<Value, Error> {
+        let limit = params
+            .get("limit")
+            .and_then(Value::as_u64)
+            .map_or(20, |l| l.clamp(1, 100));
+        let now = u64::try_from(self.clock.now().unix_timestamp()).unwrap_or(0);
+        let settings = &client.settings;
+        let mut tokens = Vec::new();
+        for (symbol, token) in settings
+            .tokens
+            .iter()
+            .take(usize::try_from(limit).unwrap_or(20))
+        {
+            let t = TokenRef::resolve(symbol, settings);
+            let mut entry =
+                json!({"symbol": symbol, "address": token.address, "decimals": token.decimals});
+            match self.prices.read(client.chain_id, settings, &t, now).await {
+                Ok(read) => {
+                    entry["priceUsd"] = json!(read.quote.price.to_decimal_string());
+                    entry["source"] = json!(read.quote.source.as_str());
+                    entry["stale"] = json!(!read.issues.is_empty());
+                    entry["parseIssues"] = json!(read.issues);
+                }
+                Err(e) => {
+                    entry["priceUsd"] = Value::Null;
+                    entry["stale"] = json!(false);
+                    entry["parseIssues"] = json!([e.message]);
+                }
+            }
+            let feed = settings.price_feeds.get(&token_key(symbol));
+            entry["change24hPct"] = match feed {
+                Some(f) => change_24h(client, &f.address, now)
+                    .await
+                    .map_or(Value::Null, |c| json!(c)),
+                None => Value::Null,
+            };
+            tokens.push(entry);
+        }
+        let mut pools: Vec<(String, &str)> = settings
+            .fx_pairs
+            .iter()
+            .map(|p| (p.pool.to_ascii_lowercase(), "fx"))
+            .collect();
+        for p in settings.price_pools.values() {
+            if !pools
+                .iter()
+                .any(|(a, _)| a.eq_ignore_ascii_case(&p.address))
+            {
+                pools.push((p.address.to_ascii_lowercase(), "price"));
+            }
+        }
+        let mut described = Vec::new();
+        for (pool, role) in pools {
+            described.push(pool_state(client, &pool, role).await?);
+        }
+        Ok(
+            json!({"chainId": client.chain_id, "name": settings.name, "tokens": tokens, "pools": described}),
+        )
+    }
+}
+
+/// A pool's tokens, fee, spot price (token0 in token1, whole units) and active liquidity.
+async fn pool_state(client: &ChainClient, pool: &str, role: &str) -> Result<Value, Error> {
+    let address: Address = pool
+        .parse()
+        .map_err(|_| Error::internal(format!("pool {pool:?} is not an address")))?;
+    let (token0, token1, fee, slot0, liquidity) = tokio::try_join!(
+        view(client, address, IUniswapV3Pool::token0Call {}),
+        view(client, address, IUniswapV3Pool::token1Call {}),
+        view(client, address, IUniswapV3Pool::feeCall {}),
+        view(client, address, IUniswapV3Pool::slot0Call {}),
+        view(client, address, IUniswapV3Pool::liquidityCall {}),
+    )?;
+    let (a0, a1) = (token0.to_string(), token1.to_string());
+    let (t0, t1) = tokio::try_join!(
+        resolve_token(client, "pool", &a0),
+        resolve_token(client, "pool", &a1),
+    )?;
+    let (
+        Token::Erc20 {
+            symbol: s0,
+            decimals: d0,
+            ..
+        },
+        Token::Erc20 {
+            symbol: s1,
+            decimals: d1,
+            ..
+        },
+    ) = (&t0, &t1)
+    else {
+        return Err(Error::internal("a pool token resolved to the native coin"));
+    };
+    let price =
+        whole_price(U256::from(slot0.sqrtPriceX96), true, *d0, *d1).map(|p| p.to_decimal_string());
+    Ok(json!({
+        "pool": address.to_checksum(None),
+        "role": role,
+        "token0": s0,
+        "token1": s1,
+        "fee": fee.to::<u32>(),
+        "tick": slot0.tick.as_i32(),
+        "price": price,
+        "priceOf": format!("{s1} per {s0}"),
+        "liquidity": liquidity.to_string(),
+    }))
+}
+
+/// The feed's percentage change since its last round at least 24 hours old, to two decimals;
+/// `None` when its rounds do not reach back a day (within [`MAX_ROUNDS_BACK`]) or cannot be read.
+async fn change_24h(client: &ChainClient, feed: &str, now: u64) -> Option<String> {
+    let feed: Address = feed.parse().ok()?;
+    let latest = view(client, feed, AggregatorV3Interface::latestRoundDataCall {})
+        .await
+        .ok()?;
+    let day_ago = now.checked_sub(86_400)?;
+    let mut round: u64 = latest.roundId.to::<u64>();
+    for _ in 0..MAX_ROUNDS_BACK {
+        round = round.checked_sub(1).filter(|r| *r > 0)?;
+        let old = view(
+            client,
+            feed,
+            AggregatorV3Interface::getRoundDataCall {
+                roundId: alloy::primitives::Uint::<80, 2>::from(round),
+            },
+        )
+        .await
+        .ok()?;
+        if u64::try_from(old.updatedAt).ok()? <= day_ago {
+            let (then, now) = (
+                i128::try_from(old.answer).ok()?,
+                i128::try_from(latest.answer).ok()?,
+            );
+            if then <= 0 {
+                return None;
+            }
+            let basis = (now - then).checked_mul(10_000)? / then;
+            let sign = if basis < 0 { "-" } else { "" };
+            let abs = basis.unsigned_abs();
+            return Some(format!("{sign}{}.{:02}", abs / 100, abs % 100));
+        }
+    }
+    None
+}
+
 async fn token_info(client: &ChainClient, text: &str) -> Result<Value, Error> {
     let Token::Erc20 {
         address, decimals, ..
@@ -116,8 +287,18 @@ impl Provider for MarketReads {
         ACTIONS.iter().map(|a| (*a, Lane::ExecuteIntent)).collect()
     }
 
-    fn chains(&self, _action: &str) -> Option<Vec<u64>> {
-        Some(self.clients.iter().map(|c| c.chain_id).collect())
+    fn chains(&self, action: &str) -> Option<Vec<u64>> {
+        let fx = action == "get-fx-quote";
+        Some(
+            self.clients
+                .iter()
+                .filter(|c| {
+                    !fx || (!c.settings.fx_pairs.is_empty()
+                        && c.settings.contracts.contains_key(crate::plan::V3_QUOTER))
+                })
+                .map(|c| c.chain_id)
+                .collect(),
+        )
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {

@@ -13,6 +13,7 @@ use actiongate_core::clock::Clock;
 use actiongate_core::crypto::Keyring;
 use actiongate_core::error::Error;
 use actiongate_core::execution::{ExecutionContext, ExecutionOutcome, Provider, Reconciled};
+use actiongate_core::prices::Prices;
 use actiongate_core::store::Store;
 use alloy::primitives::{Address, B256};
 use alloy::signers::local::PrivateKeySigner;
@@ -29,6 +30,7 @@ pub struct EvmProvider {
     store: Arc<dyn Store>,
     keyring: Keyring,
     sender: WalletSender,
+    prices: Arc<Prices>,
 }
 
 impl EvmProvider {
@@ -37,6 +39,7 @@ impl EvmProvider {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         keyring: Keyring,
+        prices: Arc<Prices>,
         after_send: Option<AfterSend>,
     ) -> Self {
         let sender = WalletSender::new(store.clone(), clock, clients.options.clone(), after_send);
@@ -45,6 +48,7 @@ impl EvmProvider {
             store,
             keyring,
             sender,
+            prices,
         }
     }
 
@@ -94,7 +98,7 @@ impl EvmProvider {
                 Ok(self
                     .sender
                     .execute(client, &signer, &ctx.execution_key, || {
-                        plan(client, &ctx.action, &ctx.params, from)
+                        plan(client, &self.prices, &ctx.action, &ctx.params, from)
                     })
                     .await)
             }
@@ -154,7 +158,7 @@ impl EvmProvider {
         let outcome = self
             .sender
             .execute(client, &signer, &ctx.execution_key, || async {
-                let p = plan(client, &ctx.action, &ctx.params, delegator).await?;
+                let p = plan(client, &self.prices, &ctx.action, &ctx.params, delegator).await?;
                 Ok(Plan {
                     calls: p
                         .calls
@@ -232,7 +236,7 @@ impl Provider for EvmProvider {
         let from: Address = wallet
             .parse()
             .map_err(|_| Error::invalid(format!("walletAddress {wallet:?} is not a 0x address")))?;
-        let plan = plan(client, &ctx.action, &ctx.params, from).await?;
+        let plan = plan(client, &self.prices, &ctx.action, &ctx.params, from).await?;
         let gas = simulate(client, from, &plan.calls).await?;
         let (max_fee, priority) = fees(client).await?;
         let nonce = pending_nonce(client, from).await?;

@@ -26,6 +26,41 @@ pub struct ChainSettings {
     /// Chainlink feeds by token, keyed by upper-case symbol or lower-case address (the price
     /// layer's `token_key`).
     pub price_feeds: BTreeMap<String, PriceFeed>,
+    /// Uniswap V3 pools whose time-weighted price prices a token against the pool's other token
+    /// (itself priced by a feed or a fixed price), keyed as `price_feeds`.
+    pub price_pools: BTreeMap<String, PricePool>,
+    /// FX pairs (`[chains.<id>.fx-pairs]`): the Uniswap V3 pool each pair trades through.
+    pub fx_pairs: Vec<FxPair>,
+}
+
+/// A Uniswap V3 pool configured to price a token: `[chains.<id>.price-pools.<TOKEN>]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PricePool {
+    pub address: String,
+    /// The averaging window of `observe`.
+    pub twap_secs: u32,
+}
+
+/// The default averaging window of a price pool.
+pub const DEFAULT_TWAP_SECS: u32 = 1800;
+
+/// An FX pair: two tokens of the chain's list (upper-case symbols) and the Uniswap V3 pool between
+/// them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FxPair {
+    pub base: String,
+    pub quote: String,
+    pub pool: String,
+}
+
+impl ChainSettings {
+    /// The FX pair that trades `a` against `b`, either way round (symbols, any case).
+    pub fn fx_pair(&self, a: &str, b: &str) -> Option<&FxPair> {
+        self.fx_pairs.iter().find(|p| {
+            (p.base.eq_ignore_ascii_case(a) && p.quote.eq_ignore_ascii_case(b))
+                || (p.base.eq_ignore_ascii_case(b) && p.quote.eq_ignore_ascii_case(a))
+        })
+    }
 }
 
 /// A Chainlink feed configured for a token: `[chains.<id>.price-feeds.<TOKEN>]`.

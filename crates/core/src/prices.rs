@@ -1,7 +1,9 @@
 //! What a write is worth: the gateway's own USD price of the value an action moves (CONTRACT "Prices
 //! behind the limits"). Sources, in order: an onchain Chainlink feed configured for the token
 //! (`[chains.<id>.price-feeds]`; a round older than its `max-age-seconds` is stale, and a stale feed
-//! prices nothing), then a fixed `[prices]` entry. Tokens are matched by symbol or address, in any
+//! prices nothing), then a fixed `[prices]` entry, then the time-weighted average price of a Uniswap
+//! V3 pool configured for the token (`[chains.<id>.price-pools]`) times the USD price of the pool's
+//! other token (from its feed or fixed price). Tokens are matched by symbol or address, in any
 //! case; the native coin is priced as its wrapped token (`WETH` of the chain's token list); a vault
 //! amount through the vault's asset. Prices are exact decimals: the decision never sees a float.
 
@@ -14,7 +16,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::chains::ChainSettings;
-pub use crate::chains::{DEFAULT_FEED_MAX_AGE_SECS, PriceFeed};
+pub use crate::chains::{DEFAULT_FEED_MAX_AGE_SECS, DEFAULT_TWAP_SECS, PriceFeed, PricePool};
 use crate::error::{Error, Result};
 
 /// A USD price of one whole token: `value / 10^decimals` USD.
@@ -31,6 +33,30 @@ impl UsdPrice {
             value: u128::try_from(micros).ok()?,
             decimals: 6,
         })
+    }
+
+    /// This price times `ratio` (a price of one whole token in whole units of a token priced
+    /// `self`), kept exact up to 18 decimals; `None` when it does not fit.
+    pub fn times(self, ratio: UsdPrice) -> Option<Self> {
+        let (a, b) = (self.at_most(18), ratio.at_most(18));
+        Some(
+            Self {
+                value: a.value.checked_mul(b.value)?,
+                decimals: a.decimals + b.decimals,
+            }
+            .at_most(18),
+        )
+    }
+
+    /// The same price with at most `decimals` decimals (truncated).
+    fn at_most(self, decimals: u8) -> Self {
+        match self.decimals > decimals {
+            true => Self {
+                value: self.value / 10u128.pow(u32::from(self.decimals - decimals)),
+                decimals,
+            },
+            false => self,
+        }
     }
 
     /// The price as a decimal string, for people and the wire (never for a decision).
@@ -80,6 +106,7 @@ pub fn value_micros(amount: &str, price: UsdPrice) -> Option<i64> {
 pub enum PriceSource {
     Chainlink,
     Config,
+    UniswapV3Twap,
 }
 
 impl PriceSource {
@@ -87,6 +114,7 @@ impl PriceSource {
         match self {
             PriceSource::Chainlink => "chainlink",
             PriceSource::Config => "config",
+            PriceSource::UniswapV3Twap => "uniswap-v3-twap",
         }
     }
 }
@@ -135,6 +163,15 @@ pub struct FeedRound {
     pub updated_at: u64,
 }
 
+/// The time-weighted average price of one token in a Uniswap V3 pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolTwap {
+    /// The pool's other token (its address, lower-case).
+    pub other: String,
+    /// What one whole token is worth in whole units of the other, averaged over the window.
+    pub ratio: UsdPrice,
+}
+
 /// The onchain reads prices need (the chain crate implements them).
 #[async_trait]
 pub trait PriceReads: Send + Sync {
@@ -145,6 +182,15 @@ pub trait PriceReads: Send + Sync {
     /// What `holder`'s whole position in the vault is worth in asset units (a decimal string):
     /// `convertToAssets(balanceOf(holder))`.
     async fn vault_position(&self, chain_id: u64, vault: &str, holder: &str) -> Result<String>;
+    /// The price of `token` (an address) in the Uniswap V3 pool at `pool`, averaged over the last
+    /// `secs` seconds (`observe`); fails when the pool's history does not reach that far back.
+    async fn pool_twap(
+        &self,
+        chain_id: u64,
+        pool: &str,
+        token: &str,
+        secs: u32,
+    ) -> Result<PoolTwap>;
 }
 
 /// A token as the price tables know it: its list symbol and its address, each where known.
@@ -260,7 +306,11 @@ pub struct Prices {
     book: PriceBook,
     reads: Option<std::sync::Arc<dyn PriceReads>>,
     feeds: Mutex<HashMap<(u64, String), (Instant, FeedRound)>>,
+    twaps: Mutex<HashMap<TwapKey, (Instant, PoolTwap)>>,
 }
+
+/// A cached pool price: (chain, pool, token).
+type TwapKey = (u64, String, String);
 
 fn unavailable(message: impl Into<String>) -> Error {
     Error::new(ErrorCode::PriceUnavailable, message)
@@ -272,6 +322,7 @@ impl Prices {
             book,
             reads,
             feeds: Mutex::new(HashMap::new()),
+            twaps: Mutex::new(HashMap::new()),
         }
     }
 
@@ -309,6 +360,37 @@ impl Prices {
         Ok(round)
     }
 
+    async fn pool_twap(&self, chain_id: u64, pool: &PricePool, token: &str) -> Result<PoolTwap> {
+        let key = (
+            chain_id,
+            pool.address.to_ascii_lowercase(),
+            token.to_owned(),
+        );
+        let cached = self
+            .twaps
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+            .filter(|(at, _)| at.elapsed() < FEED_CACHE_TTL)
+            .map(|(_, t)| t.clone());
+        if let Some(twap) = cached {
+            return Ok(twap);
+        }
+        let twap = self
+            .reads()?
+            .pool_twap(chain_id, &pool.address, token, pool.twap_secs)
+            .await?;
+        let mut twaps = self
+            .twaps
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if twaps.len() >= FEED_CACHE_MAX {
+            twaps.clear();
+        }
+        twaps.insert(key, (Instant::now(), twap.clone()));
+        Ok(twap)
+    }
+
     /// The price of `token` on `chain_id` at `now_secs`: its feed when one is configured (stale or
     /// broken: unavailable, never a fallback), else its fixed price. What a write is priced with.
     pub async fn quote(
@@ -334,6 +416,58 @@ impl Prices {
         token: &TokenRef,
         now_secs: u64,
     ) -> Result<PriceRead> {
+        if let Some(read) = self.direct(chain_id, chain, token, now_secs).await? {
+            return Ok(read);
+        }
+        let keys = token.keys();
+        let pool = keys.iter().find_map(|k| chain.price_pools.get(k));
+        let (Some(pool), Some(address)) = (pool, token.address.as_deref()) else {
+            return Err(unavailable(format!(
+                "The gateway has no price for {} on chain {chain_id}: configure a feed ([chains.{chain_id}.price-feeds]), a price ([prices]) or a pool ([chains.{chain_id}.price-pools]).",
+                token.name()
+            )));
+        };
+        let twap = self
+            .pool_twap(chain_id, pool, address)
+            .await
+            .map_err(|e| {
+                unavailable(format!(
+                    "The time-weighted price of {} in the pool {} on chain {chain_id} cannot be read: {}",
+                    token.name(),
+                    pool.address,
+                    e.message
+                ))
+            })?;
+        let other = TokenRef::resolve(&twap.other, chain);
+        let Some(base) = self.direct(chain_id, chain, &other, now_secs).await? else {
+            return Err(unavailable(format!(
+                "The pool pricing {} trades it against {}, which has no feed or fixed price on chain {chain_id}.",
+                token.name(),
+                other.name()
+            )));
+        };
+        let price =
+            base.quote.price.times(twap.ratio).ok_or_else(|| {
+                unavailable(format!("The price of {} does not fit.", token.name()))
+            })?;
+        Ok(PriceRead {
+            quote: Quote {
+                price,
+                source: PriceSource::UniswapV3Twap,
+                updated_at: Some(now_secs),
+            },
+            issues: base.issues,
+        })
+    }
+
+    /// A token's price from its own feed or its fixed price; `None` when it has neither.
+    async fn direct(
+        &self,
+        chain_id: u64,
+        chain: &ChainSettings,
+        token: &TokenRef,
+        now_secs: u64,
+    ) -> Result<Option<PriceRead>> {
         let keys = token.keys();
         if let Some(feed) = keys.iter().find_map(|k| chain.price_feeds.get(k)) {
             let round = self
@@ -365,7 +499,7 @@ impl Prices {
                 )],
                 false => vec![],
             };
-            return Ok(PriceRead {
+            return Ok(Some(PriceRead {
                 quote: Quote {
                     price: UsdPrice {
                         value,
@@ -375,22 +509,20 @@ impl Prices {
                     updated_at: Some(round.updated_at),
                 },
                 issues,
-            });
+            }));
         }
-        match self.book.price(&keys).and_then(UsdPrice::from_micros) {
-            Some(price) => Ok(PriceRead {
+        Ok(self
+            .book
+            .price(&keys)
+            .and_then(UsdPrice::from_micros)
+            .map(|price| PriceRead {
                 quote: Quote {
                     price,
                     source: PriceSource::Config,
                     updated_at: None,
                 },
                 issues: vec![],
-            }),
-            None => Err(unavailable(format!(
-                "The gateway has no price for {} on chain {chain_id}: configure a feed ([chains.{chain_id}.price-feeds]) or a price ([prices]).",
-                token.name()
-            ))),
-        }
+            }))
     }
 
     /// What a write of an action valued by `rule` with these params is worth. `holder`: the wallet
@@ -529,6 +661,8 @@ mod tests {
             contracts: BTreeMap::new(),
             vaults: BTreeMap::new(),
             price_feeds: BTreeMap::new(),
+            price_pools: BTreeMap::new(),
+            fx_pairs: vec![],
         }
     }
 
@@ -636,6 +770,88 @@ mod tests {
         async fn vault_position(&self, _: u64, _: &str, _: &str) -> Result<String> {
             Ok("40.5".to_owned())
         }
+        async fn pool_twap(&self, _: u64, _: &str, _: &str, _: u32) -> Result<PoolTwap> {
+            // 1 EURC = 1.0812 USDC in the pool.
+            Ok(PoolTwap {
+                other: USDC.to_ascii_lowercase(),
+                ratio: UsdPrice {
+                    value: 1_081_200_000_000_000_000,
+                    decimals: 18,
+                },
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_pool_prices_a_token_against_a_priced_one() {
+        const EURC: &str = "0x60a3e35cc302bfa44cb288bc5a4f316fdb1adb42";
+        let mut c = chain();
+        c.tokens.insert(
+            "EURC".into(),
+            Token {
+                address: EURC.into(),
+                decimals: 6,
+            },
+        );
+        c.price_pools.insert(
+            "EURC".into(),
+            PricePool {
+                address: "0xpool".into(),
+                twap_secs: 1800,
+            },
+        );
+        c.price_feeds.insert(
+            "USDC".into(),
+            PriceFeed {
+                address: "0xfeed".into(),
+                max_age_secs: 60,
+            },
+        );
+        // USDC at 0.99980000 from its feed.
+        let round = FeedRound {
+            answer: 99_980_000,
+            decimals: 8,
+            updated_at: 1_000,
+        };
+        let p = Prices::new(PriceBook::default(), Some(std::sync::Arc::new(Feed(round))));
+        let eurc = TokenRef::resolve("eurc", &c);
+        let read = p.read(8453, &c, &eurc, 1_010).await.map_err(|e| e.code);
+        let read = read.map(|r| (r.quote.price.to_decimal_string(), r.quote.source, r.issues));
+        assert_eq!(
+            read,
+            Ok(("1.08098376".to_owned(), PriceSource::UniswapV3Twap, vec![]))
+        );
+        let rule = ValueRule::Token {
+            token: "token".into(),
+            amount: "amount".into(),
+        };
+        let params = serde_json::json!({"token": EURC, "amount": "100"});
+        let v = p.value(&rule, &params, 8453, &c, None, 1_010).await;
+        assert_eq!(v.map(|v| v.micros).map_err(|e| e.code), Ok(108_098_376));
+        // The other token's feed gone stale: the pool's price is not used for a write.
+        let stale = p.value(&rule, &params, 8453, &c, None, 1_061).await;
+        assert_eq!(stale.map_err(|e| e.code), Err(ErrorCode::PriceUnavailable));
+        // A feed of its own comes first.
+        c.price_feeds.insert(
+            "EURC".into(),
+            PriceFeed {
+                address: "0xeurfeed".into(),
+                max_age_secs: 60,
+            },
+        );
+        let read = p.read(8453, &c, &eurc, 1_010).await.map(|r| r.quote.source);
+        assert_eq!(read.map_err(|e| e.code), Ok(PriceSource::Chainlink));
+    }
+
+    #[test]
+    fn prices_multiply_exactly() {
+        let usd = price(99_980_000, 8);
+        let ratio = price(1_081_200_000_000_000_000, 18);
+        assert_eq!(
+            usd.times(ratio).map(|p| p.to_decimal_string()),
+            Some("1.08098376".into())
+        );
+        assert_eq!(price(u128::MAX, 0).times(price(2, 0)), None);
     }
 
     #[tokio::test]

@@ -9,23 +9,13 @@
 
 mod common;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use alloy::primitives::{I256, U256};
 use alloy::providers::Provider;
-use alloy::sol;
 use serde_json::{Value, json};
 
 use common::*;
-
-sol! {
-    #[sol(rpc)]
-    interface IMockV3Aggregator {
-        function updateAnswer(int256 answer) external;
-        function updateRoundData(uint80 roundId, int256 answer, uint256 timestamp, uint256 startedAt) external;
-        function latestRound() external view returns (uint256);
-    }
-}
 
 async fn execute(
     gw: &Gateway,
@@ -45,20 +35,6 @@ async fn runs(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &st
         (200, json!("confirmed")),
         "{action}: {body}"
     );
-}
-
-async fn set_policy(gw: &Gateway, agent: &Agent, policy: Value) {
-    let r = reqwest::Client::new()
-        .put(format!(
-            "{}/api/v1/agents/{}/policy",
-            gw.url, agent.agent_id
-        ))
-        .bearer_auth(&agent.session)
-        .json(&policy)
-        .send()
-        .await
-        .expect("the gateway answers the policy change");
-    assert_eq!(r.status().as_u16(), 200);
 }
 
 /// What a refusal must leave as it was: the agent wallet's ETH, USDC, WETH and vault shares, its
@@ -127,11 +103,6 @@ async fn age_feed<P: Provider>(
         .get_receipt()
         .await
         .expect("updateRoundData is mined");
-}
-
-/// The gateway keeps a feed's answer for a few seconds.
-async fn past_the_price_cache() {
-    tokio::time::sleep(Duration::from_millis(3_200)).await;
 }
 
 #[tokio::test]

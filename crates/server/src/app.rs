@@ -130,10 +130,11 @@ impl Application {
             store.clone(),
             clock.clone(),
             master.keyring(),
+            prices.clone(),
             deps.after_send,
         );
         let mut providers: Vec<Arc<dyn Provider>> = vec![
-            Arc::new(InternalReads::new(internal)),
+            Arc::new(InternalReads::new(internal, config.settings.chains.clone())),
             Arc::new(evm),
             Arc::new(market),
         ];

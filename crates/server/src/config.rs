@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use actiongate_core::chains::{ChainSettings, Chains, Token};
-use actiongate_core::prices::{DEFAULT_FEED_MAX_AGE_SECS, PriceBook, PriceFeed, token_key};
+use actiongate_core::chains::{ChainSettings, Chains, FxPair, Token};
+use actiongate_core::prices::{
+    DEFAULT_FEED_MAX_AGE_SECS, DEFAULT_TWAP_SECS, PriceBook, PriceFeed, PricePool, token_key,
+};
 use actiongate_core::purchases::PurchaseSettings;
 use actiongate_core::{DefaultPolicy, Settings};
 use serde::Deserialize;
@@ -212,6 +214,21 @@ pub struct ChainConfig {
     /// `{ feed, max-age-seconds }`.
     #[serde(default)]
     pub price_feeds: BTreeMap<String, PriceFeedConfig>,
+    /// Uniswap V3 pools pricing a token by their time-weighted average against their other token:
+    /// `{ pool, twap-seconds }` by token (symbol or address).
+    #[serde(default)]
+    pub price_pools: BTreeMap<String, PricePoolConfig>,
+    /// FX pairs: `"BASE/QUOTE" = "<Uniswap V3 pool>"`, both symbols of the token list.
+    #[serde(default)]
+    pub fx_pairs: BTreeMap<String, String>,
+}
+
+/// A pool of `[chains.<id>.price-pools]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PricePoolConfig {
+    pub pool: String,
+    pub twap_seconds: Option<u32>,
 }
 
 /// A price feed of `[chains.<id>.price-feeds]`.
@@ -388,7 +405,7 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
         chains
             .into_iter()
             .map(|(id, c)| {
-                let tokens = c
+                let tokens: BTreeMap<String, Token> = c
                     .tokens
                     .into_iter()
                     .map(|(sym, t)| {
@@ -419,7 +436,44 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
                         (token_key(&token), feed)
                     })
                     .collect();
-                (
+                let price_pools = c
+                    .price_pools
+                    .into_iter()
+                    .map(|(token, p)| {
+                        let pool = PricePool {
+                            address: p.pool,
+                            twap_secs: p.twap_seconds.unwrap_or(DEFAULT_TWAP_SECS),
+                        };
+                        match pool.twap_secs {
+                            0 => Err(ConfigError::Invalid(format!(
+                                "[chains.{id}.price-pools.{token}]: twap-seconds must be above zero"
+                            ))),
+                            _ => Ok((token_key(&token), pool)),
+                        }
+                    })
+                    .collect::<Result<_, _>>()?;
+                let fx_pairs = c
+                    .fx_pairs
+                    .into_iter()
+                    .map(|(pair, pool)| {
+                        let (base, quote) = pair
+                            .split_once('/')
+                            .map(|(b, q)| (b.to_ascii_uppercase(), q.to_ascii_uppercase()))
+                            .filter(|(b, q)| {
+                                b != q
+                                    && [b, q]
+                                        .iter()
+                                        .all(|s| tokens_of(&tokens).contains(&s.as_str()))
+                            })
+                            .ok_or_else(|| {
+                                ConfigError::Invalid(format!(
+                                    "[chains.{id}.fx-pairs]: {pair:?} must be BASE/QUOTE, two different symbols of [chains.{id}.tokens]"
+                                ))
+                            })?;
+                        Ok(FxPair { base, quote, pool })
+                    })
+                    .collect::<Result<_, ConfigError>>()?;
+                Ok((
                     id,
                     ChainSettings {
                         name: c.name,
@@ -428,11 +482,17 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
                         contracts: c.contracts,
                         vaults: c.vaults,
                         price_feeds,
+                        price_pools,
+                        fx_pairs,
                     },
-                )
+                ))
             })
-            .collect(),
+            .collect::<Result<_, ConfigError>>()?,
     ))
+}
+
+fn tokens_of(tokens: &BTreeMap<String, Token>) -> Vec<&str> {
+    tokens.keys().map(String::as_str).collect()
 }
 
 /// `[credits]` and `[x402]`.
@@ -655,6 +715,8 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                         feed("0x7e860098F58bBFC8648a4311b374B1D669a2bc6B", 90_000),
                     ),
                 ]),
+                price_pools: BTreeMap::new(),
+                fx_pairs: BTreeMap::new(),
             },
         ),
         (
@@ -672,6 +734,8 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 contracts: BTreeMap::new(),
                 vaults: BTreeMap::new(),
                 price_feeds: BTreeMap::new(),
+                price_pools: BTreeMap::new(),
+                fx_pairs: BTreeMap::new(),
             },
         ),
     ])

@@ -112,7 +112,7 @@ pub(crate) fn action_scope(action: &str, settings: &ChainSettings) -> Result<Sco
             ],
             true,
         ),
-        "swap-v3" => (
+        "swap-v3" | "fx-swap" => (
             [vec![contract(V3_ROUTER)?], tokens].concat(),
             vec![approve, sel::<ISwapRouter02::exactInputSingleCall>()],
             false,

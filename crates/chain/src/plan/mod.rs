@@ -2,13 +2,17 @@
 //! approval the action needs comes first), built from onchain state read at the `pending` block, so
 //! that a second plan of the same wallet sees the first one's transactions. Reads answer JSON.
 
+mod fx;
 mod swap;
 
+use fx::plan_fx_swap;
+pub use fx::quote as fx_quote;
 use std::time::{SystemTime, UNIX_EPOCH};
 use swap::{plan_swap, plan_swap_v3};
 
 use actiongate_api_types::ErrorCode;
 use actiongate_core::error::Error;
+use actiongate_core::prices::Prices;
 use alloy::network::TransactionBuilder;
 use alloy::primitives::{Address, Bytes, U256};
 use alloy::providers::Provider;
@@ -309,9 +313,11 @@ fn now_seconds() -> u64 {
         .unwrap_or_default()
 }
 
-/// The calls of a write action sent by `signer`.
+/// The calls of a write action sent by `signer` (`prices`: the gateway's price layer, which bounds
+/// an FX conversion).
 pub async fn plan(
     client: &ChainClient,
+    prices: &Prices,
     action: &str,
     params: &Value,
     signer: Address,
@@ -371,6 +377,7 @@ pub async fn plan(
         }
         "swap" => plan_swap(client, params, signer).await,
         "swap-v3" => plan_swap_v3(client, params, signer).await,
+        "fx-swap" => plan_fx_swap(client, prices, params, signer).await,
         "deposit-earn-position" => {
             let (id, vault) = vault(client, params)?;
             let asset = vault_asset(client, vault).await?;
@@ -569,6 +576,11 @@ pub fn runs_on(action: &str, client: &ChainClient) -> bool {
                 && (s.tokens.contains_key("WETH") || s.contracts.contains_key("WETH9"))
         }
         "swap-v3" => s.contracts.contains_key(V3_ROUTER) && s.contracts.contains_key(V3_QUOTER),
+        "fx-swap" => {
+            s.contracts.contains_key(V3_ROUTER)
+                && s.contracts.contains_key(V3_QUOTER)
+                && !s.fx_pairs.is_empty()
+        }
         "deposit-earn-position" | "withdraw-earn-position" | "get-earn-position" => {
             !s.vaults.is_empty()
         }
@@ -583,6 +595,7 @@ pub const WRITES: &[&str] = &[
     "unwrap-native",
     "swap",
     "swap-v3",
+    "fx-swap",
     "deposit-earn-position",
     "withdraw-earn-position",
 ];

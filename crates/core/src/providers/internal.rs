@@ -1,5 +1,6 @@
 //! The `internal` provider's reads that need no chain: they answer from configured data
-//! (`catalog/internal-data.toml`, or the file named by `internal-data-file`).
+//! (`catalog/internal-data.toml`, or the file named by `internal-data-file`) and from the chains'
+//! configuration (`get-fx-supported-assets`: the tokens of the chain's FX pairs).
 
 use std::collections::BTreeMap;
 
@@ -9,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::catalog::Lane;
+use crate::chains::Chains;
 use crate::execution::{ExecutionContext, ExecutionOutcome, Provider, Reconciled};
 
 /// The data shipped in the repository.
@@ -43,19 +45,55 @@ impl InternalData {
 /// Reads answered from configured data.
 pub struct InternalReads {
     data: InternalData,
+    chains: Chains,
 }
 
 impl InternalReads {
-    pub fn new(data: InternalData) -> Self {
-        Self { data }
+    pub fn new(data: InternalData, chains: Chains) -> Self {
+        Self { data, chains }
+    }
+
+    /// The tokens of the chain's FX pairs, each with its peg where the data names one, and the pairs.
+    fn fx_assets(&self, chain_id: u64) -> Value {
+        let Some(chain) = self.chains.get(chain_id) else {
+            return json!({"chainId": chain_id, "assets": [], "pairs": []});
+        };
+        let mut symbols: Vec<&str> = chain
+            .fx_pairs
+            .iter()
+            .flat_map(|p| [p.base.as_str(), p.quote.as_str()])
+            .collect();
+        symbols.sort_unstable();
+        symbols.dedup();
+        let peg = |symbol: &str| {
+            self.data
+                .fx
+                .assets
+                .iter()
+                .find(|a| a.get("symbol").and_then(toml::Value::as_str) == Some(symbol))
+                .and_then(|a| a.get("peg"))
+                .and_then(toml::Value::as_str)
+                .map(str::to_owned)
+        };
+        let assets: Vec<Value> = symbols
+            .iter()
+            .filter_map(|s| chain.tokens.get(*s).map(|t| (s, t)))
+            .map(|(s, t)| {
+                json!({"symbol": s, "address": t.address, "decimals": t.decimals, "peg": peg(s)})
+            })
+            .collect();
+        let pairs: Vec<Value> = chain
+            .fx_pairs
+            .iter()
+            .map(|p| json!({"pair": format!("{}/{}", p.base, p.quote), "base": p.base, "quote": p.quote, "pool": p.pool}))
+            .collect();
+        json!({"chainId": chain_id, "assets": assets, "pairs": pairs})
     }
 
     fn answer(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
         let to_json = |v: &toml::Value| serde_json::to_value(v).unwrap_or(Value::Null);
         match ctx.action.as_str() {
-            "get-fx-supported-assets" => ExecutionOutcome::read(
-                json!({ "assets": self.data.fx.assets.iter().map(to_json).collect::<Vec<_>>() }),
-            ),
+            "get-fx-supported-assets" => ExecutionOutcome::read(self.fx_assets(ctx.chain_id)),
             "get-bridge-tokens" => {
                 let from = ctx.params.get("fromChain").and_then(Value::as_u64);
                 let to = ctx.params.get("toChain").and_then(Value::as_u64);

@@ -33,6 +33,33 @@ sol! {
     interface IRouter {
         function getAmountsOut(uint256 amountIn, address[] calldata path) external view returns (uint256[] memory amounts);
     }
+    /// Chainlink's `MockV3Aggregator`: the devnet's price feeds, moved by the tests.
+    #[sol(rpc)]
+    interface IMockV3Aggregator {
+        function updateAnswer(int256 answer) external;
+        function updateRoundData(uint80 roundId, int256 answer, uint256 timestamp, uint256 startedAt) external;
+        function latestRound() external view returns (uint256);
+    }
+}
+
+/// Sets the agent's policy as its owner.
+pub async fn set_policy(gw: &Gateway, agent: &Agent, policy: Value) {
+    let r = reqwest::Client::new()
+        .put(format!(
+            "{}/api/v1/agents/{}/policy",
+            gw.url, agent.agent_id
+        ))
+        .bearer_auth(&agent.session)
+        .json(&policy)
+        .send()
+        .await
+        .expect("the gateway answers the policy change");
+    assert_eq!(r.status().as_u16(), 200);
+}
+
+/// The gateway keeps a feed's answer for a few seconds.
+pub async fn past_the_price_cache() {
+    tokio::time::sleep(std::time::Duration::from_millis(3_200)).await;
 }
 
 /// Stops a child process (SIGTERM, then waits) even when an assertion fails.
@@ -204,11 +231,22 @@ impl Devnet {
 
     /// [`Devnet::gateway_config`] with more TOML appended.
     pub fn gateway_config_with(&self, name: &str, database_url: &str, extra: &str) -> PathBuf {
+        self.gateway_config_edited(name, database_url, extra, |t| t)
+    }
+
+    /// [`Devnet::gateway_config_with`] with the devnet's devnet.toml passed through `edit` first.
+    pub fn gateway_config_edited(
+        &self,
+        name: &str,
+        database_url: &str,
+        extra: &str,
+        edit: impl FnOnce(String) -> String,
+    ) -> PathBuf {
         let data = self.dir.path().join(format!("data-{name}"));
         let text = format!(
             "listen = \"127.0.0.1:0\"\ndata-dir = \"{}\"\ndatabase-url = \"{database_url}\"\n{}\n[intents]\nlease-seconds = 2\ndirect-timeout-seconds = 5\n[evm]\nbump-after-seconds = 2\n{extra}",
             data.display(),
-            self.process.toml()
+            edit(self.process.toml())
         );
         let path = self.dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, text).expect("the gateway config is written");

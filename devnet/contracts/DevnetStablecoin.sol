@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
-// A 6-decimals USD stablecoin for the devnet with EIP-3009 (transferWithAuthorization,
-// receiveWithAuthorization, cancelAuthorization) and the EIP-712 domain of Base Sepolia's USDC
-// (name "USDC", version "2"). Only the deployer mints.
+// A 6-decimals fiat stablecoin for the devnet with EIP-3009 (transferWithAuthorization,
+// receiveWithAuthorization, cancelAuthorization) and Circle's EIP-712 domain (name: the symbol,
+// version "2"): the USD coin as Base Sepolia's USDC, and a EUR coin as Circle's EURC. Only the
+// deployer mints.
 pragma solidity ^0.8.24;
 
 import {ERC20} from "@openzeppelin/contracts/token/ERC20/ERC20.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {SignatureChecker} from "@openzeppelin/contracts/utils/cryptography/SignatureChecker.sol";
 
-contract DevnetUSDC is ERC20, EIP712 {
+contract DevnetStablecoin is ERC20, EIP712 {
     bytes32 public constant TRANSFER_WITH_AUTHORIZATION_TYPEHASH = keccak256(
         "TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"
     );
@@ -24,7 +25,7 @@ contract DevnetUSDC is ERC20, EIP712 {
     event AuthorizationUsed(address indexed authorizer, bytes32 indexed nonce);
     event AuthorizationCanceled(address indexed authorizer, bytes32 indexed nonce);
 
-    constructor() ERC20("USD Coin", "USDC") EIP712("USDC", "2") {
+    constructor(string memory name_, string memory symbol_) ERC20(name_, symbol_) EIP712(symbol_, "2") {
         minter = msg.sender;
     }
 
@@ -33,7 +34,7 @@ contract DevnetUSDC is ERC20, EIP712 {
     }
 
     function mint(address to, uint256 amount) external {
-        require(msg.sender == minter, "DevnetUSDC: only the minter mints");
+        require(msg.sender == minter, "DevnetStablecoin: only the minter mints");
         _mint(to, amount);
     }
 
@@ -64,15 +65,15 @@ contract DevnetUSDC is ERC20, EIP712 {
         address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce,
         uint8 v, bytes32 r, bytes32 s
     ) external {
-        require(to == msg.sender, "DevnetUSDC: caller must be the payee");
+        require(to == msg.sender, "DevnetStablecoin: caller must be the payee");
         _useAuthorization(RECEIVE_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce, abi.encodePacked(r, s, v));
         _transfer(from, to, value);
     }
 
     function cancelAuthorization(address authorizer, bytes32 nonce, uint8 v, bytes32 r, bytes32 s) external {
-        require(!_authorizationStates[authorizer][nonce], "DevnetUSDC: authorization is used or canceled");
+        require(!_authorizationStates[authorizer][nonce], "DevnetStablecoin: authorization is used or canceled");
         bytes32 digest = _hashTypedDataV4(keccak256(abi.encode(CANCEL_AUTHORIZATION_TYPEHASH, authorizer, nonce)));
-        require(SignatureChecker.isValidSignatureNow(authorizer, digest, abi.encodePacked(r, s, v)), "DevnetUSDC: invalid signature");
+        require(SignatureChecker.isValidSignatureNow(authorizer, digest, abi.encodePacked(r, s, v)), "DevnetStablecoin: invalid signature");
         _authorizationStates[authorizer][nonce] = true;
         emit AuthorizationCanceled(authorizer, nonce);
     }
@@ -81,11 +82,11 @@ contract DevnetUSDC is ERC20, EIP712 {
         bytes32 typehash, address from, address to, uint256 value, uint256 validAfter, uint256 validBefore, bytes32 nonce,
         bytes memory signature
     ) private {
-        require(block.timestamp > validAfter, "DevnetUSDC: authorization is not yet valid");
-        require(block.timestamp < validBefore, "DevnetUSDC: authorization is expired");
-        require(!_authorizationStates[from][nonce], "DevnetUSDC: authorization is used or canceled");
+        require(block.timestamp > validAfter, "DevnetStablecoin: authorization is not yet valid");
+        require(block.timestamp < validBefore, "DevnetStablecoin: authorization is expired");
+        require(!_authorizationStates[from][nonce], "DevnetStablecoin: authorization is used or canceled");
         bytes32 digest = _hashTypedDataV4(keccak256(abi.encode(typehash, from, to, value, validAfter, validBefore, nonce)));
-        require(SignatureChecker.isValidSignatureNow(from, digest, signature), "DevnetUSDC: invalid signature");
+        require(SignatureChecker.isValidSignatureNow(from, digest, signature), "DevnetStablecoin: invalid signature");
         _authorizationStates[from][nonce] = true;
         emit AuthorizationUsed(from, nonce);
     }
