@@ -701,7 +701,26 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                     ),
                     ("WETH".into(), token(weth, 18)),
                 ]),
-                contracts: BTreeMap::new(),
+                // Uniswap's published Base deployments: the V2 router, V3's factory, SwapRouter02
+                // and QuoterV2 (swap, swap-v3 and fx-swap run once the chain has an RPC URL).
+                contracts: BTreeMap::from([
+                    (
+                        "UniswapV2Router02".into(),
+                        "0x4752ba5DBc23f44D87826276BF6Fd6b1C372aD24".into(),
+                    ),
+                    (
+                        "UniswapV3Factory".into(),
+                        "0x33128a8fC17869897dcE68Ed026d694621f6FDfD".into(),
+                    ),
+                    (
+                        "SwapRouter02".into(),
+                        "0x2626664c2603336E57B271c5C0b26F421741e481".into(),
+                    ),
+                    (
+                        "QuoterV2".into(),
+                        "0x3d4e44Eb1374240CE5F1B871ab261CD16335B76a".into(),
+                    ),
+                ]),
                 vaults: BTreeMap::new(),
                 // Chainlink's published Base feeds; each bound is its heartbeat with a margin
                 // (ETH/USD updates at least every 20 minutes, USDC/USD every 24 hours).
@@ -836,6 +855,81 @@ mod tests {
             base.unwrap_or_default().keys().collect::<Vec<_>>(),
             ["USDC", "WETH"]
         );
+    }
+
+    #[test]
+    fn price_pools_and_fx_pairs_are_read_and_checked() {
+        let text = |pair: &str, twap: u32| {
+            format!(
+                r#"
+                [chains.84532]
+                name = "devnet"
+                [chains.84532.tokens.USDC]
+                address = "0x00000000000000000000000000000000000000C1"
+                decimals = 6
+                [chains.84532.tokens.EURC]
+                address = "0x00000000000000000000000000000000000000E1"
+                decimals = 6
+                [chains.84532.price-pools]
+                eurc = {{ pool = "0x00000000000000000000000000000000000000B1", twap-seconds = {twap} }}
+                "0x00000000000000000000000000000000000000E2" = {{ pool = "0x00000000000000000000000000000000000000B2" }}
+                [chains.84532.fx-pairs]
+                "{pair}" = "0x00000000000000000000000000000000000000B1"
+                "#
+            )
+        };
+        let resolve = |t: String| {
+            let file: FileConfig = toml::from_str(&t).expect("from str");
+            Config::resolve(Overrides::default(), file)
+        };
+        let cfg = resolve(text("eurc/usdc", 60)).expect("resolve");
+        let chain = cfg.settings.chains.get(84532).cloned().unwrap_or_else(|| {
+            panic!("chain 84532 is configured");
+        });
+        assert_eq!(
+            chain.price_pools.get("EURC"),
+            Some(&PricePool {
+                address: "0x00000000000000000000000000000000000000B1".into(),
+                twap_secs: 60
+            })
+        );
+        assert_eq!(
+            chain
+                .price_pools
+                .get("0x00000000000000000000000000000000000000e2")
+                .map(|p| p.twap_secs),
+            Some(DEFAULT_TWAP_SECS)
+        );
+        assert_eq!(
+            chain.fx_pairs,
+            vec![FxPair {
+                base: "EURC".into(),
+                quote: "USDC".into(),
+                pool: "0x00000000000000000000000000000000000000B1".into(),
+            }]
+        );
+        assert!(chain.fx_pair("usdc", "EURC").is_some());
+        // A pair must name two different tokens of the list; a window must be above zero.
+        for bad in [
+            text("EURC/GBPC", 60),
+            text("USDC/USDC", 60),
+            text("EURC", 60),
+            text("EURC/USDC", 0),
+        ] {
+            assert!(resolve(bad.clone()).is_err(), "{bad}");
+        }
+        // Chain 8453 knows Uniswap's published Base routers.
+        let base = Config::resolve(Overrides::default(), FileConfig::default()).expect("resolve");
+        let contracts = base.settings.chains.get(8453).map(|c| c.contracts.clone());
+        let contracts = contracts.unwrap_or_default();
+        for name in [
+            "UniswapV2Router02",
+            "SwapRouter02",
+            "QuoterV2",
+            "UniswapV3Factory",
+        ] {
+            assert!(contracts.contains_key(name), "{name}");
+        }
     }
 
     #[test]
