@@ -23,9 +23,20 @@ pub struct BuildDelegation {
     /// The policy's per-action cap in wei: the native value cap of an action that sends the native
     /// coin, unless `caveats.maxNativeValue` says otherwise.
     pub policy_native_cap_wei: Option<String>,
+    /// The policy's per-action cap in each listed token the gateway can price (smallest units):
+    /// what one ERC-20 transfer may move, whatever caps are asked for besides. `None` when the
+    /// action has no cap (a read); empty when it has one but no token could be priced.
+    pub policy_token_caps: Option<Vec<TokenCap>>,
     pub salt: [u8; 32],
     /// The gateway clock's now, unix seconds (the default start of a periodic cap).
     pub now_secs: u64,
+}
+
+/// A cap in one token: its address and an amount in its smallest units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenCap {
+    pub address: String,
+    pub raw: u128,
 }
 
 /// A signed delegation that passed every check of `activate`.

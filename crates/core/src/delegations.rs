@@ -21,7 +21,7 @@ use crate::states::{DelegationStatus, ExecutionState};
 use crate::store::DelegationRecord;
 use actiongate_api_types::intents::ExecuteIntentRequest;
 
-pub use crate::delegation_chain::{BuildDelegation, DelegationChain, Validated};
+pub use crate::delegation_chain::{BuildDelegation, DelegationChain, TokenCap, Validated};
 
 impl Gateway {
     fn delegation_chain(&self) -> Result<&std::sync::Arc<dyn DelegationChain>> {
@@ -63,6 +63,7 @@ impl Gateway {
             ));
         }
         let mut native_cap = None;
+        let mut token_caps = None;
         let action = match &req.action {
             Some(name) => {
                 let spec = self.catalog().resolve(name).ok_or_else(|| {
@@ -71,7 +72,7 @@ impl Gateway {
                         format!("No action named {name:?} is in the catalog."),
                     )
                 })?;
-                if caveats.max_native_value.is_none() && !spec.is_read() {
+                if !spec.is_read() {
                     let policy = self.policy_of(&agent.agent.id).await?;
                     let action_cap = spec
                         .entry
@@ -83,7 +84,10 @@ impl Gateway {
                         .flatten()
                         .min();
                     if let Some(cap) = cap {
-                        native_cap = self.native_cap_wei(chain_id, cap).await;
+                        if caveats.max_native_value.is_none() {
+                            native_cap = self.native_cap_wei(chain_id, cap).await;
+                        }
+                        token_caps = Some(self.token_caps(chain_id, cap).await);
                     }
                 }
                 Some(spec.name().to_owned())
@@ -103,6 +107,7 @@ impl Gateway {
             action,
             caveats,
             policy_native_cap_wei: native_cap,
+            policy_token_caps: token_caps,
             salt,
             now_secs: self.now_secs(),
         };
@@ -114,19 +119,40 @@ impl Gateway {
     async fn native_cap_wei(&self, chain_id: u64, cap_micros: i64) -> Option<String> {
         let chain = self.settings().chains.get(chain_id)?;
         let token = crate::prices::TokenRef::resolve("ETH", chain);
-        let now = u64::try_from(self.now().unix_timestamp()).unwrap_or(0);
         let quote = self
             .prices()
-            .quote(chain_id, chain, &token, now)
+            .quote(chain_id, chain, &token, self.now_secs())
             .await
             .ok()?;
-        let price = quote.price;
-        // cap (micro-USD) / price (value / 10^d USD per 10^18 wei) = cap × 10^(12 + d) / value wei.
-        let wei = u128::try_from(cap_micros)
-            .ok()?
-            .checked_mul(10u128.checked_pow(12 + u32::from(price.decimals))?)?
-            .checked_div(price.value)?;
-        Some(wei.to_string())
+        crate::prices::units_for_micros(cap_micros, quote.price, 18).map(|w| w.to_string())
+    }
+
+    /// The policy's per-action cap in each listed token of `chain_id` the gateway can price now (a
+    /// token it cannot price gets no cap, so the caveat that lists the others refuses it).
+    async fn token_caps(&self, chain_id: u64, cap_micros: i64) -> Vec<TokenCap> {
+        let Some(chain) = self.settings().chains.get(chain_id) else {
+            return vec![];
+        };
+        let mut caps = Vec::new();
+        for (symbol, token) in &chain.tokens {
+            let t = crate::prices::TokenRef::resolve(symbol, chain);
+            let Ok(quote) = self
+                .prices()
+                .quote(chain_id, chain, &t, self.now_secs())
+                .await
+            else {
+                continue;
+            };
+            if let Some(raw) =
+                crate::prices::units_for_micros(cap_micros, quote.price, token.decimals)
+            {
+                caps.push(TokenCap {
+                    address: token.address.clone(),
+                    raw,
+                });
+            }
+        }
+        caps
     }
 
     /// Checks a signed delegation and stores it as active.

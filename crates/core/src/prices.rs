@@ -101,6 +101,25 @@ pub fn value_micros(amount: &str, price: UsdPrice) -> Option<i64> {
     i64::try_from(micros).ok()
 }
 
+/// How many smallest units of a token with `decimals` decimals `micros` micro-dollars buy at
+/// `price`, rounded down (the price first rounded up to at most 8 decimals), so a cap in tokens is
+/// never worth more than the USD cap it comes from. `None` when the price is 0 or it does not fit.
+pub fn units_for_micros(micros: i64, price: UsdPrice, decimals: u8) -> Option<u128> {
+    let (value, price_decimals) = match price.decimals > 8 {
+        true => (
+            price
+                .value
+                .div_ceil(10u128.checked_pow(u32::from(price.decimals - 8))?),
+            8,
+        ),
+        false => (price.value, price.decimals),
+    };
+    let num = u128::try_from(micros)
+        .ok()?
+        .checked_mul(10u128.checked_pow(u32::from(decimals) + u32::from(price_decimals))?)?;
+    num.checked_div(value.checked_mul(1_000_000)?)
+}
+
 /// Where a price came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PriceSource {
@@ -622,6 +641,26 @@ mod tests {
         // Too large to hold: not priced (never 0).
         assert_eq!(value_micros(&"9".repeat(40), eth), None);
         assert_eq!(value_micros("100000000000000000000", eth), None);
+    }
+
+    #[test]
+    fn usd_caps_become_token_units_rounded_down() {
+        // 100 USD of a 6-decimals token at 1.08 USD (Chainlink's 8 decimals): 92.592592.
+        assert_eq!(
+            units_for_micros(100_000_000, price(108_000_000, 8), 6),
+            Some(92_592_592)
+        );
+        // 100 USD of ETH (18 decimals) at 3000: 0.0333… ETH in wei.
+        assert_eq!(
+            units_for_micros(100_000_000, price(3_000_000_000, 6), 18),
+            Some(33_333_333_333_333_333)
+        );
+        // A price with 18 decimals is rounded up first: never more tokens than the cap buys.
+        let fine = price(1_080_000_000_000_000_001, 18);
+        assert_eq!(units_for_micros(100_000_000, fine, 6), Some(92_592_591));
+        assert_eq!(units_for_micros(1, price(0, 8), 6), None);
+        assert_eq!(units_for_micros(-1, price(1, 0), 6), None);
+        assert_eq!(units_for_micros(i64::MAX, price(1, 8), 30), None);
     }
 
     #[test]

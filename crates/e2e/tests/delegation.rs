@@ -5,7 +5,9 @@
 //! by `redeemDelegations` sent from the agent wallet and moves tokens out of each user's account; a
 //! user whose caveat cap is below the amount fails alone with DELEGATION_CAVEAT_REFUSED; a user who
 //! disabled the delegation onchain is skipped by the runner and by verify; revocation round trip; a
-//! HybridDeleGator signs with the MetaMask kit; a codeless delegator is checked by ECDSA.
+//! HybridDeleGator signs with the MetaMask kit; a codeless delegator is checked by ECDSA; a transfer
+//! delegation carries the policy's per-action cap per token (MultiTokenPeriodEnforcer), which holds onchain
+//! after the policy is raised.
 #![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 mod common;
@@ -350,33 +352,14 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
         devnet.balance(usdc_addr, hybrid.address).await,
         devnet.balance(weth_addr, hybrid.address).await,
     );
-    let (status, submitted) = post(
-        format!("{}/api/v1/agent/execute-intent", gw.url),
-        json!({"agentApiKey": agent.key, "action": "swap", "chainId": 84532, "estimatedAmountUsd": 50,
-               "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "50", "slippageBps": 100}}),
+    let status = fan_out(
+        &gw,
+        &agent,
+        "swap",
+        json!({"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "50", "slippageBps": 100}),
+        50.0,
     )
     .await;
-    assert_eq!(status, 200, "{submitted}");
-    let intent_id = submitted["intentId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{submitted}"))
-        .to_owned();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        let (_, body) = get(
-            format!(
-                "{}/api/v1/agent/execute-intent/status?intentId={intent_id}",
-                gw.url
-            ),
-            &agent.key,
-        )
-        .await;
-        if body["status"] == "completed" || body["status"] == "failed" {
-            break body;
-        }
-        assert!(Instant::now() < deadline, "the fan-out did not end: {body}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
     assert_eq!(
         (
             status["status"].clone(),
@@ -823,26 +806,9 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
         "one redemption reached the chain before the crash"
     );
 
+    // A second process takes the fan-out over.
     let b = start_gateway(&config, false);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        let (_, body) = get(
-            format!(
-                "{}/api/v1/agent/execute-intent/status?intentId={intent_id}",
-                b.url
-            ),
-            &agent.key,
-        )
-        .await;
-        if body["status"] == "completed" || body["status"] == "failed" {
-            break body;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the fan-out was not taken over: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    let status = wait_ended(&b.url, &agent.key, &intent_id).await;
     assert_eq!(
         (status["status"].clone(), status["executed"].clone()),
         (json!("completed"), json!(3)),
@@ -909,4 +875,143 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+/// Submits a fan-out and waits for it to end; its status body.
+async fn fan_out(gw: &Gateway, agent: &Agent, action: &str, params: Value, usd: f64) -> Value {
+    let (status, submitted) = post(
+        format!("{}/api/v1/agent/execute-intent", gw.url),
+        json!({"agentApiKey": agent.key, "action": action, "chainId": 84532,
+               "estimatedAmountUsd": usd, "params": params}),
+    )
+    .await;
+    assert_eq!(status, 200, "{submitted}");
+    let id = submitted["intentId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{submitted}"));
+    wait_ended(&gw.url, &agent.key, id).await
+}
+
+/// Waits for an intent to end (completed or failed), asking the gateway at `url`; its status body.
+async fn wait_ended(url: &str, key: &str, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, body) = get(
+            format!("{url}/api/v1/agent/execute-intent/status?intentId={id}"),
+            key,
+        )
+        .await;
+        if body["status"] == "completed" || body["status"] == "failed" {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "the intent did not end: {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A transfer delegation carries the policy's per-action cap of each priced token, at the gateway's
+/// price when it was created (MultiTokenPeriodEnforcer): raising the policy later does not raise what
+/// the signed delegation lets the agent move, the enforcer refuses it onchain and nothing moves.
+#[tokio::test]
+async fn a_transfer_delegation_holds_the_policys_cap_onchain() {
+    let devnet = Devnet::start();
+    let db = devnet.dir.path().join("gw.db");
+    let database_url = format!("sqlite://{}", db.display());
+    let gw = start_gateway(&devnet.gateway_config("cap", &database_url), false);
+    let agent = onboard(&gw, &database_url, "cap@example.com", &["transfer"]).await;
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            U256::ZERO,
+        )
+        .await;
+    let devnet_json = devnet.dir.path().join("devnet.json").display().to_string();
+    let (address, key) = devnet.account(2);
+    let up = node(&["upgrade", &devnet_json, &key], None);
+    assert!(
+        up["code"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("0xef0100")),
+        "{up}"
+    );
+    devnet.fund(address, U256::ZERO, usdc(500)).await;
+    let user = User { address, key };
+
+    // 100 USD per action: 100 USDC (USDC/USD 1), 92.592592 EURC (EUR/USD 1.08).
+    set_policy(&gw, &agent, json!({"allowedActions": ["transfer"], "dailyLimitUsd": 100000, "maxAmountUsdPerAction": 100})).await;
+    let (delegation, created) =
+        signed_delegation(&gw, &agent, &user, json!({"action": "transfer"})).await;
+    let caveats = created["data"]["caveatsDecoded"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let cap = caveats
+        .iter()
+        .find(|c| c["kind"] == "MultiTokenPeriodEnforcer")
+        .unwrap_or_else(|| panic!("no per-token cap: {created}"));
+    let per_token = |symbol: &str| {
+        cap["terms"]["perPeriod"]
+            .as_array()
+            .and_then(|p| p.iter().find(|x| x["cap"]["token"] == symbol).cloned())
+            .map(|x| (x["cap"]["amount"].clone(), x["periodSeconds"].clone()))
+    };
+    assert_eq!(per_token("USDC"), Some((json!("100"), json!("1"))), "{cap}");
+    assert_eq!(
+        per_token("EURC"),
+        Some((json!("92.592592"), json!("1"))),
+        "{cap}"
+    );
+    let (status, body) = activate(&gw, &agent, &delegation).await;
+    assert_eq!(status, 200, "{body}");
+
+    // Within the cap it is redeemed onchain.
+    let to = user.address.to_string();
+    let agent_nonce = devnet.nonce(agent.address).await;
+    let done = fan_out(
+        &gw,
+        &agent,
+        "transfer",
+        json!({"token": "USDC", "to": to, "amount": "60"}),
+        60.0,
+    )
+    .await;
+    let r = &done["results"][0];
+    assert_eq!(r["success"], json!(true), "{done}");
+    assert!(
+        r["txHash"].as_str().is_some_and(|h| h.len() == 66),
+        "{done}"
+    );
+    assert_eq!(devnet.nonce(agent.address).await, agent_nonce + 1);
+
+    // The owner raises the policy afterwards: the gateway now allows 150, the signed cap does not.
+    set_policy(&gw, &agent, json!({"allowedActions": ["transfer"], "dailyLimitUsd": 100000, "maxAmountUsdPerAction": 1000})).await;
+    let before = devnet.balance(devnet.usdc(), user.address).await;
+    let agent_nonce = devnet.nonce(agent.address).await;
+    let done = fan_out(
+        &gw,
+        &agent,
+        "transfer",
+        json!({"token": "USDC", "to": to, "amount": "150"}),
+        150.0,
+    )
+    .await;
+    let r = &done["results"][0];
+    assert_eq!(
+        (r["success"].clone(), r["code"].clone()),
+        (json!(false), json!("DELEGATION_CAVEAT_REFUSED")),
+        "{done}"
+    );
+    assert!(
+        r["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("MultiTokenPeriodEnforcer:transfer-amount-exceeded")),
+        "the enforcer's reason: {done}"
+    );
+    assert_eq!(
+        devnet.nonce(agent.address).await,
+        agent_nonce,
+        "refused in simulation: nothing sent"
+    );
+    assert_eq!(devnet.balance(devnet.usdc(), user.address).await, before);
 }

@@ -119,6 +119,7 @@ async fn the_gateways_price_decides_every_write() {
         "unwrap-native",
         "deposit-earn-position",
         "withdraw-earn-position",
+        "fx-swap",
     ];
     let agent = onboard(&gw, &database_url, "prices@example.com", &writes).await;
     devnet
@@ -166,6 +167,15 @@ async fn the_gateways_price_decides_every_write() {
         cases.push((
             "swap-v3",
             json!({"tokenIn": token, "tokenOut": "WETH", "amountIn": "200"}),
+        ));
+    }
+    // 100 EURC at the EUR/USD feed's 1.08: 108 USD.
+    let eurc = devnet.address(&["tokens", "EURC", "address"]);
+    let (eurc_lower, eurc_checksum) = (format!("{eurc:#x}"), eurc.to_checksum(None));
+    for token in ["EURC", "eurc", eurc_lower.as_str(), eurc_checksum.as_str()] {
+        cases.push((
+            "fx-swap",
+            json!({"from": token, "to": "USDC", "amount": "100"}),
         ));
     }
     for token in ["WETH", "weth", weth_lower.as_str(), "ETH"] {

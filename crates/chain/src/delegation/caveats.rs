@@ -15,6 +15,7 @@ use crate::amount::{format_units, parse_units};
 use crate::bindings::IERC20;
 use crate::delegation::{Framework, parse_address};
 use crate::plan::{V2_ROUTER, V3_ROUTER};
+use actiongate_core::delegations::TokenCap;
 
 pub(crate) fn selector(text: &str) -> Result<[u8; 4], Error> {
     if let Some(hex) = text.strip_prefix("0x") {
@@ -179,6 +180,7 @@ pub fn caveats_of(
     action: Option<&str>,
     req: &CaveatRequest,
     policy_native_cap_wei: Option<&str>,
+    policy_token_caps: Option<&[TokenCap]>,
     now_secs: u64,
 ) -> Result<Vec<Caveat>, Error> {
     let chain_id = framework.chain_id;
@@ -209,7 +211,7 @@ pub fn caveats_of(
         });
         Ok(())
     };
-    match targets {
+    match &targets {
         Some(t) if t.is_empty() => {
             return Err(Error::invalid(
                 "caveats.allowedTargets leaves no contract the action calls.",
@@ -246,6 +248,36 @@ pub fn caveats_of(
         (None, _) => U256::ZERO,
     };
     push("ValueLteEnforcer", max_value.to_be_bytes::<32>().to_vec())?;
+    // A transfer moves at most the policy's per-action cap of each token it may call, per second
+    // (a block's time: one redemption's worth), whatever is asked besides (asked caps only narrow).
+    // A token the gateway could not price is left out, and the enforcer refuses its transfers.
+    // (The deployed enforcer is told by the caveat's args which entry a redemption moves:
+    // `redeem_call` sets them.)
+    if action == Some("transfer") {
+        let caps = policy_token_caps.unwrap_or_default();
+        let allowed = targets.as_deref().unwrap_or_default();
+        let mut terms = Vec::new();
+        for cap in caps {
+            let Ok(token) = cap.address.parse::<Address>() else {
+                continue;
+            };
+            if allowed.contains(&token) {
+                terms.extend_from_slice(token.as_slice());
+                terms.extend_from_slice(&U256::from(cap.raw).to_be_bytes::<32>());
+                terms.extend_from_slice(&U256::from(TRANSFER_CAP_PERIOD_SECS).to_be_bytes::<32>());
+                terms.extend_from_slice(&U256::from(1u8).to_be_bytes::<32>());
+            }
+        }
+        if terms.is_empty() {
+            return Err(Error::new(
+                ErrorCode::PriceUnavailable,
+                format!(
+                    "The gateway cannot price any token this transfer delegation may move on chain {chain_id}, so it cannot cap it at the policy's per-action cap; configure a price feed or a price."
+                ),
+            ));
+        }
+        push("MultiTokenPeriodEnforcer", terms)?;
+    }
     // ERC20TransferAmount and ERC20PeriodTransfer admit only `transfer` calls on their token: with
     // any other action they would refuse every redemption (its approval included).
     if action.is_some_and(|a| a != "transfer")
@@ -342,6 +374,10 @@ pub(crate) fn bind_delegator(caveats: &mut [Caveat], framework: &Framework, dele
     }
 }
 
+/// The period of a transfer delegation's per-token cap: one second, so that the cap bounds what one
+/// block (one redemption) moves.
+pub const TRANSFER_CAP_PERIOD_SECS: u64 = 1;
+
 /// Whether `terms` have the shape the named enforcer reads.
 pub(crate) fn terms_fit(name: &str, t: &[u8]) -> bool {
     match name {
@@ -350,6 +386,7 @@ pub(crate) fn terms_fit(name: &str, t: &[u8]) -> bool {
         "ValueLteEnforcer" | "LimitedCallsEnforcer" | "TimestampEnforcer" => t.len() == 32,
         "ERC20TransferAmountEnforcer" => t.len() == 52,
         "ERC20PeriodTransferEnforcer" => t.len() == 116,
+        "MultiTokenPeriodEnforcer" => !t.is_empty() && t.len().is_multiple_of(116),
         "ERC20BalanceChangeEnforcer" => t.len() == 73,
         _ => false,
     }
@@ -406,6 +443,13 @@ pub fn decode_caveat(
             "periodSeconds": word(t, 52).to_string(),
             "startDate": word(t, 84).to_string(),
         }),
+        "MultiTokenPeriodEnforcer" if terms_fit(name, t) => json!({
+            "perPeriod": t.chunks_exact(116).map(|c| json!({
+                "cap": token_json(settings, Address::from_slice(&c[..20]), word(c, 20)),
+                "periodSeconds": word(c, 52).to_string(),
+                "startDate": word(c, 84).to_string(),
+            })).collect::<Vec<_>>(),
+        }),
         "ERC20BalanceChangeEnforcer" if t.len() == 73 => json!({
             "change": if t[0] == 1 { "decrease" } else { "increase" },
             "recipient": Address::from_slice(&t[21..41]).to_string(),
@@ -419,4 +463,147 @@ pub fn decode_caveat(
         _ => json!({"raw": Bytes::copy_from_slice(t).to_string(), "malformed": true}),
     };
     (name.to_owned(), terms)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use actiongate_api_types::ErrorCode;
+    use actiongate_core::chains::Token;
+
+    use super::*;
+
+    const USDC: &str = "0x00000000000000000000000000000000000000C1";
+    const EURC: &str = "0x00000000000000000000000000000000000000E1";
+
+    fn setup() -> (Framework, ChainSettings) {
+        let token = |address: &str| Token {
+            address: address.into(),
+            decimals: 6,
+        };
+        let settings = ChainSettings {
+            name: "test".into(),
+            rpc_url: None,
+            tokens: BTreeMap::from([("USDC".into(), token(USDC)), ("EURC".into(), token(EURC))]),
+            contracts: BTreeMap::new(),
+            vaults: BTreeMap::new(),
+            price_feeds: BTreeMap::new(),
+            price_pools: BTreeMap::new(),
+            fx_pairs: vec![],
+        };
+        let framework = Framework::of(84532, &settings).unwrap_or_else(|| panic!("defaults"));
+        (framework, settings)
+    }
+
+    fn kinds(caveats: &[Caveat], framework: &Framework) -> Vec<&'static str> {
+        caveats
+            .iter()
+            .filter_map(|c| framework.name_of(c.enforcer.parse().ok()?))
+            .collect()
+    }
+
+    #[test]
+    fn a_transfer_delegation_carries_the_policys_cap_per_token() {
+        let (framework, settings) = setup();
+        // Only USDC could be priced: 100 USDC.
+        let caps = [TokenCap {
+            address: USDC.into(),
+            raw: 100_000_000,
+        }];
+        let req = CaveatRequest::default();
+        let caveats = caveats_of(
+            &framework,
+            &settings,
+            Some("transfer"),
+            &req,
+            None,
+            Some(&caps),
+            0,
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(
+            kinds(&caveats, &framework),
+            [
+                "AllowedTargetsEnforcer",
+                "AllowedMethodsEnforcer",
+                "ValueLteEnforcer",
+                "MultiTokenPeriodEnforcer"
+            ]
+        );
+        let terms: Bytes = caveats[3].terms.parse().unwrap_or_default();
+        let expected = [
+            USDC.parse::<Address>().unwrap_or_default().as_slice(),
+            &U256::from(100_000_000u64).to_be_bytes::<32>(),
+            &U256::from(TRANSFER_CAP_PERIOD_SECS).to_be_bytes::<32>(),
+            &U256::from(1u8).to_be_bytes::<32>(),
+        ]
+        .concat();
+        assert_eq!(terms.to_vec(), expected, "EURC, unpriced, is left out");
+        // Read back as people see it.
+        let enforcer = caveats[3].enforcer.parse().unwrap_or_default();
+        let (kind, decoded) = decode_caveat(&framework, Some(&settings), enforcer, &terms);
+        assert_eq!(kind, "MultiTokenPeriodEnforcer");
+        assert_eq!(
+            decoded["perPeriod"][0]["cap"]["amount"],
+            json!("100"),
+            "{decoded}"
+        );
+        // Asked caps narrow, they do not replace it.
+        let asked = CaveatRequest {
+            erc20_transfer_cap: Some(actiongate_api_types::delegation::TokenCap {
+                token: "USDC".into(),
+                amount: "5".into(),
+            }),
+            ..CaveatRequest::default()
+        };
+        let caveats = caveats_of(
+            &framework,
+            &settings,
+            Some("transfer"),
+            &asked,
+            None,
+            Some(&caps),
+            0,
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let k = kinds(&caveats, &framework);
+        assert!(
+            k.contains(&"MultiTokenPeriodEnforcer") && k.contains(&"ERC20TransferAmountEnforcer"),
+            "{k:?}"
+        );
+        // Nothing priced: no uncapped transfer delegation is built.
+        let none = caveats_of(
+            &framework,
+            &settings,
+            Some("transfer"),
+            &req,
+            None,
+            Some(&[]),
+            0,
+        );
+        assert_eq!(
+            none.map_err(|e| e.code).err(),
+            Some(ErrorCode::PriceUnavailable)
+        );
+        // A swap's calls are not transfers: no such caveat (its ERC-20 bound is asked for).
+        let swap_settings = ChainSettings {
+            contracts: BTreeMap::from([(
+                V2_ROUTER.into(),
+                "0x00000000000000000000000000000000000000AA".into(),
+            )]),
+            ..settings.clone()
+        };
+        let caveats = caveats_of(
+            &framework,
+            &swap_settings,
+            Some("swap"),
+            &req,
+            None,
+            Some(&caps),
+            0,
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(!kinds(&caveats, &framework).contains(&"MultiTokenPeriodEnforcer"));
+    }
 }

@@ -153,6 +153,7 @@ impl DelegationChain for FrameworkChains {
             req.action.as_deref(),
             &req.caveats,
             req.policy_native_cap_wei.as_deref(),
+            req.policy_token_caps.as_deref(),
             req.now_secs,
         )?;
         bind_delegator(&mut caveats, &framework, delegator);
@@ -489,6 +490,9 @@ impl DelegationChain for FrameworkChains {
                 }
                 Some("ERC20BalanceChangeEnforcer") if t.len() == 73 => {
                     tokens.push(Address::from_slice(&t[1..21]))
+                }
+                Some("MultiTokenPeriodEnforcer") => {
+                    tokens.extend(t.chunks_exact(116).map(|c| Address::from_slice(&c[..20])))
                 }
                 Some("AllowedTargetsEnforcer") => tokens.extend(
                     t.chunks_exact(20)

@@ -115,6 +115,10 @@ pub const V1_3_0: &[(&str, &str)] = &[
         "0x04658B29F6b82ed55274221a06Fc97D318E25416",
     ),
     (
+        "MultiTokenPeriodEnforcer",
+        "0xFB2f1a9BD76d3701B730E5d69C3219D42D80eBb7",
+    ),
+    (
         "TimestampEnforcer",
         "0x1046bb45C8d673d4ea75321280DB34899413c069",
     ),
@@ -125,12 +129,13 @@ pub const V1_3_0: &[(&str, &str)] = &[
 ];
 pub(crate) const DEFAULT_CHAINS: [u64; 2] = [8453, 84532];
 /// The enforcers this gateway encodes and decodes.
-pub(crate) const ENFORCERS: [&str; 8] = [
+pub(crate) const ENFORCERS: [&str; 9] = [
     "AllowedTargetsEnforcer",
     "AllowedMethodsEnforcer",
     "ValueLteEnforcer",
     "ERC20TransferAmountEnforcer",
     "ERC20PeriodTransferEnforcer",
+    "MultiTokenPeriodEnforcer",
     "ERC20BalanceChangeEnforcer",
     "TimestampEnforcer",
     "LimitedCallsEnforcer",
@@ -327,6 +332,22 @@ impl Parsed {
 
 /// `redeemDelegations` running `call` from the delegator's account under `delegation`.
 pub fn redeem_call(framework: &Framework, delegation: &Parsed, call: &Call) -> Call {
+    // A MultiTokenPeriodEnforcer caveat is told at redemption which of its tokens this call moves:
+    // its args are the index (a uint256) of the call's token in its terms (args are not signed).
+    let mut delegation = delegation.clone();
+    let moved = match call.data.is_empty() {
+        true => Address::ZERO,
+        false => call.to,
+    };
+    for (enforcer, terms, args) in &mut delegation.caveats {
+        if framework.name_of(*enforcer) == Some("MultiTokenPeriodEnforcer")
+            && let Some(i) = terms
+                .chunks_exact(116)
+                .position(|c| c[..20] == moved.as_slice()[..])
+        {
+            *args = Bytes::from(U256::from(i).to_be_bytes::<32>().to_vec());
+        }
+    }
     let mut execution = Vec::with_capacity(52 + call.data.len());
     execution.extend_from_slice(call.to.as_slice());
     execution.extend_from_slice(&call.value.to_be_bytes::<32>());
