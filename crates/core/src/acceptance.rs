@@ -39,17 +39,23 @@ pub fn check_idempotency_key(key: &str) -> Result<(), crate::error::Error> {
 /// The params that name who receives an action's output (CONTRACT "Prices behind the limits").
 pub const RECIPIENT_FIELDS: [&str; 4] = ["recipient", "receiver", "to", "onBehalfOf"];
 
-/// Each recipient-like param present in `params`, with what it names (a value that is not a string
-/// is kept as its JSON text, which names no wallet).
-pub fn recipients(params: &serde_json::Value) -> Vec<(String, String)> {
-    RECIPIENT_FIELDS
+/// Each of an action's recipient params (`fields`: the action's catalog entry says which; by
+/// default [`RECIPIENT_FIELDS`]) present in `params`, with what it names (a value that is not a
+/// string is kept as its JSON text, which names no wallet).
+pub fn recipients(params: &serde_json::Value, fields: &[String]) -> Vec<(String, String)> {
+    fields
         .iter()
         .filter_map(|field| {
-            let v = params.get(*field)?;
+            let v = params.get(field)?;
             let named = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-            Some(((*field).to_owned(), named))
+            Some((field.clone(), named))
         })
         .collect()
+}
+
+/// The recipient params of an action whose catalog entry does not say: [`RECIPIENT_FIELDS`].
+pub fn default_recipient_fields() -> Vec<String> {
+    RECIPIENT_FIELDS.iter().map(|f| (*f).to_owned()).collect()
 }
 
 /// The first of `recipients` that does not name `delegator` (addresses compare case-insensitively):
@@ -735,7 +741,10 @@ mod tests {
     fn a_fan_out_naming_another_recipient_is_refused_and_writes_nothing() {
         let mut d = draft("i1", "k", 1);
         d.fan_out = true;
-        d.recipients = recipients(&serde_json::json!({"to": "0xb0b", "amount": "1"}));
+        d.recipients = recipients(
+            &serde_json::json!({"to": "0xb0b", "amount": "1"}),
+            &default_recipient_fields(),
+        );
         let mut s = snapshot();
         s.delegators.insert("i1".into(), vec!["0xB0B".to_owned()]);
         // The one delegator, in another case: accepted.
@@ -760,7 +769,7 @@ mod tests {
         let p = serde_json::json!({
             "recipient": "0xA", "receiver": "0xB", "to": "0xC", "onBehalfOf": 7, "amount": "1"
         });
-        let got = recipients(&p);
+        let got = recipients(&p, &default_recipient_fields());
         let fields: Vec<_> = got.iter().map(|(f, n)| (f.as_str(), n.as_str())).collect();
         assert_eq!(
             fields,
@@ -771,7 +780,15 @@ mod tests {
                 ("onBehalfOf", "7")
             ]
         );
-        assert!(recipients(&serde_json::json!({"amount": "1"})).is_empty());
+        assert!(
+            recipients(
+                &serde_json::json!({"amount": "1"}),
+                &default_recipient_fields()
+            )
+            .is_empty()
+        );
+        // An action that says it has none (fx-swap's `to` is a token): nothing is a recipient.
+        assert!(recipients(&p, &[]).is_empty());
     }
 
     #[test]

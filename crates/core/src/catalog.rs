@@ -114,6 +114,10 @@ struct ActionEntry {
     /// `{ native }` (an amount of the native coin or its wrapped token), `{ vault, amount }`.
     /// A write without one cannot be priced, and an enabled write must have one.
     value: Option<ValueEntry>,
+    /// The params that name who receives an action's output, which under a delegation must be the
+    /// delegator; omitted: `recipient`, `receiver`, `to`, `onBehalfOf` (an action whose `to` is a
+    /// token, as fx-swap's, says `[]`).
+    recipients: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -207,6 +211,8 @@ pub struct ActionSpec {
     /// How the gateway prices it (a write); `None`: it cannot (a write so is refused with
     /// `PRICE_UNAVAILABLE`; a read moves no value).
     pub value: Option<ValueRule>,
+    /// The params that name who receives the output (`acceptance::recipients`).
+    pub recipients: Vec<String>,
 }
 
 impl ActionSpec {
@@ -445,6 +451,19 @@ fn build_action(
     }
 
     let value = value_rule(&name, a.value, &a.params)?;
+    if let Some(unknown) = a
+        .recipients
+        .iter()
+        .flatten()
+        .find(|r| !a.params.iter().any(|p| &p.name == *r))
+    {
+        return Err(invalid(format!(
+            "action {name}: recipients names {unknown:?}, which is not one of its params"
+        )));
+    }
+    let recipients = a
+        .recipients
+        .unwrap_or_else(crate::acceptance::default_recipient_fields);
     if is_read && value.is_some() {
         return Err(invalid(format!(
             "action {name} is read-only (maxAmountUsd 0) and moves no value: it takes no value rule"
@@ -538,6 +557,7 @@ fn build_action(
         entry,
         validator,
         value,
+        recipients,
     })
 }
 
@@ -800,6 +820,25 @@ mod tests {
             c.resolve("get-fx-supported-assets")
                 .map(|a| a.entry.enabled),
             Some(false)
+        );
+    }
+
+    #[test]
+    fn an_action_says_which_params_name_who_receives() {
+        let catalog = builtin();
+        let of = |name: &str| catalog.resolve(name).map(|a| a.recipients.clone());
+        // fx-swap's `to` is a token, not a wallet.
+        assert_eq!(of("fx-swap"), Some(vec![]));
+        assert_eq!(
+            of("transfer"),
+            Some(crate::acceptance::default_recipient_fields())
+        );
+        let bad = BUILTIN_MANIFEST.replacen("recipients = []", "recipients = [\"payee\"]", 1);
+        assert_ne!(bad, BUILTIN_MANIFEST);
+        let c = Catalog::from_manifest(&bad, String::new(), &NothingImplemented);
+        assert!(
+            matches!(&c, Err(CatalogError::Invalid(m)) if m.contains("payee")),
+            "a recipient that is not a param is refused"
         );
     }
 

@@ -394,16 +394,16 @@ impl IntentRunner {
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
-        let fans_out = self
+        let spec = self
             .catalog
             .resolve(&ctx.action)
-            .is_some_and(|a| a.fans_out(ctx.lane));
-        if !fans_out {
+            .filter(|a| a.fans_out(ctx.lane));
+        let Some(spec) = spec else {
             return self.provide(ctx).await;
-        }
+        };
         // Acceptance refused a fan-out naming another recipient; an intent accepted before that
         // rule (stored by an older build) meets it here, under the same rule.
-        let named = recipients(&ctx.params);
+        let named = recipients(&ctx.params, &spec.recipients);
         if let Some((field, named)) = foreign_recipient(&named, &ctx.subject.wallet_address) {
             return foreign_recipient_refusal(field, named, &ctx.subject.wallet_address).into();
         }

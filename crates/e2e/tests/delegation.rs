@@ -1014,4 +1014,40 @@ async fn a_transfer_delegation_holds_the_policys_cap_onchain() {
         "refused in simulation: nothing sent"
     );
     assert_eq!(devnet.balance(devnet.usdc(), user.address).await, before);
+
+    // An FX conversion fans out too: the user's newest delegation, for fx-swap (SwapRouter02 and the
+    // listed tokens), converts 10 of its EURC into at least the oracle's 10.8 USDC less 50 bps.
+    let actions = ["transfer", "fx-swap"];
+    set_policy(
+        &gw,
+        &agent,
+        json!({"allowedActions": actions, "dailyLimitUsd": 100000, "maxAmountUsdPerAction": 1000}),
+    )
+    .await;
+    let (delegation, _) = signed_delegation(&gw, &agent, &user, json!({"action": "fx-swap"})).await;
+    let (status, body) = activate(&gw, &agent, &delegation).await;
+    assert_eq!(status, 200, "{body}");
+    let eurc = devnet.address(&["tokens", "EURC", "address"]);
+    let (usdc_before, eurc_before) = (
+        devnet.balance(devnet.usdc(), user.address).await,
+        devnet.balance(eurc, user.address).await,
+    );
+    let done = fan_out(
+        &gw,
+        &agent,
+        "fx-swap",
+        json!({"from": "EURC", "to": "USDC", "amount": "10"}),
+        10.8,
+    )
+    .await;
+    assert_eq!(done["results"][0]["success"], json!(true), "{done}");
+    assert_eq!(
+        eurc_before - devnet.balance(eurc, user.address).await,
+        usdc(10)
+    );
+    let got = devnet.balance(devnet.usdc(), user.address).await - usdc_before;
+    assert!(
+        got >= U256::from(10_746_000u64) && got <= U256::from(10_800_000u64),
+        "the user received {got}: {done}"
+    );
 }

@@ -229,7 +229,7 @@ impl Gateway {
             fan_out,
             only_delegator: only_delegator.map(str::to_owned),
             recipients: match fan_out {
-                true => recipients(&req.params),
+                true => recipients(&req.params, &spec.recipients),
                 false => vec![],
             },
             own: ExecutionDraft {
