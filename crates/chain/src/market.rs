@@ -31,8 +31,8 @@ const ACTIONS: [&str; 4] = [
     "get-chain-market-overview",
 ];
 
-/// How far back `change24hPct` walks a feed's rounds before it gives up.
-const MAX_ROUNDS_BACK: u64 = 48;
+/// The most round reads `change24hPct` makes (a bisection over a phase's rounds needs at most 64).
+const MAX_ROUND_READS: u32 = 64;
 
 pub struct MarketReads {
     clients: ChainClients,
@@ -222,40 +222,61 @@ async fn pool_state(client: &ChainClient, pool: &str, role: &str) -> Result<Valu
 }
 
 /// The feed's percentage change since its last round at least 24 hours old, to two decimals;
-/// `None` when its rounds do not reach back a day (within [`MAX_ROUNDS_BACK`]) or cannot be read.
+/// `None` when the feed's current phase does not reach back a day or a round cannot be read.
+/// A proxy's round id carries its phase in the bits above 64 (`phaseId << 64 | round`); within a
+/// phase rounds are numbered from 1 and their times only grow, so the round is found by bisection
+/// (at most [`MAX_ROUND_READS`] reads).
 async fn change_24h(client: &ChainClient, feed: &str, now: u64) -> Option<String> {
+    type RoundId = alloy::primitives::Uint<80, 2>;
     let feed: Address = feed.parse().ok()?;
     let latest = view(client, feed, AggregatorV3Interface::latestRoundDataCall {})
         .await
         .ok()?;
     let day_ago = now.checked_sub(86_400)?;
-    let mut round: u64 = latest.roundId.to::<u64>();
-    for _ in 0..MAX_ROUNDS_BACK {
-        round = round.checked_sub(1).filter(|r| *r > 0)?;
-        let old = view(
+    let phase = latest.roundId >> 64;
+    let id = |r: u64| (phase << 64) | RoundId::from(r);
+    let read = |r: u64| async move {
+        let round = view(
             client,
             feed,
-            AggregatorV3Interface::getRoundDataCall {
-                roundId: alloy::primitives::Uint::<80, 2>::from(round),
-            },
+            AggregatorV3Interface::getRoundDataCall { roundId: id(r) },
         )
         .await
         .ok()?;
-        if u64::try_from(old.updatedAt).ok()? <= day_ago {
-            let (then, now) = (
-                i128::try_from(old.answer).ok()?,
-                i128::try_from(latest.answer).ok()?,
-            );
-            if then <= 0 {
-                return None;
-            }
-            let basis = (now - then).checked_mul(10_000)? / then;
-            let sign = if basis < 0 { "-" } else { "" };
-            let abs = basis.unsigned_abs();
-            return Some(format!("{sign}{}.{:02}", abs / 100, abs % 100));
+        Some((u64::try_from(round.updatedAt).ok()?, round.answer))
+    };
+    // The last round at or before `day_ago`, in 1..current.
+    let current = latest.roundId.as_limbs()[0];
+    let (mut lo, mut hi) = (1u64, current.checked_sub(1)?);
+    let (first_at, _) = read(lo).await?;
+    if hi < lo || first_at > day_ago {
+        return None;
+    }
+    for _ in 0..MAX_ROUND_READS {
+        if lo >= hi {
+            break;
+        }
+        let mid = lo + (hi - lo).div_ceil(2);
+        match read(mid).await?.0 <= day_ago {
+            true => lo = mid,
+            false => hi = mid - 1,
         }
     }
-    None
+    if lo != hi {
+        return None;
+    }
+    let (_, then) = read(lo).await?;
+    let (then, now) = (
+        i128::try_from(then).ok()?,
+        i128::try_from(latest.answer).ok()?,
+    );
+    if then <= 0 {
+        return None;
+    }
+    let basis = (now - then).checked_mul(10_000)? / then;
+    let sign = if basis < 0 { "-" } else { "" };
+    let abs = basis.unsigned_abs();
+    Some(format!("{sign}{}.{:02}", abs / 100, abs % 100))
 }
 
 async fn token_info(client: &ChainClient, text: &str) -> Result<Value, Error> {

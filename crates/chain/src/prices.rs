@@ -11,7 +11,7 @@ use crate::amount::format_units;
 use crate::bindings::{AggregatorV3Interface, IERC20, IERC4626, IUniswapV3Pool};
 use crate::client::{ChainClient, ChainClients};
 use crate::plan::view;
-use crate::uniswap::{mean_tick, sqrt_ratio_at_tick, whole_price};
+use crate::uniswap::{mean_tick_pricing, sqrt_ratio_at_tick, whole_price};
 
 /// [`PriceReads`] on the configured chains.
 pub struct ChainPrices {
@@ -126,7 +126,7 @@ impl PriceReads for ChainPrices {
                 format!("The pool {pool} answered observe with no tick accumulators."),
             ));
         };
-        let tick = i32::try_from(mean_tick(now - then, secs)).ok();
+        let tick = i32::try_from(mean_tick_pricing(now - then, secs, token == token0)).ok();
         let (base_decimals, other_decimals) = tokio::try_join!(
             view(client, token, IERC20::decimalsCall {}),
             view(client, other, IERC20::decimalsCall {}),

@@ -53,13 +53,25 @@ pub fn sqrt_ratio_at_tick(tick: i32) -> Option<U256> {
     Some((ratio >> 32) + U256::from(rounded))
 }
 
-/// The arithmetic mean tick of a window of `secs` seconds whose tick accumulator moved by `delta`.
+/// The arithmetic mean tick of a window of `secs` seconds whose tick accumulator moved by `delta`,
+/// rounded toward negative infinity as OracleLibrary does.
 pub fn mean_tick(delta: i64, secs: u32) -> i64 {
     let secs = i64::from(secs);
     let tick = delta / secs;
     match delta < 0 && delta % secs != 0 {
         true => tick - 1,
         false => tick,
+    }
+}
+
+/// The mean tick that prices the pool's `base` token at the higher of the two ticks around the
+/// exact mean: a token0 is worth 1.0001^tick of token1 (rounded up: toward +∞), a token1 is worth
+/// 1.0001^-tick (rounded down: [`mean_tick`]). A limit sees a price never below the average.
+pub fn mean_tick_pricing(delta: i64, secs: u32, base_is_token0: bool) -> i64 {
+    let floor = mean_tick(delta, secs);
+    match base_is_token0 && delta % i64::from(secs) != 0 {
+        true => floor + 1,
+        false => floor,
     }
 }
 
@@ -123,6 +135,11 @@ mod tests {
         assert_eq!(mean_tick(-600, 60), -10);
         assert_eq!(mean_tick(-601, 60), -11);
         assert_eq!(mean_tick(601, 60), 10);
+        // Pricing token0 rounds up, token1 down; exact means are kept.
+        assert_eq!(mean_tick_pricing(601, 60, true), 11);
+        assert_eq!(mean_tick_pricing(-601, 60, true), -10);
+        assert_eq!(mean_tick_pricing(-601, 60, false), -11);
+        assert_eq!(mean_tick_pricing(600, 60, true), 10);
     }
 
     #[test]

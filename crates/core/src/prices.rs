@@ -114,10 +114,17 @@ pub fn units_for_micros(micros: i64, price: UsdPrice, decimals: u8) -> Option<u1
         ),
         false => (price.value, price.decimals),
     };
-    let num = u128::try_from(micros)
-        .ok()?
-        .checked_mul(10u128.checked_pow(u32::from(decimals) + u32::from(price_decimals))?)?;
-    num.checked_div(value.checked_mul(1_000_000)?)
+    let den = value.checked_mul(1_000_000).filter(|d| *d > 0)?;
+    // floor(micros × 10^shift / den), one power of ten at a time (the product alone may not fit
+    // where the quotient does).
+    let micros = u128::try_from(micros).ok()?;
+    let (mut q, mut r) = (micros / den, micros % den);
+    for _ in 0..u32::from(decimals) + u32::from(price_decimals) {
+        let r10 = r.checked_mul(10)?;
+        q = q.checked_mul(10)?.checked_add(r10 / den)?;
+        r = r10 % den;
+    }
+    Some(q)
 }
 
 /// Where a price came from.
@@ -661,6 +668,11 @@ mod tests {
         assert_eq!(units_for_micros(1, price(0, 8), 6), None);
         assert_eq!(units_for_micros(-1, price(1, 0), 6), None);
         assert_eq!(units_for_micros(i64::MAX, price(1, 8), 30), None);
+        // A large cap in an 18-decimals token: the product would not fit, the quotient does.
+        assert_eq!(
+            units_for_micros(10_000_000_000_000, price(300_000_000_000, 8), 18),
+            Some(3_333_333_333_333_333_333_333)
+        );
     }
 
     #[test]

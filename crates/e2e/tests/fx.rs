@@ -214,25 +214,30 @@ async fn fx_quotes_and_swaps_hold_to_the_oracle_rate() {
     let bps = data(&r)["differenceBps"].as_i64().unwrap_or(0);
     assert!((900..1100).contains(&bps), "{r}");
 
-    // The overview: a round two days old at 1.00, then 1.08 now: +8.00 % over 24 hours.
-    let round = feed.latestRound().call().await.expect("latestRound");
+    // The overview. The feed's history is rewritten in order: round 1 at 1.00 three days ago,
+    // round 2 at 1.04 a day and a half ago, round 3 at 1.08 now. The change over 24 hours is from
+    // the last round at least a day old (round 2): +3.84 %.
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let old = U256::from(now - 2 * 86_400);
-    let next = alloy::primitives::Uint::<80, 2>::from(round.to::<u64>() + 1);
-    mined(
-        feed.updateRoundData(
-            next,
-            I256::try_from(100_000_000i64).expect("fits"),
-            old,
-            old,
+    for (round, answer, age) in [
+        (1u64, 100_000_000i64, 3 * 86_400),
+        (2, 104_000_000, 129_600),
+    ] {
+        let at = U256::from(now - age);
+        mined(
+            feed.updateRoundData(
+                alloy::primitives::Uint::<80, 2>::from(round),
+                I256::try_from(answer).expect("fits"),
+                at,
+                at,
+            )
+            .send()
+            .await,
         )
-        .send()
-        .await,
-    )
-    .await;
+        .await;
+    }
     mined(
         feed.updateAnswer(I256::try_from(108_000_000i64).expect("fits"))
             .send()
@@ -259,7 +264,7 @@ async fn fx_quotes_and_swaps_hold_to_the_oracle_rate() {
         (
             json!("1.08"),
             json!("chainlink"),
-            json!("8.00"),
+            json!("3.84"),
             json!(false)
         ),
         "{r}"

@@ -444,9 +444,13 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
                             address: p.pool,
                             twap_secs: p.twap_seconds.unwrap_or(DEFAULT_TWAP_SECS),
                         };
-                        match pool.twap_secs {
-                            0 => Err(ConfigError::Invalid(format!(
+                        match (pool.twap_secs, is_address(&pool.address)) {
+                            (0, _) => Err(ConfigError::Invalid(format!(
                                 "[chains.{id}.price-pools.{token}]: twap-seconds must be above zero"
+                            ))),
+                            (_, false) => Err(ConfigError::Invalid(format!(
+                                "[chains.{id}.price-pools.{token}]: pool {:?} is not a 0x address",
+                                pool.address
                             ))),
                             _ => Ok((token_key(&token), pool)),
                         }
@@ -470,6 +474,11 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
                                     "[chains.{id}.fx-pairs]: {pair:?} must be BASE/QUOTE, two different symbols of [chains.{id}.tokens]"
                                 ))
                             })?;
+                        if !is_address(&pool) {
+                            return Err(ConfigError::Invalid(format!(
+                                "[chains.{id}.fx-pairs]: the pool of {pair:?}, {pool:?}, is not a 0x address"
+                            )));
+                        }
                         Ok(FxPair { base, quote, pool })
                     })
                     .collect::<Result<_, ConfigError>>()?;
@@ -489,6 +498,10 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
             })
             .collect::<Result<_, ConfigError>>()?,
     ))
+}
+
+fn is_address(text: &str) -> bool {
+    text.len() == 42 && text.starts_with("0x") && text[2..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 fn tokens_of(tokens: &BTreeMap<String, Token>) -> Vec<&str> {
@@ -910,11 +923,17 @@ mod tests {
         );
         assert!(chain.fx_pair("usdc", "EURC").is_some());
         // A pair must name two different tokens of the list; a window must be above zero.
+        let not_a_pool = text("EURC/USDC", 60).replace(
+            "\"EURC/USDC\" = \"0x00000000000000000000000000000000000000B1\"",
+            "\"EURC/USDC\" = \"pool\"",
+        );
+        assert_ne!(not_a_pool, text("EURC/USDC", 60));
         for bad in [
             text("EURC/GBPC", 60),
             text("USDC/USDC", 60),
             text("EURC", 60),
             text("EURC/USDC", 0),
+            not_a_pool,
         ] {
             assert!(resolve(bad.clone()).is_err(), "{bad}");
         }

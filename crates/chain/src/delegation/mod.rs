@@ -340,11 +340,13 @@ pub fn redeem_call(framework: &Framework, delegation: &Parsed, call: &Call) -> C
         false => call.to,
     };
     for (enforcer, terms, args) in &mut delegation.caveats {
-        if framework.name_of(*enforcer) == Some("MultiTokenPeriodEnforcer")
-            && let Some(i) = terms
+        if framework.name_of(*enforcer) == Some("MultiTokenPeriodEnforcer") {
+            // A token without an entry points at the first, whose token differs: the enforcer
+            // refuses it with its own reason (a caveat's refusal), not an undecodable revert.
+            let i = terms
                 .chunks_exact(116)
                 .position(|c| c[..20] == moved.as_slice()[..])
-        {
+                .unwrap_or(0);
             *args = Bytes::from(U256::from(i).to_be_bytes::<32>().to_vec());
         }
     }

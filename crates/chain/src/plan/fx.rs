@@ -58,7 +58,21 @@ pub(crate) async fn conversion(client: &ChainClient, params: &Value) -> Result<C
     })?;
     let pool = address("pool", &pair.pool)
         .map_err(|_| Error::internal(format!("FX pool {:?} is not an address", pair.pool)))?;
-    let fee = view(client, pool, IUniswapV3Pool::feeCall {}).await?;
+    let (fee, token0, token1) = tokio::try_join!(
+        view(client, pool, IUniswapV3Pool::feeCall {}),
+        view(client, pool, IUniswapV3Pool::token0Call {}),
+        view(client, pool, IUniswapV3Pool::token1Call {}),
+    )?;
+    let trades = |a: Address, b: Address| (token0, token1) == (a, b) || (token0, token1) == (b, a);
+    if !trades(from.0, to.0) {
+        return Err(Error::new(
+            ErrorCode::ChainNotConfigured,
+            format!(
+                "The pool {pool} configured for {}/{} on chain {} trades other tokens.",
+                pair.base, pair.quote, client.chain_id
+            ),
+        ));
+    }
     let amount_in = units("amount", param_str(params, "amount")?, from.1)?;
     Ok(Conversion {
         pool,
