@@ -67,6 +67,11 @@ sol! {
         function observe(uint32[] calldata secondsAgos) external view returns (int56[] memory tickCumulatives, uint160[] memory secondsPerLiquidityCumulativeX128s);
     }
 
+    /// The Uniswap V3 factory: the pool of two tokens and a fee.
+    interface IUniswapV3Factory {
+        function getPool(address tokenA, address tokenB, uint24 fee) external view returns (address pool);
+    }
+
     /// Chainlink's `AggregatorV3Interface`: the price feeds the gateway prices writes with.
     interface AggregatorV3Interface {
         function decimals() external view returns (uint8);

@@ -312,12 +312,20 @@ async fn a_pools_time_weighted_price_prices_a_token_with_no_feed() {
     let devnet = Devnet::start();
     let db = devnet.dir.path().join("gw.db");
     let database_url = format!("sqlite://{}", db.display());
-    // EURC keeps its price pool (USDC/EURC, a 60 s window) but loses its feed.
+    // EURC keeps its price pool (USDC/EURC, a 60 s window) but loses its feed; and the EURC/USDC
+    // FX pair is misconfigured with the USDC/WETH pool.
+    let fx_pool = devnet.address(&["fx", "EURC/USDC"]).to_checksum(None);
+    let weth_pool = devnet
+        .address(&["contracts", "UniswapV3Pool_USDC_WETH_3000"])
+        .to_checksum(None);
     let config = devnet.gateway_config_edited("twap", &database_url, "", |t| {
-        without_section(&t, "[chains.84532.price-feeds.EURC]")
+        without_section(&t, "[chains.84532.price-feeds.EURC]").replace(
+            &format!("\"EURC/USDC\" = \"{fx_pool}\""),
+            &format!("\"EURC/USDC\" = \"{weth_pool}\""),
+        )
     });
     let gw = start_gateway(&config, false);
-    let actions = ["get-token-price", "transfer"];
+    let actions = ["get-token-price", "transfer", "get-fx-quote"];
     let agent = onboard(&gw, &database_url, "twap@example.com", &actions).await;
     devnet
         .fund(
@@ -343,6 +351,20 @@ async fn a_pools_time_weighted_price_prices_a_token_with_no_feed() {
     );
     let price = decimal(&p["priceUsd"]);
     assert!((1.079..1.081).contains(&price), "{r}");
+
+    // An FX pair whose configured pool trades other tokens is refused, not quoted from elsewhere.
+    let r = read_for(
+        &gw,
+        &agent,
+        "get-fx-quote",
+        json!({"from": "EURC", "to": "USDC", "amount": "1"}),
+    )
+    .await;
+    assert_eq!(
+        r["results"][0]["code"],
+        json!("CHAIN_NOT_CONFIGURED"),
+        "{r}"
+    );
 
     // That price holds the owner's cap: 100 EURC (~108 USD) is over 100, 90 (~97.2) is not.
     set_policy(

@@ -9,11 +9,11 @@ use alloy::primitives::{Address, U256, U512, Uint};
 use serde_json::{Value, json};
 
 use super::{
-    Plan, Token, V3_QUOTER, V3_ROUTER, address, approval, call, contract, invalid, now_seconds,
-    opt_u64, param_str, resolve_token, units, view,
+    Plan, Token, V3_FACTORY, V3_QUOTER, V3_ROUTER, address, approval, call, contract, invalid,
+    now_seconds, opt_u64, param_str, resolve_token, units, view,
 };
 use crate::amount::format_units;
-use crate::bindings::{IQuoterV2, ISwapRouter02, IUniswapV3Pool};
+use crate::bindings::{IQuoterV2, ISwapRouter02, IUniswapV3Factory, IUniswapV3Pool};
 use crate::client::ChainClient;
 
 /// A conversion asked for: the pair's pool and fee, the two tokens, the amount in.
@@ -64,11 +64,28 @@ pub(crate) async fn conversion(client: &ChainClient, params: &Value) -> Result<C
         view(client, pool, IUniswapV3Pool::token1Call {}),
     )?;
     let trades = |a: Address, b: Address| (token0, token1) == (a, b) || (token0, token1) == (b, a);
-    if !trades(from.0, to.0) {
+    // SwapRouter02 and QuoterV2 route through the factory's pool of (tokens, fee): where the factory
+    // is configured, the configured pool must be that one.
+    let factory_pool = match client.settings.contracts.contains_key(V3_FACTORY) {
+        true => Some(
+            view(
+                client,
+                contract(client, V3_FACTORY)?,
+                IUniswapV3Factory::getPoolCall {
+                    tokenA: from.0,
+                    tokenB: to.0,
+                    fee,
+                },
+            )
+            .await?,
+        ),
+        false => None,
+    };
+    if !trades(from.0, to.0) || factory_pool.is_some_and(|p| p != pool) {
         return Err(Error::new(
             ErrorCode::ChainNotConfigured,
             format!(
-                "The pool {pool} configured for {}/{} on chain {} trades other tokens.",
+                "The pool {pool} configured for {}/{} on chain {} is not the V3 factory's pool of the pair.",
                 pair.base, pair.quote, client.chain_id
             ),
         ));

@@ -29,6 +29,7 @@ pub const V2_ROUTER: &str = "UniswapV2Router02";
 /// The Uniswap V3 contracts' names in `[chains.<id>.contracts]`.
 pub const V3_ROUTER: &str = "SwapRouter02";
 pub const V3_QUOTER: &str = "QuoterV2";
+pub const V3_FACTORY: &str = "UniswapV3Factory";
 /// The provider id `deposit-earn-position` and its twins take for the configured ERC-4626 vaults.
 pub const VAULT_PROVIDER: &str = "erc4626-vaults";
 
