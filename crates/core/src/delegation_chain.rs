@@ -56,6 +56,9 @@ pub struct Validated {
 pub trait DelegationChain: Send + Sync + 'static {
     /// Builds the unsigned delegation and its typed data.
     fn build(&self, req: &BuildDelegation) -> Result<DelegationCreated>;
+    /// Whether a delegation for `action` carries a cap per token (the framework can bound each
+    /// token that action moves); the core prices the chain's tokens for it only then.
+    fn caps_tokens(&self, action: &str) -> bool;
     /// Checks a signed delegation for `chain_id` and `delegate`: shape, authority, enforcers, time
     /// window, and the delegator's signature (ECDSA, or ERC-1271 onchain for a smart account).
     async fn validate(

@@ -87,7 +87,9 @@ impl Gateway {
                         if caveats.max_native_value.is_none() {
                             native_cap = self.native_cap_wei(chain_id, cap).await;
                         }
-                        token_caps = Some(self.token_caps(chain_id, cap).await);
+                        if self.delegation_chain()?.caps_tokens(spec.name()) {
+                            token_caps = Some(self.token_caps(chain_id, cap).await);
+                        }
                     }
                 }
                 Some(spec.name().to_owned())

@@ -176,7 +176,8 @@ pub fn token_key(text: &str) -> String {
     }
 }
 
-fn is_address(text: &str) -> bool {
+/// Whether `text` is a 0x address (40 hex digits, any case).
+pub fn is_address(text: &str) -> bool {
     text.len() == 42 && text.starts_with("0x") && text[2..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
@@ -327,16 +328,46 @@ pub struct Valuation {
 const FEED_CACHE_TTL: Duration = Duration::from_secs(3);
 const FEED_CACHE_MAX: usize = 4096;
 
+/// Answers read onchain, each reused for [`FEED_CACHE_TTL`]; emptied when it holds
+/// [`FEED_CACHE_MAX`].
+struct ShortCache<K, V>(Mutex<HashMap<K, (Instant, V)>>);
+
+impl<K: std::hash::Hash + Eq, V: Clone> ShortCache<K, V> {
+    fn new() -> Self {
+        Self(Mutex::new(HashMap::new()))
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<K, (Instant, V)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn get(&self, key: &K) -> Option<V> {
+        self.entries()
+            .get(key)
+            .filter(|(at, _)| at.elapsed() < FEED_CACHE_TTL)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn put(&self, key: K, value: V) {
+        let mut entries = self.entries();
+        if entries.len() >= FEED_CACHE_MAX {
+            entries.clear();
+        }
+        entries.insert(key, (Instant::now(), value));
+    }
+}
+
 /// The price layer: the configured sources and a short cache of feed rounds per (chain, feed).
 pub struct Prices {
     book: PriceBook,
     reads: Option<std::sync::Arc<dyn PriceReads>>,
-    feeds: Mutex<HashMap<(u64, String), (Instant, FeedRound)>>,
-    twaps: Mutex<HashMap<TwapKey, (Instant, PoolTwap)>>,
+    /// Feed rounds by (chain, feed).
+    feeds: ShortCache<(u64, String), FeedRound>,
+    /// Pool prices by (chain, pool, token).
+    twaps: ShortCache<(u64, String, String), PoolTwap>,
 }
-
-/// A cached pool price: (chain, pool, token).
-type TwapKey = (u64, String, String);
 
 fn unavailable(message: impl Into<String>) -> Error {
     Error::new(ErrorCode::PriceUnavailable, message)
@@ -347,8 +378,8 @@ impl Prices {
         Self {
             book,
             reads,
-            feeds: Mutex::new(HashMap::new()),
-            twaps: Mutex::new(HashMap::new()),
+            feeds: ShortCache::new(),
+            twaps: ShortCache::new(),
         }
     }
 
@@ -364,25 +395,11 @@ impl Prices {
 
     async fn feed_round(&self, chain_id: u64, feed: &str) -> Result<FeedRound> {
         let key = (chain_id, feed.to_ascii_lowercase());
-        let cached = self
-            .feeds
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&key)
-            .filter(|(at, _)| at.elapsed() < FEED_CACHE_TTL)
-            .map(|(_, r)| *r);
-        if let Some(round) = cached {
+        if let Some(round) = self.feeds.get(&key) {
             return Ok(round);
         }
         let round = self.reads()?.feed_round(chain_id, feed).await?;
-        let mut feeds = self
-            .feeds
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if feeds.len() >= FEED_CACHE_MAX {
-            feeds.clear();
-        }
-        feeds.insert(key, (Instant::now(), round));
+        self.feeds.put(key, round);
         Ok(round)
     }
 
@@ -392,28 +409,14 @@ impl Prices {
             pool.address.to_ascii_lowercase(),
             token.to_owned(),
         );
-        let cached = self
-            .twaps
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&key)
-            .filter(|(at, _)| at.elapsed() < FEED_CACHE_TTL)
-            .map(|(_, t)| t.clone());
-        if let Some(twap) = cached {
+        if let Some(twap) = self.twaps.get(&key) {
             return Ok(twap);
         }
         let twap = self
             .reads()?
             .pool_twap(chain_id, &pool.address, token, pool.twap_secs)
             .await?;
-        let mut twaps = self
-            .twaps
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if twaps.len() >= FEED_CACHE_MAX {
-            twaps.clear();
-        }
-        twaps.insert(key, (Instant::now(), twap.clone()));
+        self.twaps.put(key, twap.clone());
         Ok(twap)
     }
 

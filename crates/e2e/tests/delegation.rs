@@ -410,17 +410,9 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
         devnet.balance(weth_addr, hybrid.address).await > hybrid_before.1,
         "the HybridDeleGator received WETH"
     );
-    let capped = result_of(&users[3]);
-    assert_eq!(
-        (capped["success"].clone(), capped["code"].clone()),
-        (json!(false), json!("DELEGATION_CAVEAT_REFUSED")),
-        "{capped}"
-    );
-    assert!(
-        capped["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("ERC20BalanceChangeEnforcer:exceeded-balance-decrease")),
-        "the enforcer's reason: {capped}"
+    refused_by_caveat(
+        &result_of(&users[3]),
+        "ERC20BalanceChangeEnforcer:exceeded-balance-decrease",
     );
     assert_eq!(
         after[3], before[3],
@@ -728,6 +720,22 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
     );
 }
 
+/// A fan-out result refused by a caveat: DELEGATION_CAVEAT_REFUSED with the enforcer's `reason`.
+#[track_caller]
+fn refused_by_caveat(result: &Value, reason: &str) {
+    assert_eq!(
+        (result["success"].clone(), result["code"].clone()),
+        (json!(false), json!("DELEGATION_CAVEAT_REFUSED")),
+        "{result}"
+    );
+    assert!(
+        result["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(reason)),
+        "the enforcer's reason {reason:?}: {result}"
+    );
+}
+
 fn created_hash(body: &Value) -> String {
     body["data"]["delegationHash"]
         .as_str()
@@ -996,17 +1004,9 @@ async fn a_transfer_delegation_holds_the_policys_cap_onchain() {
         150.0,
     )
     .await;
-    let r = &done["results"][0];
-    assert_eq!(
-        (r["success"].clone(), r["code"].clone()),
-        (json!(false), json!("DELEGATION_CAVEAT_REFUSED")),
-        "{done}"
-    );
-    assert!(
-        r["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("MultiTokenPeriodEnforcer:transfer-amount-exceeded")),
-        "the enforcer's reason: {done}"
+    refused_by_caveat(
+        &done["results"][0],
+        "MultiTokenPeriodEnforcer:transfer-amount-exceeded",
     );
     assert_eq!(
         devnet.nonce(agent.address).await,

@@ -20,6 +20,22 @@ fn eurc(devnet: &Devnet) -> Address {
     devnet.address(&["tokens", "EURC", "address"])
 }
 
+/// Gives the agent's wallet 1 ETH, 10 USDC and 1,000 EURC; the EURC address.
+async fn fund_agent(devnet: &Devnet, agent: &Agent) -> Address {
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            usdc(10),
+        )
+        .await;
+    let eurc = eurc(devnet);
+    devnet
+        .transfer(0, eurc, agent.address, usdc(1_000), None)
+        .await;
+    eurc
+}
+
 fn data(r: &Value) -> Value {
     r["results"][0]["data"].clone()
 }
@@ -55,17 +71,7 @@ async fn fx_quotes_and_swaps_hold_to_the_oracle_rate() {
         "get-chain-market-overview",
     ];
     let agent = onboard(&gw, &database_url, "fx@example.com", &actions).await;
-    devnet
-        .fund(
-            agent.address,
-            U256::from(10u64).pow(U256::from(18u64)),
-            usdc(10),
-        )
-        .await;
-    let eurc = eurc(&devnet);
-    devnet
-        .transfer(0, eurc, agent.address, usdc(1_000), None)
-        .await;
+    let eurc = fund_agent(&devnet, &agent).await;
     let pool = devnet.address(&["fx", "EURC/USDC"]);
 
     // The supported assets are the configured pair's tokens, with their pegs.
@@ -327,17 +333,7 @@ async fn a_pools_time_weighted_price_prices_a_token_with_no_feed() {
     let gw = start_gateway(&config, false);
     let actions = ["get-token-price", "transfer", "get-fx-quote"];
     let agent = onboard(&gw, &database_url, "twap@example.com", &actions).await;
-    devnet
-        .fund(
-            agent.address,
-            U256::from(10u64).pow(U256::from(18u64)),
-            usdc(1),
-        )
-        .await;
-    let eurc = eurc(&devnet);
-    devnet
-        .transfer(0, eurc, agent.address, usdc(1_000), None)
-        .await;
+    let eurc = fund_agent(&devnet, &agent).await;
     // The pool's history reaches back its window once 60 s have passed on the chain.
     rpc(&devnet, "evm_increaseTime", json!([120])).await;
     rpc(&devnet, "evm_mine", json!([])).await;

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use actiongate_core::chains::{ChainSettings, Chains, FxPair, Token};
 use actiongate_core::prices::{
-    DEFAULT_FEED_MAX_AGE_SECS, DEFAULT_TWAP_SECS, PriceBook, PriceFeed, PricePool, token_key,
+    DEFAULT_FEED_MAX_AGE_SECS, DEFAULT_TWAP_SECS, PriceBook, PriceFeed, PricePool, is_address,
+    token_key,
 };
 use actiongate_core::purchases::PurchaseSettings;
 use actiongate_core::{DefaultPolicy, Settings};
@@ -498,10 +499,6 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
             })
             .collect::<Result<_, ConfigError>>()?,
     ))
-}
-
-fn is_address(text: &str) -> bool {
-    text.len() == 42 && text.starts_with("0x") && text[2..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 fn tokens_of(tokens: &BTreeMap<String, Token>) -> Vec<&str> {

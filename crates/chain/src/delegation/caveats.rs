@@ -253,7 +253,7 @@ pub fn caveats_of(
     // A token the gateway could not price is left out, and the enforcer refuses its transfers.
     // (The deployed enforcer is told by the caveat's args which entry a redemption moves:
     // `redeem_call` sets them.)
-    if action == Some("transfer") {
+    if action.is_some_and(caps_tokens) {
         let caps = policy_token_caps.unwrap_or_default();
         let allowed = targets.as_deref().unwrap_or_default();
         let mut terms = Vec::new();
@@ -372,6 +372,12 @@ pub(crate) fn bind_delegator(caveats: &mut [Caveat], framework: &Framework, dele
             c.terms = Bytes::from(t).to_string();
         }
     }
+}
+
+/// Whether a delegation for `action` carries a cap per token: MultiTokenPeriodEnforcer bounds
+/// ERC-20 `transfer` calls (and bare native transfers) only, so a transfer does.
+pub(crate) fn caps_tokens(action: &str) -> bool {
+    action == "transfer"
 }
 
 /// The period of a transfer delegation's per-token cap: one second, so that the cap bounds what one

@@ -20,8 +20,8 @@ use crate::bindings::IERC20;
 use crate::client::{ChainClient, ChainClients};
 use crate::delegation::{
     ERC1271_MAGIC, Framework, IDelegationManager, IERC20TransferAmountEnforcer, IERC1271,
-    ILimitedCallsEnforcer, Parsed, ROOT_AUTHORITY, bind_delegator, caveats_of, decode_caveat,
-    dedup, invalid, parse_address, terms_fit, token_json, typed_data,
+    ILimitedCallsEnforcer, Parsed, ROOT_AUTHORITY, bind_delegator, caps_tokens, caveats_of,
+    decode_caveat, dedup, invalid, parse_address, terms_fit, token_json, typed_data,
 };
 use crate::plan::rpc_error;
 
@@ -134,6 +134,10 @@ pub async fn is_disabled(
 
 #[async_trait]
 impl DelegationChain for FrameworkChains {
+    fn caps_tokens(&self, action: &str) -> bool {
+        caps_tokens(action)
+    }
+
     fn build(&self, req: &BuildDelegation) -> Result<DelegationCreated, Error> {
         let framework = self.framework(req.chain_id)?;
         let settings = self
