@@ -5,7 +5,7 @@ HTTP/1.1 on asyncio streams, standard library only), sends SIGKILL to the gatewa
 gateway (same database) for every intent it had acknowledged (a 200 with an intentId) and counts
 the ones it no longer knows. Prints one JSON line.
 
-    python scripts/bench_kill.py BASE_URL AGENT_KEY SERVER_PID SECONDS CONNECTIONS RESTARTED_URL_FILE
+    python scripts/bench_kill.py BASE_URL AGENT_KEY SERVER_PID SECONDS CONNECTIONS RESTARTED_URL_FILE ACTION
 
 The caller restarts the gateway after the kill and writes its base URL to RESTARTED_URL_FILE.
 """
@@ -52,7 +52,7 @@ class Conn:
 
 
 async def main() -> None:
-    base, key, pid, seconds, connections, url_file = sys.argv[1:7]
+    base, key, pid, seconds, connections, url_file, action = sys.argv[1:8]
     seconds, connections = float(seconds), int(connections)
     acknowledged: list[str] = []
     failed = 0
@@ -63,7 +63,7 @@ async def main() -> None:
         conn, i = Conn(base), 0
         while not stop.is_set():
             i += 1
-            body = {"agentApiKey": key, "action": "get-fx-supported-assets", "params": {}, "idempotencyKey": f"kill-{n}-{i}"}
+            body = {"agentApiKey": key, "action": action, "params": {}, "idempotencyKey": f"kill-{n}-{i}"}
             try:
                 status, answer = await conn.request("POST", "/api/v1/agent/execute-intent", json.dumps(body).encode())
             except ConnectionError:

@@ -272,9 +272,56 @@ pub fn to_checksum(address: &[u8]) -> String {
     out
 }
 
+/// The address whose key made an EIP-191 `personal_sign` signature of `message`.
+pub fn recover_personal_sign(message: &str, signature: &str) -> Option<String> {
+    recover_personal_sign_bytes(message.as_bytes(), signature)
+}
+
+/// [`recover_personal_sign`] of a message given as bytes.
+pub fn recover_personal_sign_bytes(message: &[u8], signature: &str) -> Option<String> {
+    let bytes = hex::decode(signature.strip_prefix("0x").unwrap_or(signature)).ok()?;
+    if bytes.len() != 65 {
+        return None;
+    }
+    let digest = eip191_digest(message);
+    let v = match bytes[64] {
+        27 | 28 => bytes[64] - 27,
+        0 | 1 => bytes[64],
+        _ => return None,
+    };
+    let sig = k256::ecdsa::Signature::from_slice(&bytes[..64]).ok()?;
+    let key = k256::ecdsa::VerifyingKey::recover_from_prehash(
+        &digest,
+        &sig,
+        k256::ecdsa::RecoveryId::from_byte(v)?,
+    )
+    .ok()?;
+    Some(address_of_verifying(&key))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_personal_sign_recovers_to_its_signer() {
+        // Made outside this code: viem's `signMessage({message: "hello"})` with the key 0x4646…46.
+        let signature = "0xf63c93dc642a4839770b35abf9cb304ac2f1b5463d9a9abd87546feaa0af992e659cf087c433e45c45f6135cb819ab1922c6359dbb1b8c8d7a54141de2cd4beb1b";
+        let signer = "0x9d8A62f656a8d1615C1294fd71e9CFb3E4855A4F";
+        assert_eq!(
+            recover_personal_sign("hello", signature).as_deref(),
+            Some(signer)
+        );
+        assert_eq!(
+            address_of(&k256::ecdsa::SigningKey::from_slice(&[0x46; 32]).expect("from slice")),
+            signer
+        );
+        assert_ne!(
+            recover_personal_sign("hellO", signature).as_deref(),
+            Some(signer)
+        );
+        assert_eq!(recover_personal_sign("hello", "0x1234"), None);
+    }
 
     #[test]
     fn eip55_matches_the_reference_vectors() {

@@ -3,6 +3,8 @@
 //! the stored status); the chain layer (`DelegationChain`) owns the framework's encoding, hashing,
 //! signatures and onchain reads.
 
+use std::sync::Arc;
+
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::delegation::{
     Delegation, DelegationActivateRequest, DelegationActivated, DelegationBalance, DelegationCheck,
@@ -11,30 +13,70 @@ use actiongate_api_types::delegation::{
     DelegationVerified,
 };
 
-use crate::catalog::Lane;
+use crate::catalog::{Catalog, Lane};
 use crate::chains::DEFAULT_CHAIN_ID;
-use crate::clock::to_millis;
+use crate::clock::{Clock, to_millis};
 use crate::crypto::random_bytes;
 use crate::error::{Error, Result};
-use crate::gateway::{AgentContext, Gateway};
+use crate::identity::{AgentContext, Identity};
+use crate::intents::Intents;
+use crate::prices::Prices;
+use crate::settings::Settings;
 use crate::states::{DelegationStatus, ExecutionState};
-use crate::store::DelegationRecord;
+use crate::store::{DelegationRecord, Store};
 use actiongate_api_types::intents::ExecuteIntentRequest;
 
 pub use crate::delegation_chain::{BuildDelegation, DelegationChain, TokenCap, Validated};
 
-impl Gateway {
-    fn delegation_chain(&self) -> Result<&std::sync::Arc<dyn DelegationChain>> {
-        self.delegations().ok_or_else(|| Error::new(ErrorCode::NotAvailable, "Delegation needs a chain with an RPC URL and the Delegation Framework; none is configured here."))
+/// Delegation: create, activate, verify, inspect, revoke and redeem an agent's delegations, and the
+/// sweep that records revocations made onchain.
+pub struct Delegations {
+    identity: Arc<Identity>,
+    intents: Arc<Intents>,
+    /// The Delegation Framework's chain side; the delegation routes are off without it.
+    chain: Option<Arc<dyn DelegationChain>>,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    catalog: Arc<Catalog>,
+    prices: Arc<Prices>,
+    settings: Arc<Settings>,
+}
+
+impl Delegations {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        identity: Arc<Identity>,
+        intents: Arc<Intents>,
+        chain: Option<Arc<dyn DelegationChain>>,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        catalog: Arc<Catalog>,
+        prices: Arc<Prices>,
+        settings: Arc<Settings>,
+    ) -> Self {
+        Self {
+            identity,
+            intents,
+            chain,
+            store,
+            clock,
+            catalog,
+            prices,
+            settings,
+        }
+    }
+
+    fn delegation_chain(&self) -> Result<&Arc<dyn DelegationChain>> {
+        self.chain.as_ref().ok_or_else(|| Error::new(ErrorCode::NotAvailable, "Delegation needs a chain with an RPC URL and the Delegation Framework; none is configured here."))
     }
 
     fn now_secs(&self) -> u64 {
-        u64::try_from(self.now().unix_timestamp()).unwrap_or_default()
+        u64::try_from(self.clock.now().unix_timestamp()).unwrap_or_default()
     }
 
     fn delegation_chain_id(&self, chain_id: Option<u64>) -> Result<u64> {
         let chain_id = chain_id.unwrap_or(DEFAULT_CHAIN_ID);
-        if self.settings().chains.get(chain_id).is_none() {
+        if self.settings.chains.get(chain_id).is_none() {
             return Err(Error::new(
                 ErrorCode::UnknownChain,
                 format!("Chain {chain_id} is not one this gateway knows."),
@@ -66,14 +108,14 @@ impl Gateway {
         let mut token_caps = None;
         let action = match &req.action {
             Some(name) => {
-                let spec = self.catalog().resolve(name).ok_or_else(|| {
+                let spec = self.catalog.resolve(name).ok_or_else(|| {
                     Error::new(
                         ErrorCode::UnknownAction,
                         format!("No action named {name:?} is in the catalog."),
                     )
                 })?;
                 if !spec.is_read() {
-                    let policy = self.policy_of(&agent.agent.id).await?;
+                    let policy = self.identity.policy_of(&agent.agent.id).await?;
                     let action_cap = spec
                         .entry
                         .max_amount_usd
@@ -119,10 +161,10 @@ impl Gateway {
     /// The policy's per-action cap in wei of the native coin, at the gateway's price of the native
     /// coin on `chain_id` (none when it has none).
     async fn native_cap_wei(&self, chain_id: u64, cap_micros: i64) -> Option<String> {
-        let chain = self.settings().chains.get(chain_id)?;
+        let chain = self.settings.chains.get(chain_id)?;
         let token = crate::prices::TokenRef::resolve("ETH", chain);
         let quote = self
-            .prices()
+            .prices
             .quote(chain_id, chain, &token, self.now_secs())
             .await
             .ok()?;
@@ -132,14 +174,14 @@ impl Gateway {
     /// The policy's per-action cap in each listed token of `chain_id` the gateway can price now (a
     /// token it cannot price gets no cap, so the caveat that lists the others refuses it).
     async fn token_caps(&self, chain_id: u64, cap_micros: i64) -> Vec<TokenCap> {
-        let Some(chain) = self.settings().chains.get(chain_id) else {
+        let Some(chain) = self.settings.chains.get(chain_id) else {
             return vec![];
         };
         let mut caps = Vec::new();
         for (symbol, token) in &chain.tokens {
             let t = crate::prices::TokenRef::resolve(symbol, chain);
             let Ok(quote) = self
-                .prices()
+                .prices
                 .quote(chain_id, chain, &t, self.now_secs())
                 .await
             else {
@@ -173,7 +215,7 @@ impl Gateway {
                 self.now_secs(),
             )
             .await?;
-        if let Some(existing) = self.store().get_delegation(&v.hash).await?
+        if let Some(existing) = self.store.get_delegation(&v.hash).await?
             && (existing.agent_id != agent.agent.id || existing.status == DelegationStatus::Revoked)
         {
             return Err(Error::new(
@@ -184,7 +226,7 @@ impl Gateway {
         let mut stored = req.delegation.clone();
         stored.delegator = v.delegator.clone();
         let body = serde_json::to_string(&stored).map_err(Error::internal)?;
-        let now = to_millis(self.now());
+        let now = to_millis(self.clock.now());
         let record = DelegationRecord {
             hash: v.hash.clone(),
             agent_id: agent.agent.id.clone(),
@@ -198,7 +240,7 @@ impl Gateway {
                 .map(|s| s.saturating_mul(1000)),
             body: Some(body),
         };
-        self.store().put_delegation(&record).await?;
+        self.store.put_delegation(&record).await?;
         tracing::info!(agent_id = %agent.agent.id, chain_id, delegation_hash = %v.hash, "delegation activated");
         Ok(DelegationActivated {
             delegation_hash: v.hash,
@@ -218,9 +260,9 @@ impl Gateway {
         chain_id: Option<u64>,
         delegator: Option<&str>,
     ) -> Result<DelegationCheck> {
-        let now = to_millis(self.now());
+        let now = to_millis(self.clock.now());
         let rows = self
-            .store()
+            .store
             .list_delegations(&agent.agent.id, chain_id, delegator)
             .await?;
         let delegations: Vec<DelegationSummary> = rows
@@ -251,7 +293,7 @@ impl Gateway {
         hash: &str,
     ) -> Result<(DelegationRecord, Delegation)> {
         let record = self
-            .store()
+            .store
             .get_delegation(&hash.to_ascii_lowercase())
             .await?
             .filter(|d| d.agent_id == agent.agent.id)
@@ -282,7 +324,7 @@ impl Gateway {
             .delegation_chain()?
             .verify(record.chain_id, &delegation, self.now_secs())
             .await?;
-        let now = to_millis(self.now());
+        let now = to_millis(self.clock.now());
         let mut status = record.status;
         let failed = |name: &str| checks.iter().any(|c| c.name == name && !c.ok);
         let active = status == DelegationStatus::Active;
@@ -295,7 +337,7 @@ impl Gateway {
             status = DelegationStatus::Invalid;
         }
         if status != record.status {
-            self.store()
+            self.store
                 .set_delegation_status(&record.hash, status, now)
                 .await?;
         }
@@ -349,8 +391,8 @@ impl Gateway {
         let chain = self.delegation_chain()?;
         if chain.is_disabled(record.chain_id, &record.hash).await? {
             if record.status != DelegationStatus::Revoked {
-                let now = to_millis(self.now());
-                self.store()
+                let now = to_millis(self.clock.now());
+                self.store
                     .set_delegation_status(&record.hash, DelegationStatus::Revoked, now)
                     .await?;
                 tracing::info!(delegation_hash = %record.hash, "delegation revoked onchain");
@@ -380,7 +422,7 @@ impl Gateway {
         req: &DelegationRedeemRequest,
     ) -> Result<DelegationRedeemed> {
         let (record, _) = self.own_delegation(agent, &req.delegation_hash).await?;
-        let now = to_millis(self.now());
+        let now = to_millis(self.clock.now());
         let status = record.status_at(now);
         if status != DelegationStatus::Active {
             let code = if status == DelegationStatus::Revoked {
@@ -394,7 +436,7 @@ impl Gateway {
             ));
         }
         let fans_out = self
-            .catalog()
+            .catalog
             .resolve(&req.action)
             .is_some_and(|spec| spec.fans_out(Lane::ExecuteIntent) && !spec.is_read());
         if !fans_out {
@@ -405,7 +447,7 @@ impl Gateway {
         }
         // A delegator's executions run under its newest active delegation: redeem only that one.
         let current = self
-            .store()
+            .store
             .active_delegation(&agent.agent.id, record.chain_id, &record.delegator, now)
             .await?;
         if current.as_ref().map(|d| d.hash.as_str()) != Some(record.hash.as_str()) {
@@ -426,6 +468,7 @@ impl Gateway {
             idempotency_key: Some(req.idempotency_key.clone()),
         };
         let submitted = self
+            .intents
             .submit_scoped(
                 &submission,
                 Lane::ExecuteIntent,
@@ -433,9 +476,9 @@ impl Gateway {
             )
             .await
             .map_err(Error::intent_rejection)?;
-        self.run_in_request(&submitted).await?;
+        self.intents.run_in_request(&submitted).await?;
         let intent = submitted.intent();
-        let executions = self.store().list_executions(&intent.id).await?;
+        let executions = self.store.list_executions(&intent.id).await?;
         let e = executions.first().ok_or_else(|| {
             Error::internal(format!("redemption intent {} has no execution", intent.id))
         })?;
@@ -463,20 +506,17 @@ impl Gateway {
     /// `expired`. Delegations on chains this gateway cannot read are left as they are. Answers how
     /// many changed.
     pub async fn sweep_delegations(&self) -> Result<u32> {
-        let Some(chain) = self.delegations() else {
+        let Some(chain) = &self.chain else {
             return Ok(0);
         };
         let mut after: Option<String> = None;
         let mut changed = 0;
         loop {
-            let page = self
-                .store()
-                .active_delegations(after.as_deref(), 200)
-                .await?;
+            let page = self.store.active_delegations(after.as_deref(), 200).await?;
             let Some(last) = page.last() else { break };
             after = Some(last.hash.clone());
             for d in &page {
-                let now = to_millis(self.now());
+                let now = to_millis(self.clock.now());
                 let status = if d.status_at(now) == DelegationStatus::Expired {
                     DelegationStatus::Expired
                 } else {
@@ -491,7 +531,7 @@ impl Gateway {
                     }
                 };
                 if self
-                    .store()
+                    .store
                     .set_delegation_status(&d.hash, status, now)
                     .await?
                 {

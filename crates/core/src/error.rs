@@ -29,6 +29,12 @@ impl Error {
         }
     }
 
+    /// Attaches an internal detail for the log.
+    pub fn with_detail(mut self, detail: impl std::fmt::Display) -> Self {
+        self.detail = Some(detail.to_string());
+        self
+    }
+
     /// An unexpected failure: the caller sees a generic sentence, the log gets `detail`.
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         Self {

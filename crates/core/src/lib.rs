@@ -2,8 +2,9 @@
 //! their checks, the credit ledger's rules, and the intent runner.
 //! Ports to the outside world are traits: [`store::Store`], [`mail::Mailer`], [`clock::Clock`].
 //!
-//! Invariant: this crate knows no HTTP, no SQL and no CLI. Every surface calls [`Gateway`] and renders
-//! what it answers; a rule lives here once.
+//! Invariant: this crate knows no HTTP, no SQL and no CLI. Every surface calls the capability
+//! services through [`Gateway`] ([`identity`], [`intents`], [`delegations`], [`purchases`] (credits),
+//! [`personhood`]) and renders what they answer; a rule lives here once.
 
 pub mod acceptance;
 pub mod catalog;
@@ -15,6 +16,7 @@ pub mod delegations;
 pub mod error;
 pub mod execution;
 pub mod gateway;
+pub mod identity;
 pub mod intents;
 pub mod ledger;
 pub mod mail;
@@ -27,14 +29,17 @@ pub mod pricing;
 pub mod providers;
 pub mod purchases;
 pub mod runner;
+pub mod settings;
 pub mod states;
 pub mod store;
-pub mod wallets;
 
 pub use error::{Error, Result};
-pub use gateway::{AgentContext, DefaultPolicy, Gateway, OwnerContext, Ports, Settings};
+pub use gateway::{Gateway, PersonhoodPorts, Ports};
+pub use identity::{AgentContext, OwnerContext};
+pub use settings::{DefaultPolicy, Settings};
 
-/// The core's modules import one another one way only: each use case over `gateway` and the ports,
+/// The core's modules import one another one way only: `gateway` over the services, each service over
+/// the ones it needs (identity ← intents ← delegations; identity ← credits) and the ports,
 /// the pure rules under them. A cycle (two modules that need each other) fails here, with its path.
 #[cfg(test)]
 mod module_graph {

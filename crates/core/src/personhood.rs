@@ -705,7 +705,7 @@ mod tests {
         // An RP signature is a personal_sign of the message: it recovers like any wallet's (whose
         // recovery is checked against a signature made by viem).
         assert_eq!(
-            crate::wallets::recover_personal_sign_bytes(&message, &sig).as_deref(),
+            crate::crypto::recover_personal_sign_bytes(&message, &sig).as_deref(),
             Some(signer.address().as_str())
         );
         assert_eq!(message.len(), 81);

@@ -16,11 +16,11 @@ use actiongate_core::crypto::MasterKey;
 use actiongate_core::delegations::DelegationChain;
 use actiongate_core::execution::{Provider, Registry};
 use actiongate_core::mail::Mailer;
-use actiongate_core::personhood::{Personhood, ProofVerifier, RpSigner};
+use actiongate_core::personhood::{ProofVerifier, RpSigner};
 use actiongate_core::prices::{PriceReads, Prices};
 use actiongate_core::providers::internal::{BUILTIN_DATA, InternalData, InternalReads};
 use actiongate_core::purchases::{AuthorizationSettler, PaymentVerifier};
-use actiongate_core::{Gateway, Ports};
+use actiongate_core::{Gateway, PersonhoodPorts, Ports};
 use actiongate_store::SqlStore;
 use tokio::net::TcpListener;
 
@@ -147,25 +147,6 @@ impl Application {
         let catalog_bytes = Arc::new(
             CatalogBytes::new(catalog.document()).context("cannot serialize the catalog")?,
         );
-        let deps_clock = clock.clone();
-        let gateway = Arc::new(
-            Gateway::new(
-                Ports {
-                    store: store.clone(),
-                    mailer,
-                    clock,
-                    payments,
-                    settler,
-                    delegations: Some(delegations),
-                    prices: Some(prices),
-                },
-                catalog,
-                registry,
-                master.keyring(),
-                config.settings.clone(),
-            )
-            .context("cannot set up the gateway")?,
-        );
         let verifier: Arc<dyn ProofVerifier> = match deps.verifier {
             Some(v) => v,
             None => Arc::new(
@@ -176,21 +157,32 @@ impl Application {
         let signer =
             RpSigner::new(&master.rp_signing_secret()).context("cannot derive the RP signer")?;
         tracing::info!(
-            rp_id = config.personhood.rp_id,
+            rp_id = config.settings.personhood.rp_id,
             signer = signer.address(),
             "personhood relying party"
         );
-        let personhood = Arc::new(Personhood::new(
-            gateway.store().clone(),
-            deps_clock,
-            signer,
-            verifier,
-            config.personhood.clone(),
-        ));
+        let gateway = Arc::new(
+            Gateway::new(
+                Ports {
+                    store: store.clone(),
+                    mailer,
+                    clock,
+                    payments,
+                    settler,
+                    delegations: Some(delegations),
+                    prices: Some(prices),
+                    personhood: PersonhoodPorts { signer, verifier },
+                },
+                catalog,
+                registry,
+                master.keyring(),
+                config.settings.clone(),
+            )
+            .context("cannot set up the gateway")?,
+        );
         let state = AppState {
             gateway: gateway.clone(),
             catalog_bytes,
-            personhood,
             mcp_sessions: store.clone(),
         };
 
@@ -260,7 +252,7 @@ fn spawn_delegation_sweep(
                 () = tokio::time::sleep(every) => {}
                 _ = stop.changed() => break,
             }
-            if let Err(e) = gateway.sweep_delegations().await {
+            if let Err(e) = gateway.delegations().sweep_delegations().await {
                 tracing::warn!(code = %e.code, detail = e.detail.as_deref().unwrap_or(""), "delegation sweep failed");
             }
         }

@@ -267,7 +267,6 @@ pub struct Config {
     pub internal_data_file: Option<PathBuf>,
     /// Empty: any host.
     pub mcp_allowed_hosts: Vec<String>,
-    pub personhood: actiongate_core::personhood::PersonhoodSettings,
     pub personhood_verify_url: String,
     pub evm: actiongate_chain::ChainOptions,
 }
@@ -346,6 +345,7 @@ impl Config {
         credit_settings(&mut settings, f.credits, &f.x402)?;
         settings.prices = price_book(f.prices)?;
         intent_settings(&mut settings, &f.intents, &f.delegation)?;
+        settings.personhood = personhood_settings(&f.personhood)?;
         Ok(Self {
             dev,
             listen,
@@ -360,7 +360,6 @@ impl Config {
             runner_workers: f.intents.workers.unwrap_or(4).max(1),
             evm: evm_options(&f.evm),
             internal_data_file: f.internal_data_file,
-            personhood: personhood_settings(&f.personhood)?,
             personhood_verify_url: f
                 .personhood
                 .verify_url

@@ -1,95 +1,29 @@
-//! The gateway's use cases for identity, catalog reads and policy. REST, MCP and the CLI all call
-//! these methods and render what they answer.
-
-mod identity;
-mod policy;
+//! The gateway: a thin facade over the capability services. It builds them from the ports once,
+//! in the one order their dependencies allow (identity; intents over identity; delegation over
+//! intents; credits over identity; personhood alone), and hands each out. REST, MCP and the CLI
+//! call the services through it and render what they answer.
 
 use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
-use time::Duration;
 
 use crate::catalog::Catalog;
-use crate::chains::Chains;
 use crate::clock::Clock;
-use crate::crypto::{Keyring, SecretHash};
+use crate::crypto::Keyring;
 use crate::delegation_chain::DelegationChain;
+use crate::delegations::Delegations;
 use crate::error::{Error, Result};
 use crate::execution::Registry;
-use crate::gateway::policy::canonical_names;
+use crate::identity::Identity;
+use crate::intents::Intents;
 use crate::mail::Mailer;
-use crate::money::usd_to_micros;
-use crate::payments::{AuthorizationSettler, PaymentVerifier, PurchaseSettings};
-use crate::prices::{PriceBook, Prices};
-use crate::pricing::CreditSettings;
+use crate::payments::{AuthorizationSettler, PaymentVerifier};
+use crate::personhood::{Personhood, ProofVerifier, RpSigner};
+use crate::prices::Prices;
+use crate::purchases::Credits;
 use crate::runner::IntentRunner;
-use crate::store::{AgentRecord, PolicyRecord, Store};
-
-const HASH_AGENT_KEY: &str = "agent-key";
-const HASH_SESSION: &str = "owner-session";
-const HASH_EMAIL_CODE: &str = "email-code";
-/// How soon a new code may replace a live one.
-const RESEND_COOLDOWN_MS: i64 = 30_000;
-
-/// The policy a new agent starts with (`[policy.default]`).
-#[derive(Debug, Clone)]
-pub struct DefaultPolicy {
-    /// `None`: every enabled read action of the catalog.
-    pub allowed_actions: Option<Vec<String>>,
-    pub daily_limit_usd: f64,
-    pub max_amount_usd_per_action: Option<f64>,
-}
-
-impl Default for DefaultPolicy {
-    fn default() -> Self {
-        Self {
-            allowed_actions: None,
-            daily_limit_usd: 1000.0,
-            max_amount_usd_per_action: None,
-        }
-    }
-}
-
-/// Tunables of the gateway.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub email_code_ttl: Duration,
-    pub email_code_max_attempts: u32,
-    pub session_ttl: Duration,
-    pub default_policy: DefaultPolicy,
-    pub credits: CreditSettings,
-    pub prices: PriceBook,
-    pub chains: Chains,
-    /// How long a derived idempotency key (no explicit key) makes a repeat the same intent.
-    pub idempotency_window: Duration,
-    /// How long an intent lease lasts without renewal.
-    pub lease: Duration,
-    /// How long a direct execution's answer waits for its outcome.
-    pub direct_timeout: Duration,
-    /// How credits are sold (x402).
-    pub purchase: PurchaseSettings,
-    /// How often active delegations are checked onchain for revocations; zero: never.
-    pub delegation_sweep: Duration,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            email_code_ttl: Duration::minutes(10),
-            email_code_max_attempts: 5,
-            session_ttl: Duration::days(7),
-            default_policy: DefaultPolicy::default(),
-            credits: CreditSettings::default(),
-            prices: PriceBook::default(),
-            chains: Chains::default(),
-            idempotency_window: Duration::seconds(60),
-            lease: Duration::seconds(30),
-            direct_timeout: Duration::seconds(30),
-            purchase: PurchaseSettings::default(),
-            delegation_sweep: Duration::seconds(30),
-        }
-    }
-}
+use crate::settings::Settings;
+use crate::store::Store;
 
 /// The gateway's connections to the outside world.
 pub struct Ports {
@@ -105,101 +39,31 @@ pub struct Ports {
     /// The price layer, shared with the providers that read prices; without it, the fixed
     /// `[prices]` book alone prices writes.
     pub prices: Option<Arc<Prices>>,
+    /// The World ID relying party's signer and the proof verifier it calls.
+    pub personhood: PersonhoodPorts,
 }
 
-/// An authenticated agent.
-#[derive(Debug, Clone)]
-pub struct AgentContext {
-    pub agent: AgentRecord,
+/// What personhood needs from outside: the key that signs relying-party requests and the verifier
+/// of proofs.
+pub struct PersonhoodPorts {
+    pub signer: RpSigner,
+    pub verifier: Arc<dyn ProofVerifier>,
 }
 
-/// An authenticated owner.
-#[derive(Debug, Clone)]
-pub struct OwnerContext {
-    pub account_id: String,
-}
-
-/// An agent and its stored policy as read for a submit, with the hash of the key that found them.
-#[derive(Debug, Clone)]
-pub(crate) struct AgentBasis {
-    pub agent: AgentContext,
-    pub policy: Option<PolicyRecord>,
-    pub key_hash: SecretHash,
-}
-
-/// Agents with their stored policies by key hash, so that a submit need not read them. An entry is
-/// trusted only for an acceptance, which the accepting transaction confirms against the database
-/// (`AcceptOutcome::Stale` otherwise); a refusal is always decided again on a fresh read. Entries
-/// live [`AGENT_CACHE_TTL`]; the map is emptied when it holds [`AGENT_CACHE_MAX`].
-#[derive(Default)]
-struct AgentCache {
-    entries:
-        std::sync::Mutex<std::collections::HashMap<SecretHash, (std::time::Instant, AgentBasis)>>,
-}
-
-const AGENT_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
-const AGENT_CACHE_MAX: usize = 10_000;
-
-impl AgentCache {
-    fn get(&self, hash: &SecretHash) -> Option<AgentBasis> {
-        let entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries
-            .get(hash)
-            .filter(|(at, _)| at.elapsed() < AGENT_CACHE_TTL)
-            .map(|(_, b)| b.clone())
-    }
-
-    fn put(&self, basis: &AgentBasis) {
-        let mut entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if entries.len() >= AGENT_CACHE_MAX {
-            entries.clear();
-        }
-        entries.insert(
-            basis.key_hash.clone(),
-            (std::time::Instant::now(), basis.clone()),
-        );
-    }
-
-    fn forget(&self, hash: &SecretHash) {
-        self.entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(hash);
-    }
-
-    fn forget_agent(&self, agent_id: &str) {
-        self.entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .retain(|_, (_, b)| b.agent.agent.id != agent_id);
-    }
-}
-
-/// The core: holds the ports and the catalog.
+/// The core: the capability services, and what the surfaces read beside them.
 pub struct Gateway {
     store: Arc<dyn Store>,
-    mailer: Arc<dyn Mailer>,
     clock: Arc<dyn Clock>,
     catalog: Arc<Catalog>,
-    keys: Keyring,
-    settings: Settings,
-    runner: Arc<IntentRunner>,
+    settings: Arc<Settings>,
     registry: Arc<Registry>,
-    payments: Option<Arc<dyn PaymentVerifier>>,
-    settler: Option<Arc<dyn AuthorizationSettler>>,
-    delegations: Option<Arc<dyn DelegationChain>>,
+    runner: Arc<IntentRunner>,
     prices: Arc<Prices>,
-    /// The default policy resolved against the catalog once.
-    default_allowed: Vec<String>,
-    default_daily_micros: i64,
-    default_per_action_micros: Option<i64>,
-    agents: AgentCache,
+    identity: Arc<Identity>,
+    intents: Arc<Intents>,
+    delegations: Arc<Delegations>,
+    credits: Arc<Credits>,
+    personhood: Arc<Personhood>,
 }
 
 impl Gateway {
@@ -219,7 +83,9 @@ impl Gateway {
             settler,
             delegations,
             prices,
+            personhood,
         } = ports;
+        let settings = Arc::new(settings);
         let prices = prices.unwrap_or_else(|| Arc::new(Prices::new(settings.prices.clone(), None)));
         let runner = Arc::new(IntentRunner::new(
             store.clone(),
@@ -228,41 +94,89 @@ impl Gateway {
             clock.clone(),
             settings.lease,
         ));
-        let default_allowed = match &settings.default_policy.allowed_actions {
-            Some(names) => canonical_names(&catalog, names)?,
-            None => catalog
-                .actions()
-                .filter(|a| a.is_read() && a.entry.enabled)
-                .map(|a| a.name().to_owned())
-                .collect(),
-        };
-        let default_daily_micros = usd_to_micros(
-            "policy.default.dailyLimitUsd",
-            settings.default_policy.daily_limit_usd,
-        )?;
-        let default_per_action_micros = settings
-            .default_policy
-            .max_amount_usd_per_action
-            .map(|v| usd_to_micros("policy.default.maxAmountUsdPerAction", v))
-            .transpose()?;
-        Ok(Self {
-            store,
+        let identity = Arc::new(Identity::new(
+            store.clone(),
             mailer,
-            clock,
-            catalog,
+            clock.clone(),
+            catalog.clone(),
             keys,
-            settings,
-            runner,
-            registry,
+            settings.clone(),
+        )?);
+        let intents = Arc::new(Intents::new(
+            identity.clone(),
+            store.clone(),
+            clock.clone(),
+            catalog.clone(),
+            registry.clone(),
+            runner.clone(),
+            prices.clone(),
+            settings.clone(),
+        ));
+        let delegations = Arc::new(Delegations::new(
+            identity.clone(),
+            intents.clone(),
+            delegations,
+            store.clone(),
+            clock.clone(),
+            catalog.clone(),
+            prices.clone(),
+            settings.clone(),
+        ));
+        let credits = Arc::new(Credits::new(
+            identity.clone(),
+            store.clone(),
+            clock.clone(),
+            settings.clone(),
             payments,
             settler,
-            delegations,
+        ));
+        let personhood = Arc::new(Personhood::new(
+            store.clone(),
+            clock.clone(),
+            personhood.signer,
+            personhood.verifier,
+            settings.personhood.clone(),
+        ));
+        Ok(Self {
+            store,
+            clock,
+            catalog,
+            settings,
+            registry,
+            runner,
             prices,
-            default_allowed,
-            default_daily_micros,
-            default_per_action_micros,
-            agents: AgentCache::default(),
+            identity,
+            intents,
+            delegations,
+            credits,
+            personhood,
         })
+    }
+
+    /// Onboarding, sessions, agents and their keys, policies, and the catalog as an agent may see
+    /// it.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// Submit, direct execution, build-tx, preflight, and what an agent reads back.
+    pub fn intents(&self) -> &Intents {
+        &self.intents
+    }
+
+    /// ERC-7710 delegations of an agent.
+    pub fn delegations(&self) -> &Delegations {
+        &self.delegations
+    }
+
+    /// Buying credits (x402) and linking the wallets that pay.
+    pub fn credits(&self) -> &Credits {
+        &self.credits
+    }
+
+    /// Proof of personhood (World ID) for an account.
+    pub fn personhood(&self) -> &Personhood {
+        &self.personhood
     }
 
     pub fn catalog(&self) -> &Catalog {
@@ -275,21 +189,6 @@ impl Gateway {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
-    }
-
-    /// The onchain payment checks, when the payment chain has an RPC URL.
-    pub fn payments(&self) -> Option<&Arc<dyn PaymentVerifier>> {
-        self.payments.as_ref()
-    }
-
-    /// The x402 settlement of EIP-3009 authorizations, when configured.
-    pub fn settler(&self) -> Option<&Arc<dyn AuthorizationSettler>> {
-        self.settler.as_ref()
-    }
-
-    /// The Delegation Framework's chain side, when configured.
-    pub fn delegations(&self) -> Option<&Arc<dyn DelegationChain>> {
-        self.delegations.as_ref()
     }
 
     /// The price layer: what a write is worth.
@@ -316,13 +215,5 @@ impl Gateway {
         self.store.ping().await.map_err(|e| {
             Error::new(ErrorCode::NotAvailable, "The database does not answer.").with_detail(e)
         })
-    }
-}
-
-impl Error {
-    /// Attaches an internal detail for the log.
-    pub fn with_detail(mut self, detail: impl std::fmt::Display) -> Self {
-        self.detail = Some(detail.to_string());
-        self
     }
 }

@@ -3,14 +3,14 @@
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::chain::{BuildTxData, BuildTxRequest};
 
+use super::Intents;
 use super::refusal;
 use crate::acceptance::user_did;
 use crate::catalog::Lane;
 use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, Subject};
-use crate::gateway::Gateway;
 
-impl Gateway {
+impl Intents {
     /// Builds the unsigned transactions of an action for a wallet to sign locally (Model B). The
     /// checks of a submission up to the amount limit run first, in CONTRACT order; then the action's
     /// provider plans and simulates the transactions. Nothing is written and nothing is charged: the
@@ -22,8 +22,11 @@ impl Gateway {
     }
 
     async fn build_unsigned(&self, req: &BuildTxRequest) -> Result<BuildTxData> {
-        let agent = self.authenticate_agent(Some(&req.agent_api_key)).await?;
-        let spec = self.catalog().resolve(&req.action).ok_or_else(|| {
+        let agent = self
+            .identity
+            .authenticate_agent(Some(&req.agent_api_key))
+            .await?;
+        let spec = self.catalog.resolve(&req.action).ok_or_else(|| {
             refusal(
                 ErrorCode::UnknownAction,
                 format!("No action named {:?} is in the catalog.", req.action),
@@ -35,7 +38,7 @@ impl Gateway {
                 "params must be a JSON object.",
             ));
         }
-        let policy = self.policy_of(&agent.agent.id).await?;
+        let policy = self.identity.policy_of(&agent.agent.id).await?;
         let (params, chain_id, estimated) = (&req.params, req.chain_id, req.estimated_amount_usd);
         let holder = req.wallet_address.as_deref();
         self.policy_checks(
@@ -50,7 +53,7 @@ impl Gateway {
         .await
         .first_refusal()?;
         let provider = self
-            .registry()
+            .registry
             .provider(spec.name(), Lane::BuildTx)
             .ok_or_else(|| {
                 refusal(

@@ -2,16 +2,16 @@
 //! allowlist, the lane, the params, the chain, the amount limits (a write's USD amount is the larger
 //! of the stated one and the gateway's own price, [`crate::prices`]; a write it cannot price is
 //! refused with `PRICE_UNAVAILABLE`). Submit, build-tx and preflight run
-//! this one sequence ([`Gateway::policy_checks`]); what follows it (the daily limit, the users
+//! this one sequence ([`Intents::policy_checks`]); what follows it (the daily limit, the users
 //! addressed, credits) is decided when the intent is accepted ([`crate::acceptance`]).
 
 use actiongate_api_types::ErrorCode;
 use serde_json::Value;
 
+use super::Intents;
 use super::refusal;
 use crate::catalog::{ActionSpec, Lane};
 use crate::error::Result;
-use crate::gateway::Gateway;
 use crate::money::{micros_to_usd, usd_to_micros};
 use crate::prices::Valuation;
 use crate::store::PolicyRecord;
@@ -80,7 +80,7 @@ impl PolicyChecks {
     }
 }
 
-impl Gateway {
+impl Intents {
     /// Runs the sequence for `spec` through `lane` with these params on `chain_id` under `policy`.
     /// Every check runs (preflight reports each); a submit answers the first refusal. A write is
     /// priced only when the checks before the amount pass; `holder` is the one wallet it runs for,
@@ -140,20 +140,20 @@ impl Gateway {
                 format!("The gateway cannot price {} writes.", spec.name()),
             ));
         };
-        let Some(chain) = self.settings().chains.get(chain_id) else {
+        let Some(chain) = self.settings.chains.get(chain_id) else {
             return Err(refusal(
                 ErrorCode::UnknownChain,
                 format!("Chain {chain_id} is not one this gateway knows."),
             ));
         };
-        let now = u64::try_from(self.now().unix_timestamp()).unwrap_or(0);
-        self.prices()
+        let now = u64::try_from(self.clock.now().unix_timestamp()).unwrap_or(0);
+        self.prices
             .value(rule, params, chain_id, chain, holder, now)
             .await
     }
 
     fn check_chain(&self, spec: &ActionSpec, chain_id: u64) -> Result<()> {
-        let Some(chain) = self.settings().chains.get(chain_id) else {
+        let Some(chain) = self.settings.chains.get(chain_id) else {
             return Err(refusal(
                 ErrorCode::UnknownChain,
                 format!("Chain {chain_id} is not one this gateway knows."),
@@ -245,7 +245,7 @@ fn check_params(spec: &ActionSpec, params: &Value) -> Result<()> {
     }
 }
 
-impl Gateway {
+impl Intents {
     /// The USD amount the limits see (the larger of the stated amount and the gateway's price; a
     /// read counts what it states, or 0), checked against the action's maxAmountUsd and the
     /// policy's per-action cap.

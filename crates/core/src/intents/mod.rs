@@ -7,6 +7,8 @@ mod checks;
 mod preflight;
 mod views;
 
+use std::sync::Arc;
+
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::intents::{DirectExecution, ExecuteIntentRequest, Intent};
 use serde_json::json;
@@ -18,16 +20,34 @@ pub use views::{has_ended, intent_view};
 use crate::acceptance::{
     check_idempotency_key, foreign_recipient_refusal, is_stale_derived_key, recipients, user_did,
 };
-use crate::catalog::Lane;
+use crate::catalog::{Catalog, Lane};
 use crate::chains::DEFAULT_CHAIN_ID;
-use crate::clock::to_millis;
+use crate::clock::{Clock, to_millis};
 use crate::error::{Error, Result};
-use crate::gateway::{AgentBasis, AgentContext, Gateway};
+use crate::execution::Registry;
+use crate::identity::{AgentBasis, AgentContext, Identity};
 use crate::ledger::day_of;
 use crate::money::{micros_to_usd, usd_to_micros};
 use crate::params::{Params, canonical};
+use crate::prices::Prices;
+use crate::runner::IntentRunner;
+use crate::settings::Settings;
 use crate::states::{ExecutionState, IntentStatus};
-use crate::store::{AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord};
+use crate::store::{
+    AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord, Store,
+};
+
+/// Intents: submit, direct execution, build-tx, preflight and what an agent reads back.
+pub struct Intents {
+    identity: Arc<Identity>,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    catalog: Arc<Catalog>,
+    registry: Arc<Registry>,
+    runner: Arc<IntentRunner>,
+    prices: Arc<Prices>,
+    settings: Arc<Settings>,
+}
 
 /// What a submission produced.
 #[derive(Debug)]
@@ -50,14 +70,37 @@ fn refusal(code: ErrorCode, message: impl Into<String>) -> Error {
     Error::new(code, message)
 }
 
-impl Gateway {
+impl Intents {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        identity: Arc<Identity>,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        catalog: Arc<Catalog>,
+        registry: Arc<Registry>,
+        runner: Arc<IntentRunner>,
+        prices: Arc<Prices>,
+        settings: Arc<Settings>,
+    ) -> Self {
+        Self {
+            identity,
+            store,
+            clock,
+            catalog,
+            registry,
+            runner,
+            prices,
+            settings,
+        }
+    }
+
     /// Submits an intent (Model A) or a direct execution (`lane` Execute). Runs the checks of CONTRACT
     /// "Policy" in order; the first failure answers, and a refusal creates nothing.
     pub async fn submit(&self, req: &ExecuteIntentRequest, lane: Lane) -> Result<Submitted> {
         self.submit_scoped(req, lane, None).await
     }
 
-    /// [`Gateway::submit`], a fan-out addressing only one delegator (a redemption of one delegation,
+    /// [`Intents::submit`], a fan-out addressing only one delegator (a redemption of one delegation,
     /// given as (delegator, delegation hash)), which runs in the request like a direct execution.
     pub(crate) async fn submit_scoped(
         &self,
@@ -70,13 +113,13 @@ impl Gateway {
         // read. A fresh attempt that finds them changed meanwhile (a concurrent key rotation or
         // policy change) reads once more.
         let key = Some(req.agent_api_key.as_str());
-        if let Some(basis) = self.cached_agent_basis(key)
+        if let Some(basis) = self.identity.cached_agent_basis(key)
             && let Ok(Some(done)) = self.submit_with(req, lane, only, basis, false).await
         {
             return Ok(done);
         }
         for _ in 0..2 {
-            let basis = self.read_agent_basis(key).await?;
+            let basis = self.identity.read_agent_basis(key).await?;
             if let Some(done) = self.submit_with(req, lane, only, basis, true).await? {
                 return Ok(done);
             }
@@ -105,7 +148,7 @@ impl Gateway {
             key_hash,
         } = basis;
         let refuse = |e: Error| if fresh { Err(e) } else { Ok(None) };
-        let Some(spec) = self.catalog().resolve(&req.action) else {
+        let Some(spec) = self.catalog.resolve(&req.action) else {
             return refuse(refusal(
                 ErrorCode::UnknownAction,
                 format!("No action named {:?} is in the catalog.", req.action),
@@ -138,7 +181,7 @@ impl Gateway {
         // A retry of an accepted request answers the first response even if the policy has changed
         // since: the accepting transaction finds the key when every check passes; when one fails,
         // the key is looked up before the refusal is answered.
-        let now = self.now();
+        let now = self.clock.now();
         let request_hash: [u8; 32] = Sha256::digest(
             canonical(&json!({
                 "lane": lane.as_str(),
@@ -152,7 +195,7 @@ impl Gateway {
             .as_bytes(),
         )
         .into();
-        let window = self.settings().idempotency_window;
+        let window = self.settings.idempotency_window;
         let (idempotency_key, replace_before) = match &explicit_key {
             Some(k) => (format!("k:{k}"), None),
             None => (
@@ -162,7 +205,7 @@ impl Gateway {
         };
         let policy = stored_policy
             .clone()
-            .unwrap_or_else(|| self.default_policy(&agent.agent.id, now));
+            .unwrap_or_else(|| self.identity.default_policy(&agent.agent.id, now));
         let fan_out = spec.fans_out(lane);
         // The one wallet a write runs for (a vault's `max` is its position); a fan-out has many.
         let holder = (!fan_out).then_some(agent.agent.wallet_address.as_str());
@@ -198,11 +241,11 @@ impl Gateway {
         let in_request = lane == Lane::Execute || only_delegator.is_some();
         let lease = if in_request {
             Some((
-                self.runner().owner().to_owned(),
-                to_millis(now + self.settings().direct_timeout + self.settings().lease),
+                self.runner.owner().to_owned(),
+                to_millis(now + self.settings.direct_timeout + self.settings.lease),
             ))
         } else if spec.is_read() && !fan_out {
-            self.runner().read_lease()
+            self.runner.read_lease()
         } else {
             None
         };
@@ -219,10 +262,10 @@ impl Gateway {
             is_write: !spec.is_read(),
             daily_limit_micros: policy.daily_limit_micros,
             price_per_execution: self
-                .settings()
+                .settings
                 .credits
                 .price(spec.entry.billing_tier.as_deref()),
-            free_per_day: self.settings().credits.free_per_day,
+            free_per_day: self.settings.credits.free_per_day,
             idempotency_key,
             request_hash,
             replace_idempotency_before: replace_before,
@@ -246,7 +289,7 @@ impl Gateway {
             // Accepted and handed over in a task of its own: should the caller go away while the
             // batch commits (a client that disconnects, a cancelled future), the accepted read still
             // goes to the runner at once instead of waiting for its lease to run out.
-            let (store, runner) = (self.store().clone(), self.runner().clone());
+            let (store, runner) = (self.store.clone(), self.runner.clone());
             tokio::spawn(async move {
                 let outcome = store.accept_intent(&draft).await;
                 if let Ok(AcceptOutcome::Accepted {
@@ -267,7 +310,7 @@ impl Gateway {
             .await
             .map_err(Error::internal)?
         } else {
-            (self.store().accept_intent(&draft).await, draft)
+            (self.store.accept_intent(&draft).await, draft)
         };
         let (total, reserved_credits, free_request) = match outcome? {
             AcceptOutcome::Accepted {
@@ -327,7 +370,7 @@ impl Gateway {
                     ErrorCode::DailyFreeLimitExceeded,
                     format!(
                         "Today's {} free requests are used and the paid balance is empty. Buy credits, or wait for 00:00 UTC.",
-                        self.settings().credits.free_per_day
+                        self.settings.credits.free_per_day
                     ),
                 ));
             }
@@ -341,7 +384,7 @@ impl Gateway {
         );
         let record = accepted_record(&draft, total, reserved_credits, free_request);
         if draft.lease.is_none() {
-            self.runner().wake();
+            self.runner.wake();
         }
         Ok(Some(Submitted::New(record)))
     }
@@ -353,7 +396,7 @@ impl Gateway {
         hash: &[u8; 32],
         replace_before: Option<i64>,
     ) -> Result<Option<IntentRecord>> {
-        let Some(found) = self.store().find_idempotency(&agent.agent.id, key).await? else {
+        let Some(found) = self.store.find_idempotency(&agent.agent.id, key).await? else {
             return Ok(None);
         };
         if is_stale_derived_key(found.created_at, replace_before) {
@@ -366,7 +409,7 @@ impl Gateway {
     }
 
     async fn intent_record(&self, intent_id: &str) -> Result<IntentRecord> {
-        self.store()
+        self.store
             .get_intent(intent_id)
             .await?
             .ok_or_else(|| Error::internal(format!("intent {intent_id} vanished")))
@@ -400,10 +443,10 @@ impl Gateway {
         let Submitted::New(record) = submitted else {
             return Ok(());
         };
-        let (runner, record) = (self.runner().clone(), record.clone());
+        let (runner, record) = (self.runner.clone(), record.clone());
         let id = record.id.clone();
         let work = tokio::spawn(async move { runner.process(record).await });
-        match tokio::time::timeout(self.settings().direct_timeout.unsigned_abs(), work).await {
+        match tokio::time::timeout(self.settings.direct_timeout.unsigned_abs(), work).await {
             Ok(Ok(result)) => result,
             Ok(Err(e)) => Err(Error::internal(format!("execution task: {e}"))),
             Err(_) => {
@@ -420,7 +463,7 @@ impl Gateway {
         let submitted = self.submit(req, Lane::Execute).await?;
         let intent = submitted.intent().clone();
         self.run_in_request(&submitted).await?;
-        let executions = self.store().list_executions(&intent.id).await?;
+        let executions = self.store.list_executions(&intent.id).await?;
         let Some(e) = executions.first() else {
             return Err(Error::internal(format!(
                 "direct intent {} has no execution",

@@ -3,17 +3,17 @@
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::intents::{ExecuteIntentRequest, PreflightCheck, PreflightReport};
 
+use super::Intents;
 use super::refusal;
 use crate::acceptance::counted_usage;
 use crate::catalog::Lane;
 use crate::chains::DEFAULT_CHAIN_ID;
 use crate::clock::to_millis;
 use crate::error::Result;
-use crate::gateway::Gateway;
 use crate::ledger::{Cover, day_of, price_for};
 use crate::money::micros_to_usd;
 
-impl Gateway {
+impl Intents {
     /// Every check of a submission, each with its verdict, and nothing written. The daily limit,
     /// delegation and credits are read as they stand now; the submission itself decides them again
     /// in its transaction.
@@ -54,7 +54,11 @@ impl Gateway {
             "delegation",
             "credits",
         ];
-        let agent = match self.authenticate_agent(Some(&req.agent_api_key)).await {
+        let agent = match self
+            .identity
+            .authenticate_agent(Some(&req.agent_api_key))
+            .await
+        {
             Ok(a) => {
                 checks.push(verdict("keyValid", Ok(format!("agent {}", a.agent.id))));
                 a
@@ -72,7 +76,7 @@ impl Gateway {
                 });
             }
         };
-        let Some(spec) = self.catalog().resolve(&req.action) else {
+        let Some(spec) = self.catalog.resolve(&req.action) else {
             checks.push(verdict(
                 "actionKnown",
                 Err(refusal(
@@ -91,7 +95,7 @@ impl Gateway {
             });
         };
         checks.push(verdict("actionKnown", Ok(spec.name().to_owned())));
-        let policy = self.policy_of(&agent.agent.id).await?;
+        let policy = self.identity.policy_of(&agent.agent.id).await?;
         let chain_id = req.chain_id.unwrap_or(DEFAULT_CHAIN_ID);
         let holder = (!spec.fans_out(lane)).then_some(agent.agent.wallet_address.as_str());
         let policy_checks = self
@@ -109,12 +113,12 @@ impl Gateway {
             checks.push(verdict(name, result));
         }
         let amount = policy_checks.amount.unwrap_or(0);
-        let day = day_of(to_millis(self.now()));
-        let used = self.store().daily_usage(&agent.agent.id, day).await?;
+        let day = day_of(to_millis(self.clock.now()));
+        let used = self.store.daily_usage(&agent.agent.id, day).await?;
         let fan_out = spec.fans_out(lane);
         let users = if fan_out {
-            self.store()
-                .count_active_delegations(&agent.agent.id, chain_id, to_millis(self.now()))
+            self.store
+                .count_active_delegations(&agent.agent.id, chain_id, to_millis(self.clock.now()))
                 .await?
         } else {
             1
@@ -149,11 +153,11 @@ impl Gateway {
             ))
         };
         checks.push(verdict("delegation", delegation));
-        let account = self.store().credit_account(&agent.agent.account_id).await?;
+        let account = self.store.credit_account(&agent.agent.account_id).await?;
         let account = account.unwrap_or_default();
-        let free_per_day = self.settings().credits.free_per_day;
+        let free_per_day = self.settings.credits.free_per_day;
         let per_execution = self
-            .settings()
+            .settings
             .credits
             .price(spec.entry.billing_tier.as_deref());
         let credits = match price_for(per_execution, users.max(1)) {

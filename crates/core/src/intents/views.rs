@@ -5,15 +5,15 @@ use actiongate_api_types::ErrorFamily;
 use actiongate_api_types::intents::{AgentIdentity, CreditBalance, Intent, IntentResult};
 use serde_json::Value;
 
+use super::Intents;
 use crate::clock::{from_millis, rfc3339, to_millis};
 use crate::error::{Error, Result};
 use crate::execution::Subject;
-use crate::gateway::Gateway;
 use crate::ledger::{day_of, day_start};
 use crate::states::{ExecutionState, IntentStatus};
 use crate::store::{ExecutionRecord, IntentRecord};
 
-impl Gateway {
+impl Intents {
     /// The intent, for the agent that submitted it; 404 for anyone else.
     pub async fn intent_status(&self, agent_key: Option<&str>, intent_id: &str) -> Result<Intent> {
         let (intent, executions) = self.agent_intent(agent_key, intent_id).await?;
@@ -26,17 +26,17 @@ impl Gateway {
         agent_key: Option<&str>,
         intent_id: &str,
     ) -> Result<(IntentRecord, Vec<ExecutionRecord>)> {
-        let agent = self.authenticate_agent(agent_key).await?;
+        let agent = self.identity.authenticate_agent(agent_key).await?;
         let not_found = || Error::not_found(format!("No intent {intent_id} for this agent."));
         let intent = self
-            .store()
+            .store
             .get_intent(intent_id)
             .await?
             .ok_or_else(not_found)?;
         if intent.agent_id != agent.agent.id {
             return Err(not_found());
         }
-        let executions = self.store().list_executions(intent_id).await?;
+        let executions = self.store.list_executions(intent_id).await?;
         Ok((intent, executions))
     }
 
@@ -51,7 +51,7 @@ impl Gateway {
     ) -> Result<Intent> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let ended = self.runner().intent_ended();
+            let ended = self.runner.intent_ended();
             tokio::pin!(ended);
             ended.as_mut().enable();
             let (intent, executions) = self.agent_intent(agent_key, intent_id).await?;
@@ -68,9 +68,9 @@ impl Gateway {
 
     /// The agent's account's credits.
     pub async fn credit_balance(&self, agent_key: Option<&str>) -> Result<CreditBalance> {
-        let agent = self.authenticate_agent(agent_key).await?;
-        let account = self.store().credit_account(&agent.agent.account_id).await?;
-        let now = to_millis(self.now());
+        let agent = self.identity.authenticate_agent(agent_key).await?;
+        let account = self.store.credit_account(&agent.agent.account_id).await?;
+        let now = to_millis(self.clock.now());
         let today = day_of(now);
         let (balance, reserved, used) = match account {
             Some(a) => (a.balance, a.reserved, a.free_used_on(today)),
@@ -80,14 +80,14 @@ impl Gateway {
             balance,
             reserved,
             free_requests_used_today: used,
-            free_requests_per_day: self.settings().credits.free_per_day,
+            free_requests_per_day: self.settings.credits.free_per_day,
             free_resets_at: rfc3339(from_millis(day_start(today + 1))),
         })
     }
 
     /// Who the key belongs to.
     pub async fn whoami(&self, agent_key: Option<&str>) -> Result<AgentIdentity> {
-        let agent = self.authenticate_agent(agent_key).await?;
+        let agent = self.identity.authenticate_agent(agent_key).await?;
         Ok(AgentIdentity {
             agent_id: agent.agent.id,
             agent_address: agent.agent.wallet_address,
@@ -108,7 +108,7 @@ fn family_name(family: ErrorFamily) -> String {
         .unwrap_or_default()
 }
 
-/// How often [`Gateway::wait_for_intent`] looks again without being woken.
+/// How often [`Intents::wait_for_intent`] looks again without being woken.
 const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Whether an intent, as SPEC shapes it, has ended ([`IntentStatus::is_ended`]): the one predicate

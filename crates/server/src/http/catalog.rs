@@ -139,6 +139,7 @@ pub async fn list_actions(
 ) -> Result<Json<Envelope<ActionList>>, ApiError> {
     let list = state
         .gateway
+        .identity()
         .list_actions(q.agent_api_key.as_deref())
         .await?;
     Ok(Json(Envelope::new(list)))

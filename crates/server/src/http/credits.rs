@@ -94,7 +94,9 @@ fn resource_of(headers: &HeaderMap, path: &str) -> String {
 pub async fn metadata(
     State(state): State<AppState>,
 ) -> Result<Json<Envelope<X402Metadata>>, ApiError> {
-    Ok(Json(Envelope::new(state.gateway.x402_metadata()?)))
+    Ok(Json(Envelope::new(
+        state.gateway.credits().x402_metadata()?,
+    )))
 }
 
 /// Buys a credit package (SPEC's four steps). Without payment headers: 402 with the challenge (and the
@@ -130,6 +132,7 @@ pub async fn buy(
 ) -> Result<Response, ApiError> {
     let answer = state
         .gateway
+        .credits()
         .buy_credits(&req, &proof(&headers), None)
         .await?;
     Ok(render(
@@ -168,6 +171,7 @@ pub async fn agent_buy(
     let key = super::intents::header_key(&headers).unwrap_or_default();
     let answer = state
         .gateway
+        .credits()
         .buy_credits(&req, &proof(&headers), Some(key))
         .await?;
     Ok(render(
@@ -191,7 +195,11 @@ pub async fn link_begin(
     ApiJson(req): ApiJson<WalletLinkBegin>,
 ) -> Result<Json<Envelope<WalletLinkChallenge>>, ApiError> {
     Ok(Json(Envelope::new(
-        state.gateway.begin_wallet_link(&owner, &req).await?,
+        state
+            .gateway
+            .credits()
+            .begin_wallet_link(&owner, &req)
+            .await?,
     )))
 }
 
@@ -216,6 +224,10 @@ pub async fn link(
     ApiJson(req): ApiJson<WalletLinkRequest>,
 ) -> Result<Json<Envelope<WalletLinked>>, ApiError> {
     Ok(Json(Envelope::new(
-        state.gateway.complete_wallet_link(&owner, &req).await?,
+        state
+            .gateway
+            .credits()
+            .complete_wallet_link(&owner, &req)
+            .await?,
     )))
 }

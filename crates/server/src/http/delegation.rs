@@ -9,8 +9,8 @@ use actiongate_api_types::delegation::{
 };
 use actiongate_api_types::delegation::{DelegationCheckQuery, DelegationHashQuery};
 use actiongate_api_types::{Envelope, ErrorBody, ErrorCode};
+use actiongate_core::AgentContext;
 use actiongate_core::error::Error;
-use actiongate_core::gateway::AgentContext;
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -47,6 +47,7 @@ async fn agent(
 ) -> Result<AgentContext, ApiError> {
     Ok(state
         .gateway
+        .identity()
         .authenticate_agent(key_of(headers, passed)?)
         .await?)
 }
@@ -73,7 +74,11 @@ pub async fn create(
 ) -> Result<Json<Envelope<DelegationCreated>>, ApiError> {
     let agent = agent(&state, &headers, req.agent_api_key.as_deref()).await?;
     Ok(Json(Envelope::new(
-        state.gateway.delegation_create(&agent, &req).await?,
+        state
+            .gateway
+            .delegations()
+            .delegation_create(&agent, &req)
+            .await?,
     )))
 }
 
@@ -98,7 +103,11 @@ pub async fn activate(
 ) -> Result<Json<Envelope<DelegationActivated>>, ApiError> {
     let agent = agent(&state, &headers, req.agent_api_key.as_deref()).await?;
     Ok(Json(Envelope::new(
-        state.gateway.delegation_activate(&agent, &req).await?,
+        state
+            .gateway
+            .delegations()
+            .delegation_activate(&agent, &req)
+            .await?,
     )))
 }
 
@@ -119,6 +128,7 @@ pub async fn check(
     Ok(Json(Envelope::new(
         state
             .gateway
+            .delegations()
             .delegation_check(&agent, q.chain_id, q.delegator.as_deref())
             .await?,
     )))
@@ -149,6 +159,7 @@ pub async fn verify(
     Ok(Json(Envelope::new(
         state
             .gateway
+            .delegations()
             .delegation_verify(&agent, &q.delegation_hash)
             .await?,
     )))
@@ -178,6 +189,7 @@ pub async fn inspect(
     Ok(Json(Envelope::new(
         state
             .gateway
+            .delegations()
             .delegation_inspect(&agent, &q.delegation_hash)
             .await?,
     )))
@@ -207,6 +219,7 @@ pub async fn balance(
     Ok(Json(Envelope::new(
         state
             .gateway
+            .delegations()
             .delegation_balance(&agent, &q.delegation_hash)
             .await?,
     )))
@@ -235,7 +248,11 @@ pub async fn revoke(
 ) -> Result<Json<Envelope<DelegationRevoke>>, ApiError> {
     let agent = agent(&state, &headers, req.agent_api_key.as_deref()).await?;
     Ok(Json(Envelope::new(
-        state.gateway.delegation_revoke(&agent, &req).await?,
+        state
+            .gateway
+            .delegations()
+            .delegation_revoke(&agent, &req)
+            .await?,
     )))
 }
 
@@ -267,6 +284,10 @@ pub async fn redeem(
         .unwrap_or_default()
         .to_owned();
     Ok(Json(Envelope::new(
-        state.gateway.delegation_redeem(&agent, &key, &req).await?,
+        state
+            .gateway
+            .delegations()
+            .delegation_redeem(&agent, &key, &req)
+            .await?,
     )))
 }

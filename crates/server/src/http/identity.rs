@@ -31,6 +31,7 @@ impl FromRequestParts<AppState> for Owner {
         Ok(Owner(
             state
                 .gateway
+                .identity()
                 .authenticate_owner(bearer(&parts.headers))
                 .await?,
         ))
@@ -54,7 +55,11 @@ pub async fn email_start(
     ApiJson(req): ApiJson<EmailStartRequest>,
 ) -> Answer<EmailStartResponse> {
     Ok(Json(Envelope::new(
-        state.gateway.start_email_onboarding(&req.email).await?,
+        state
+            .gateway
+            .identity()
+            .start_email_onboarding(&req.email)
+            .await?,
     )))
 }
 
@@ -77,7 +82,11 @@ pub async fn email_complete(
     ApiJson(req): ApiJson<EmailCompleteRequest>,
 ) -> Answer<EmailCompleteResponse> {
     Ok(Json(Envelope::new(
-        state.gateway.complete_email_onboarding(&req).await?,
+        state
+            .gateway
+            .identity()
+            .complete_email_onboarding(&req)
+            .await?,
     )))
 }
 
@@ -97,7 +106,7 @@ pub async fn list_agents(
     Owner(owner): Owner,
 ) -> Answer<AgentListResponse> {
     Ok(Json(Envelope::new(
-        state.gateway.list_agents(&owner).await?,
+        state.gateway.identity().list_agents(&owner).await?,
     )))
 }
 
@@ -119,7 +128,11 @@ pub async fn create_agent(
     OptionalJson(req): OptionalJson<CreateAgentRequest>,
 ) -> Answer<AgentKeyIssued> {
     Ok(Json(Envelope::new(
-        state.gateway.create_agent(&owner, req.name).await?,
+        state
+            .gateway
+            .identity()
+            .create_agent(&owner, req.name)
+            .await?,
     )))
 }
 
@@ -142,7 +155,11 @@ pub async fn rotate_key(
     Path(agent_id): Path<String>,
 ) -> Answer<AgentKeyIssued> {
     Ok(Json(Envelope::new(
-        state.gateway.rotate_agent_key(&owner, &agent_id).await?,
+        state
+            .gateway
+            .identity()
+            .rotate_agent_key(&owner, &agent_id)
+            .await?,
     )))
 }
 
@@ -165,7 +182,11 @@ pub async fn get_policy(
     Path(agent_id): Path<String>,
 ) -> Answer<PolicyView> {
     Ok(Json(Envelope::new(
-        state.gateway.get_policy(&owner, &agent_id).await?,
+        state
+            .gateway
+            .identity()
+            .get_policy(&owner, &agent_id)
+            .await?,
     )))
 }
 
@@ -191,7 +212,11 @@ pub async fn put_policy(
     ApiJson(req): ApiJson<PolicyRequest>,
 ) -> Answer<PolicyView> {
     Ok(Json(Envelope::new(
-        state.gateway.put_policy(&owner, &agent_id, &req).await?,
+        state
+            .gateway
+            .identity()
+            .put_policy(&owner, &agent_id, &req)
+            .await?,
     )))
 }
 
@@ -207,7 +232,7 @@ pub async fn sign_out(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> Answer<Health> {
-    state.gateway.sign_out(bearer(&headers)).await?;
+    state.gateway.identity().sign_out(bearer(&headers)).await?;
     Ok(Json(Envelope::new(Health {
         status: "signed out".into(),
     })))

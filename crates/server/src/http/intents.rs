@@ -48,7 +48,7 @@ pub async fn execute_intent(
     body: Result<ApiJson<ExecuteIntentRequest>, ApiError>,
 ) -> Result<Json<Intent>, ApiError> {
     let ApiJson(req) = body.map_err(ApiError::as_intent_rejection)?;
-    let intent = state.gateway.execute_intent(&req).await?;
+    let intent = state.gateway.intents().execute_intent(&req).await?;
     Ok(Json(intent))
 }
 
@@ -80,7 +80,13 @@ pub async fn intent_status(
     ApiQuery(q): ApiQuery<StatusQuery>,
 ) -> Result<Json<Intent>, ApiError> {
     let key = header_key(&headers).or(q.agent_api_key.as_deref());
-    Ok(Json(state.gateway.intent_status(key, &q.intent_id).await?))
+    Ok(Json(
+        state
+            .gateway
+            .intents()
+            .intent_status(key, &q.intent_id)
+            .await?,
+    ))
 }
 
 /// Runs the action from the agent's own execution wallet and answers once it has ended (bounded).
@@ -104,7 +110,7 @@ pub async fn execute_direct(
     body: Result<ApiJson<ExecuteIntentRequest>, ApiError>,
 ) -> Result<Json<Envelope<DirectExecution>>, ApiError> {
     let ApiJson(req) = body.map_err(ApiError::as_intent_rejection)?;
-    let done = state.gateway.execute_direct(&req).await?;
+    let done = state.gateway.intents().execute_direct(&req).await?;
     Ok(Json(Envelope::new(done)))
 }
 
@@ -131,7 +137,9 @@ pub async fn build_tx(
     body: Result<ApiJson<BuildTxRequest>, ApiError>,
 ) -> Result<Json<Envelope<BuildTxData>>, ApiError> {
     let ApiJson(req) = body.map_err(ApiError::as_intent_rejection)?;
-    Ok(Json(Envelope::new(state.gateway.build_tx(&req).await?)))
+    Ok(Json(Envelope::new(
+        state.gateway.intents().build_tx(&req).await?,
+    )))
 }
 
 /// The credit balance of the agent's account.
@@ -150,7 +158,11 @@ pub async fn credit_balance(
     headers: HeaderMap,
 ) -> Result<Json<Envelope<CreditBalance>>, ApiError> {
     Ok(Json(Envelope::new(
-        state.gateway.credit_balance(header_key(&headers)).await?,
+        state
+            .gateway
+            .intents()
+            .credit_balance(header_key(&headers))
+            .await?,
     )))
 }
 
@@ -173,7 +185,7 @@ pub async fn preflight(
         Lane::ExecuteIntent
     };
     Ok(Json(Envelope::new(
-        state.gateway.preflight(&req, lane).await?,
+        state.gateway.intents().preflight(&req, lane).await?,
     )))
 }
 
@@ -198,6 +210,6 @@ pub async fn whoami(
     headers: HeaderMap,
 ) -> Result<Json<Envelope<AgentIdentity>>, ApiError> {
     Ok(Json(Envelope::new(
-        state.gateway.whoami(header_key(&headers)).await?,
+        state.gateway.intents().whoami(header_key(&headers)).await?,
     )))
 }

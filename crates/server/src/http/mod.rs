@@ -37,7 +37,6 @@ use self::error::ApiError;
 pub struct AppState {
     pub gateway: Arc<Gateway>,
     pub catalog_bytes: Arc<CatalogBytes>,
-    pub personhood: Arc<actiongate_core::personhood::Personhood>,
     /// Where the MCP server keeps its sessions.
     pub mcp_sessions: Arc<dyn actiongate_core::store::McpSessionStore>,
 }
@@ -48,7 +47,6 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
     let mcp_service = crate::mcp::service(
         state.gateway.clone(),
-        state.personhood.clone(),
         state.mcp_sessions.clone(),
         mcp_allowed_hosts,
     );

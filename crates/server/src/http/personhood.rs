@@ -36,7 +36,8 @@ pub async fn org_begin(
     ApiJson(b): ApiJson<OrgBegin>,
 ) -> Answer<ProofBegun> {
     let data = s
-        .personhood
+        .gateway
+        .personhood()
         .begin_org(
             &principal(&owner),
             &b.org_id,
@@ -57,7 +58,8 @@ pub async fn org_complete(
     ApiJson(b): ApiJson<OrgComplete>,
 ) -> Answer<PersonhoodStatus> {
     Ok(Json(Envelope::new(
-        s.personhood
+        s.gateway
+            .personhood()
             .complete_org(&principal(&owner), &b.org_id, &b.proof)
             .await?,
     )))
@@ -73,14 +75,20 @@ pub async fn org_check(
     ApiQuery(q): ApiQuery<OrgCheck>,
 ) -> Answer<PersonhoodStatus> {
     Ok(Json(Envelope::new(
-        s.personhood
+        s.gateway
+            .personhood()
             .check_org(&principal(&owner), &q.org_id)
             .await?,
     )))
 }
 
 async fn owned_agent(s: &AppState, owner: &Owner, key: &str) -> Result<String, ApiError> {
-    Ok(s.gateway.owned_agent_by_key(&owner.0, key).await?.agent.id)
+    Ok(s.gateway
+        .identity()
+        .owned_agent_by_key(&owner.0, key)
+        .await?
+        .agent
+        .id)
 }
 
 /// Begins an agent's enrollment (action `delegate-agent:{agentId}`).
@@ -94,7 +102,8 @@ pub async fn agent_begin(
 ) -> Answer<ProofBegun> {
     let agent_id = owned_agent(&s, &owner, &b.agent_key).await?;
     let data = s
-        .personhood
+        .gateway
+        .personhood()
         .begin_agent(
             &principal(&owner),
             &agent_id,
@@ -115,7 +124,8 @@ pub async fn agent_complete(
 ) -> Answer<PersonhoodStatus> {
     let agent_id = owned_agent(&s, &owner, &b.agent_key).await?;
     Ok(Json(Envelope::new(
-        s.personhood
+        s.gateway
+            .personhood()
             .complete_agent(&principal(&owner), &agent_id, &b.proof)
             .await?,
     )))
@@ -138,7 +148,8 @@ pub async fn deposit_begin(
         idempotency_key: b.idempotency_key,
     };
     let data = s
-        .personhood
+        .gateway
+        .personhood()
         .begin_deposit(
             &principal(&owner),
             &b.org_id,
@@ -160,7 +171,8 @@ pub async fn deposit_complete(
     ApiJson(b): ApiJson<OrgComplete>,
 ) -> Answer<DepositReceipt> {
     Ok(Json(Envelope::new(
-        s.personhood
+        s.gateway
+            .personhood()
             .complete_deposit(&principal(&owner), &b.org_id, &b.proof)
             .await?,
     )))
@@ -176,7 +188,8 @@ pub async fn deposit_consume(
     ApiJson(b): ApiJson<DepositConsume>,
 ) -> Answer<DepositReceipt> {
     let data = s
-        .personhood
+        .gateway
+        .personhood()
         .consume_deposit(
             &principal(&owner),
             &b.org_id,
@@ -193,5 +206,5 @@ pub async fn deposit_consume(
 #[utoipa::path(get, path = "/api/v1/agent/delegation/personhood/rp", tag = "personhood",
     responses((status = 200, body = Envelope<RelyingParty>)))]
 pub async fn relying_party(State(s): State<AppState>) -> Json<Envelope<RelyingParty>> {
-    Json(Envelope::new(s.personhood.relying_party()))
+    Json(Envelope::new(s.gateway.personhood().relying_party()))
 }

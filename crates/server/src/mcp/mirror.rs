@@ -66,11 +66,13 @@ pub async fn call_tool(
     match spec.auth {
         Auth::Owner => state
             .gateway
+            .identity()
             .authenticate_owner(key.as_deref())
             .await
             .map(drop)?,
         Auth::Agent => state
             .gateway
+            .identity()
             .authenticate_agent(key.as_deref())
             .await
             .map(drop)?,
@@ -85,7 +87,7 @@ pub async fn call_tool(
             ))
         })?
     };
-    let result = GatewayMcp::new(state.gateway.clone(), state.personhood.clone())
+    let result = GatewayMcp::new(state.gateway.clone())
         .call(spec, args, key)
         .await;
     let status = match (result.is_error, &result.structured_content) {

@@ -21,8 +21,8 @@ use actiongate_api_types::identity::{EmailCompleteRequest, EmailStartRequest};
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
 use actiongate_api_types::personhood::{AgentBegin, AgentComplete, DepositBeginBody, OrgComplete};
 use actiongate_api_types::{Envelope, ErrorCode};
-use actiongate_core::gateway::AgentContext;
-use actiongate_core::personhood::{DepositBegin, Personhood, Principal};
+use actiongate_core::AgentContext;
+use actiongate_core::personhood::{DepositBegin, Principal};
 use actiongate_core::purchases::{BuyAnswer, PaymentProof};
 use actiongate_core::{Error, Gateway};
 use axum::body::Body;
@@ -87,7 +87,6 @@ impl SessionStore for DbSessionStore {
 /// The MCP service for the router.
 pub fn service(
     gateway: Arc<Gateway>,
-    personhood: Arc<Personhood>,
     sessions: Arc<dyn McpSessionStore>,
     allowed_hosts: Vec<String>,
 ) -> StreamableHttpService<GatewayMcp, LocalSessionManager> {
@@ -106,7 +105,6 @@ pub fn service(
         move || {
             Ok(GatewayMcp {
                 gateway: gateway.clone(),
-                personhood: personhood.clone(),
                 tools: tools.clone(),
             })
         },
@@ -119,7 +117,6 @@ pub fn service(
 #[derive(Clone)]
 pub struct GatewayMcp {
     gateway: Arc<Gateway>,
-    personhood: Arc<Personhood>,
     tools: Arc<Vec<Tool>>,
 }
 
@@ -151,10 +148,9 @@ fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Error> {
 }
 
 impl GatewayMcp {
-    pub fn new(gateway: Arc<Gateway>, personhood: Arc<Personhood>) -> Self {
+    pub fn new(gateway: Arc<Gateway>) -> Self {
         Self {
             gateway,
-            personhood,
             tools: Arc::new(tool_list()),
         }
     }
@@ -167,16 +163,20 @@ impl GatewayMcp {
         session: Option<&str>,
         args: &Map<String, Value>,
     ) -> Result<Value, Error> {
-        let owner = self.gateway.authenticate_owner(session).await?;
+        let owner = self.gateway.identity().authenticate_owner(session).await?;
         let who = Principal {
             account_id: owner.account_id.clone(),
         };
         let agent = |key: String| async move {
-            let agent = self.gateway.owned_agent_by_key(&owner, &key).await?;
+            let agent = self
+                .gateway
+                .identity()
+                .owned_agent_by_key(&owner, &key)
+                .await?;
             Ok::<String, Error>(agent.agent.id)
         };
         let chain = |c: Option<u64>| c.unwrap_or(actiongate_core::chains::DEFAULT_CHAIN_ID);
-        let p = &self.personhood;
+        let p = self.gateway.personhood();
         match name {
             ToolName::DelegationPersonhoodBegin => {
                 let b: AgentBegin = parse(Value::Object(args.clone()))?;
@@ -270,11 +270,11 @@ impl GatewayMcp {
                     .map(str::to_owned);
                 enveloped(provider_actions(g, provider.as_deref()))
             }
-            ToolName::GetAgentActions => enveloped(g.list_actions(Some(&key)).await),
+            ToolName::GetAgentActions => enveloped(g.identity().list_actions(Some(&key)).await),
             ToolName::ExecuteIntent => {
                 args.insert("agentApiKey".into(), Value::String(key));
                 match parse::<ExecuteIntentRequest>(Value::Object(args)) {
-                    Ok(req) => answer(g.execute_intent(&req).await),
+                    Ok(req) => answer(g.intents().execute_intent(&req).await),
                     Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }
@@ -288,7 +288,7 @@ impl GatewayMcp {
             ToolName::WalletExecute => {
                 args.insert("agentApiKey".into(), Value::String(key));
                 match parse::<ExecuteIntentRequest>(Value::Object(args)) {
-                    Ok(req) => answer(g.execute_direct(&req).await.map(Envelope::new)),
+                    Ok(req) => answer(g.intents().execute_direct(&req).await.map(Envelope::new)),
                     Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }
@@ -305,7 +305,7 @@ impl GatewayMcp {
                         .and_then(|v| v.as_str().map(str::to_owned)),
                 };
                 match parse::<BuyCreditsRequest>(Value::Object(args)) {
-                    Ok(req) => match g.buy_credits(&req, &proof, Some(&key)).await {
+                    Ok(req) => match g.credits().buy_credits(&req, &proof, Some(&key)).await {
                         Ok(BuyAnswer::Paid { purchase, .. }) => structured(&purchase),
                         Ok(BuyAnswer::Challenge {
                             body,
@@ -327,7 +327,7 @@ impl GatewayMcp {
             ToolName::BuildTx => {
                 args.insert("agentApiKey".into(), Value::String(key));
                 match parse::<BuildTxRequest>(Value::Object(args)) {
-                    Ok(req) => answer(g.build_tx(&req).await.map(Envelope::new)),
+                    Ok(req) => answer(g.intents().build_tx(&req).await.map(Envelope::new)),
                     Err(e) => answer::<Intent>(Err(e.intent_rejection())),
                 }
             }
@@ -337,23 +337,24 @@ impl GatewayMcp {
             | ToolName::DelegationInspect
             | ToolName::DelegationBalance
             | ToolName::DelegationRevoke
-            | ToolName::DelegationRedeem => match g.authenticate_agent(Some(&key)).await {
+            | ToolName::DelegationRedeem => match g.identity().authenticate_agent(Some(&key)).await
+            {
                 Ok(agent) => delegation_tool(g, spec.tool, &agent, &key, args).await,
                 Err(e) => refusal(&e),
             },
             ToolName::GetIntentStatus => match args.get("intentId").and_then(Value::as_str) {
-                Some(id) => answer(g.intent_status(Some(&key), id).await),
+                Some(id) => answer(g.intents().intent_status(Some(&key), id).await),
                 None => refusal(&Error::invalid("intentId is required")),
             },
-            ToolName::GetCreditsBalance => enveloped(g.credit_balance(Some(&key)).await),
+            ToolName::GetCreditsBalance => enveloped(g.intents().credit_balance(Some(&key)).await),
             ToolName::StartEmailOnboarding => match parse::<EmailStartRequest>(Value::Object(args))
             {
-                Ok(req) => enveloped(g.start_email_onboarding(&req.email).await),
+                Ok(req) => enveloped(g.identity().start_email_onboarding(&req.email).await),
                 Err(e) => refusal(&e),
             },
             ToolName::CompleteEmailOnboarding => {
                 match parse::<EmailCompleteRequest>(Value::Object(args)) {
-                    Ok(req) => enveloped(g.complete_email_onboarding(&req).await),
+                    Ok(req) => enveloped(g.identity().complete_email_onboarding(&req).await),
                     Err(e) => refusal(&e),
                 }
             }
@@ -413,29 +414,39 @@ async fn delegation_tool(
         };
         Ok::<_, Error>(match name {
             ToolName::DelegationCreate => enveloped(
-                g.delegation_create(agent, &parse::<DelegationCreateRequest>(body)?)
+                g.delegations()
+                    .delegation_create(agent, &parse::<DelegationCreateRequest>(body)?)
                     .await,
             ),
             ToolName::DelegationActivate => enveloped(
-                g.delegation_activate(agent, &parse::<DelegationActivateRequest>(body)?)
+                g.delegations()
+                    .delegation_activate(agent, &parse::<DelegationActivateRequest>(body)?)
                     .await,
             ),
             ToolName::DelegationRedeem => enveloped(
-                g.delegation_redeem(agent, key, &parse::<DelegationRedeemRequest>(body)?)
+                g.delegations()
+                    .delegation_redeem(agent, key, &parse::<DelegationRedeemRequest>(body)?)
                     .await,
             ),
             ToolName::DelegationRevoke => enveloped(
-                g.delegation_revoke(agent, &parse::<DelegationRevokeRequest>(body)?)
+                g.delegations()
+                    .delegation_revoke(agent, &parse::<DelegationRevokeRequest>(body)?)
                     .await,
             ),
             ToolName::DelegationStatus if verify => {
-                enveloped(g.delegation_verify(agent, &hash()?).await)
+                enveloped(g.delegations().delegation_verify(agent, &hash()?).await)
             }
-            ToolName::DelegationStatus => {
-                enveloped(g.delegation_check(agent, chain, delegator.as_deref()).await)
+            ToolName::DelegationStatus => enveloped(
+                g.delegations()
+                    .delegation_check(agent, chain, delegator.as_deref())
+                    .await,
+            ),
+            ToolName::DelegationInspect => {
+                enveloped(g.delegations().delegation_inspect(agent, &hash()?).await)
             }
-            ToolName::DelegationInspect => enveloped(g.delegation_inspect(agent, &hash()?).await),
-            ToolName::DelegationBalance => enveloped(g.delegation_balance(agent, &hash()?).await),
+            ToolName::DelegationBalance => {
+                enveloped(g.delegations().delegation_balance(agent, &hash()?).await)
+            }
             other => refusal(&Error::internal(format!(
                 "{} is not a delegation tool",
                 other.name()
@@ -447,8 +458,9 @@ async fn delegation_tool(
 
 /// Submits an intent and waits (bounded) for it to end; answers the intent as it then stands.
 async fn run_and_wait(g: &Gateway, req: &ExecuteIntentRequest, key: &str) -> Result<Intent, Error> {
-    let submitted = g.execute_intent(req).await?;
-    g.wait_for_intent(Some(key), &submitted.intent_id, Duration::from_secs(30))
+    let submitted = g.intents().execute_intent(req).await?;
+    g.intents()
+        .wait_for_intent(Some(key), &submitted.intent_id, Duration::from_secs(30))
         .await
 }
 
@@ -520,8 +532,18 @@ pub async fn require_agent_key(
     if needs != Auth::Open {
         let key = bearer(&parts.headers);
         let checked = match needs {
-            Auth::Owner => state.gateway.authenticate_owner(key).await.map(|_| ()),
-            _ => state.gateway.authenticate_agent(key).await.map(|_| ()),
+            Auth::Owner => state
+                .gateway
+                .identity()
+                .authenticate_owner(key)
+                .await
+                .map(|_| ()),
+            _ => state
+                .gateway
+                .identity()
+                .authenticate_agent(key)
+                .await
+                .map(|_| ()),
         };
         if let Err(e) = checked {
             let message_text = if key.is_none() {

@@ -1082,6 +1082,7 @@ async fn a_read_accepted_after_its_caller_left_still_runs(backend: Backend) {
     let gateway = app.gateway.clone();
     let caller = tokio::spawn(async move {
         gateway
+            .intents()
             .submit(&request, actiongate_core::catalog::Lane::ExecuteIntent)
             .await
             .map(drop)

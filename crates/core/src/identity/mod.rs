@@ -1,4 +1,9 @@
-//! Identity: e-mail onboarding, agent keys and the cache of agents by key, owner sessions, agents.
+//! Identity: e-mail onboarding, agent keys and the cache of agents by key, owner sessions, agents,
+//! and their policies ([`policy`]). Every other capability authenticates through [`Identity`].
+
+mod policy;
+
+use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::identity::{
@@ -7,21 +12,157 @@ use actiongate_api_types::identity::{
 };
 use zeroize::Zeroizing;
 
-use crate::AgentContext;
-use crate::Gateway;
-use crate::OwnerContext;
+use crate::catalog::Catalog;
+use crate::clock::Clock;
 use crate::clock::{from_millis, rfc3339, to_millis};
+use crate::crypto::Keyring;
 use crate::crypto::{self, AGENT_KEY_PREFIX, OWNER_SESSION_PREFIX, SecretHash};
 use crate::error::{Error, Result};
-use crate::gateway::{
-    AgentBasis, HASH_AGENT_KEY, HASH_EMAIL_CODE, HASH_SESSION, RESEND_COOLDOWN_MS,
-};
-use crate::mail::OutgoingMail;
+use crate::identity::policy::canonical_names;
+use crate::mail::{Mailer, OutgoingMail};
+use crate::money::usd_to_micros;
+use crate::settings::Settings;
+use crate::store::Store;
 use crate::store::{
     AgentRecord, EmailChallenge, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord,
 };
 
-impl Gateway {
+const HASH_AGENT_KEY: &str = "agent-key";
+const HASH_SESSION: &str = "owner-session";
+const HASH_EMAIL_CODE: &str = "email-code";
+/// How soon a new code may replace a live one.
+const RESEND_COOLDOWN_MS: i64 = 30_000;
+
+/// An authenticated agent.
+#[derive(Debug, Clone)]
+pub struct AgentContext {
+    pub agent: AgentRecord,
+}
+
+/// An authenticated owner.
+#[derive(Debug, Clone)]
+pub struct OwnerContext {
+    pub account_id: String,
+}
+
+/// An agent and its stored policy as read for a submit, with the hash of the key that found them.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentBasis {
+    pub agent: AgentContext,
+    pub policy: Option<PolicyRecord>,
+    pub key_hash: SecretHash,
+}
+
+/// Agents with their stored policies by key hash, so that a submit need not read them. An entry is
+/// trusted only for an acceptance, which the accepting transaction confirms against the database
+/// (`AcceptOutcome::Stale` otherwise); a refusal is always decided again on a fresh read. Entries
+/// live [`AGENT_CACHE_TTL`]; the map is emptied when it holds [`AGENT_CACHE_MAX`].
+#[derive(Default)]
+struct AgentCache {
+    entries:
+        std::sync::Mutex<std::collections::HashMap<SecretHash, (std::time::Instant, AgentBasis)>>,
+}
+
+const AGENT_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+const AGENT_CACHE_MAX: usize = 10_000;
+
+impl AgentCache {
+    fn get(&self, hash: &SecretHash) -> Option<AgentBasis> {
+        let entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries
+            .get(hash)
+            .filter(|(at, _)| at.elapsed() < AGENT_CACHE_TTL)
+            .map(|(_, b)| b.clone())
+    }
+
+    fn put(&self, basis: &AgentBasis) {
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if entries.len() >= AGENT_CACHE_MAX {
+            entries.clear();
+        }
+        entries.insert(
+            basis.key_hash.clone(),
+            (std::time::Instant::now(), basis.clone()),
+        );
+    }
+
+    fn forget(&self, hash: &SecretHash) {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(hash);
+    }
+
+    fn forget_agent(&self, agent_id: &str) {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|_, (_, b)| b.agent.agent.id != agent_id);
+    }
+}
+
+/// Identity: who an agent key or an owner session belongs to, onboarding, agents and policies.
+pub struct Identity {
+    store: Arc<dyn Store>,
+    mailer: Arc<dyn Mailer>,
+    clock: Arc<dyn Clock>,
+    catalog: Arc<Catalog>,
+    keys: Keyring,
+    settings: Arc<Settings>,
+    /// The default policy resolved against the catalog once.
+    default_allowed: Vec<String>,
+    default_daily_micros: i64,
+    default_per_action_micros: Option<i64>,
+    agents: AgentCache,
+}
+
+impl Identity {
+    /// Fails when the default policy names actions the catalog does not have.
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        mailer: Arc<dyn Mailer>,
+        clock: Arc<dyn Clock>,
+        catalog: Arc<Catalog>,
+        keys: Keyring,
+        settings: Arc<Settings>,
+    ) -> Result<Self> {
+        let default_allowed = match &settings.default_policy.allowed_actions {
+            Some(names) => canonical_names(&catalog, names)?,
+            None => catalog
+                .actions()
+                .filter(|a| a.is_read() && a.entry.enabled)
+                .map(|a| a.name().to_owned())
+                .collect(),
+        };
+        let default_daily_micros = usd_to_micros(
+            "policy.default.dailyLimitUsd",
+            settings.default_policy.daily_limit_usd,
+        )?;
+        let default_per_action_micros = settings
+            .default_policy
+            .max_amount_usd_per_action
+            .map(|v| usd_to_micros("policy.default.maxAmountUsdPerAction", v))
+            .transpose()?;
+        Ok(Self {
+            store,
+            mailer,
+            clock,
+            catalog,
+            keys,
+            settings,
+            default_allowed,
+            default_daily_micros,
+            default_per_action_micros,
+            agents: AgentCache::default(),
+        })
+    }
+
     // ------------------------------------------------------------------ onboarding
 
     /// Sends a 6-digit code to the address; replaces any earlier code for it.
@@ -187,7 +328,7 @@ impl Gateway {
             .map(|(agent, _)| agent)
     }
 
-    /// [`Gateway::authenticate_agent`] with the agent's stored policy (none: the default applies),
+    /// [`Identity::authenticate_agent`] with the agent's stored policy (none: the default applies),
     /// in one read.
     pub async fn authenticate_agent_with_policy(
         &self,
@@ -210,7 +351,7 @@ impl Gateway {
         Ok(self.keys.hash_secret(HASH_AGENT_KEY, key))
     }
 
-    /// The agent and policy of a key, read from the database (and cached for [`Gateway::cached_agent_basis`]).
+    /// The agent and policy of a key, read from the database (and cached for [`Identity::cached_agent_basis`]).
     pub(crate) async fn read_agent_basis(&self, key: Option<&str>) -> Result<AgentBasis> {
         let key_hash = self.agent_key_hash(key)?;
         match self.store.find_agent_and_policy(&key_hash).await? {
@@ -359,11 +500,7 @@ impl Gateway {
         Ok(agent)
     }
 
-    pub(super) async fn owned_agent(
-        &self,
-        owner: &OwnerContext,
-        agent_id: &str,
-    ) -> Result<AgentRecord> {
+    async fn owned_agent(&self, owner: &OwnerContext, agent_id: &str) -> Result<AgentRecord> {
         match self.store.get_agent(agent_id).await? {
             Some(a) if a.account_id == owner.account_id => Ok(a),
             _ => Err(Error::not_found(format!(
@@ -400,21 +537,21 @@ impl Gateway {
     }
 }
 
-pub(super) fn code_expired() -> Error {
+fn code_expired() -> Error {
     Error::new(
         ErrorCode::CodeExpired,
         "No valid code is pending for this e-mail: it expired or was used. Start onboarding again.",
     )
 }
 
-pub(super) fn too_many_attempts() -> Error {
+fn too_many_attempts() -> Error {
     Error::new(
         ErrorCode::TooManyAttempts,
         "Too many wrong codes: this code no longer works. Start onboarding again for a new one.",
     )
 }
 
-pub(super) fn bootstrap(agent: &AgentRecord, key: Zeroizing<String>) -> AgentBootstrap {
+fn bootstrap(agent: &AgentRecord, key: Zeroizing<String>) -> AgentBootstrap {
     AgentBootstrap {
         agent_api_key: key.to_string(),
         agent_id: agent.id.clone(),
@@ -422,7 +559,7 @@ pub(super) fn bootstrap(agent: &AgentRecord, key: Zeroizing<String>) -> AgentBoo
     }
 }
 
-pub(super) fn agent_view(a: &AgentRecord) -> AgentView {
+fn agent_view(a: &AgentRecord) -> AgentView {
     AgentView {
         agent_id: a.id.clone(),
         agent_address: a.wallet_address.clone(),
@@ -433,7 +570,7 @@ pub(super) fn agent_view(a: &AgentRecord) -> AgentView {
 }
 
 /// Lowercases and checks the shape of an e-mail address.
-pub(super) fn normalise_email(email: &str) -> Result<String> {
+fn normalise_email(email: &str) -> Result<String> {
     let email = email.trim().to_lowercase();
     let bad = || Error::invalid("email must be an e-mail address such as name@example.com");
     if email.len() > 254 || email.chars().any(|c| c.is_whitespace() || c.is_control()) {

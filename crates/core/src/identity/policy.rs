@@ -5,15 +5,14 @@ use actiongate_api_types::ErrorCode;
 use actiongate_api_types::catalog::ActionList;
 use actiongate_api_types::identity::{PolicyRequest, PolicyView};
 
-use crate::Gateway;
-use crate::OwnerContext;
+use super::{Identity, OwnerContext};
 use crate::catalog::Catalog;
 use crate::clock::{from_millis, rfc3339, to_millis};
 use crate::error::{Error, Result};
 use crate::money::{micros_to_usd, usd_to_micros};
 use crate::store::PolicyRecord;
 
-impl Gateway {
+impl Identity {
     /// The policy of an agent that has none stored: the server's `[policy.default]`.
     pub(crate) fn default_policy(&self, agent_id: &str, now: time::OffsetDateTime) -> PolicyRecord {
         PolicyRecord {

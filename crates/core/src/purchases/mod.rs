@@ -1,9 +1,13 @@
+//! Credits: buying them with x402 and linking the wallets that pay ([`wallets`], EIP-4361).
+//!
 //! Buying credits with x402 (SPEC "Credits", the four steps): a request without payment headers is
 //! answered 402 with a challenge whose invoice is persisted with an expiry; the retry names the
 //! invoice and the transaction that paid it, which is verified onchain (through the
 //! [`PaymentVerifier`] port) before the credits are added in the transaction that marks the invoice
 //! paid and the hash used. A payment not yet mined (or short of confirmations) is answered with the
 //! same challenge again and a Retry-After, never with an error that loses it.
+
+mod wallets;
 
 use std::sync::Arc;
 
@@ -13,11 +17,13 @@ use actiongate_api_types::credits::{
     X402Challenge, X402Metadata,
 };
 
+use crate::clock::Clock;
 use crate::clock::to_millis;
 use crate::crypto::to_checksum;
 use crate::error::{Error, Result};
-use crate::gateway::Gateway;
-use crate::store::{InvoiceRecord, SettleOutcome};
+use crate::identity::Identity;
+use crate::settings::Settings;
+use crate::store::{InvoiceRecord, SettleOutcome, Store};
 
 pub use crate::payments::{
     Authorization, AuthorizationSettler, AuthorizationTerms, ExpectedTransfer, Package,
@@ -75,18 +81,58 @@ pub fn checksum_address(field: &str, text: &str) -> Result<String> {
     }
 }
 
-fn network_name(g: &Gateway, chain_id: u64) -> String {
-    g.settings()
+fn network_name(settings: &Settings, chain_id: u64) -> String {
+    settings
         .chains
         .get(chain_id)
         .map(|c| c.name.clone())
         .unwrap_or_else(|| format!("eip155:{chain_id}"))
 }
 
-impl Gateway {
+/// Credits: buying them with x402 and linking the wallets that pay for an account.
+pub struct Credits {
+    identity: Arc<Identity>,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    settings: Arc<Settings>,
+    /// Checks credit payments onchain; credit purchases are off without it.
+    payments: Option<Arc<dyn PaymentVerifier>>,
+    /// Settles x402 EIP-3009 authorizations; the standard x402 scheme is off without it.
+    settler: Option<Arc<dyn AuthorizationSettler>>,
+}
+
+impl Credits {
+    pub(crate) fn new(
+        identity: Arc<Identity>,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        settings: Arc<Settings>,
+        payments: Option<Arc<dyn PaymentVerifier>>,
+        settler: Option<Arc<dyn AuthorizationSettler>>,
+    ) -> Self {
+        Self {
+            identity,
+            store,
+            clock,
+            settings,
+            payments,
+            settler,
+        }
+    }
+
+    /// The onchain payment checks, when the payment chain has an RPC URL.
+    pub fn payments(&self) -> Option<&Arc<dyn PaymentVerifier>> {
+        self.payments.as_ref()
+    }
+
+    /// The x402 settlement of EIP-3009 authorizations, when configured.
+    pub fn settler(&self) -> Option<&Arc<dyn AuthorizationSettler>> {
+        self.settler.as_ref()
+    }
+
     /// The x402 v2 payment requirements of an invoice ("exact" on EVM with EIP-3009).
     fn requirements(&self, invoice: &InvoiceRecord) -> serde_json::Value {
-        let p = &self.settings().purchase;
+        let p = &self.settings.purchase;
         serde_json::json!([{
             "scheme": "exact",
             "network": format!("eip155:{}", invoice.chain_id),
@@ -127,7 +173,7 @@ impl Gateway {
             )
         };
         let invoice = self
-            .store()
+            .store
             .get_invoice(invoice_id)
             .await?
             .ok_or_else(not_found)?;
@@ -147,12 +193,8 @@ impl Gateway {
             ));
         }
         let settlement_key = format!("x402:{}", invoice.id);
-        let settling = !self
-            .store()
-            .execution_txs(&settlement_key)
-            .await?
-            .is_empty();
-        if to_millis(self.now()) > invoice.expires_at && !settling {
+        let settling = !self.store.execution_txs(&settlement_key).await?.is_empty();
+        if to_millis(self.clock.now()) > invoice.expires_at && !settling {
             return Err(Error::new(
                 ErrorCode::InvoiceExpired,
                 format!("Invoice {invoice_id} expired; ask for a new challenge."),
@@ -192,7 +234,8 @@ impl Gateway {
             ));
         }
         let settler = self
-            .settler()
+            .settler
+            .as_ref()
             .ok_or_else(|| {
                 Error::new(
                     ErrorCode::NotAvailable,
@@ -200,7 +243,7 @@ impl Gateway {
                 )
             })?
             .clone();
-        let p = &self.settings().purchase;
+        let p = &self.settings.purchase;
         let (token_name, token_version, signature) = (
             p.token_name.clone(),
             p.token_version.clone(),
@@ -230,7 +273,7 @@ impl Gateway {
     fn purchase_terms(
         &self,
     ) -> Result<(&PurchaseSettings, String, String, &Arc<dyn PaymentVerifier>)> {
-        let p = &self.settings().purchase;
+        let p = &self.settings.purchase;
         let off = |why: &str| {
             Error::new(
                 ErrorCode::NotAvailable,
@@ -242,14 +285,15 @@ impl Gateway {
             .clone()
             .ok_or_else(|| off("no recipient address"))?;
         let token = self
-            .settings()
+            .settings
             .chains
             .get(p.chain_id)
             .and_then(|c| c.tokens.get(&p.token.to_ascii_uppercase()))
             .map(|t| t.address.clone())
             .ok_or_else(|| off("the stablecoin is not in the chain's token list"))?;
         let verifier = self
-            .payments()
+            .payments
+            .as_ref()
             .ok_or_else(|| off("the payment chain has no RPC URL"))?;
         Ok((p, recipient, token, verifier))
     }
@@ -274,11 +318,11 @@ impl Gateway {
                 symbol: p.token.clone(),
                 decimals: STABLECOIN_DECIMALS,
             },
-            network: network_name(self, p.chain_id),
+            network: network_name(&self.settings, p.chain_id),
             chain_id: p.chain_id,
             confirmations: p.confirmations,
             invoice_ttl_seconds: p.invoice_ttl.whole_seconds().unsigned_abs(),
-            settlement_address: self.settler().map(|s| s.address()),
+            settlement_address: self.settler.as_ref().map(|s| s.address()),
         })
     }
 
@@ -292,7 +336,7 @@ impl Gateway {
     ) -> Result<BuyAnswer> {
         let (p, recipient, token, verifier) = self.purchase_terms()?;
         let agent = match agent_key {
-            Some(k) => Some(self.authenticate_agent(Some(k)).await?),
+            Some(k) => Some(self.identity.authenticate_agent(Some(k)).await?),
             None => None,
         };
         let package = p
@@ -319,7 +363,7 @@ impl Gateway {
         // wallet linked with EIP-4361): nobody claims another wallet's payment for their account.
         if let Some(a) = &agent {
             let own = checksum_address("agent wallet", &a.agent.wallet_address)? == payer
-                || self.store().linked_account(&payer).await?.as_deref()
+                || self.store.linked_account(&payer).await?.as_deref()
                     == Some(a.agent.account_id.as_str());
             if !own {
                 return Err(Error::new(
@@ -330,14 +374,14 @@ impl Gateway {
                 ));
             }
         }
-        let now = self.now();
+        let now = self.clock.now();
         let challenge = |invoice: &InvoiceRecord| ChallengeBody {
             x402_challenge: X402Challenge {
                 invoice_id: invoice.id.clone(),
                 amount: price_text(invoice.amount_atomic),
                 recipient: invoice.recipient.clone(),
                 currency: p.token.clone(),
-                network: network_name(self, invoice.chain_id),
+                network: network_name(&self.settings, invoice.chain_id),
             },
         };
         if let Some(header) = &proof.payment_signature {
@@ -381,7 +425,7 @@ impl Gateway {
                     paid_at: None,
                     tx_hash: None,
                 };
-                self.store().create_invoice(&invoice).await?;
+                self.store.create_invoice(&invoice).await?;
                 tracing::info!(
                     invoice_id = invoice.id,
                     sku = invoice.sku,
@@ -415,7 +459,7 @@ impl Gateway {
             )
         };
         let invoice = self
-            .store()
+            .store
             .get_invoice(&invoice_id)
             .await?
             .ok_or_else(not_found)?;
@@ -472,7 +516,7 @@ impl Gateway {
                 // Block times have whole seconds: a payment in the invoice's second is after it.
                 if paid_at + 1000 <= invoice.created_at {
                     if self
-                        .store()
+                        .store
                         .paid_invoice_of(&receipt)
                         .await?
                         .is_some_and(|other| other != invoice.id)
@@ -514,8 +558,8 @@ impl Gateway {
     ) -> Result<CreditPurchase> {
         let invoice_id = &invoice.id;
         let (account, balance, new) = match self
-            .store()
-            .settle_invoice(invoice_id, tx_hash, to_millis(self.now()))
+            .store
+            .settle_invoice(invoice_id, tx_hash, to_millis(self.clock.now()))
             .await?
         {
             SettleOutcome::Credited { account, balance } => (account, balance, true),
