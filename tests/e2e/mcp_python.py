@@ -152,9 +152,18 @@ async def main():
                       f"parity of {name} {arguments}: MCP {result.structured_content} vs REST {response.json()}")
                 check(bool(result.is_error) == (response.status_code >= 400), f"parity of the refusal flag of {name}")
             summary["parity"] = len(pairs)
+            # Venue readiness: the same answer but for the instant it was read.
+            for venue in ("uniswap-v2", "no-such-venue"):
+                result = await agent.call_tool("getVenueReadiness", {"venue": venue, "lane": "execute"})
+                response = await rest.get("/api/v1/agent/venues/readiness", headers=h,
+                                          params={"venue": venue, "lane": "execute"})
+                ours, theirs = result.structured_content, response.json()
+                for body in (ours, theirs):
+                    (body.get("data") or {}).pop("checkedAt", None)
+                check(ours == theirs, f"parity of getVenueReadiness {venue}: MCP {ours} vs REST {theirs}")
+                check(bool(result.is_error) == (response.status_code >= 400), "parity of the refusal flag")
+            summary["venue"] = theirs.get("code")
 
-        pending = await agent.call_tool("getVenueReadiness", {})
-        check(pending.is_error and pending.structured_content["code"] == "NOT_AVAILABLE", "unlanded tools say so")
 
         balance = await agent.call_tool("getCreditsBalance", {})
         check(not balance.is_error and balance.structured_content["data"]["freeRequestsUsedToday"] == 1, "one free read")

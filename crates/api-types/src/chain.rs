@@ -45,6 +45,22 @@ pub struct UnsignedTransaction {
     pub description: String,
 }
 
+impl UnsignedTransaction {
+    /// A call without value for a wallet to sign, its gas, fees and nonce left to the wallet.
+    pub fn call(to: String, data: String, description: String) -> Self {
+        Self {
+            to,
+            data,
+            value: "0x0".into(),
+            gas: None,
+            max_fee_per_gas: None,
+            max_priority_fee_per_gas: None,
+            nonce: None,
+            description,
+        }
+    }
+}
+
 /// `data` of `POST /api/v1/agent/build-tx`: an ordered list (an approval the action needs comes first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

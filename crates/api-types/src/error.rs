@@ -119,7 +119,8 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
-/// Every error body: `{"success": false, "error", "code", "message"}`.
+/// Every error body: `{"success": false, "error", "code", "message"}`, and `detail` on the refusals
+/// that carry what a client acts on (`VENUE_NOT_READY`: `{venue, chainId, lane, blockingReasons}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     /// Always `false`.
@@ -130,6 +131,10 @@ pub struct ErrorBody {
     pub code: ErrorCode,
     /// A sentence for a person.
     pub message: String,
+    /// What a client acts on, for the codes that have it; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub detail: Option<serde_json::Value>,
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub mod error;
 pub mod identity;
 pub mod intents;
 pub mod personhood;
+pub mod venues;
 
 pub use error::{ErrorBody, ErrorCode, ErrorFamily};
 

@@ -79,12 +79,18 @@ sol! {
         function getRoundData(uint80 roundId) external view returns (uint80 roundId, int256 answer, uint256 startedAt, uint256 updatedAt, uint80 answeredInRound);
     }
 
+    /// A token or contract that can be paused (OpenZeppelin `Pausable`, Circle's FiatToken).
+    interface IPausable {
+        function paused() external view returns (bool);
+    }
+
     /// ERC-4626 tokenized vault.
     interface IERC4626 {
         function asset() external view returns (address);
         function balanceOf(address owner) external view returns (uint256);
         function convertToAssets(uint256 shares) external view returns (uint256);
         function maxWithdraw(address owner) external view returns (uint256);
+        function maxDeposit(address receiver) external view returns (uint256);
         function deposit(uint256 assets, address receiver) external returns (uint256 shares);
         function withdraw(uint256 assets, address receiver, address owner) external returns (uint256 shares);
         function redeem(uint256 shares, address receiver, address owner) external returns (uint256 assets);

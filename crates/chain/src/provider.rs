@@ -8,11 +8,14 @@ use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::chain::{BuildTxData, UnsignedTransaction};
+use actiongate_api_types::venues::BlockingReason;
 use actiongate_core::catalog::Lane;
 use actiongate_core::clock::Clock;
 use actiongate_core::crypto::Keyring;
 use actiongate_core::error::Error;
-use actiongate_core::execution::{ExecutionContext, ExecutionOutcome, Provider, Reconciled};
+use actiongate_core::execution::{
+    ExecutionContext, ExecutionOutcome, Provider, Reconciled, VenueCheck,
+};
 use actiongate_core::prices::Prices;
 use actiongate_core::store::Store;
 use alloy::primitives::{Address, B256};
@@ -21,7 +24,7 @@ use async_trait::async_trait;
 
 use crate::client::{ChainClient, ChainClients};
 use crate::delegation::{Framework, Parsed, is_disabled, redeem_call};
-use crate::plan::{Plan, READS, WRITES, plan, read, runs_on};
+use crate::plan::{Plan, READS, WRITES, plan, read, readiness, runs_on};
 use crate::sender::{AfterSend, WalletSender, fees, outcome_of, pending_nonce, quantity, simulate};
 
 /// The EVM provider.
@@ -200,6 +203,14 @@ impl Provider for EvmProvider {
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
         self.run(ctx).await.unwrap_or_else(outcome_of)
+    }
+
+    async fn readiness(&self, check: &VenueCheck<'_>) -> Result<Vec<BlockingReason>, Error> {
+        // A chain without a client is the core's CHAIN_NOT_CONFIGURED (the action's chains).
+        match self.clients.get(check.chain_id) {
+            Some(client) => readiness(client, check).await,
+            None => Ok(Vec::new()),
+        }
     }
 
     async fn reconcile(&self, ctx: &ExecutionContext) -> Reconciled {

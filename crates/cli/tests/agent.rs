@@ -1,166 +1,14 @@
 //! The agent CLI, the real binary against a real gateway (the same binary) with a real SMTP sink.
 #![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+mod common;
 
-use actiongate_testkit::SmtpSink;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_actiongate");
-
-struct Gateway {
-    child: Child,
-    url: String,
-    log: Arc<Mutex<String>>,
-    smtp: SmtpSink,
-    home: tempfile::TempDir,
-    _dir: tempfile::TempDir,
-}
-
-impl Gateway {
-    fn start() -> Self {
-        Self::start_with_verifier(None)
-    }
-
-    fn start_with_verifier(verify_url: Option<&str>) -> Self {
-        let personhood = verify_url
-            .map(|u| format!("[personhood]\nverify-url = \"{u}\"\nrp-id = \"rp_cli\"\n"))
-            .unwrap_or_default();
-        Self::start_with_config(&personhood)
-    }
-
-    /// A gateway with this config file.
-    fn start_with_config(text: &str) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let smtp = SmtpSink::start(dir.path());
-        let config = dir.path().join("gateway.toml");
-        std::fs::write(&config, text).expect("write");
-        let config = config.display().to_string();
-        let mut child = Command::new(BIN)
-            .args([
-                "server",
-                "--dev",
-                "--listen",
-                "127.0.0.1:0",
-                "--smtp-url",
-                &smtp.url(),
-                "--config",
-                &config,
-            ])
-            .current_dir(dir.path())
-            .env("ACTIONGATE_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let log = Arc::new(Mutex::new(String::new()));
-        let mut stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                if let Ok(mut l) = sink.lock() {
-                    l.push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-            }
-        });
-        let mut line = String::new();
-        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read line");
-        let url = line
-            .trim()
-            .strip_prefix("actiongate listening on ")
-            .unwrap_or_else(|| panic!("{line:?}"))
-            .to_owned();
-        let home = tempfile::tempdir().expect("tempdir");
-        Self {
-            child,
-            url,
-            log,
-            smtp,
-            home,
-            _dir: dir,
-        }
-    }
-
-    /// Runs the CLI with this gateway and this user's config dir.
-    fn cli(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .env("ACTIONGATE_BASE_URL", &self.url)
-            .env("ACTIONGATE_CONFIG_DIR", self.home.path())
-            .env_remove("ACTIONGATE_API_KEY")
-            .env_remove("ACTIONGATE_AGENT_ADDRESS")
-            .stdin(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        cmd.output().expect("output")
-    }
-
-    /// `--json` run: exit code and the one JSON document on stdout.
-    fn json(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, Value) {
-        let mut all = vec!["--json"];
-        all.extend_from_slice(args);
-        let out = self.cli(&all, env);
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        assert_eq!(
-            stdout.lines().count(),
-            1,
-            "--json prints one line and nothing else: {stdout:?} / {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-        let keys: Vec<&String> = v
-            .as_object()
-            .map(|o| o.keys().collect())
-            .unwrap_or_default();
-        assert_eq!(keys, ["code", "data", "success"], "{v}");
-        (out.status.code().unwrap_or(-1), v)
-    }
-
-    fn requests_to(&self, path: &str) -> usize {
-        self.log
-            .lock()
-            .map(|l| l.matches(&format!("path={path}")).count())
-            .unwrap_or(0)
-    }
-
-    async fn login(&self, email: &str) -> String {
-        let (code, v) = self.json(&["login", "--email", email], &[]);
-        assert_eq!((code, v["code"].clone()), (0, json!("CODE_SENT")), "{v}");
-        let otp = self.smtp.code_for(email, 1).await;
-        let (code, v) = self.json(
-            &["login", "--email", email, "--code", &otp, "--accept-terms"],
-            &[],
-        );
-        assert_eq!(code, 0, "{v}");
-        assert_eq!(v["data"]["hasAgentKey"], json!(true));
-        let stored: Value = serde_json::from_str(
-            &std::fs::read_to_string(self.home.path().join("credentials.json")).unwrap_or_default(),
-        )
-        .unwrap_or(Value::Null);
-        stored["agentApiKey"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::{BIN, Gateway};
 
 fn mode(path: &Path) -> u32 {
     std::os::unix::fs::PermissionsExt::mode(
@@ -336,9 +184,20 @@ async fn the_agent_journey_in_json() {
         &[],
     );
     assert_eq!((code, r["code"].clone()), (2, json!("NOT_FOUND")), "{r}");
-    // Not built yet: a failure (exit 1) that says so.
+    // A venue that needs exchange credentials this deployment does not hold: answered, not ready.
     let (code, r) = g.json(&["venue", "readiness", "hyperliquid"], &[]);
-    assert_eq!((code, r["code"].clone()), (1, json!("NOT_AVAILABLE")));
+    assert_eq!(
+        (
+            code,
+            r["data"]["ready"].clone(),
+            r["data"]["blockingReasons"][0]["code"].clone()
+        ),
+        (0, json!(false), json!("CREDENTIALS_MISSING")),
+        "{r}"
+    );
+    // An unknown venue is a refusal (exit 2).
+    let (code, r) = g.json(&["venue", "readiness", "no-such-venue"], &[]);
+    assert_eq!((code, r["code"].clone()), (2, json!("NOT_FOUND")), "{r}");
 
     // A gateway that does not answer: exit 1.
     let (code, r) = g.json(
@@ -693,6 +552,7 @@ fn help_and_completions() {
         "credits",
         "actions",
         "personhood",
+        "venue",
     ] {
         let out = Command::new(BIN)
             .args([cmd, "--help"])

@@ -8,6 +8,7 @@ use actiongate_api_types::credits::{BuyCreditsRequest, X402Metadata};
 use actiongate_api_types::intents::{
     AgentIdentity, CreditBalance, DirectExecution, ExecuteIntentRequest, Intent, PreflightReport,
 };
+use actiongate_api_types::venues::{ReadinessQuery, VenueList, VenueListQuery, VenueReadiness};
 
 use crate::routes::{self, Route};
 use crate::{As, Client, NONE, Purchase, Result};
@@ -76,6 +77,22 @@ impl Client {
 
     pub async fn whoami(&self, agent_key: &str) -> Result<AgentIdentity> {
         self.call(routes::WHOAMI, As::Agent(agent_key), NONE).await
+    }
+
+    /// Whether a venue is ready for the agent, and what blocks it.
+    pub async fn venue_readiness(
+        &self,
+        agent_key: &str,
+        query: &ReadinessQuery,
+    ) -> Result<VenueReadiness> {
+        self.call(routes::VENUE_READINESS, As::Agent(agent_key), Some(query))
+            .await
+    }
+
+    /// Every venue with its actions and whether it is ready for the agent.
+    pub async fn venues(&self, agent_key: &str, query: &VenueListQuery) -> Result<VenueList> {
+        self.call(routes::VENUES, As::Agent(agent_key), Some(query))
+            .await
     }
 
     pub async fn x402_metadata(&self) -> Result<X402Metadata> {

@@ -62,6 +62,8 @@ routes! {
     WALLET_LINK = Post "/api/v1/wallets/link";
     PREFLIGHT = Post "/api/v1/agent/preflight";
     WHOAMI = Get "/api/v1/agent/me";
+    VENUE_READINESS = Get "/api/v1/agent/venues/readiness";
+    VENUES = Get "/api/v1/agent/venues";
     DELEGATION_CREATE = Post "/api/v1/agent/delegation/create";
     DELEGATION_ACTIVATE = Post "/api/v1/agent/delegation/activate";
     DELEGATION_CHECK = Get "/api/v1/agent/delegation/check";

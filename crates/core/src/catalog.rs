@@ -255,6 +255,14 @@ impl Catalog {
         &self.document
     }
 
+    /// Whether `id` is a provider family (a venue) of the catalog.
+    pub fn is_provider(&self, id: &str) -> bool {
+        self.document
+            .provider_families
+            .iter()
+            .any(|f| f.provider_id == id)
+    }
+
     pub fn actions(&self) -> impl Iterator<Item = &ActionSpec> {
         self.actions.iter()
     }

@@ -81,6 +81,10 @@ pub trait DelegationChain: Send + Sync + 'static {
     async fn balance(&self, chain_id: u64, delegation: &Delegation) -> Result<DelegationBalance>;
     /// The `disableDelegation` call the delegator account makes.
     fn revoke_tx(&self, chain_id: u64, delegation: &Delegation) -> Result<UnsignedTransaction>;
+    /// Whether a delegation lets the agent call what `action` calls on the chain: its allowed
+    /// targets (if it names any) include the contract the action calls, and its allowed methods (if
+    /// it names any) the action's method. Decoded from the delegation alone; no chain read.
+    fn covers(&self, chain_id: u64, delegation: &Delegation, action: &str) -> bool;
     /// Whether the DelegationManager has the delegation disabled.
     async fn is_disabled(&self, chain_id: u64, delegation_hash: &str) -> Result<bool>;
 }

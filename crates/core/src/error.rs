@@ -16,6 +16,8 @@ pub struct Error {
     pub retry_after: Option<u64>,
     /// The family when it is not the code's own (a refused submission is `INTENT_REJECTED`).
     pub family: Option<ErrorFamily>,
+    /// What the caller acts on, sent as the error body's `detail` (`VENUE_NOT_READY`'s reasons).
+    pub shown: Option<serde_json::Value>,
 }
 
 impl Error {
@@ -26,7 +28,14 @@ impl Error {
             detail: None,
             retry_after: None,
             family: None,
+            shown: None,
         }
+    }
+
+    /// Attaches what the caller acts on: the error body's `detail`.
+    pub fn with_shown(mut self, shown: serde_json::Value) -> Self {
+        self.shown = Some(shown);
+        self
     }
 
     /// Attaches an internal detail for the log.
@@ -45,6 +54,7 @@ impl Error {
             detail: Some(detail.to_string()),
             retry_after: None,
             family: None,
+            shown: None,
         }
     }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::chain::BuildTxData;
 use actiongate_api_types::delegation::Delegation;
+use actiongate_api_types::venues::BlockingReason;
 use async_trait::async_trait;
 
 use crate::catalog::{Implemented, Lane};
@@ -107,6 +108,27 @@ pub enum Reconciled {
     NotSent,
 }
 
+/// What a readiness check asks the provider that runs a venue's actions ([`Provider::readiness`]).
+#[derive(Debug, Clone)]
+pub struct VenueCheck<'a> {
+    /// The venue: a `providerId` of the catalog.
+    pub venue: &'a str,
+    /// The venue's writes through the lane that this provider runs on the chain.
+    pub actions: Vec<&'a str>,
+    pub chain_id: u64,
+    pub lane: Lane,
+    /// The wallet that sends and pays the gas: the agent's on execute and executeIntent (the agent
+    /// wallet sends each redemption), the signer on buildTx (`None` when not given).
+    pub sender: Option<&'a str>,
+    /// Whose tokens move: the sender, except on a fan-out (each delegator's own, not read here).
+    pub holder: Option<&'a str>,
+    /// A token symbol or address, and an amount of it in token units, when known.
+    pub token: Option<&'a str>,
+    pub amount: Option<&'a str>,
+    /// The params of the one action checked (a submit, a preflight); `None` for the venue as a whole.
+    pub params: Option<&'a serde_json::Value>,
+}
+
 /// One provider family's execution.
 #[async_trait]
 pub trait Provider: Send + Sync + 'static {
@@ -131,6 +153,17 @@ pub trait Provider: Send + Sync + 'static {
             ErrorCode::NotAvailable,
             format!("{} cannot be built as a transaction here.", ctx.action),
         ))
+    }
+
+    /// What blocks the venue's writes now, read live (balances, fees, allowances, pauses): the
+    /// reasons the provider can tell (`GAS_SHORT`, `BALANCE_SHORT`, `APPROVAL_REQUIRED`,
+    /// `VENUE_PAUSED`, `CHAIN_NOT_CONFIGURED` for a configured contract that is not there). The core
+    /// adds the ones it tells (credits, delegations, prices). An error: the state could not be read.
+    async fn readiness(
+        &self,
+        _check: &VenueCheck<'_>,
+    ) -> Result<Vec<BlockingReason>, crate::error::Error> {
+        Ok(Vec::new())
     }
 
     /// Runs one execution. Never panics; a failure is an outcome with a code. A fan-out execution

@@ -3,7 +3,7 @@
 //! Ports to the outside world are traits: [`store::Store`], [`mail::Mailer`], [`clock::Clock`].
 //!
 //! Invariant: this crate knows no HTTP, no SQL and no CLI. Every surface calls the capability
-//! services through [`Gateway`] ([`identity`], [`intents`], [`delegations`], [`purchases`] (credits),
+//! services through [`Gateway`] ([`identity`], [`venues`], [`intents`], [`delegations`], [`purchases`] (credits),
 //! [`personhood`]) and renders what they answer; a rule lives here once.
 
 pub mod acceptance;
@@ -32,6 +32,7 @@ pub mod runner;
 pub mod settings;
 pub mod states;
 pub mod store;
+pub mod venues;
 
 pub use error::{Error, Result};
 pub use gateway::{Gateway, PersonhoodPorts, Ports};
@@ -39,7 +40,7 @@ pub use identity::{AgentContext, OwnerContext};
 pub use settings::{DefaultPolicy, Settings};
 
 /// The core's modules import one another one way only: `gateway` over the services, each service over
-/// the ones it needs (identity ← intents ← delegations; identity ← credits) and the ports,
+/// the ones it needs (identity ← venues ← intents ← delegations; identity ← credits) and the ports,
 /// the pure rules under them. A cycle (two modules that need each other) fails here, with its path.
 #[cfg(test)]
 mod module_graph {

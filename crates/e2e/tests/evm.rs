@@ -321,7 +321,9 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     );
     assert_eq!(devnet.balance(usdc_addr, agent.address).await, usdc(920));
 
-    // --- simulation refusals: EXECUTION_REVERTED with the decoded reason, nothing sent, nothing charged.
+    // --- refusals before anything is sent or charged: more than the wallet holds is its venue's
+    // BALANCE_SHORT (VENUE_NOT_READY, read before the simulation); what the simulation refuses is
+    // EXECUTION_REVERTED with the decoded reason.
     let nonce = devnet.nonce(agent.address).await;
     let paid = credits(&gw, &agent).await;
     let (status, refused) = execute(
@@ -333,14 +335,12 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     )
     .await;
     assert_eq!(
-        (status, refused["code"].clone()),
-        (422, json!("EXECUTION_REVERTED")),
-        "{refused}"
-    );
-    assert!(
-        refused["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("ERC20InsufficientBalance")),
+        (
+            status,
+            refused["code"].clone(),
+            refused["detail"]["blockingReasons"][0]["code"].clone()
+        ),
+        (422, json!("VENUE_NOT_READY"), json!("BALANCE_SHORT")),
         "{refused}"
     );
     let (status, refused) = execute(

@@ -9,8 +9,6 @@
 
 mod common;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use alloy::primitives::{I256, U256};
 use alloy::providers::Provider;
 use serde_json::{Value, json};
@@ -59,13 +57,6 @@ async fn footprint(
     )
 }
 
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// The feed answers `answer` (8 decimals) from now on, and the gateway's cached round has expired.
 async fn answer<P: Provider>(
     aggregator: &IMockV3Aggregator::IMockV3AggregatorInstance<P>,
@@ -80,29 +71,6 @@ async fn answer<P: Provider>(
         .await
         .expect("updateAnswer is mined");
     past_the_price_cache().await;
-}
-
-/// Gives the feed a new round answering `answer` (8 decimals) two hours old: past the devnet's
-/// max-age-seconds (3600).
-async fn age_feed<P: Provider>(
-    aggregator: &IMockV3Aggregator::IMockV3AggregatorInstance<P>,
-    answer: i64,
-) {
-    let round = aggregator.latestRound().call().await.expect("latestRound");
-    let old = U256::from(now_secs() - 7200);
-    aggregator
-        .updateRoundData(
-            alloy::primitives::Uint::<80, 2>::from(round.to::<u64>() + 1),
-            I256::try_from(answer).expect("fits"),
-            old,
-            old,
-        )
-        .send()
-        .await
-        .expect("updateRoundData is sent")
-        .get_receipt()
-        .await
-        .expect("updateRoundData is mined");
 }
 
 #[tokio::test]

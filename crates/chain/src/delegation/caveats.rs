@@ -420,6 +420,46 @@ pub(crate) fn token_json(settings: Option<&ChainSettings>, token: Address, amoun
     }
 }
 
+/// Whether caveats that name targets or methods let `action` run on the chain: the contract it
+/// calls (its router or vaults; a token for a transfer; WETH for wrapping) is among the allowed
+/// targets, and its own method (not the approval before it) among the allowed methods. Caveats that
+/// name neither allow every contract and method.
+pub(crate) fn covers(
+    framework: &Framework,
+    settings: &ChainSettings,
+    caveats: &[(Address, Bytes, Bytes)],
+    action: &str,
+) -> bool {
+    let Ok((targets, selectors, _)) = action_scope(action, settings) else {
+        return false;
+    };
+    let tokens: Vec<Address> = settings
+        .tokens
+        .values()
+        .filter_map(|t| t.address.parse().ok())
+        .collect();
+    let own: Vec<Address> = match action {
+        "transfer" | "wrap-native" | "unwrap-native" => targets,
+        _ => targets
+            .into_iter()
+            .filter(|t| !tokens.contains(t))
+            .collect(),
+    };
+    let approve = sel::<IERC20::approveCall>();
+    let methods: Vec<[u8; 4]> = selectors.into_iter().filter(|s| *s != approve).collect();
+    caveats
+        .iter()
+        .all(|(enforcer, t, _)| match framework.name_of(*enforcer) {
+            Some(name @ "AllowedTargetsEnforcer") if terms_fit(name, t) => t
+                .chunks_exact(20)
+                .any(|c| own.contains(&Address::from_slice(c))),
+            Some(name @ "AllowedMethodsEnforcer") if terms_fit(name, t) => t
+                .chunks_exact(4)
+                .any(|c| methods.iter().any(|m| m.as_slice() == c)),
+            _ => true,
+        })
+}
+
 /// A caveat's terms read back.
 pub fn decode_caveat(
     framework: &Framework,
@@ -507,6 +547,56 @@ mod tests {
             .iter()
             .filter_map(|c| framework.name_of(c.enforcer.parse().ok()?))
             .collect()
+    }
+
+    /// A delegation built for an action covers that action, not one that calls other contracts or
+    /// methods; one without target or method caveats covers every action.
+    #[test]
+    fn a_delegation_covers_the_actions_its_caveats_allow() {
+        let (framework, mut settings) = setup();
+        settings.contracts.insert(
+            V2_ROUTER.into(),
+            "0x00000000000000000000000000000000000000A2".into(),
+        );
+        let wire = |caveats: &[Caveat]| -> Vec<(Address, Bytes, Bytes)> {
+            caveats
+                .iter()
+                .map(|c| {
+                    (
+                        c.enforcer.parse().unwrap_or_default(),
+                        c.terms.parse().unwrap_or_default(),
+                        Bytes::new(),
+                    )
+                })
+                .collect()
+        };
+        // A transfer delegation carries the policy's cap per token.
+        let caps = [TokenCap {
+            address: USDC.into(),
+            raw: 1_000_000,
+        }];
+        let built = |action: &str| {
+            caveats_of(
+                &framework,
+                &settings,
+                Some(action),
+                &CaveatRequest::default(),
+                None,
+                Some(&caps),
+                0,
+            )
+            .unwrap_or_else(|e| panic!("{e:?}"))
+        };
+        let swap = wire(&built("swap"));
+        assert!(covers(&framework, &settings, &swap, "swap"));
+        // A swap delegation allows the tokens' approve, not their transfer.
+        assert!(!covers(&framework, &settings, &swap, "transfer"));
+        let transfer = wire(&built("transfer"));
+        assert!(covers(&framework, &settings, &transfer, "transfer"));
+        assert!(!covers(&framework, &settings, &transfer, "swap"));
+        assert!(covers(&framework, &settings, &[], "swap"));
+        // An action with no scope on this chain (no router configured) is covered by nothing.
+        assert!(!covers(&framework, &settings, &[], "swap-v3"));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::bindings::IERC20;
 use crate::client::{ChainClient, ChainClients};
 use crate::delegation::{
     ERC1271_MAGIC, Framework, IDelegationManager, IERC20TransferAmountEnforcer, IERC1271,
-    ILimitedCallsEnforcer, Parsed, ROOT_AUTHORITY, bind_delegator, caps_tokens, caveats_of,
+    ILimitedCallsEnforcer, Parsed, ROOT_AUTHORITY, bind_delegator, caps_tokens, caveats_of, covers,
     decode_caveat, dedup, invalid, parse_address, terms_fit, token_json, typed_data,
 };
 use crate::plan::rpc_error;
@@ -136,6 +136,15 @@ pub async fn is_disabled(
 impl DelegationChain for FrameworkChains {
     fn caps_tokens(&self, action: &str) -> bool {
         caps_tokens(action)
+    }
+
+    fn covers(&self, chain_id: u64, delegation: &Delegation, action: &str) -> bool {
+        let (Ok(framework), Some(settings)) = (self.framework(chain_id), self.chains.get(chain_id))
+        else {
+            return false;
+        };
+        Parsed::from_wire(delegation)
+            .is_ok_and(|d| covers(&framework, settings, &d.caveats, action))
     }
 
     fn build(&self, req: &BuildDelegation) -> Result<DelegationCreated, Error> {
@@ -543,26 +552,21 @@ impl DelegationChain for FrameworkChains {
     ) -> Result<UnsignedTransaction, Error> {
         let framework = self.framework(chain_id)?;
         let d = Parsed::from_wire(delegation)?;
-        Ok(UnsignedTransaction {
-            to: framework.manager.to_string(),
-            data: Bytes::from(
+        Ok(UnsignedTransaction::call(
+            framework.manager.to_string(),
+            Bytes::from(
                 IDelegationManager::disableDelegationCall {
                     delegation: d.abi(),
                 }
                 .abi_encode(),
             )
             .to_string(),
-            value: "0x0".into(),
-            gas: None,
-            max_fee_per_gas: None,
-            max_priority_fee_per_gas: None,
-            nonce: None,
-            description: format!(
+            format!(
                 "{} disables delegation {} at the DelegationManager",
                 d.delegator,
                 d.hash()
             ),
-        })
+        ))
     }
 
     async fn is_disabled(&self, chain_id: u64, delegation_hash: &str) -> Result<bool, Error> {

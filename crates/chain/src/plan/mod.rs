@@ -3,10 +3,12 @@
 //! that a second plan of the same wallet sees the first one's transactions. Reads answer JSON.
 
 mod fx;
+mod readiness;
 mod swap;
 
 use fx::plan_fx_swap;
 pub use fx::quote as fx_quote;
+pub use readiness::readiness;
 use std::time::{SystemTime, UNIX_EPOCH};
 use swap::{plan_swap, plan_swap_v3};
 

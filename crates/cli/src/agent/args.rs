@@ -76,9 +76,10 @@ pub enum AgentCommand {
         #[command(subcommand)]
         command: DelegationCommand,
     },
-    /// Venue checks before a trade, deposit or order.
+    /// Venue checks before a trade, deposit or order: what blocks a venue (a providerId of the
+    /// catalog) for this agent now, and what fixes it.
     ///
-    /// Example: `actiongate venue readiness hyperliquid`
+    /// Example: `actiongate venue readiness uniswap-v2 --lane execute --token USDC --amount 25`
     Venue {
         #[command(subcommand)]
         command: VenueCommand,
@@ -217,8 +218,33 @@ pub enum ActionsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum VenueCommand {
-    /// ready and blockingReasons for a venue.
-    Readiness { venue: String },
+    /// ready and blockingReasons (each with its fix) for a venue on a chain and a lane, read live.
+    Readiness {
+        /// A providerId of the catalog (`venue list` shows them).
+        venue: String,
+        /// The chain (default 8453; 84532 with --testnet).
+        #[arg(long = "chain")]
+        chain_id: Option<u64>,
+        /// executeIntent (fan-out, the default), execute (the agent's wallet) or buildTx.
+        #[arg(long)]
+        lane: Option<String>,
+        /// A token symbol or 0x address whose price, balance and allowance are checked.
+        #[arg(long)]
+        token: Option<String>,
+        /// With --token: the amount, in token units, the balance and allowance must cover.
+        #[arg(long)]
+        amount: Option<String>,
+        /// buildTx: the wallet that signs.
+        #[arg(long = "wallet")]
+        wallet_address: Option<String>,
+    },
+    /// Every venue with its actions through the lane and whether it is ready.
+    List {
+        #[arg(long = "chain")]
+        chain_id: Option<u64>,
+        #[arg(long)]
+        lane: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -6,6 +6,7 @@ mod args;
 mod delegation;
 mod login;
 mod personhood;
+mod venue;
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -37,13 +38,6 @@ pub(super) fn need_key() -> Result<String, Outcome> {
             message: "No agent key: sign in with actiongate login, or set ACTIONGATE_API_KEY."
                 .into(),
         })
-}
-
-pub(super) fn not_available(what: &str, why: &str) -> Outcome {
-    Outcome::failed(
-        "NOT_AVAILABLE",
-        format!("{what} is not available on this gateway yet: {why}."),
-    )
 }
 
 /// Links the payer's wallet to the signed-in owner's account (idempotent: a linked wallet stays so).
@@ -447,15 +441,7 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             Outcome::ok(to_value(&built), text)
         }
         AgentCommand::Delegation { command } => delegation(g, client, command).await?,
-        AgentCommand::Venue {
-            command: VenueCommand::Readiness { venue },
-        } => {
-            need_key()?;
-            not_available(
-                &format!("venue readiness of {venue}"),
-                "venue readiness comes with the venue integrations",
-            )
-        }
+        AgentCommand::Venue { command } => venue::venue(g, client, command).await?,
         AgentCommand::Login {
             email,
             code,

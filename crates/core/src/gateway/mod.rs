@@ -1,6 +1,6 @@
 //! The gateway: a thin facade over the capability services. It builds them from the ports once,
-//! in the one order their dependencies allow (identity; intents over identity; delegation over
-//! intents; credits over identity; personhood alone), and hands each out. REST, MCP and the CLI
+//! in the one order their dependencies allow (identity; venue readiness over identity; intents over
+//! both; delegation over intents; credits over identity; personhood alone), and hands each out. REST, MCP and the CLI
 //! call the services through it and render what they answer.
 
 use std::sync::Arc;
@@ -24,6 +24,7 @@ use crate::purchases::Credits;
 use crate::runner::IntentRunner;
 use crate::settings::Settings;
 use crate::store::Store;
+use crate::venues::Venues;
 
 /// The gateway's connections to the outside world.
 pub struct Ports {
@@ -60,6 +61,7 @@ pub struct Gateway {
     runner: Arc<IntentRunner>,
     prices: Arc<Prices>,
     identity: Arc<Identity>,
+    venues: Arc<Venues>,
     intents: Arc<Intents>,
     delegations: Arc<Delegations>,
     credits: Arc<Credits>,
@@ -102,8 +104,19 @@ impl Gateway {
             keys,
             settings.clone(),
         )?);
+        let venues = Arc::new(Venues::new(
+            identity.clone(),
+            store.clone(),
+            clock.clone(),
+            catalog.clone(),
+            registry.clone(),
+            prices.clone(),
+            settings.clone(),
+            delegations.clone(),
+        ));
         let intents = Arc::new(Intents::new(
             identity.clone(),
+            venues.clone(),
             store.clone(),
             clock.clone(),
             catalog.clone(),
@@ -146,6 +159,7 @@ impl Gateway {
             runner,
             prices,
             identity,
+            venues,
             intents,
             delegations,
             credits,
@@ -157,6 +171,11 @@ impl Gateway {
     /// it.
     pub fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    /// Venue readiness: what blocks a venue's actions for an agent now.
+    pub fn venues(&self) -> &Venues {
+        &self.venues
     }
 
     /// Submit, direct execution, build-tx, preflight, and what an agent reads back.

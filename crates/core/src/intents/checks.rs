@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::money::{micros_to_usd, usd_to_micros};
 use crate::prices::Valuation;
 use crate::store::PolicyRecord;
+use crate::venues::chain_check;
 
 /// One check of the sequence before the amount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,38 +154,7 @@ impl Intents {
     }
 
     fn check_chain(&self, spec: &ActionSpec, chain_id: u64) -> Result<()> {
-        let Some(chain) = self.settings.chains.get(chain_id) else {
-            return Err(refusal(
-                ErrorCode::UnknownChain,
-                format!("Chain {chain_id} is not one this gateway knows."),
-            ));
-        };
-        let chains = &spec.entry.supported_chains;
-        if !chains.is_empty() && !chains.contains(&chain_id) {
-            return Err(refusal(
-                ErrorCode::ChainNotConfigured,
-                format!(
-                    "{} does not run on chain {chain_id}; it runs on {chains:?}.",
-                    spec.name()
-                ),
-            ));
-        }
-        let needs_rpc = !chains.is_empty()
-            && matches!(
-                spec.entry.billing_tier.as_deref(),
-                Some("write" | "read_rpc")
-            );
-        if needs_rpc && chain.rpc_url.is_none() {
-            return Err(refusal(
-                ErrorCode::ChainNotConfigured,
-                format!(
-                    "{} needs chain {chain_id} ({}), which has no RPC URL configured here.",
-                    spec.name(),
-                    chain.name
-                ),
-            ));
-        }
-        Ok(())
+        chain_check(spec, &self.settings.chains, chain_id)
     }
 }
 

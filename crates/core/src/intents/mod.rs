@@ -36,10 +36,12 @@ use crate::states::{ExecutionState, IntentStatus};
 use crate::store::{
     AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord, Store,
 };
+use crate::venues::Venues;
 
 /// Intents: submit, direct execution, build-tx, preflight and what an agent reads back.
 pub struct Intents {
     identity: Arc<Identity>,
+    venues: Arc<Venues>,
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     catalog: Arc<Catalog>,
@@ -74,6 +76,7 @@ impl Intents {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         identity: Arc<Identity>,
+        venues: Arc<Venues>,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         catalog: Arc<Catalog>,
@@ -84,6 +87,7 @@ impl Intents {
     ) -> Self {
         Self {
             identity,
+            venues,
             store,
             clock,
             catalog,
@@ -221,6 +225,16 @@ impl Intents {
             )
             .await
             .first_refusal();
+        // A write whose venue the chain says is not ready (gas, balance, a pause) is refused before
+        // anything is written; credits and delegations are decided by the acceptance.
+        let checked = match checked {
+            Ok(amount) if !spec.is_read() && lane != Lane::BuildTx => self
+                .venues
+                .gate(&agent.agent, spec, &req.params, chain_id, lane)
+                .await
+                .map(|()| amount),
+            other => other,
+        };
         let amount = match checked {
             Ok(v) => v,
             Err(refused) if !fresh => return refuse(refused),

@@ -43,7 +43,7 @@ impl Intents {
             code: None,
             detail: why.into(),
         };
-        const LATER: [&str; 9] = [
+        const LATER: [&str; 10] = [
             "actionKnown",
             "allowed",
             "enabled",
@@ -53,6 +53,7 @@ impl Intents {
             "dailyLimit",
             "delegation",
             "credits",
+            "venueReady",
         ];
         let agent = match self
             .identity
@@ -193,10 +194,16 @@ impl Intents {
             },
         };
         checks.push(verdict("credits", credits));
-        checks.push(skipped(
-            "venueReady",
-            "not checked: venue readiness is not available in this deployment yet",
-        ));
+        let venue = &spec.entry.provider_id;
+        let venue_ready = if spec.is_read() {
+            Ok(format!("a read of {venue}: its venue never blocks it"))
+        } else {
+            self.venues
+                .gate(&agent.agent, spec, &req.params, chain_id, lane)
+                .await
+                .map(|()| format!("{venue} is ready on chain {chain_id}"))
+        };
+        checks.push(verdict("venueReady", venue_ready));
         let ready = checks.iter().all(|c| c.ok != Some(false));
         Ok(PreflightReport { ready, checks })
     }

@@ -6,11 +6,12 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use actiongate_core::store::CreditStore;
 use actiongate_store::SqlStore;
 use alloy::network::{EthereumWallet, TransactionBuilder};
-use alloy::primitives::{Address, U256};
+use alloy::primitives::{Address, I256, U256};
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::rpc::types::TransactionRequest;
 use alloy::signers::local::PrivateKeySigner;
@@ -55,6 +56,36 @@ pub async fn set_policy(gw: &Gateway, agent: &Agent, policy: Value) {
         .await
         .expect("the gateway answers the policy change");
     assert_eq!(r.status().as_u16(), 200);
+}
+
+pub fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Gives the feed a new round answering `answer` (8 decimals) two hours old: past the devnet's
+/// max-age-seconds (3600).
+pub async fn age_feed<P: Provider>(
+    aggregator: &IMockV3Aggregator::IMockV3AggregatorInstance<P>,
+    answer: i64,
+) {
+    let round = aggregator.latestRound().call().await.expect("latestRound");
+    let old = U256::from(now_secs() - 7200);
+    aggregator
+        .updateRoundData(
+            alloy::primitives::Uint::<80, 2>::from(round.to::<u64>() + 1),
+            I256::try_from(answer).expect("fits"),
+            old,
+            old,
+        )
+        .send()
+        .await
+        .expect("updateRoundData is sent")
+        .get_receipt()
+        .await
+        .expect("updateRoundData is mined");
 }
 
 /// The gateway keeps a feed's answer for a few seconds.

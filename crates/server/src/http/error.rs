@@ -51,6 +51,7 @@ pub fn error_body(error: &Error) -> ErrorBody {
         error: error.family(),
         code,
         message: error.message.clone(),
+        detail: error.shown.clone(),
     }
 }
 

@@ -11,6 +11,7 @@ pub mod identity;
 pub mod intents;
 pub mod openapi;
 pub mod personhood;
+pub mod venues;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,6 +109,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(credits::link))
         .routes(routes!(intents::preflight))
         .routes(routes!(intents::whoami))
+        .routes(routes!(venues::readiness))
+        .routes(routes!(venues::list))
         .routes(routes!(delegation::create))
         .routes(routes!(delegation::activate))
         .routes(routes!(delegation::check))

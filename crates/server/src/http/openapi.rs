@@ -59,6 +59,10 @@ use utoipa::{Modify, OpenApi};
         super::personhood::OrgBegin, super::personhood::OrgComplete, super::personhood::AgentBegin,
         super::personhood::AgentComplete, super::personhood::DepositBeginBody, super::personhood::DepositConsume,
         ProofBegun, ProofRequest, RpContext, PersonhoodStatus, PersonhoodState, DepositReceipt, RelyingParty,
+        actiongate_api_types::venues::VenueReadiness, actiongate_api_types::venues::BlockingReason,
+        actiongate_api_types::venues::BlockingCode, actiongate_api_types::venues::Fix,
+        actiongate_api_types::venues::VenueList, actiongate_api_types::venues::VenueSummary,
+        actiongate_api_types::venues::ReadinessQuery,
     )),
     modifiers(&Security),
     tags(
@@ -68,6 +72,7 @@ use utoipa::{Modify, OpenApi};
         (name = "policy", description = "What an agent may do"),
         (name = "intents", description = "Check, execute and track actions"),
         (name = "credits", description = "What actions cost and what is left"),
+        (name = "venues", description = "Check: venue readiness, what blocks a venue's actions and what fixes it"),
         (name = "delegation", description = "ERC-7710 delegations on the MetaMask Delegation Framework: create, activate, check, verify, inspect, balance, revoke, redeem"),
         (name = "personhood", description = "Personhood for delegation: org and agent locks, deposit receipts"),
         (name = "mcp", description = "A plain-HTTP mirror of the MCP tools (the MCP server itself is at /mcp)"),

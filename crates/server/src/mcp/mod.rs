@@ -20,6 +20,7 @@ use actiongate_api_types::delegation::{
 use actiongate_api_types::identity::{EmailCompleteRequest, EmailStartRequest};
 use actiongate_api_types::intents::{ExecuteIntentRequest, Intent};
 use actiongate_api_types::personhood::{AgentBegin, AgentComplete, DepositBeginBody, OrgComplete};
+use actiongate_api_types::venues::ReadinessQuery;
 use actiongate_api_types::{Envelope, ErrorCode};
 use actiongate_core::AgentContext;
 use actiongate_core::personhood::{DepositBegin, Principal};
@@ -347,6 +348,10 @@ impl GatewayMcp {
                 None => refusal(&Error::invalid("intentId is required")),
             },
             ToolName::GetCreditsBalance => enveloped(g.intents().credit_balance(Some(&key)).await),
+            ToolName::GetVenueReadiness => match parse::<ReadinessQuery>(Value::Object(args)) {
+                Ok(q) => enveloped(g.venues().readiness(Some(&key), &q).await),
+                Err(e) => refusal(&e),
+            },
             ToolName::StartEmailOnboarding => match parse::<EmailStartRequest>(Value::Object(args))
             {
                 Ok(req) => enveloped(g.identity().start_email_onboarding(&req.email).await),

@@ -346,13 +346,16 @@ pub static TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         tool: ToolName::GetVenueReadiness,
-        description: "Check a venue before a trade, deposit or order: ready, and blockingReasons (funding, credentials \
-            or approvals). When blockingReasons is not empty, do not proceed.",
+        description: "Check a venue before a trade, deposit or order: ready, and blockingReasons, each with a code \
+            (GAS_SHORT, BALANCE_SHORT, APPROVAL_REQUIRED, DELEGATION_MISSING, PRICE_UNAVAILABLE, VENUE_PAUSED, \
+            CREDENTIALS_MISSING, CREDITS_SHORT, CHAIN_NOT_CONFIGURED, VENUE_UNAVAILABLE), a message and a fix. The \
+            venue is a providerId of the catalog. When blockingReasons is not empty, do not proceed: tell the user \
+            the fix. A write submitted while its venue is blocked is refused with VENUE_NOT_READY.",
         auth: Auth::Agent,
         read_only: true,
         input: Schema::Inline(venue_input),
-        output: None,
-        pending: Some("venue readiness comes with the venue integrations"),
+        output: Some(Output::Envelope("VenueReadiness")),
+        pending: None,
     },
     ToolSpec {
         tool: ToolName::StartEmailOnboarding,
@@ -415,7 +418,15 @@ fn buy_credits_input() -> Value {
 }
 
 fn venue_input() -> Value {
-    json!({"type": "object", "properties": {"venue": {"type": "string"}}, "required": ["venue"]})
+    json!({"type": "object", "properties": {
+        "venue": {"type": "string", "description": "A providerId of the catalog (uniswap-v2, uniswap-v3, erc20, erc4626-vaults, …)."},
+        "chainId": {"type": "integer", "description": "The chain; 8453 when omitted."},
+        "lane": {"type": "string", "enum": ["executeIntent", "execute", "buildTx"], "description": "executeIntent (fan-out, the default), execute (the agent's wallet) or buildTx (a wallet that signs locally)."},
+        "token": {"type": "string", "description": "A token symbol or 0x address: its price, balance and allowance are checked."},
+        "amount": {"type": "string", "description": "With token: an amount in token units the balance and allowance must cover."},
+        "walletAddress": {"type": "string", "description": "buildTx: the wallet that signs."},
+        "agentKey": {"type": "string", "description": "Not needed: the connection's key is used. If passed, it must be the connection's key."}
+    }, "required": ["venue"]})
 }
 
 /// Replaces every `$ref` to a component with the component itself.

@@ -189,6 +189,30 @@ impl TestApp {
         self.gateway.store()
     }
 
+    /// Adds credits to the owner's account beside the gateway (a test grant at [`START`]).
+    pub async fn grant(&self, owner: &Owner, credits: i64) {
+        self.store()
+            .grant_credits(
+                &owner.account_id,
+                credits,
+                "grant",
+                "test grant",
+                actiongate_core::clock::to_millis(START),
+            )
+            .await
+            .expect("grant credits");
+    }
+
+    /// A GET as an agent (`x-agent-api-key`).
+    pub async fn get_agent(&self, path: &str, agent_key: &str) -> Reply {
+        self.send(
+            self.client
+                .get(self.url(path))
+                .header("x-agent-api-key", agent_key),
+        )
+        .await
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }

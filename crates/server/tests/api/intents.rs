@@ -76,19 +76,6 @@ async fn delegate(app: &TestApp, owner: &Owner, n: usize) -> Vec<String> {
     users
 }
 
-async fn grant(app: &TestApp, owner: &Owner, credits: i64) {
-    app.store()
-        .grant_credits(
-            &owner.account_id,
-            credits,
-            "grant",
-            "test grant",
-            actiongate_core::clock::to_millis(START),
-        )
-        .await
-        .expect("grant credits");
-}
-
 fn transfer(key: &str, amount: &str, idem: Option<&str>) -> Value {
     let mut body = json!({
         "agentApiKey": key,
@@ -506,7 +493,7 @@ async fn free_allowance_resets_at_utc_midnight(backend: Backend) {
     // A paid balance above zero but short of the price: INSUFFICIENT_CREDITS.
     allow(&app, &owner, &["swap", "get-fx-supported-assets"], 1000.0).await;
     delegate(&app, &owner, 1).await;
-    grant(&app, &owner, 5).await;
+    app.grant(&owner, 5).await;
     let r = app
         .post(SUBMIT, swap(&owner.agent_key, "1", Some("t1")))
         .await;
@@ -567,7 +554,7 @@ async fn fan_out_runs_each_user_under_the_delegation_live_at_execution(backend: 
         .lock()
         .map(|mut d| *d = Duration::from_millis(400))
         .unwrap_or(());
-    grant(&app, &owner, 100).await;
+    app.grant(&owner, 100).await;
 
     let r = app
         .post(SUBMIT, swap(&owner.agent_key, "10", Some("grant-1")))
@@ -630,7 +617,7 @@ async fn fan_out_reserves_then_captures_successes_and_releases_the_rest(backend:
         .lock()
         .map(|mut r| r.insert(users[1].clone()))
         .unwrap_or(false);
-    grant(&app, &owner, 100).await;
+    app.grant(&owner, 100).await;
 
     let r = app
         .post(SUBMIT, swap(&owner.agent_key, "10", Some("fan-1")))
@@ -803,7 +790,7 @@ async fn concurrent_submits_with_one_key_make_one_intent(backend: Backend) {
 async fn concurrent_submits_never_overspend(backend: Backend) {
     let (app, _venue) = venue_app(backend, "[credits]\nfree-per-day = 0\n").await;
     let owner = app.onboard("spender@example.com").await;
-    grant(&app, &owner, 50).await;
+    app.grant(&owner, 50).await;
     let app = Arc::new(app);
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..200 {
@@ -857,7 +844,7 @@ async fn the_daily_limit_holds_under_concurrency(backend: Backend) {
     let owner = app.onboard("limit@example.com").await;
     allow(&app, &owner, &["swap"], 250.0).await;
     delegate(&app, &owner, 1).await;
-    grant(&app, &owner, 10_000).await;
+    app.grant(&owner, 10_000).await;
     let app = Arc::new(app);
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..100 {
@@ -895,7 +882,7 @@ async fn direct_execution_needs_a_key_and_never_runs_twice(backend: Backend) {
         1000.0,
     )
     .await;
-    grant(&app, &owner, 100).await;
+    app.grant(&owner, 100).await;
     assert_refused(
         &app.post(DIRECT, transfer(&owner.agent_key, "5", None))
             .await,
@@ -973,7 +960,7 @@ async fn a_cached_agent_never_outlives_its_key_or_policy(backend: Backend) {
     )
     .await;
     let owner = a.onboard("cached@example.com").await;
-    grant(&a, &owner, 100).await;
+    a.grant(&owner, 100).await;
     allow(&a, &owner, &["get-fx-supported-assets"], 10.0).await;
     let fx = |key: &str, idem: &str| json!({"agentApiKey": key, "action": "get-fx-supported-assets", "params": {}, "idempotencyKey": idem});
     assert_eq!(a.post(SUBMIT, fx(&owner.agent_key, "c1")).await.status, 200);

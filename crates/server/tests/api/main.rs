@@ -11,3 +11,4 @@ mod intents;
 mod mcp;
 mod openapi;
 mod personhood;
+mod venues;

@@ -210,13 +210,30 @@ async fn the_plain_http_mirror_answers_like_mcp() {
         ),
         (403, json!("ACTION_NOT_ALLOWED"))
     );
-    let pending = mirror(&app, "getVenueReadiness", Some(&owner.agent_key), json!({})).await;
+    let missing = mirror(&app, "getVenueReadiness", Some(&owner.agent_key), json!({})).await;
     assert_eq!(
         (
-            pending.status,
-            pending.body["structuredContent"]["code"].clone()
+            missing.status,
+            missing.body["structuredContent"]["code"].clone()
         ),
-        (503, json!("NOT_AVAILABLE"))
+        (400, json!("INVALID_REQUEST"))
+    );
+    let read = mirror(
+        &app,
+        "getVenueReadiness",
+        Some(&owner.agent_key),
+        json!({"venue": "erc20", "chainId": 8453}),
+    )
+    .await;
+    assert_eq!(
+        (
+            read.status,
+            read.body["structuredContent"]["data"]["venue"].clone(),
+            read.body["structuredContent"]["data"]["ready"].clone()
+        ),
+        (200, json!("erc20"), json!(false)),
+        "no chain has an RPC URL here: {}",
+        read.body
     );
 }
 

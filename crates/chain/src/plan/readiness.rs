@@ -1,0 +1,280 @@
+//! What blocks the EVM venues now, read live at the pending block: the sending wallet's gas at the
+//! current fee, the holder's balance of the token, the signer's allowance to the venue's spender
+//! (build-tx), a paused token, a vault that takes no deposits, a configured contract with no code.
+
+use actiongate_api_types::chain::UnsignedTransaction;
+use actiongate_api_types::venues::{BlockingCode, BlockingReason, Fix};
+use actiongate_core::catalog::Lane;
+use actiongate_core::error::Error;
+use actiongate_core::execution::VenueCheck;
+use alloy::primitives::{Address, U256};
+use alloy::providers::Provider;
+use alloy::sol_types::SolCall;
+
+use super::{
+    Token, V2_ROUTER, V3_QUOTER, V3_ROUTER, contract, format_units, resolve_token, rpc_error,
+    units, vault, vault_asset, view,
+};
+use crate::bindings::{IERC20, IERC4626, IPausable};
+use crate::client::ChainClient;
+
+/// An upper estimate of one execution's gas, by action (an approval included where the action may
+/// need one); a fan-out adds the DelegationManager's redemption and the caveats' enforcers.
+fn gas_budget(action: &str) -> u64 {
+    match action {
+        "transfer" => 80_000,
+        "wrap-native" | "unwrap-native" => 70_000,
+        "withdraw-earn-position" => 200_000,
+        _ => 300_000,
+    }
+}
+const REDEMPTION_GAS: u64 = 200_000;
+
+/// The contract that spends the holder's tokens for `action` (the one an approval is for), when
+/// the action needs an approval.
+fn spenders(client: &ChainClient, check: &VenueCheck<'_>, action: &str) -> Vec<Address> {
+    let named = |name: &str| contract(client, name).ok().into_iter().collect::<Vec<_>>();
+    match action {
+        "swap" => named(V2_ROUTER),
+        "swap-v3" | "fx-swap" => named(V3_ROUTER),
+        "deposit-earn-position" => match check.params.map(|p| vault(client, p)) {
+            Some(Ok((_, v))) => vec![v],
+            Some(Err(_)) => vec![],
+            // The venue as a whole: its vaults of this token (filtered by their asset below).
+            None => client
+                .settings
+                .vaults
+                .values()
+                .filter_map(|a| a.parse().ok())
+                .collect(),
+        },
+        _ => vec![],
+    }
+}
+
+fn reason(code: BlockingCode, message: String, text: String) -> BlockingReason {
+    BlockingReason::new(
+        code,
+        message,
+        Fix {
+            text,
+            ..Fix::default()
+        },
+    )
+}
+
+/// What blocks `check` on `client`'s chain now.
+pub async fn readiness(
+    client: &ChainClient,
+    check: &VenueCheck<'_>,
+) -> Result<Vec<BlockingReason>, Error> {
+    let mut reasons = Vec::new();
+    let chain_id = client.chain_id;
+
+    // The configured routers must be contracts.
+    for name in [V2_ROUTER, V3_ROUTER, V3_QUOTER] {
+        let needed = check.actions.iter().any(|a| match *a {
+            "swap" => name == V2_ROUTER,
+            "swap-v3" | "fx-swap" => name != V2_ROUTER,
+            _ => false,
+        });
+        let Ok(at) = contract(client, name) else {
+            continue;
+        };
+        if needed
+            && client
+                .provider
+                .get_code_at(at)
+                .await
+                .map_err(|e| rpc_error(client, e))?
+                .is_empty()
+        {
+            reasons.push(reason(
+                BlockingCode::ChainNotConfigured,
+                format!("Chain {chain_id}'s {name} is configured at {at}, where there is no contract."),
+                format!("The operator sets [chains.{chain_id}.contracts] {name} to the deployed address."),
+            ));
+        }
+    }
+
+    // The token (from the query, or a vault's asset for a deposit into one vault).
+    let token = match (check.token, check.params) {
+        (Some(t), _) => Some(resolve_token(client, "token", t).await?),
+        (None, Some(p)) if check.actions.contains(&"deposit-earn-position") => {
+            match vault(client, p) {
+                Ok((_, v)) => Some(vault_asset(client, v).await?),
+                Err(_) => None,
+            }
+        }
+        _ => None,
+    };
+    let amount = match (&token, check.amount) {
+        (Some(t), Some(a)) if a != "max" => Some(units("amount", a, t.decimals())?),
+        _ => None,
+    };
+
+    // Gas: the sender pays every transaction (and the native amount it sends).
+    if let Some(sender) = check.sender.and_then(|s| s.parse::<Address>().ok()) {
+        let budget = check
+            .actions
+            .iter()
+            .map(|a| gas_budget(a))
+            .max()
+            .unwrap_or(0)
+            + if check.lane == Lane::ExecuteIntent {
+                REDEMPTION_GAS
+            } else {
+                0
+            };
+        let (max_fee, _) = crate::sender::fees(client).await?;
+        let gas = U256::from(budget) * U256::from(max_fee);
+        let native = match (&token, amount, check.holder) {
+            (Some(Token::Native), Some(a), Some(_)) => a,
+            _ => U256::ZERO,
+        };
+        let balance = client
+            .provider
+            .get_balance(sender)
+            .block_id(alloy::eips::BlockId::pending())
+            .await
+            .map_err(|e| rpc_error(client, e))?;
+        if balance < gas {
+            reasons.push(reason(
+                BlockingCode::GasShort,
+                format!(
+                    "{sender} holds {} ETH on chain {chain_id}; one execution here needs up to {} ETH of gas at the current fee ({} gwei).",
+                    format_units(balance, 18),
+                    format_units(gas, 18),
+                    format_units(U256::from(max_fee), 9)
+                ),
+                format!("Send at least {} ETH to {sender} on chain {chain_id}.", format_units(gas - balance, 18)),
+            ));
+        } else if balance < gas + native {
+            reasons.push(reason(
+                BlockingCode::BalanceShort,
+                format!(
+                    "{sender} holds {} ETH on chain {chain_id}: not {} ETH and the gas.",
+                    format_units(balance, 18),
+                    format_units(native, 18)
+                ),
+                format!(
+                    "Send at least {} ETH to {sender} on chain {chain_id}.",
+                    format_units(gas + native - balance, 18)
+                ),
+            ));
+        }
+    }
+
+    let Some(token) = token else {
+        return Ok(reasons);
+    };
+    let Token::Erc20 {
+        address: token_at,
+        decimals,
+        symbol,
+    } = &token
+    else {
+        return Ok(reasons);
+    };
+
+    // A paused token moves for nobody. A token without `paused()` is not pausable.
+    if let Ok(true) = view(client, *token_at, IPausable::pausedCall {}).await {
+        reasons.push(reason(
+            BlockingCode::VenuePaused,
+            format!(
+                "{symbol} ({token_at}) is paused on chain {chain_id}: no transfer of it succeeds."
+            ),
+            format!("Wait until {symbol}'s issuer unpauses it, or use another token."),
+        ));
+    }
+
+    let holder = check.holder.and_then(|h| h.parse::<Address>().ok());
+    if let (Some(holder), Some(amount)) = (holder, amount) {
+        let balance = view(client, *token_at, IERC20::balanceOfCall { owner: holder }).await?;
+        if balance < amount {
+            reasons.push(reason(
+                BlockingCode::BalanceShort,
+                format!(
+                    "{holder} holds {} {symbol} on chain {chain_id}, less than {}.",
+                    format_units(balance, *decimals),
+                    format_units(amount, *decimals)
+                ),
+                format!(
+                    "Send at least {} {symbol} to {holder} on chain {chain_id}.",
+                    format_units(amount - balance, *decimals)
+                ),
+            ));
+        }
+    }
+
+    // The venue's spenders of this token: approvals (build-tx) and vaults that take deposits.
+    let mut seen: Vec<Address> = Vec::new();
+    for action in &check.actions {
+        for spender in spenders(client, check, action) {
+            if seen.contains(&spender) {
+                continue;
+            }
+            seen.push(spender);
+            if *action == "deposit-earn-position" {
+                let asset = view(client, spender, IERC4626::assetCall {}).await?;
+                if asset != *token_at {
+                    continue;
+                }
+                let receiver = holder.unwrap_or(Address::ZERO);
+                let max = view(client, spender, IERC4626::maxDepositCall { receiver }).await?;
+                if max.is_zero() || amount.is_some_and(|a| a > max) {
+                    reasons.push(reason(
+                        BlockingCode::VenuePaused,
+                        format!(
+                            "Vault {spender} takes at most {} {symbol} from {receiver} now.",
+                            format_units(max, *decimals)
+                        ),
+                        "Deposit less, later, or into another vault.".to_owned(),
+                    ));
+                }
+            }
+            let (Lane::BuildTx, Some(holder), Some(amount)) = (check.lane, holder, amount) else {
+                continue;
+            };
+            let allowance = view(
+                client,
+                *token_at,
+                IERC20::allowanceCall {
+                    owner: holder,
+                    spender,
+                },
+            )
+            .await?;
+            if allowance < amount {
+                let description = format!(
+                    "Approve {spender} to spend {} {symbol}",
+                    format_units(amount, *decimals)
+                );
+                reasons.push(BlockingReason::new(
+                    BlockingCode::ApprovalRequired,
+                    format!(
+                        "{holder} allows {spender} {} {symbol} on chain {chain_id}, less than {}.",
+                        format_units(allowance, *decimals),
+                        format_units(amount, *decimals)
+                    ),
+                    Fix {
+                        text: format!(
+                            "{holder} signs this approval (build-tx of the action adds it first as well)."
+                        ),
+                        route: Some("POST /api/v1/agent/build-tx".into()),
+                        action: None,
+                        transaction: Some(UnsignedTransaction::call(
+                            token_at.to_string(),
+                            alloy::primitives::Bytes::from(
+                                IERC20::approveCall { spender, amount }.abi_encode(),
+                            )
+                            .to_string(),
+                            description,
+                        )),
+                    },
+                ));
+            }
+        }
+    }
+    Ok(reasons)
+}

@@ -1,0 +1,164 @@
+//! The real gateway (the CLI's own binary, `actiongate server --dev`) with a real SMTP sink, and the
+//! CLI run against it with a user's config dir of its own.
+#![allow(dead_code)] // Each test binary uses its part.
+#![allow(clippy::panic, clippy::expect_used)] // Test helpers fail saying what did not happen.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+
+use actiongate_testkit::SmtpSink;
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_actiongate");
+
+pub struct Gateway {
+    pub url: String,
+    pub home: tempfile::TempDir,
+    child: Child,
+    log: Arc<Mutex<String>>,
+    pub smtp: SmtpSink,
+    _dir: tempfile::TempDir,
+}
+
+impl Gateway {
+    pub fn start() -> Self {
+        Self::start_with_verifier(None)
+    }
+
+    pub fn start_with_verifier(verify_url: Option<&str>) -> Self {
+        let personhood = verify_url
+            .map(|u| format!("[personhood]\nverify-url = \"{u}\"\nrp-id = \"rp_cli\"\n"))
+            .unwrap_or_default();
+        Self::start_with_config(&personhood)
+    }
+
+    /// A gateway with this config file.
+    pub fn start_with_config(text: &str) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let smtp = SmtpSink::start(dir.path());
+        let config = dir.path().join("gateway.toml");
+        std::fs::write(&config, text).expect("write");
+        let config = config.display().to_string();
+        let mut child = Command::new(BIN)
+            .args([
+                "server",
+                "--dev",
+                "--listen",
+                "127.0.0.1:0",
+                "--smtp-url",
+                &smtp.url(),
+                "--config",
+                &config,
+            ])
+            .current_dir(dir.path())
+            .env("ACTIONGATE_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut l) = sink.lock() {
+                    l.push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }
+        });
+        let mut line = String::new();
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read line");
+        let url = line
+            .trim()
+            .strip_prefix("actiongate listening on ")
+            .unwrap_or_else(|| panic!("{line:?}"))
+            .to_owned();
+        let home = tempfile::tempdir().expect("tempdir");
+        Self {
+            child,
+            url,
+            log,
+            smtp,
+            home,
+            _dir: dir,
+        }
+    }
+
+    /// Runs the CLI with this gateway and this user's config dir.
+    pub fn cli(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env("ACTIONGATE_BASE_URL", &self.url)
+            .env("ACTIONGATE_CONFIG_DIR", self.home.path())
+            .env_remove("ACTIONGATE_API_KEY")
+            .env_remove("ACTIONGATE_AGENT_ADDRESS")
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("output")
+    }
+
+    /// `--json` run: exit code and the one JSON document on stdout.
+    pub fn json(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, Value) {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.cli(&all, env);
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(
+            stdout.lines().count(),
+            1,
+            "--json prints one line and nothing else: {stdout:?} / {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+        let keys: Vec<&String> = v
+            .as_object()
+            .map(|o| o.keys().collect())
+            .unwrap_or_default();
+        assert_eq!(keys, ["code", "data", "success"], "{v}");
+        (out.status.code().unwrap_or(-1), v)
+    }
+
+    pub fn requests_to(&self, path: &str) -> usize {
+        self.log
+            .lock()
+            .map(|l| l.matches(&format!("path={path}")).count())
+            .unwrap_or(0)
+    }
+
+    pub async fn login(&self, email: &str) -> String {
+        let (code, v) = self.json(&["login", "--email", email], &[]);
+        assert_eq!((code, v["code"].clone()), (0, json!("CODE_SENT")), "{v}");
+        let otp = self.smtp.code_for(email, 1).await;
+        let (code, v) = self.json(
+            &["login", "--email", email, "--code", &otp, "--accept-terms"],
+            &[],
+        );
+        assert_eq!(code, 0, "{v}");
+        assert_eq!(v["data"]["hasAgentKey"], json!(true));
+        let stored: Value = serde_json::from_str(
+            &std::fs::read_to_string(self.home.path().join("credentials.json")).unwrap_or_default(),
+        )
+        .unwrap_or(Value::Null);
+        stored["agentApiKey"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
