@@ -2,14 +2,16 @@
 // A 6-decimals fiat stablecoin for the devnet with EIP-3009 (transferWithAuthorization,
 // receiveWithAuthorization, cancelAuthorization) and Circle's EIP-712 domain (name: the symbol,
 // version "2"): the USD coin as Base Sepolia's USDC, and a EUR coin as Circle's EURC. Only the
-// deployer mints.
+// deployer mints. Pausable as Circle's FiatToken is (`pause`, `unpause`, `paused`; a paused coin
+// moves for nobody), by the deployer as its pauser (OpenZeppelin's ERC20Pausable).
 pragma solidity ^0.8.24;
 
 import {ERC20} from "@openzeppelin/contracts/token/ERC20/ERC20.sol";
+import {ERC20Pausable} from "@openzeppelin/contracts/token/ERC20/extensions/ERC20Pausable.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {SignatureChecker} from "@openzeppelin/contracts/utils/cryptography/SignatureChecker.sol";
 
-contract DevnetStablecoin is ERC20, EIP712 {
+contract DevnetStablecoin is ERC20Pausable, EIP712 {
     bytes32 public constant TRANSFER_WITH_AUTHORIZATION_TYPEHASH = keccak256(
         "TransferWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"
     );
@@ -36,6 +38,16 @@ contract DevnetStablecoin is ERC20, EIP712 {
     function mint(address to, uint256 amount) external {
         require(msg.sender == minter, "DevnetStablecoin: only the minter mints");
         _mint(to, amount);
+    }
+
+    function pause() external {
+        require(msg.sender == minter, "DevnetStablecoin: only the pauser pauses");
+        _pause();
+    }
+
+    function unpause() external {
+        require(msg.sender == minter, "DevnetStablecoin: only the pauser unpauses");
+        _unpause();
     }
 
     function DOMAIN_SEPARATOR() external view returns (bytes32) {

@@ -2,8 +2,9 @@
 //! without gas is GAS_SHORT and, funded, ready; a token it does not hold is BALANCE_SHORT; a signer
 //! without allowance on build-tx gets APPROVAL_REQUIRED with the approval in the fix, which once
 //! mined clears it; fan-out without a delegation is DELEGATION_MISSING; a stale feed is
-//! PRICE_UNAVAILABLE; a write submitted while its venue is blocked is refused with VENUE_NOT_READY
-//! and changes nothing onchain or in the ledger.
+//! PRICE_UNAVAILABLE; a paused token is VENUE_PAUSED; a write submitted while its venue is blocked is
+//! refused with VENUE_NOT_READY and changes nothing onchain or in the ledger, and the retry of one
+//! accepted before still answers its first result.
 #![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 mod common;
@@ -15,6 +16,15 @@ use alloy::rpc::types::TransactionRequest;
 use serde_json::{Value, json};
 
 use common::*;
+
+alloy::sol! {
+    /// The devnet stablecoin's pauser functions (as Circle's FiatToken's).
+    #[sol(rpc)]
+    interface IPausable {
+        function pause() external;
+        function unpause() external;
+    }
+}
 
 const EVM_VENUES: [&str; 4] = ["uniswap-v2", "uniswap-v3", "erc20", "erc4626-vaults"];
 
@@ -193,6 +203,62 @@ async fn readiness_says_what_blocks_a_venue_and_a_blocked_write_changes_nothing(
         (200, json!("confirmed")),
         "{body}"
     );
+    let sent = body["data"]["txHash"].clone();
+
+    // USDC paused by its issuer (as Circle's FiatToken can be): VENUE_PAUSED, and a new transfer is
+    // refused; the retry of the accepted one still answers its first result.
+    let deployer = devnet.wallet(0);
+    let usdc_token = IPausable::new(devnet.usdc(), &deployer);
+    usdc_token
+        .pause()
+        .send()
+        .await
+        .expect("pause is sent")
+        .get_receipt()
+        .await
+        .expect("pause is mined");
+    let r = readiness(
+        &gw,
+        &agent,
+        "erc20",
+        &[("lane", "execute"), ("token", "USDC"), ("amount", "1")],
+    )
+    .await;
+    assert_eq!(codes(&r), ["VENUE_PAUSED"], "{r}");
+    let (status, body) = post(
+        format!("{}/api/v1/agent/execute", gw.url),
+        json!({"agentApiKey": agent.key, "action": "transfer", "chainId": 84532,
+               "params": {"token": "USDC", "to": recipient.to_string(), "amount": "1"},
+               "idempotencyKey": "while-paused"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["detail"]["blockingReasons"][0]["code"].clone()),
+        (422, json!("VENUE_PAUSED")),
+        "{body}"
+    );
+    let (status, body) = transfer().await;
+    assert_eq!(
+        (status, body["data"]["txHash"].clone()),
+        (200, sent),
+        "{body}"
+    );
+    usdc_token
+        .unpause()
+        .send()
+        .await
+        .expect("unpause is sent")
+        .get_receipt()
+        .await
+        .expect("unpause is mined");
+    let r = readiness(
+        &gw,
+        &agent,
+        "erc20",
+        &[("lane", "execute"), ("token", "USDC"), ("amount", "1")],
+    )
+    .await;
+    assert_eq!(r["ready"], json!(true), "{r}");
 
     // Fan-out without a delegation: DELEGATION_MISSING, with the route that starts one.
     let r = readiness(&gw, &agent, "uniswap-v2", &[("lane", "executeIntent")]).await;
