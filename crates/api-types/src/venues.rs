@@ -127,8 +127,8 @@ pub struct ReadinessQuery {
     /// checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
-    /// The wallet that signs on the buildTx lane (its gas, balance and allowances are read);
-    /// ignored on the other lanes, which send from the agent's wallet.
+    /// The wallet that signs on the buildTx lane (its gas, balance and allowances are read):
+    /// required there; ignored on the other lanes, which send from the agent's wallet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wallet_address: Option<String>,
 }
@@ -166,4 +166,7 @@ pub struct VenueListQuery {
     /// The lane; `executeIntent` when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
+    /// The wallet that signs on the buildTx lane: required there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wallet_address: Option<String>,
 }

@@ -114,9 +114,26 @@ fn lane_of(text: Option<&str>) -> Result<Lane> {
     }
 }
 
-/// The token and amount a write of `spec` moves, by its value rule.
+/// The signer a buildTx check reads (gas, balance, allowances): required there, a 0x address.
+fn signer_of(lane: Lane, wallet: Option<&str>) -> Result<()> {
+    match (lane, wallet) {
+        (_, Some(w)) if !crate::prices::is_address(w) => {
+            Err(Error::invalid("walletAddress must be a 0x address"))
+        }
+        (Lane::BuildTx, None) => Err(Error::invalid(
+            "walletAddress is required on the buildTx lane: its gas, balance and allowances are what is checked",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The token and amount a write of `spec` takes from its holder: by its value rule, except that
+/// unwrapping takes WETH (its value is priced as the native coin it gives back).
 fn moved<'a>(spec: &ActionSpec, params: &'a Value) -> (Option<&'a str>, Option<&'a str>) {
     let get = |name: &str| params.get(name).and_then(Value::as_str);
+    if spec.name() == "unwrap-native" {
+        return (Some("WETH"), get("amount"));
+    }
     match &spec.value {
         Some(ValueRule::Token { token, amount }) => (get(token), get(amount)),
         Some(ValueRule::Native { amount }) => (Some("ETH"), get(amount)),
@@ -180,11 +197,7 @@ impl Venues {
                 q.venue
             )));
         }
-        if let Some(w) = q.wallet_address.as_deref()
-            && !crate::prices::is_address(w)
-        {
-            return Err(Error::invalid("walletAddress must be a 0x address"));
-        }
+        signer_of(lane, q.wallet_address.as_deref())?;
         let subject = Subject {
             token: q.token.as_deref(),
             amount: q.amount.as_deref(),
@@ -211,18 +224,16 @@ impl Venues {
         let lane = lane_of(q.lane.as_deref())?;
         let chain_id = q.chain_id.unwrap_or(DEFAULT_CHAIN_ID);
         self.known_chain(chain_id)?;
+        signer_of(lane, q.wallet_address.as_deref())?;
+        let subject = Subject {
+            wallet: q.wallet_address.as_deref(),
+            ..Subject::default()
+        };
         let mut venues = Vec::new();
         for family in &self.catalog.document().provider_families {
             let venue = family.provider_id.as_str();
             let reasons = self
-                .blocking(
-                    &agent,
-                    venue,
-                    chain_id,
-                    lane,
-                    Subject::default(),
-                    Scope::All,
-                )
+                .blocking(&agent, venue, chain_id, lane, subject, Scope::All)
                 .await?;
             venues.push(VenueSummary {
                 venue: venue.to_owned(),

@@ -193,6 +193,24 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
         ),
         (json!("active"), json!("erc1271"))
     );
+    // The swap delegation covers the Uniswap V2 venue's fan-out, not the ERC-20 transfers'.
+    let readiness = |venue: &str| {
+        get(
+            format!(
+                "{}/api/v1/agent/venues/readiness?venue={venue}&chainId=84532&lane=executeIntent",
+                gw.url
+            ),
+            &agent.key,
+        )
+    };
+    let (_, r) = readiness("uniswap-v2").await;
+    assert_eq!(r["data"]["ready"], json!(true), "{r}");
+    let (_, r) = readiness("erc20").await;
+    assert_eq!(
+        r["data"]["blockingReasons"][0]["code"],
+        json!("DELEGATION_MISSING"),
+        "{r}"
+    );
 
     // --- refusals, each with its own code; none is stored.
     let mut tampered = delegation.clone();

@@ -78,6 +78,7 @@ async fn readiness_says_what_blocks_a_venue_and_a_blocked_write_changes_nothing(
         "swap-v3",
         "transfer",
         "wrap-native",
+        "unwrap-native",
         "deposit-earn-position",
     ];
     let agent = onboard(&gw, &database_url, "venues@example.com", &writes).await;
@@ -187,6 +188,24 @@ async fn readiness_says_what_blocks_a_venue_and_a_blocked_write_changes_nothing(
     )
     .await;
     assert_eq!(codes(&r), ["BALANCE_SHORT"], "{r}");
+    // Unwrapping takes WETH, which the wallet does not hold: its ETH does not count.
+    let (status, body) = post(
+        format!("{}/api/v1/agent/execute", gw.url),
+        json!({"agentApiKey": agent.key, "action": "unwrap-native", "chainId": 84532,
+               "params": {"amount": "0.1"}, "idempotencyKey": "unwrap-1"}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["detail"]["blockingReasons"][0]["code"].clone()),
+        (422, json!("BALANCE_SHORT")),
+        "{body}"
+    );
+    assert!(
+        body["detail"]["blockingReasons"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("WETH")),
+        "{body}"
+    );
     devnet.fund(agent.address, U256::ZERO, usdc(10)).await;
     let r = readiness(
         &gw,

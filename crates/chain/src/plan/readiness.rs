@@ -7,8 +7,11 @@ use actiongate_api_types::venues::{BlockingCode, BlockingReason, Fix};
 use actiongate_core::catalog::Lane;
 use actiongate_core::error::Error;
 use actiongate_core::execution::VenueCheck;
+use alloy::eips::BlockId;
+use alloy::network::TransactionBuilder;
 use alloy::primitives::{Address, U256};
 use alloy::providers::Provider;
+use alloy::rpc::types::TransactionRequest;
 use alloy::sol_types::SolCall;
 
 use super::{
@@ -61,6 +64,19 @@ fn reason(code: BlockingCode, message: String, text: String) -> BlockingReason {
             ..Fix::default()
         },
     )
+}
+
+/// Whether `token` says it is paused. A token without `paused()` (the call reverts or answers
+/// something else) is not pausable; a node that does not answer is an error, not a "no".
+async fn paused(client: &ChainClient, token: Address) -> Result<bool, Error> {
+    let tx = TransactionRequest::default()
+        .with_to(token)
+        .with_input(IPausable::pausedCall {}.abi_encode());
+    match client.provider.call(tx).block(BlockId::pending()).await {
+        Ok(out) => Ok(IPausable::pausedCall::abi_decode_returns(&out).unwrap_or(false)),
+        Err(alloy::transports::RpcError::ErrorResp(_)) => Ok(false),
+        Err(e) => Err(rpc_error(client, e)),
+    }
 }
 
 /// What blocks `check` on `client`'s chain now.
@@ -135,7 +151,7 @@ pub async fn readiness(
         let balance = client
             .provider
             .get_balance(sender)
-            .block_id(alloy::eips::BlockId::pending())
+            .block_id(BlockId::pending())
             .await
             .map_err(|e| rpc_error(client, e))?;
         if balance < gas {
@@ -149,7 +165,7 @@ pub async fn readiness(
                 ),
                 format!("Send at least {} ETH to {sender} on chain {chain_id}.", format_units(gas - balance, 18)),
             ));
-        } else if balance < gas + native {
+        } else if balance < gas.saturating_add(native) {
             reasons.push(reason(
                 BlockingCode::BalanceShort,
                 format!(
@@ -159,7 +175,7 @@ pub async fn readiness(
                 ),
                 format!(
                     "Send at least {} ETH to {sender} on chain {chain_id}.",
-                    format_units(gas + native - balance, 18)
+                    format_units(gas.saturating_add(native) - balance, 18)
                 ),
             ));
         }
@@ -177,8 +193,8 @@ pub async fn readiness(
         return Ok(reasons);
     };
 
-    // A paused token moves for nobody. A token without `paused()` is not pausable.
-    if let Ok(true) = view(client, *token_at, IPausable::pausedCall {}).await {
+    // A paused token moves for nobody.
+    if paused(client, *token_at).await? {
         reasons.push(reason(
             BlockingCode::VenuePaused,
             format!(
@@ -220,7 +236,17 @@ pub async fn readiness(
                 if asset != *token_at {
                     continue;
                 }
-                let receiver = holder.unwrap_or(Address::ZERO);
+                // The receiver of the shares: the action's, else the holder. A fan-out's
+                // receivers are the delegators, each its own: not read here.
+                let receiver = check
+                    .params
+                    .and_then(|p| p.get("receiver"))
+                    .and_then(|r| r.as_str())
+                    .and_then(|r| r.parse::<Address>().ok())
+                    .or(holder);
+                let Some(receiver) = receiver else {
+                    continue;
+                };
                 let max = view(client, spender, IERC4626::maxDepositCall { receiver }).await?;
                 if max.is_zero() || amount.is_some_and(|a| a > max) {
                     reasons.push(reason(

@@ -234,7 +234,7 @@ pub enum VenueCommand {
         /// With --token: the amount, in token units, the balance and allowance must cover.
         #[arg(long)]
         amount: Option<String>,
-        /// buildTx: the wallet that signs.
+        /// buildTx (required there): the wallet that signs.
         #[arg(long = "wallet")]
         wallet_address: Option<String>,
     },
@@ -244,6 +244,9 @@ pub enum VenueCommand {
         chain_id: Option<u64>,
         #[arg(long)]
         lane: Option<String>,
+        /// buildTx: the wallet that signs.
+        #[arg(long = "wallet")]
+        wallet_address: Option<String>,
     },
 }
 

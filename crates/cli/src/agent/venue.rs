@@ -67,10 +67,15 @@ pub(super) async fn venue(
             };
             Outcome::ok(to_value(&r), text)
         }
-        VenueCommand::List { chain_id, lane } => {
+        VenueCommand::List {
+            chain_id,
+            lane,
+            wallet_address,
+        } => {
             let query = VenueListQuery {
                 chain_id: Some(chain_id.unwrap_or_else(|| g.default_chain())),
                 lane,
+                wallet_address,
             };
             let list = client.venues(&key, &query).await.map_err(failed)?;
             let mut text = format!("Venues on chain {} ({}):", list.chain_id, list.lane);

@@ -350,7 +350,8 @@ pub static TOOLS: &[ToolSpec] = &[
             (GAS_SHORT, BALANCE_SHORT, APPROVAL_REQUIRED, DELEGATION_MISSING, PRICE_UNAVAILABLE, VENUE_PAUSED, \
             CREDENTIALS_MISSING, CREDITS_SHORT, CHAIN_NOT_CONFIGURED, VENUE_UNAVAILABLE), a message and a fix. The \
             venue is a providerId of the catalog. When blockingReasons is not empty, do not proceed: tell the user \
-            the fix. A write submitted while its venue is blocked is refused with VENUE_NOT_READY.",
+            the fix. A write submitted while the chain blocks its venue (gas, balance, a pause) is refused with \
+            VENUE_NOT_READY; credits, delegations and prices keep their own refusal codes.",
         auth: Auth::Agent,
         read_only: true,
         input: Schema::Inline(venue_input),
@@ -424,7 +425,7 @@ fn venue_input() -> Value {
         "lane": {"type": "string", "enum": ["executeIntent", "execute", "buildTx"], "description": "executeIntent (fan-out, the default), execute (the agent's wallet) or buildTx (a wallet that signs locally)."},
         "token": {"type": "string", "description": "A token symbol or 0x address: its price, balance and allowance are checked."},
         "amount": {"type": "string", "description": "With token: an amount in token units the balance and allowance must cover."},
-        "walletAddress": {"type": "string", "description": "buildTx: the wallet that signs."},
+        "walletAddress": {"type": "string", "description": "buildTx (required there): the wallet that signs."},
         "agentKey": {"type": "string", "description": "Not needed: the connection's key is used. If passed, it must be the connection's key."}
     }, "required": ["venue"]})
 }

@@ -229,9 +229,9 @@ async fn the_plain_http_mirror_answers_like_mcp() {
         (
             read.status,
             read.body["structuredContent"]["data"]["venue"].clone(),
-            read.body["structuredContent"]["data"]["ready"].clone()
+            read.body["structuredContent"]["data"]["blockingReasons"][0]["code"].clone()
         ),
-        (200, json!("erc20"), json!(false)),
+        (200, json!("erc20"), json!("VENUE_UNAVAILABLE")),
         "no chain has an RPC URL here: {}",
         read.body
     );

@@ -88,6 +88,9 @@ async fn readiness_tells_credits_and_credentials_and_refuses_a_bad_query(backend
     app.get_agent(&format!("{READINESS}?venue=erc20&lane=wallet"), key)
         .await
         .assert_error(400, "INVALID_REQUEST");
+    app.get_agent(&format!("{READINESS}?venue=erc20&lane=buildTx"), key)
+        .await
+        .assert_error(400, "INVALID_REQUEST");
     app.get_agent(
         &format!("{READINESS}?venue=erc20&lane=buildTx&walletAddress=0x12"),
         key,
