@@ -19,6 +19,7 @@ pub mod gateway;
 pub mod identity;
 pub mod intents;
 pub mod ledger;
+pub mod limits;
 pub mod mail;
 pub mod money;
 pub mod params;

@@ -3,6 +3,7 @@
 use time::Duration;
 
 use crate::chains::Chains;
+use crate::limits::LimitSettings;
 use crate::payments::PurchaseSettings;
 use crate::personhood::PersonhoodSettings;
 use crate::prices::PriceBook;
@@ -49,6 +50,8 @@ pub struct Settings {
     pub delegation_sweep: Duration,
     /// The World ID relying party (`[personhood]`).
     pub personhood: PersonhoodSettings,
+    /// Rate limits (`[limits]`).
+    pub limits: LimitSettings,
 }
 
 impl Default for Settings {
@@ -67,6 +70,7 @@ impl Default for Settings {
             purchase: PurchaseSettings::default(),
             delegation_sweep: Duration::seconds(30),
             personhood: PersonhoodSettings::default(),
+            limits: LimitSettings::default(),
         }
     }
 }

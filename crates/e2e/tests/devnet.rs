@@ -207,9 +207,10 @@ async fn the_devnet_deploys_funds_and_configures_the_gateway() {
     // devnet.toml is a complete gateway config for this chain.
     // Top-level keys first, then the devnet's file as it is.
     let config = format!(
-        "listen = \"127.0.0.1:0\"\ndata-dir = \"{}\"\n{}",
+        "listen = \"127.0.0.1:0\"\ndata-dir = \"{}\"\n{}\n{}",
         out.path().join("data").display(),
-        std::fs::read_to_string(out.path().join("devnet.toml")).unwrap_or_default()
+        std::fs::read_to_string(out.path().join("devnet.toml")).unwrap_or_default(),
+        actiongate_testkit::NO_LIMITS
     );
     std::fs::write(out.path().join("gateway.toml"), config).expect("write");
     let mut gateway = Command::new(GATEWAY)

@@ -70,8 +70,9 @@ async fn takeover(database_url: String) {
             rpc-url = "http://127.0.0.1:9/never-called-by-the-stand-in"
             [prices]
             USDC = 1.0
-            "#,
-            data.display()
+            {}"#,
+            data.display(),
+            actiongate_testkit::NO_LIMITS
         ),
     )
     .expect("write");

@@ -222,9 +222,7 @@ impl Application {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let workers = self.gateway.runner().spawn(self.workers, stop_rx.clone());
         let sweep = spawn_delegation_sweep(self.gateway.clone(), stop_rx);
-        let served = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let served = crate::serve::serve(self.listener, self.router, shutdown).await;
         let _ = stop_tx.send(true);
         for worker in workers {
             let _ = worker.await;

@@ -6,6 +6,7 @@ pub mod config;
 pub mod http;
 pub mod mail;
 pub mod mcp;
+pub mod serve;
 pub mod worldid;
 
 pub use app::{Application, Deps, StartError};

@@ -2,8 +2,8 @@
 
 use actiongate_core::crypto::SecretHash;
 use actiongate_core::store::{
-    AgentRecord, EmailChallenge, IdentityStore, NewAgent, Onboarding, OnboardingOutcome,
-    PolicyRecord, SessionRecord, StoreError,
+    AgentRecord, CheckBudget, CodeChecks, EmailChallenge, IdentityStore, NewAgent, Onboarding,
+    OnboardingOutcome, PolicyRecord, SessionRecord, StoreError,
 };
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteConnection;
@@ -83,16 +83,69 @@ impl IdentityStore for SqlStore {
         .transpose()
     }
 
-    async fn count_failed_attempt(&self, email: &str) -> Result<u32, StoreError> {
-        let attempts: Option<i32> = on_writer!(self, pool => sqlx::query_scalar(
-            "UPDATE email_challenges SET attempts = attempts + 1 WHERE email = $1 RETURNING attempts",
+    async fn count_code_check(
+        &self,
+        email: &str,
+        now: i64,
+        max_on_code: u32,
+    ) -> Result<CodeChecks, StoreError> {
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let on_code: Option<i32> = sqlx::query_scalar(
+                "UPDATE email_challenges SET attempts = attempts + 1 WHERE email = $1 RETURNING attempts",
+            )
+            .bind(email)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(err)?;
+            let compared = on_code.is_some_and(|a| u32::try_from(a).is_ok_and(|a| a <= max_on_code));
+            let budget: Option<(i32, i64)> = if compared {
+                Some(sqlx::query_as(
+                "INSERT INTO email_check_budget (email, window_start, checks) VALUES ($1, $2, 1)
+                 ON CONFLICT (email) DO UPDATE SET
+                     checks = CASE WHEN email_check_budget.window_start <= $2 - 86400000
+                                   THEN 1 ELSE email_check_budget.checks + 1 END,
+                     window_start = CASE WHEN email_check_budget.window_start <= $2 - 86400000
+                                         THEN $2 ELSE email_check_budget.window_start END
+                 RETURNING checks, window_start",
+            )
+            .bind(email)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(err)?)
+            } else {
+                sqlx::query_as("SELECT checks, window_start FROM email_check_budget WHERE email = $1")
+                    .bind(email)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(err)?
+            };
+            let (checks, window_start) = budget.unwrap_or((0, now));
+            tx.commit().await.map_err(err)?;
+            Ok(CodeChecks {
+                // A challenge replaced or consumed meanwhile: count the try as the last one allowed.
+                on_code: on_code.map_or(u32::MAX, |a| u32::try_from(a).unwrap_or(u32::MAX)),
+                budget: CheckBudget {
+                    checks: u32::try_from(checks).unwrap_or(u32::MAX),
+                    window_start,
+                },
+            })
+        })
+    }
+
+    async fn code_check_budget(&self, email: &str) -> Result<Option<CheckBudget>, StoreError> {
+        let row: Option<(i32, i64)> = on_pool!(self, pool => sqlx::query_as(
+            "SELECT checks, window_start FROM email_check_budget WHERE email = $1",
         )
         .bind(email)
         .fetch_optional(pool)
         .await
         .map_err(err)?);
-        // A challenge replaced or consumed meanwhile: count the try as the last one allowed.
-        Ok(attempts.map_or(u32::MAX, |a| u32::try_from(a).unwrap_or(u32::MAX)))
+        Ok(row.map(|(checks, window_start)| CheckBudget {
+            checks: u32::try_from(checks).unwrap_or(u32::MAX),
+            window_start,
+        }))
     }
 
     async fn complete_onboarding(&self, o: &Onboarding) -> Result<OnboardingOutcome, StoreError> {

@@ -229,25 +229,30 @@ async fn expired_or_wrong_codes_consume_nothing() {
 }
 
 #[tokio::test]
-async fn failed_attempts_count_atomically_and_reset_on_a_new_code() {
+async fn code_checks_count_atomically_and_the_address_budget_survives_a_new_code() {
+    const DAY: i64 = 86_400_000;
     for (name, f) in backends().await {
         let s = &f.store;
         challenge(s, "c@example.com", 9).await;
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..10 {
             let s = f.store.clone();
-            tasks.spawn(async move { s.count_failed_attempt("c@example.com").await });
+            tasks.spawn(async move { s.count_code_check("c@example.com", 1_000, 100).await });
         }
-        let mut seen: Vec<u32> = Vec::new();
+        let mut on_code: Vec<u32> = Vec::new();
+        let mut budget: Vec<u32> = Vec::new();
         while let Some(joined) = tasks.join_next().await {
-            seen.push(
-                joined
-                    .expect("a task panicked")
-                    .unwrap_or_else(|e| panic!("{name}: {e}")),
-            );
+            let c = joined
+                .expect("a task panicked")
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            on_code.push(c.on_code);
+            budget.push(c.budget.checks);
         }
-        seen.sort_unstable();
-        assert_eq!(seen, (1..=10).collect::<Vec<_>>(), "{name}");
+        on_code.sort_unstable();
+        budget.sort_unstable();
+        assert_eq!(on_code, (1..=10).collect::<Vec<_>>(), "{name}");
+        assert_eq!(budget, (1..=10).collect::<Vec<_>>(), "{name}");
+        // A new code resets its own tries, not the address's budget.
         challenge(s, "c@example.com", 9).await;
         let c = s
             .get_email_challenge("c@example.com")
@@ -256,9 +261,48 @@ async fn failed_attempts_count_atomically_and_reset_on_a_new_code() {
             .flatten()
             .map(|c| c.attempts);
         assert_eq!(c, Some(0), "{name}");
+        let next = s.count_code_check("c@example.com", 2_000, 100).await.ok();
         assert_eq!(
-            s.count_failed_attempt("nobody@example.com").await.ok(),
-            Some(u32::MAX),
+            next.map(|c| (c.on_code, c.budget.checks, c.budget.window_start)),
+            Some((1, 11, 1_000)),
+            "{name}"
+        );
+        // 24 hours after the window started, it starts again.
+        let later = s
+            .count_code_check("c@example.com", 1_000 + DAY, 100)
+            .await
+            .ok();
+        assert_eq!(
+            later.map(|c| (c.budget.checks, c.budget.window_start)),
+            Some((1, 1_000 + DAY)),
+            "{name}"
+        );
+        assert_eq!(
+            s.code_check_budget("c@example.com")
+                .await
+                .ok()
+                .flatten()
+                .map(|b| b.checks),
+            Some(1),
+            "{name}"
+        );
+        // A try past the code's own limit is not compared, so it does not spend the budget.
+        let past = s
+            .count_code_check("c@example.com", 1_000 + DAY, 1)
+            .await
+            .ok();
+        assert_eq!(
+            past.map(|c| (c.on_code, c.budget.checks)),
+            Some((3, 1)),
+            "{name}"
+        );
+        let nobody = s
+            .count_code_check("nobody@example.com", 1_000, 100)
+            .await
+            .ok();
+        assert_eq!(
+            nobody.map(|c| (c.on_code, c.budget.checks)),
+            Some((u32::MAX, 0)),
             "{name}"
         );
     }

@@ -38,7 +38,11 @@ impl Gateway {
         let dir = tempfile::tempdir().expect("tempdir");
         let smtp = SmtpSink::start(dir.path());
         let config = dir.path().join("gateway.toml");
-        std::fs::write(&config, text).expect("write");
+        let limits = match text.contains("[limits]") {
+            true => "",
+            false => actiongate_testkit::NO_LIMITS,
+        };
+        std::fs::write(&config, format!("{text}\n{limits}")).expect("write");
         let config = config.display().to_string();
         let mut child = Command::new(BIN)
             .args([

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::execution::Registry;
 use crate::identity::Identity;
 use crate::intents::Intents;
+use crate::limits::Limits;
 use crate::mail::Mailer;
 use crate::payments::{AuthorizationSettler, PaymentVerifier};
 use crate::personhood::{Personhood, ProofVerifier, RpSigner};
@@ -60,6 +61,7 @@ pub struct Gateway {
     registry: Arc<Registry>,
     runner: Arc<IntentRunner>,
     prices: Arc<Prices>,
+    limits: Arc<Limits>,
     identity: Arc<Identity>,
     venues: Arc<Venues>,
     intents: Arc<Intents>,
@@ -96,6 +98,7 @@ impl Gateway {
             clock.clone(),
             settings.lease,
         ));
+        let limits = Arc::new(Limits::new(settings.limits.clone()));
         let identity = Arc::new(Identity::new(
             store.clone(),
             mailer,
@@ -103,6 +106,7 @@ impl Gateway {
             catalog.clone(),
             keys,
             settings.clone(),
+            limits.clone(),
         )?);
         let venues = Arc::new(Venues::new(
             identity.clone(),
@@ -158,6 +162,7 @@ impl Gateway {
             registry,
             runner,
             prices,
+            limits,
             identity,
             venues,
             intents,
@@ -208,6 +213,12 @@ impl Gateway {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The process's rate limits; the surfaces apply the per-address ones (onboarding, MCP
+    /// session starts), identity the per-key and per-session ones.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// The price layer: what a write is worth.

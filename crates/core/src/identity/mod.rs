@@ -19,12 +19,13 @@ use crate::crypto::Keyring;
 use crate::crypto::{self, AGENT_KEY_PREFIX, OWNER_SESSION_PREFIX, SecretHash};
 use crate::error::{Error, Result};
 use crate::identity::policy::canonical_names;
+use crate::limits::Limits;
 use crate::mail::{Mailer, OutgoingMail};
 use crate::money::usd_to_micros;
 use crate::settings::Settings;
 use crate::store::Store;
 use crate::store::{
-    AgentRecord, EmailChallenge, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord,
+    AgentRecord, CheckBudget, EmailChallenge, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord,
 };
 
 const HASH_AGENT_KEY: &str = "agent-key";
@@ -32,6 +33,8 @@ const HASH_SESSION: &str = "owner-session";
 const HASH_EMAIL_CODE: &str = "email-code";
 /// How soon a new code may replace a live one.
 const RESEND_COOLDOWN_MS: i64 = 30_000;
+/// The window of an address's code check budget.
+const DAY_MS: i64 = 86_400_000;
 
 /// An authenticated agent.
 #[derive(Debug, Clone)]
@@ -115,6 +118,7 @@ pub struct Identity {
     catalog: Arc<Catalog>,
     keys: Keyring,
     settings: Arc<Settings>,
+    limits: Arc<Limits>,
     /// The default policy resolved against the catalog once.
     default_allowed: Vec<String>,
     default_daily_micros: i64,
@@ -131,6 +135,7 @@ impl Identity {
         catalog: Arc<Catalog>,
         keys: Keyring,
         settings: Arc<Settings>,
+        limits: Arc<Limits>,
     ) -> Result<Self> {
         let default_allowed = match &settings.default_policy.allowed_actions {
             Some(names) => canonical_names(&catalog, names)?,
@@ -156,6 +161,7 @@ impl Identity {
             catalog,
             keys,
             settings,
+            limits,
             default_allowed,
             default_daily_micros,
             default_per_action_micros,
@@ -169,8 +175,10 @@ impl Identity {
     pub async fn start_email_onboarding(&self, email: &str) -> Result<EmailStartResponse> {
         let email = normalise_email(email)?;
         let now = self.clock.now();
+        // An address whose code checks of the day are spent gets no new code until the window ends.
+        self.check_budget_left(&email, to_millis(now)).await?;
         // One code a half-minute per address, whatever its tries: no mail flooding, and guessing is
-        // held to 5 tries per 30 s.
+        // held to 5 tries per code and the address's daily budget across codes.
         if let Some(live) = self.store.get_email_challenge(&email).await?
             && to_millis(now) < live.expires_at
         {
@@ -244,8 +252,17 @@ impl Identity {
         if to_millis(now) >= challenge.expires_at {
             return Err(code_expired());
         }
-        // Count the try before comparing, atomically: parallel guesses cannot exceed the limit.
-        let attempt = self.store.count_failed_attempt(&email).await?;
+        self.check_budget_left(&email, to_millis(now)).await?;
+        // Count the try before comparing, atomically, on the code and on the address's daily
+        // budget: parallel guesses cannot exceed either, and a new code does not reset the budget.
+        let counted = self
+            .store
+            .count_code_check(&email, to_millis(now), max)
+            .await?;
+        if counted.budget.checks > self.settings.limits.code_checks_per_day {
+            return Err(self.budget_spent(counted.budget, to_millis(now)));
+        }
+        let attempt = counted.on_code;
         if attempt > max {
             return Err(too_many_attempts());
         }
@@ -313,6 +330,33 @@ impl Identity {
         })
     }
 
+    /// Refuses an address whose code checks of the 24-hour window are spent.
+    async fn check_budget_left(&self, email: &str, now: i64) -> Result<()> {
+        match self.store.code_check_budget(email).await? {
+            Some(b)
+                if b.window_start > now - DAY_MS
+                    && b.checks >= self.settings.limits.code_checks_per_day =>
+            {
+                Err(self.budget_spent(b, now))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn budget_spent(&self, budget: CheckBudget, now: i64) -> Error {
+        let seconds = u64::try_from((budget.window_start + DAY_MS - now).div_euclid(1000) + 1)
+            .unwrap_or(1)
+            .max(1);
+        Error::new(
+            ErrorCode::RateLimited,
+            format!(
+                "Too many sign-in codes were checked for this address in 24 hours ({}); it can sign in again in {seconds} s.",
+                self.settings.limits.code_checks_per_day
+            ),
+        )
+        .with_retry_after(seconds)
+    }
+
     fn code_hash(&self, email: &str, code: &str) -> SecretHash {
         self.keys
             .hash_secret(HASH_EMAIL_CODE, &format!("{email}\n{code}"))
@@ -334,8 +378,24 @@ impl Identity {
         &self,
         key: Option<&str>,
     ) -> Result<(AgentContext, Option<PolicyRecord>)> {
+        self.admit_agent(key)?;
         let basis = self.read_agent_basis(key).await?;
         Ok((basis.agent, basis.policy))
+    }
+
+    /// [`Identity::authenticate_agent`] without spending the key's rate: for a gate in front of a
+    /// call that authenticates again (the MCP endpoint's check before its tool runs).
+    pub async fn recognize_agent(&self, key: Option<&str>) -> Result<AgentContext> {
+        Ok(self.read_agent_basis(key).await?.agent)
+    }
+
+    /// One request of an agent key against its rate (`[limits]`); a missing or malformed key is
+    /// left to authentication to refuse.
+    pub(crate) fn admit_agent(&self, key: Option<&str>) -> Result<()> {
+        match self.agent_key_hash(key) {
+            Ok(hash) => self.limits.request(&credential_key("agent", &hash)),
+            Err(_) => Ok(()),
+        }
     }
 
     fn agent_key_hash(&self, key: Option<&str>) -> Result<SecretHash> {
@@ -382,7 +442,18 @@ impl Identity {
     }
 
     /// The owner a session token belongs to. An agent key is refused: owner routes need a session.
+    /// Each call spends one request of the session's rate (`[limits]`).
     pub async fn authenticate_owner(&self, token: Option<&str>) -> Result<OwnerContext> {
+        self.owner_session(token, true).await
+    }
+
+    /// [`Identity::authenticate_owner`] without spending the session's rate (a gate in front of a
+    /// call that authenticates again).
+    pub async fn recognize_owner(&self, token: Option<&str>) -> Result<OwnerContext> {
+        self.owner_session(token, false).await
+    }
+
+    async fn owner_session(&self, token: Option<&str>, metered: bool) -> Result<OwnerContext> {
         let token = token
             .map(str::trim)
             .filter(|k| !k.is_empty())
@@ -400,6 +471,9 @@ impl Identity {
             ));
         }
         let hash = self.keys.hash_secret(HASH_SESSION, token);
+        if metered {
+            self.limits.request(&credential_key("owner", &hash))?;
+        }
         match self
             .store
             .find_session(&hash, to_millis(self.clock.now()))
@@ -535,6 +609,11 @@ impl Identity {
             bootstrap: bootstrap(&agent, key),
         })
     }
+}
+
+/// The rate-limit bucket of a credential: its kind and half its keyed hash (never the secret).
+fn credential_key(kind: &str, hash: &SecretHash) -> String {
+    format!("{kind}:{}", hex::encode(&hash.0[..16]))
 }
 
 fn code_expired() -> Error {

@@ -117,6 +117,7 @@ impl Intents {
         // read. A fresh attempt that finds them changed meanwhile (a concurrent key rotation or
         // policy change) reads once more.
         let key = Some(req.agent_api_key.as_str());
+        self.identity.admit_agent(key)?;
         if let Some(basis) = self.identity.cached_agent_basis(key)
             && let Ok(Some(done)) = self.submit_with(req, lane, only, basis, false).await
         {

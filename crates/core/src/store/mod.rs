@@ -82,8 +82,19 @@ pub trait IdentityStore: Send + Sync + 'static {
 
     async fn get_email_challenge(&self, email: &str) -> Result<Option<EmailChallenge>, StoreError>;
 
-    /// Counts a try atomically (before the code is compared) and answers the tries so far.
-    async fn count_failed_attempt(&self, email: &str) -> Result<u32, StoreError>;
+    /// Counts a try atomically (before the code is compared) on the code and, when it is one of the
+    /// code's `max_on_code` tries (it will be compared), on the address's 24-hour budget across
+    /// codes (a window that started 24 hours or more before `now` starts again at `now`); answers
+    /// both counts.
+    async fn count_code_check(
+        &self,
+        email: &str,
+        now: i64,
+        max_on_code: u32,
+    ) -> Result<CodeChecks, StoreError>;
+
+    /// The address's budget of code checks as it stands (`None`: no check counted yet).
+    async fn code_check_budget(&self, email: &str) -> Result<Option<CheckBudget>, StoreError>;
 
     async fn complete_onboarding(
         &self,

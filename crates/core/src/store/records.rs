@@ -16,6 +16,22 @@ pub struct EmailChallenge {
     pub attempts: u32,
 }
 
+/// An address's code checks in its current 24-hour window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckBudget {
+    pub checks: u32,
+    /// Unix ms.
+    pub window_start: i64,
+}
+
+/// What one counted code check found: the tries on the live code (`u32::MAX` when the code was
+/// replaced or consumed meanwhile) and the address's budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeChecks {
+    pub on_code: u32,
+    pub budget: CheckBudget,
+}
+
 /// An agent row as the core sees it (never its key, never its wallet secret).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentRecord {

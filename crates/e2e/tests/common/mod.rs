@@ -275,9 +275,10 @@ impl Devnet {
     ) -> PathBuf {
         let data = self.dir.path().join(format!("data-{name}"));
         let text = format!(
-            "listen = \"127.0.0.1:0\"\ndata-dir = \"{}\"\ndatabase-url = \"{database_url}\"\n{}\n[intents]\nlease-seconds = 2\ndirect-timeout-seconds = 5\n[evm]\nbump-after-seconds = 2\n{extra}",
+            "listen = \"127.0.0.1:0\"\ndata-dir = \"{}\"\ndatabase-url = \"{database_url}\"\n{}\n[intents]\nlease-seconds = 2\ndirect-timeout-seconds = 5\n[evm]\nbump-after-seconds = 2\n{}{extra}",
             data.display(),
-            edit(self.process.toml())
+            edit(self.process.toml()),
+            actiongate_testkit::NO_LIMITS
         );
         let path = self.dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, text).expect("the gateway config is written");

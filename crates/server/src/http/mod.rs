@@ -54,6 +54,7 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
     let mcp = Router::new().route_service("/mcp", mcp_service).layer(
         axum::middleware::from_fn_with_state(state.clone(), crate::mcp::require_agent_key),
     );
+    let per_address = axum::middleware::from_fn_with_state(state.clone(), limit_by_address);
     let (api, doc) = routes().split_for_parts();
     let api = api
         .with_state(state)
@@ -75,12 +76,63 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
             .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
             .layer(trace)
             .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+            .layer(per_address)
             .layer(tower_http::timeout::TimeoutLayer::with_status_code(
                 axum::http::StatusCode::SERVICE_UNAVAILABLE,
                 Duration::from_secs(60),
             ))
             .layer(DefaultBodyLimit::max(extract::BODY_LIMIT)),
     )
+}
+
+/// The client address (CONTRACT "Rate limits and abuse"): the socket peer, or the first
+/// `X-Forwarded-For` hop when `[limits] trust-forwarded-for` says a proxy sets it.
+fn client_address(request: &axum::extract::Request, trust_forwarded_for: bool) -> String {
+    let forwarded = trust_forwarded_for
+        .then(|| request.headers().get("x-forwarded-for"))
+        .flatten()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
+    match forwarded {
+        Some(hop) => hop.to_owned(),
+        None => request
+            .extensions()
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map_or_else(|| "unknown".to_owned(), |c| c.0.ip().to_string()),
+    }
+}
+
+/// The limits kept per client address: onboarding `start`, and a new MCP session (a POST to
+/// `/mcp` without a session id or a bearer). The per-key and per-session limits are identity's.
+async fn limit_by_address(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let limits = state.gateway.limits();
+    let headers = request.headers();
+    let check: Option<fn(&actiongate_core::limits::Limits, &str) -> actiongate_core::Result<()>> =
+        match (request.method(), request.uri().path()) {
+            (&axum::http::Method::POST, "/api/v1/onboarding/email/start") => {
+                Some(actiongate_core::limits::Limits::onboarding)
+            }
+            (&axum::http::Method::POST, "/mcp")
+                if !headers.contains_key("mcp-session-id")
+                    && !headers.contains_key(axum::http::header::AUTHORIZATION) =>
+            {
+                Some(actiongate_core::limits::Limits::mcp_initialize)
+            }
+            _ => None,
+        };
+    if let Some(check) = check {
+        let client = client_address(&request, limits.settings().trust_forwarded_for);
+        if let Err(e) = check(limits, &client) {
+            return axum::response::IntoResponse::into_response(ApiError::from(e));
+        }
+    }
+    next.run(request).await
 }
 
 /// Every REST route, each declared once: its `#[utoipa::path]` gives both the route (method and

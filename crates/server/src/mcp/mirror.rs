@@ -67,13 +67,14 @@ pub async fn call_tool(
         Auth::Owner => state
             .gateway
             .identity()
-            .authenticate_owner(key.as_deref())
+            .recognize_owner(key.as_deref())
             .await
             .map(drop)?,
+        // The tool authenticates again, and that call spends the key's rate.
         Auth::Agent => state
             .gateway
             .identity()
-            .authenticate_agent(key.as_deref())
+            .recognize_agent(key.as_deref())
             .await
             .map(drop)?,
         Auth::Open => {}

@@ -540,13 +540,13 @@ pub async fn require_agent_key(
             Auth::Owner => state
                 .gateway
                 .identity()
-                .authenticate_owner(key)
+                .recognize_owner(key)
                 .await
                 .map(|_| ()),
             _ => state
                 .gateway
                 .identity()
-                .authenticate_agent(key)
+                .recognize_agent(key)
                 .await
                 .map(|_| ()),
         };

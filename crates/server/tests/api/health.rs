@@ -40,3 +40,35 @@ async fn every_response_carries_a_request_id(backend: Backend) {
 }
 
 on_both_backends!(health_and_readiness, every_response_carries_a_request_id);
+
+/// Slow clients hold nothing for long: 40 connections that never finish their request head are
+/// closed within the head timeout (10 s), while `/healthz` keeps answering.
+#[tokio::test]
+async fn connections_that_never_finish_their_head_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let app = spawn_app(Backend::Sqlite).await;
+    let mut slow = Vec::new();
+    for _ in 0..40 {
+        let mut s = tokio::net::TcpStream::connect(app.addr)
+            .await
+            .expect("connect");
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
+            .await
+            .expect("a partial head is sent");
+        slow.push(s);
+    }
+    for _ in 0..5 {
+        assert_eq!(app.get("/healthz").await.status, 200);
+    }
+    for mut s in slow {
+        let mut buf = Vec::new();
+        let closed =
+            tokio::time::timeout(std::time::Duration::from_secs(15), s.read_to_end(&mut buf)).await;
+        assert!(closed.is_ok(), "a slow connection is still open after 15 s");
+        // Closed, with at most an error status, never a served request.
+        let text = String::from_utf8_lossy(&buf);
+        assert!(!text.contains("200 OK"), "{text}");
+    }
+    app.stop().await;
+}

@@ -78,8 +78,12 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
             .await
             .expect("a fresh PostgreSQL schema (scripts/test starts PostgreSQL)"),
     };
+    let limits = match options.config_toml.contains("[limits]") {
+        true => "",
+        false => actiongate_testkit::NO_LIMITS,
+    };
     let config_toml = format!(
-        "{}\n[personhood]\nverify-url = \"{}\"\nrp-id = \"rp_test\"\n",
+        "{}\n{limits}\n[personhood]\nverify-url = \"{}\"\nrp-id = \"rp_test\"\n",
         options.config_toml, verify_api.url
     );
     let file = toml::from_str(&config_toml).expect("test config");

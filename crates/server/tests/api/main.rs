@@ -8,6 +8,7 @@ mod errors;
 mod health;
 mod identity;
 mod intents;
+mod limits;
 mod mcp;
 mod openapi;
 mod personhood;

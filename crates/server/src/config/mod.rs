@@ -13,6 +13,11 @@ use actiongate_core::prices::{
 };
 use actiongate_core::purchases::PurchaseSettings;
 use actiongate_core::{DefaultPolicy, Settings};
+
+mod limits;
+
+pub use limits::LimitsSection;
+use limits::limit_settings;
 use serde::Deserialize;
 
 /// Values given on the command line or in the environment; each beats the file.
@@ -58,6 +63,8 @@ pub struct FileConfig {
     pub internal_data_file: Option<PathBuf>,
     #[serde(default)]
     pub mcp: McpSection,
+    #[serde(default)]
+    pub limits: LimitsSection,
     #[serde(default)]
     pub personhood: PersonhoodSection,
     #[serde(default)]
@@ -346,6 +353,7 @@ impl Config {
         settings.prices = price_book(f.prices)?;
         intent_settings(&mut settings, &f.intents, &f.delegation)?;
         settings.personhood = personhood_settings(&f.personhood)?;
+        settings.limits = limit_settings(&f.limits)?;
         Ok(Self {
             dev,
             listen,
