@@ -274,15 +274,24 @@ async fn shutdown_signal() {
     tracing::info!("shutdown signal received; finishing in-flight requests");
 }
 
+/// Crates whose `debug` and `trace` events print whole messages (MCP requests and results carry
+/// agent keys, owner sessions and e-mail codes): held at `info` whatever the filter says.
+const VERBATIM_AT_DEBUG: &[&str] = &["rmcp"];
+
 /// Logs go to stderr (stdout carries only the listening line); `ACTIONGATE_LOG` or `RUST_LOG`
-/// sets the filter.
+/// sets the filter, except that the crates of [`VERBATIM_AT_DEBUG`] never log below `info`.
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
-    let filter = std::env::var("ACTIONGATE_LOG")
+    let mut filter = std::env::var("ACTIONGATE_LOG")
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())
         .or_else(|| EnvFilter::try_from_default_env().ok())
         .unwrap_or_else(|| EnvFilter::new("info,sqlx=warn"));
+    for target in VERBATIM_AT_DEBUG {
+        if let Ok(cap) = format!("{target}=info").parse() {
+            filter = filter.add_directive(cap);
+        }
+    }
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -259,7 +259,11 @@ fn spawn_delegation_sweep(
 
 /// Reads the master key; in dev mode creates it (0600) when missing.
 async fn load_master_key(path: &Path, dev: bool) -> Result<MasterKey, StartError> {
-    match tokio::fs::read_to_string(path).await {
+    // The file's text is the key itself: wiped from memory once parsed.
+    match tokio::fs::read_to_string(path)
+        .await
+        .map(zeroize::Zeroizing::new)
+    {
         Ok(text) => {
             warn_if_readable_by_others(path);
             MasterKey::from_hex(&text)

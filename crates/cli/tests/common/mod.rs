@@ -35,6 +35,11 @@ impl Gateway {
 
     /// A gateway with this config file.
     pub fn start_with_config(text: &str) -> Self {
+        Self::start_logging(text, "info")
+    }
+
+    /// A gateway with this config file, logging at `level` (`ACTIONGATE_LOG`).
+    pub fn start_logging(text: &str, level: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let smtp = SmtpSink::start(dir.path());
         let config = dir.path().join("gateway.toml");
@@ -56,7 +61,7 @@ impl Gateway {
                 &config,
             ])
             .current_dir(dir.path())
-            .env("ACTIONGATE_LOG", "info")
+            .env("ACTIONGATE_LOG", level)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -130,6 +135,11 @@ impl Gateway {
             .unwrap_or_default();
         assert_eq!(keys, ["code", "data", "success"], "{v}");
         (out.status.code().unwrap_or(-1), v)
+    }
+
+    /// Everything the gateway has logged so far.
+    pub fn log_text(&self) -> String {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     pub fn requests_to(&self, path: &str) -> usize {

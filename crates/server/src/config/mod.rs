@@ -259,8 +259,9 @@ pub struct TokenConfig {
     pub decimals: u8,
 }
 
-/// The resolved configuration the server runs with.
-#[derive(Debug, Clone)]
+/// The resolved configuration the server runs with. Its `Debug` names no URL: a database or SMTP
+/// URL can carry a password, and an RPC URL an API key.
+#[derive(Clone)]
 pub struct Config {
     pub dev: bool,
     pub listen: SocketAddr,
@@ -276,6 +277,19 @@ pub struct Config {
     pub mcp_allowed_hosts: Vec<String>,
     pub personhood_verify_url: String,
     pub evm: actiongate_chain::ChainOptions,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("dev", &self.dev)
+            .field("listen", &self.listen)
+            .field("data_dir", &self.data_dir)
+            .field("master_key_file", &self.master_key_file)
+            .field("runner_workers", &self.runner_workers)
+            .field("chains", &self.settings.chains.0.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A configuration that cannot run.
@@ -678,9 +692,10 @@ pub fn sqlite_url(path: &Path) -> String {
 /// `smtp://host:port` → (host, port).
 pub fn parse_smtp_url(url: &str) -> Result<(String, u16), ConfigError> {
     let bad = || {
-        ConfigError::Invalid(format!(
-            "smtp-url must look like smtp://host:port, got {url:?}"
-        ))
+        // Not the URL itself: it may carry a password.
+        ConfigError::Invalid(
+            "smtp-url must look like smtp://host:port (no user, password or path)".to_owned(),
+        )
     };
     let rest = url.strip_prefix("smtp://").ok_or_else(bad)?;
     let rest = rest.trim_end_matches('/');
@@ -818,6 +833,47 @@ mod tests {
         };
         let cfg = Config::resolve(o, file).expect("resolve");
         assert_eq!(cfg.listen.port(), 0);
+    }
+
+    #[test]
+    fn debug_output_names_no_url_and_limits_are_read() {
+        let file: FileConfig = toml::from_str(
+            r#"
+            database-url = "postgres://gw:db-password@db.internal/gw"
+            smtp-url = "smtp://mail.internal:25"
+            [chains.84532]
+            name = "devnet"
+            rpc-url = "https://rpc.example/v2/rpc-api-key"
+            [limits]
+            requests-per-second = 7
+            trust-forwarded-for = true
+            "#,
+        )
+        .expect("parse");
+        let cfg = Config::resolve(Overrides::default(), file).expect("resolve");
+        let shown = format!("{cfg:?}");
+        for secret in ["db-password", "rpc-api-key"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        // A refused SMTP URL is not echoed back (it may carry a password).
+        let bad: FileConfig =
+            toml::from_str("smtp-url = \"smtps://mailer:smtp-password@mail.internal\"\n")
+                .expect("parse");
+        let refused = Config::resolve(Overrides::default(), bad)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            refused.contains("smtp-url") && !refused.contains("smtp-password"),
+            "{refused}"
+        );
+        let l = &cfg.settings.limits;
+        assert_eq!(
+            (l.requests_per_second, l.burst, l.trust_forwarded_for),
+            (7, 100, true)
+        );
+        let zero: FileConfig = toml::from_str("[limits]\nburst = 0\n").expect("parse");
+        assert!(Config::resolve(Overrides::default(), zero).is_err());
     }
 
     #[test]

@@ -1,0 +1,101 @@
+//! Secrets never reach the logs, at any level: onboarding over REST (the CLI's login) and over MCP
+//! (the official Python SDK), then calls with the key and the session, with the gateway logging at
+//! `debug` and at `trace`; no agent key, owner session or e-mail code appears in any line.
+#![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
+
+mod common;
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use common::Gateway;
+
+fn mcp(g: &Gateway, key: Option<&str>, tool: &str, args: Value) -> Value {
+    let mut cmd = Command::new(actiongate_testkit::python());
+    cmd.arg(actiongate_testkit::repo_root().join("tests/e2e/mcp_call.py"))
+        .args(["--url", &format!("{}/mcp", g.url), "--tool", tool])
+        .args(["--args", &args.to_string()]);
+    match key {
+        Some(k) => cmd.env("ACTIONGATE_KEY", k),
+        None => cmd.env_remove("ACTIONGATE_KEY"),
+    };
+    let out = cmd.output().expect("the MCP client runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+async fn no_secret_in_the_logs_at(level: &str) {
+    let g = Gateway::start_logging("", level);
+    // REST: the CLI signs in (start, the code from the mail, complete) and uses its key.
+    let rest_key = g.login(&format!("rest-{level}@example.com")).await;
+    let rest_code = g
+        .smtp
+        .code_for(&format!("rest-{level}@example.com"), 1)
+        .await;
+    let stored: Value = serde_json::from_str(
+        &std::fs::read_to_string(g.home.path().join("credentials.json")).unwrap_or_default(),
+    )
+    .unwrap_or(Value::Null);
+    let rest_session = stored["ownerSession"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let (code, _) = g.json(&["credits", "balance"], &[]);
+    assert_eq!(code, 0);
+    // MCP: onboarding through its two tools, then a call with the new key as the bearer.
+    let email = format!("mcp-{level}@example.com");
+    let started = mcp(&g, None, "startEmailOnboarding", json!({"email": email}));
+    assert_eq!(started["isError"], json!(false), "{started}");
+    let mcp_code = g.smtp.code_for(&email, 1).await;
+    let done = mcp(
+        &g,
+        None,
+        "completeEmailOnboarding",
+        json!({"email": email, "code": mcp_code, "acceptTerms": true}),
+    );
+    let data = &done["structuredContent"]["data"];
+    let mcp_key = data["bootstrap"]["agentApiKey"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let mcp_session = data["session"]["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let balance = mcp(&g, Some(&mcp_key), "getCreditsBalance", json!({}));
+    assert_eq!(balance["isError"], json!(false), "{balance}");
+
+    let log = g.log_text();
+    assert!(
+        log.lines().count() > 20,
+        "the gateway logged at {level}: {log}"
+    );
+    for (what, secret) in [
+        ("the REST agent key", rest_key.as_str()),
+        ("the REST owner session", rest_session.as_str()),
+        ("the REST e-mail code", rest_code.as_str()),
+        ("the MCP agent key", mcp_key.as_str()),
+        ("the MCP owner session", mcp_session.as_str()),
+        ("the MCP e-mail code", mcp_code.as_str()),
+    ] {
+        assert!(secret.len() >= 6, "{what} was read: {secret:?}");
+        let leaked: Vec<&str> = log.lines().filter(|l| l.contains(secret)).collect();
+        assert!(leaked.is_empty(), "{what} in the {level} log: {leaked:?}");
+    }
+}
+
+#[tokio::test]
+async fn no_secret_in_debug_logs() {
+    no_secret_in_the_logs_at("debug").await;
+}
+
+#[tokio::test]
+async fn no_secret_in_trace_logs() {
+    no_secret_in_the_logs_at("trace").await;
+}
