@@ -221,13 +221,15 @@ impl Application {
     ) -> Result<(), StartError> {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let workers = self.gateway.runner().spawn(self.workers, stop_rx.clone());
-        let sweep = spawn_delegation_sweep(self.gateway.clone(), stop_rx);
+        let sweep = spawn_delegation_sweep(self.gateway.clone(), stop_rx.clone());
+        let prune = crate::mcp::prune_sessions(self.store.clone(), self.gateway.clone(), stop_rx);
         let served = crate::serve::serve(self.listener, self.router, shutdown).await;
         let _ = stop_tx.send(true);
         for worker in workers {
             let _ = worker.await;
         }
         let _ = sweep.await;
+        let _ = prune.await;
         served.context("server failed")?;
         self.store.close().await;
         Ok(())

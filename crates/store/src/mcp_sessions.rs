@@ -39,4 +39,31 @@ impl McpSessionStore for SqlStore {
             .map(|_| ())
             .map_err(err))
     }
+
+    async fn set_mcp_session_owner(&self, id: &str, owner: &str) -> Result<(), StoreError> {
+        on_writer!(self, pool => sqlx::query("UPDATE mcp_sessions SET owner = $2 WHERE id = $1")
+            .bind(id)
+            .bind(owner)
+            .execute(pool)
+            .await
+            .map(|_| ())
+            .map_err(err))
+    }
+
+    async fn mcp_session_owner(&self, id: &str) -> Result<Option<Option<String>>, StoreError> {
+        on_pool!(self, pool => sqlx::query_scalar("SELECT owner FROM mcp_sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(pool)
+            .await
+            .map_err(err))
+    }
+
+    async fn prune_mcp_sessions(&self, before: i64) -> Result<u64, StoreError> {
+        on_writer!(self, pool => sqlx::query("DELETE FROM mcp_sessions WHERE created_at < $1")
+            .bind(before)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+            .map_err(err))
+    }
 }

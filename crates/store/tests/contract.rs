@@ -965,3 +965,39 @@ async fn drafts_accepted_together_fail_and_go_stale_one_by_one() {
         );
     }
 }
+
+#[tokio::test]
+async fn mcp_sessions_keep_their_owner_and_old_ones_are_pruned() {
+    use actiongate_core::store::McpSessionStore;
+    for (name, f) in backends().await {
+        let s = &f.store;
+        s.put_mcp_session("old", "{}", 1_000)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.put_mcp_session("new", "{}", 5_000)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.set_mcp_session_owner("new", "owner-hash")
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            (
+                s.mcp_session_owner("old").await.ok(),
+                s.mcp_session_owner("new").await.ok(),
+                s.mcp_session_owner("none").await.ok(),
+            ),
+            (
+                Some(Some(None)),
+                Some(Some(Some("owner-hash".to_owned()))),
+                Some(None)
+            ),
+            "{name}"
+        );
+        assert_eq!(s.prune_mcp_sessions(5_000).await.ok(), Some(1), "{name}");
+        assert_eq!(s.get_mcp_session("old").await.ok(), Some(None), "{name}");
+        assert!(
+            s.get_mcp_session("new").await.ok().flatten().is_some(),
+            "{name}"
+        );
+    }
+}

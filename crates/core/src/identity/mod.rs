@@ -31,6 +31,7 @@ use crate::store::{
 const HASH_AGENT_KEY: &str = "agent-key";
 const HASH_SESSION: &str = "owner-session";
 const HASH_EMAIL_CODE: &str = "email-code";
+const HASH_BEARER: &str = "bearer";
 /// How soon a new code may replace a live one.
 const RESEND_COOLDOWN_MS: i64 = 30_000;
 /// The window of an address's code check budget.
@@ -439,6 +440,12 @@ impl Identity {
         self.agent_key_hash(key)
             .ok()
             .and_then(|hash| self.agents.get(&hash))
+    }
+
+    /// A stable keyed hash of a bearer token (an agent key or an owner session), to record who
+    /// opened something without keeping the token.
+    pub fn bearer_id(&self, token: &str) -> String {
+        hex::encode(self.keys.hash_secret(HASH_BEARER, token.trim()).0)
     }
 
     /// The owner a session token belongs to. An agent key is refused: owner routes need a session.

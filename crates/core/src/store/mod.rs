@@ -457,6 +457,16 @@ pub trait McpSessionStore: Send + Sync + 'static {
     async fn get_mcp_session(&self, id: &str) -> Result<Option<String>, StoreError>;
 
     async fn delete_mcp_session(&self, id: &str) -> Result<(), StoreError>;
+
+    /// Records who opened a session (a keyed hash of its bearer).
+    async fn set_mcp_session_owner(&self, id: &str, owner: &str) -> Result<(), StoreError>;
+
+    /// Who opened a session: `None` when there is no such session, `Some(None)` when it was
+    /// opened without a bearer.
+    async fn mcp_session_owner(&self, id: &str) -> Result<Option<Option<String>>, StoreError>;
+
+    /// Deletes the sessions created before `before` (unix ms); answers how many.
+    async fn prune_mcp_sessions(&self, before: i64) -> Result<u64, StoreError>;
 }
 
 /// The storage port of the domain: every aggregate's store, and a health check.

@@ -519,7 +519,10 @@ pub async fn require_agent_key(
     next: Next,
 ) -> Response {
     if request.method() != axum::http::Method::POST {
-        return next.run(request).await;
+        return match owns_session(&state, request.headers()).await {
+            Ok(()) => next.run(request).await,
+            Err(e) => unauthorized(&e, None),
+        };
     }
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, BODY_LIMIT).await {
@@ -533,6 +536,20 @@ pub async fn require_agent_key(
         }
     };
     let message = serde_json::from_slice::<Value>(&bytes).ok();
+    let opens = !parts.headers.contains_key(SESSION_HEADER)
+        && message
+            .as_ref()
+            .and_then(|m| m.get("method"))
+            .and_then(Value::as_str)
+            == Some("initialize");
+    // A new session stores its `initialize` (client info included) in the database: kept small.
+    if opens && bytes.len() > MAX_INITIALIZE_BYTES {
+        let e = Error::new(
+            ErrorCode::PayloadTooLarge,
+            format!("A message that opens an MCP session is at most {MAX_INITIALIZE_BYTES} bytes."),
+        );
+        return (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(error_body(&e))).into_response();
+    }
     let needs = message.as_ref().map_or(Auth::Open, needs);
     if needs != Auth::Open {
         let key = bearer(&parts.headers);
@@ -551,39 +568,118 @@ pub async fn require_agent_key(
                 .map(|_| ()),
         };
         if let Err(e) = checked {
-            let message_text = if key.is_none() {
-                "Authentication required: connect with Authorization: Bearer <AGENT_API_KEY>."
-                    .to_owned()
-            } else {
-                e.message.clone()
+            let e = match key {
+                None => Error {
+                    message: "Authentication required: connect with Authorization: Bearer <AGENT_API_KEY>."
+                        .to_owned(),
+                    ..e
+                },
+                Some(_) => e,
             };
-            let e = Error {
-                message: message_text,
-                ..e
-            };
-            let status =
-                StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::UNAUTHORIZED);
-            // A JSON-RPC error in the body, so that clients surface the reason, not only the status.
             let id = message
                 .as_ref()
                 .and_then(|m| m.get("id"))
                 .cloned()
                 .unwrap_or(Value::Null);
-            let body = serde_json::json!({
-                "jsonrpc": "2.0",
-                "id": id,
-                "error": {"code": -32001, "message": e.message, "data": error_body(&e)},
-            });
-            let mut response = (status, axum::Json(body)).into_response();
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"actiongate\""),
-            );
-            return response;
+            return unauthorized(&e, Some(id));
         }
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
+    let bearer_id = bearer(&parts.headers).map(|b| state.gateway.identity().bearer_id(b));
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    // The session a bearer opened is that bearer's: only it may resume or end the session.
+    if opens
+        && let (Some(owner), Some(id)) = (
+            bearer_id,
+            response
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok()),
+        )
+        && let Err(e) = state.mcp_sessions.set_mcp_session_owner(id, &owner).await
+    {
+        tracing::error!(error = %e, "the MCP session's owner was not recorded");
+    }
+    response
+}
+
+/// The header that names an MCP session.
+const SESSION_HEADER: &str = "mcp-session-id";
+/// How long a stored MCP session lasts from its creation; older ones are pruned
+/// ([`prune_sessions`]). Each process also closes a session idle for 5 minutes (rmcp's default).
+pub const SESSION_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Deletes the stored sessions older than [`SESSION_TTL`] every hour until `stop`.
+pub fn prune_sessions(
+    sessions: Arc<dyn McpSessionStore>,
+    gateway: Arc<Gateway>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while !*stop.borrow() {
+            let ttl = i64::try_from(SESSION_TTL.as_millis()).unwrap_or(i64::MAX);
+            let before = actiongate_core::clock::to_millis(gateway.now()).saturating_sub(ttl);
+            match sessions.prune_mcp_sessions(before).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(sessions = n, "expired MCP sessions pruned"),
+                Err(e) => tracing::warn!(error = %e, "MCP sessions were not pruned"),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_secs(3600)) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    })
+}
+/// The largest message that opens a session (its `initialize` is stored with the session).
+const MAX_INITIALIZE_BYTES: usize = 16 * 1024;
+
+/// A GET (the session's stream, which replays cached responses) or a DELETE (the session's end) of
+/// a session opened with a bearer needs that bearer; a session opened without one has nothing to
+/// guard (only the open tools), and an unknown session is rmcp's to answer.
+async fn owns_session(state: &AppState, headers: &axum::http::HeaderMap) -> Result<(), Error> {
+    let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return Ok(());
+    };
+    let owner = state
+        .mcp_sessions
+        .mcp_session_owner(id)
         .await
+        .map_err(|e| {
+            Error::new(ErrorCode::NotAvailable, "The database does not answer.").with_detail(e)
+        })?;
+    match owner {
+        None | Some(None) => Ok(()),
+        Some(Some(owner)) => {
+            let presented = bearer(headers).map(|b| state.gateway.identity().bearer_id(b));
+            match presented {
+                Some(p) if p == owner => Ok(()),
+                _ => Err(Error::unauthorized(
+                    "This MCP session belongs to the bearer that opened it: connect with that Authorization: Bearer.",
+                )),
+            }
+        }
+    }
+}
+
+/// A refusal at the HTTP level: its status, `WWW-Authenticate` when it is a 401, and a JSON-RPC
+/// error body carrying the error envelope, so that clients surface the reason.
+fn unauthorized(e: &Error, id: Option<Value>) -> Response {
+    let status = StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::UNAUTHORIZED);
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id.unwrap_or(Value::Null),
+        "error": {"code": -32001, "message": e.message, "data": error_body(e)},
+    });
+    let mut response = (status, axum::Json(body)).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"actiongate\""),
+        );
+    }
+    response
 }
 
 /// What a message needs to be let through: the strictest level of the tools it calls.

@@ -10,6 +10,7 @@ mod identity;
 mod intents;
 mod limits;
 mod mcp;
+mod mcp_sessions;
 mod openapi;
 mod personhood;
 mod venues;
