@@ -222,7 +222,7 @@ impl Application {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let workers = self.gateway.runner().spawn(self.workers, stop_rx.clone());
         let sweep = spawn_delegation_sweep(self.gateway.clone(), stop_rx.clone());
-        let prune = crate::mcp::prune_sessions(self.store.clone(), self.gateway.clone(), stop_rx);
+        let prune = spawn_pruning(self.store.clone(), self.gateway.clone(), stop_rx);
         let served = crate::serve::serve(self.listener, self.router, shutdown).await;
         let _ = stop_tx.send(true);
         for worker in workers {
@@ -234,6 +234,33 @@ impl Application {
         self.store.close().await;
         Ok(())
     }
+}
+
+/// Every hour (and at start), deletes what has outlived its use: the core's expired rows
+/// ([`Gateway::prune`]) and MCP sessions past their TTL.
+fn spawn_pruning(
+    store: Arc<SqlStore>,
+    gateway: Arc<Gateway>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while !*stop.borrow() {
+            match gateway.prune().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(rows = n, "expired rows pruned"),
+                Err(e) => tracing::warn!(code = %e.code, "expired rows were not pruned"),
+            }
+            match crate::mcp::prune_sessions(store.as_ref(), &gateway).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(sessions = n, "expired MCP sessions pruned"),
+                Err(e) => tracing::warn!(error = %e, "MCP sessions were not pruned"),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_secs(3600)) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    })
 }
 
 /// Checks active delegations onchain every `[delegation] sweep-seconds`, so that a revocation made

@@ -6,7 +6,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use actiongate_core::store::{Store, StoreError, StoreErrorKind};
+use actiongate_core::store::{PruneCutoffs, Store, StoreError, StoreErrorKind};
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
@@ -296,5 +296,49 @@ impl SqlStore {
 impl Store for SqlStore {
     async fn ping(&self) -> Result<(), StoreError> {
         on_pool!(self, pool => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()).map_err(err))
+    }
+
+    async fn prune(&self, c: &PruneCutoffs) -> Result<u64, StoreError> {
+        // Each statement on its own: a large delete does not hold the writer for all of them.
+        let statements: [(&str, i64); 7] = [
+            (
+                "DELETE FROM email_challenges WHERE expires_at < $1",
+                c.expired_before,
+            ),
+            (
+                "DELETE FROM owner_sessions WHERE expires_at < $1",
+                c.expired_before,
+            ),
+            (
+                "DELETE FROM wallet_link_challenges WHERE expires_at < $1",
+                c.expired_before,
+            ),
+            (
+                "DELETE FROM email_check_budget WHERE window_start < $1",
+                c.budget_window_before,
+            ),
+            (
+                "DELETE FROM idempotency_keys WHERE created_at < $1",
+                c.retained_before,
+            ),
+            (
+                "DELETE FROM personhood_challenges WHERE expires_at < $1",
+                c.retained_before,
+            ),
+            (
+                "DELETE FROM invoices WHERE paid_at IS NULL AND expires_at < $1",
+                c.retained_before,
+            ),
+        ];
+        let mut gone = 0;
+        for (sql, before) in statements {
+            gone += on_writer!(self, pool => sqlx::query(sql)
+                .bind(before)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+                .map_err(err))?;
+        }
+        Ok(gone)
     }
 }

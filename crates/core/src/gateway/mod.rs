@@ -9,6 +9,7 @@ use actiongate_api_types::ErrorCode;
 
 use crate::catalog::Catalog;
 use crate::clock::Clock;
+use crate::clock::to_millis;
 use crate::crypto::Keyring;
 use crate::delegation_chain::DelegationChain;
 use crate::delegations::Delegations;
@@ -24,7 +25,10 @@ use crate::prices::Prices;
 use crate::purchases::Credits;
 use crate::runner::IntentRunner;
 use crate::settings::Settings;
-use crate::store::Store;
+use crate::store::{PruneCutoffs, Store};
+
+/// How long idempotency keys, used personhood challenges and unpaid invoices are kept.
+pub const RETAINED: time::Duration = time::Duration::days(7);
 use crate::venues::Venues;
 
 /// The gateway's connections to the outside world.
@@ -238,6 +242,21 @@ impl Gateway {
 
     pub fn now(&self) -> time::OffsetDateTime {
         self.clock.now()
+    }
+
+    /// Deletes what has outlived its use: expired e-mail codes, owner sessions and wallet-link
+    /// messages at once; e-mail check budgets a day after their window began; idempotency keys
+    /// ([`RETAINED`]: CONTRACT keeps them at least 24 hours), personhood challenges and unpaid
+    /// invoices [`RETAINED`] after they were made or expired. Answers how many rows went.
+    pub async fn prune(&self) -> Result<u64> {
+        let now = to_millis(self.clock.now());
+        let retained = i64::try_from(RETAINED.whole_milliseconds()).unwrap_or(i64::MAX);
+        let cutoffs = PruneCutoffs {
+            expired_before: now,
+            budget_window_before: now.saturating_sub(86_400_000),
+            retained_before: now.saturating_sub(retained),
+        };
+        Ok(self.store.prune(&cutoffs).await?)
     }
 
     /// Answers when the database answers.

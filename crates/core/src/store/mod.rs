@@ -482,4 +482,7 @@ pub trait Store:
 {
     /// Answers when the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Deletes what has outlived its use ([`PruneCutoffs`]); answers how many rows went.
+    async fn prune(&self, cutoffs: &PruneCutoffs) -> Result<u64, StoreError>;
 }

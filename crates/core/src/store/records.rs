@@ -16,6 +16,18 @@ pub struct EmailChallenge {
     pub attempts: u32,
 }
 
+/// What [`crate::store::Store::prune`] deletes, by instant (unix ms): the core decides them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PruneCutoffs {
+    /// E-mail codes, owner sessions and wallet-link messages that expired before this.
+    pub expired_before: i64,
+    /// E-mail check budgets whose 24-hour window started before this.
+    pub budget_window_before: i64,
+    /// Idempotency keys made, and personhood challenges and unpaid invoices that expired, before
+    /// this (kept a while for replays and support).
+    pub retained_before: i64,
+}
+
 /// An address's code checks in its current 24-hour window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CheckBudget {

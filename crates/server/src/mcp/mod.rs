@@ -610,27 +610,14 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// ([`prune_sessions`]). Each process also closes a session idle for 5 minutes (rmcp's default).
 pub const SESSION_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
-/// Deletes the stored sessions older than [`SESSION_TTL`] every hour until `stop`.
-pub fn prune_sessions(
-    sessions: Arc<dyn McpSessionStore>,
-    gateway: Arc<Gateway>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        while !*stop.borrow() {
-            let ttl = i64::try_from(SESSION_TTL.as_millis()).unwrap_or(i64::MAX);
-            let before = actiongate_core::clock::to_millis(gateway.now()).saturating_sub(ttl);
-            match sessions.prune_mcp_sessions(before).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(sessions = n, "expired MCP sessions pruned"),
-                Err(e) => tracing::warn!(error = %e, "MCP sessions were not pruned"),
-            }
-            tokio::select! {
-                () = tokio::time::sleep(std::time::Duration::from_secs(3600)) => {}
-                _ = stop.changed() => {}
-            }
-        }
-    })
+/// Deletes the stored sessions older than [`SESSION_TTL`]; answers how many.
+pub async fn prune_sessions(
+    sessions: &dyn McpSessionStore,
+    gateway: &Gateway,
+) -> Result<u64, actiongate_core::store::StoreError> {
+    let ttl = i64::try_from(SESSION_TTL.as_millis()).unwrap_or(i64::MAX);
+    let before = actiongate_core::clock::to_millis(gateway.now()).saturating_sub(ttl);
+    sessions.prune_mcp_sessions(before).await
 }
 /// The largest message that opens a session (its `initialize` is stored with the session).
 const MAX_INITIALIZE_BYTES: usize = 16 * 1024;

@@ -207,6 +207,30 @@ impl TestApp {
             .expect("grant credits");
     }
 
+    /// How many rows a table of the gateway's database holds (read beside the gateway).
+    pub async fn count_rows(&self, table: &str) -> i64 {
+        use sqlx::Connection;
+        // A table name of the tests' own, not input: audited.
+        let count = sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}"));
+        if self.database_url.starts_with("sqlite") {
+            let mut conn = sqlx::SqliteConnection::connect(&self.database_url)
+                .await
+                .expect("the database opens");
+            sqlx::query_scalar(count)
+                .fetch_one(&mut conn)
+                .await
+                .expect("count")
+        } else {
+            let mut conn = sqlx::PgConnection::connect(&self.database_url)
+                .await
+                .expect("the database opens");
+            sqlx::query_scalar(count)
+                .fetch_one(&mut conn)
+                .await
+                .expect("count")
+        }
+    }
+
     /// A GET as an agent (`x-agent-api-key`).
     pub async fn get_agent(&self, path: &str, agent_key: &str) -> Reply {
         self.send(

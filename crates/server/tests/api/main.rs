@@ -13,4 +13,5 @@ mod mcp;
 mod mcp_sessions;
 mod openapi;
 mod personhood;
+mod pruning;
 mod venues;

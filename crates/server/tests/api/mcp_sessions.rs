@@ -25,28 +25,6 @@ async fn open(app: &TestApp, bearer: Option<&str>, body: &Value) -> Reply {
     app.send(req).await
 }
 
-async fn stored_sessions(app: &TestApp) -> i64 {
-    use sqlx::Connection;
-    const COUNT: &str = "SELECT COUNT(*) FROM mcp_sessions";
-    if app.database_url.starts_with("sqlite") {
-        let mut conn = sqlx::SqliteConnection::connect(&app.database_url)
-            .await
-            .expect("the database opens");
-        sqlx::query_scalar(COUNT)
-            .fetch_one(&mut conn)
-            .await
-            .expect("count")
-    } else {
-        let mut conn = sqlx::PgConnection::connect(&app.database_url)
-            .await
-            .expect("the database opens");
-        sqlx::query_scalar(COUNT)
-            .fetch_one(&mut conn)
-            .await
-            .expect("count")
-    }
-}
-
 async fn oversized_or_repeated_session_starts_keep_nothing(backend: Backend) {
     let app = spawn_app_with(
         backend,
@@ -73,7 +51,7 @@ async fn oversized_or_repeated_session_starts_keep_nothing(backend: Backend) {
         "{too_big:?} {too_many:?}"
     );
     assert_eq!(
-        stored_sessions(&app).await,
+        app.count_rows("mcp_sessions").await,
         0,
         "no oversized session was kept"
     );
