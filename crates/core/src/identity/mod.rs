@@ -574,9 +574,16 @@ impl Identity {
         owner: &OwnerContext,
         agent_key: &str,
     ) -> Result<AgentContext> {
-        let agent = self.authenticate_agent(Some(agent_key)).await?;
+        // An unknown or revoked key is answered as another account's agent: the answer does not
+        // tell whether a key exists. The owner's request is metered on the owner's session.
+        let not_found = || Error::not_found("No such agent in this account.");
+        let agent = match self.read_agent_basis(Some(agent_key)).await {
+            Ok(basis) => basis.agent,
+            Err(e) if e.code == ErrorCode::Unauthorized => return Err(not_found()),
+            Err(e) => return Err(e),
+        };
         if agent.agent.account_id != owner.account_id {
-            return Err(Error::not_found("No such agent in this account."));
+            return Err(not_found());
         }
         Ok(agent)
     }

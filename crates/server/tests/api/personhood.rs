@@ -370,15 +370,23 @@ async fn an_agent_is_locked_like_an_org(backend: Backend) {
     )
     .await
     .assert_error(403, "PERSONHOOD_ORG_NULLIFIER_MISMATCH");
-    // Another account's agent cannot be enrolled by this owner.
+    // Another account's agent cannot be enrolled by this owner, and a key that does not exist is
+    // answered the same way: the answer does not tell whether a key exists.
     let other = app.onboard("agentlock2@example.com").await;
-    app.post_as(
-        &format!("{P}/begin"),
-        &owner.session,
-        Some(json!({"agentKey": other.agent_key})),
-    )
-    .await
-    .assert_error(404, "NOT_FOUND");
+    for key in [
+        other.agent_key.as_str(),
+        "agent-0000000000000000000000000000000000000000000",
+    ] {
+        let r = app
+            .post_as(
+                &format!("{P}/begin"),
+                &owner.session,
+                Some(json!({"agentKey": key})),
+            )
+            .await;
+        r.assert_error(404, "NOT_FOUND");
+        assert_eq!(r.body["message"], json!("No such agent in this account."));
+    }
 }
 
 on_both_backends!(
