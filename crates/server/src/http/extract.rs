@@ -65,6 +65,27 @@ where
     }
 }
 
+/// A raw body, within the limit (`PAYLOAD_TOO_LARGE` in the envelope beyond it).
+pub struct ApiBytes(pub axum::body::Bytes);
+
+impl<S> FromRequest<S> for ApiBytes
+where
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::body::Bytes::from_request(req, state).await {
+            Ok(b) => Ok(Self(b)),
+            Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                "The request body is over the 1 MiB limit.",
+            )),
+            Err(r) => Err(ApiError::new(ErrorCode::InvalidRequest, r.body_text())),
+        }
+    }
+}
+
 /// A JSON body that may be absent altogether (then `T::default()`).
 pub struct OptionalJson<T>(pub T);
 

@@ -5,7 +5,6 @@ use actiongate_api_types::catalog::{McpToolInfo, McpToolList};
 use actiongate_api_types::{Envelope, ErrorBody, ErrorCode};
 use actiongate_core::Error;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -15,7 +14,7 @@ use super::GatewayMcp;
 use super::tools::{Auth, TOOLS, auth_of, tool_list};
 use crate::http::AppState;
 use crate::http::error::ApiError;
-use crate::http::extract::bearer;
+use crate::http::extract::{ApiBytes, bearer};
 
 /// Every MCP tool with its schemas and whether it needs an agent key.
 #[utoipa::path(get, path = "/mcp/tools", tag = "mcp", responses((status = 200, body = Envelope<McpToolList>)))]
@@ -51,7 +50,7 @@ pub async fn call_tool(
     State(state): State<AppState>,
     Path(name): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Result<Response, ApiError> {
     let spec = TOOLS
         .iter()
