@@ -82,4 +82,14 @@ impl Chains {
     pub fn get(&self, id: u64) -> Option<&ChainSettings> {
         self.0.get(&id)
     }
+
+    /// The chain, or `UNKNOWN_CHAIN`: the one refusal of a chain id this gateway does not know.
+    pub fn known(&self, id: u64) -> crate::error::Result<&ChainSettings> {
+        self.get(id).ok_or_else(|| {
+            crate::error::Error::new(
+                actiongate_api_types::ErrorCode::UnknownChain,
+                format!("Chain {id} is not one this gateway knows."),
+            )
+        })
+    }
 }

@@ -76,12 +76,7 @@ impl Delegations {
 
     fn delegation_chain_id(&self, chain_id: Option<u64>) -> Result<u64> {
         let chain_id = chain_id.unwrap_or(DEFAULT_CHAIN_ID);
-        if self.settings.chains.get(chain_id).is_none() {
-            return Err(Error::new(
-                ErrorCode::UnknownChain,
-                format!("Chain {chain_id} is not one this gateway knows."),
-            ));
-        }
+        self.settings.chains.known(chain_id)?;
         Ok(chain_id)
     }
 

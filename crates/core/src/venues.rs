@@ -68,12 +68,7 @@ pub(crate) enum Scope {
 /// `UNKNOWN_CHAIN` for a chain it does not know, `CHAIN_NOT_CONFIGURED` for one the action does not
 /// run on here. The one rule of the policy checks' `chain` step and of readiness.
 pub(crate) fn chain_check(spec: &ActionSpec, chains: &Chains, chain_id: u64) -> Result<()> {
-    let Some(chain) = chains.get(chain_id) else {
-        return Err(Error::new(
-            ErrorCode::UnknownChain,
-            format!("Chain {chain_id} is not one this gateway knows."),
-        ));
-    };
+    let chain = chains.known(chain_id)?;
     let supported = &spec.entry.supported_chains;
     if !supported.is_empty() && !supported.contains(&chain_id) {
         return Err(Error::new(
@@ -285,13 +280,7 @@ impl Venues {
     }
 
     fn known_chain(&self, chain_id: u64) -> Result<()> {
-        match self.settings.chains.get(chain_id) {
-            Some(_) => Ok(()),
-            None => Err(Error::new(
-                ErrorCode::UnknownChain,
-                format!("Chain {chain_id} is not one this gateway knows."),
-            )),
-        }
+        self.settings.chains.known(chain_id).map(drop)
     }
 
     /// The venue's enabled actions through `lane` (only `only` when given).

@@ -37,12 +37,7 @@ impl FrameworkChains {
     }
 
     pub fn framework(&self, chain_id: u64) -> Result<Framework, Error> {
-        let settings = self.chains.get(chain_id).ok_or_else(|| {
-            Error::new(
-                ErrorCode::UnknownChain,
-                format!("Chain {chain_id} is not one this gateway knows."),
-            )
-        })?;
+        let settings = self.chains.known(chain_id)?;
         Framework::of(chain_id, settings)
             .ok_or_else(|| Error::new(ErrorCode::ChainNotConfigured, format!("Chain {chain_id} has no DelegationManager configured ([chains.{chain_id}.contracts]).")))
     }

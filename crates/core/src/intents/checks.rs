@@ -141,12 +141,7 @@ impl Intents {
                 format!("The gateway cannot price {} writes.", spec.name()),
             ));
         };
-        let Some(chain) = self.settings.chains.get(chain_id) else {
-            return Err(refusal(
-                ErrorCode::UnknownChain,
-                format!("Chain {chain_id} is not one this gateway knows."),
-            ));
-        };
+        let chain = self.settings.chains.known(chain_id)?;
         let now = u64::try_from(self.clock.now().unix_timestamp()).unwrap_or(0);
         self.prices
             .value(rule, params, chain_id, chain, holder, now)

@@ -584,7 +584,10 @@ pub async fn require_agent_key(
             return unauthorized(&e, Some(id));
         }
     }
-    let bearer_id = bearer(&parts.headers).map(|b| state.gateway.identity().bearer_id(b));
+    // Only a message that opens a session records its bearer (a keyed hash is not free).
+    let bearer_id = bearer(&parts.headers)
+        .filter(|_| opens)
+        .map(|b| state.gateway.identity().bearer_id(b));
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
