@@ -99,7 +99,7 @@ error_codes! {
     PaymentWrongRecipient = "PAYMENT_WRONG_RECIPIENT", 422, InvalidRequest, "The payment transaction pays the stablecoin to someone other than the recipient.";
     PaymentWrongPayer = "PAYMENT_WRONG_PAYER", 422, InvalidRequest, "The payment transaction pays the recipient from another wallet than userAddress.";
     PaymentAuthorizationInvalid = "PAYMENT_AUTHORIZATION_INVALID", 422, InvalidRequest, "The x402 authorization does not pay this invoice: its signature, recipient, amount, validity window or payer's balance is wrong.";
-    PaymentAmountShort = "PAYMENT_AMOUNT_SHORT", 422, InvalidRequest, "The payment transaction pays less than the invoice amount.";
+    PaymentAmountMismatch = "PAYMENT_AMOUNT_MISMATCH", 422, InvalidRequest, "The payment transaction does not pay exactly the invoice's challenge amount.";
     DelegationSignatureInvalid = "DELEGATION_SIGNATURE_INVALID", 422, InvalidRequest, "The delegation's signature is not the delegator's (ECDSA for a codeless account, ERC-1271 for a smart account).";
     DelegationWrongDelegate = "DELEGATION_WRONG_DELEGATE", 422, InvalidRequest, "The delegation is to another delegate than this agent's execution wallet.";
     DelegationWrongChain = "DELEGATION_WRONG_CHAIN", 422, InvalidRequest, "The delegation was signed for another chain's DelegationManager than the chainId given.";

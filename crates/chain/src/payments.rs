@@ -138,12 +138,12 @@ impl PaymentVerifier for ChainPayments {
                 ),
             ));
         }
-        let needed = atomic(e.min_atomic);
-        if paid < needed {
+        let needed = atomic(e.amount_atomic);
+        if paid != needed {
             return Ok(TransferCheck::Refused(
-                ErrorCode::PaymentAmountShort,
+                ErrorCode::PaymentAmountMismatch,
                 format!(
-                    "Transaction {} pays {paid} base units; the invoice is {needed}.",
+                    "Transaction {} pays {paid} base units; the invoice is exactly {needed} (its challenge amount).",
                     e.tx_hash
                 ),
             ));

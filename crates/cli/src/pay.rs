@@ -14,6 +14,23 @@ use alloy::rpc::types::TransactionRequest;
 use alloy::signers::local::PrivateKeySigner;
 use alloy::sol_types::SolCall;
 
+/// A decimal amount of a token with `decimals` decimals in base units ("2.004217" of a 6-decimal
+/// token is "2004217"); more decimals than the token has is an error, never a rounding.
+pub fn atomic_units(amount: &str, decimals: u8) -> Result<String, String> {
+    let bad = || {
+        format!("the challenge amount {amount:?} is not a decimal of at most {decimals} decimals")
+    };
+    let (whole, frac) = amount.split_once('.').unwrap_or((amount, ""));
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(frac) || frac.len() > usize::from(decimals) {
+        return Err(bad());
+    }
+    let units = format!("{whole}{frac:0<width$}", width = usize::from(decimals));
+    U256::from_str_radix(&units, 10)
+        .map(|u| u.to_string())
+        .map_err(|_| bad())
+}
+
 /// A local paying wallet.
 pub struct Payer {
     signer: PrivateKeySigner,
@@ -170,4 +187,15 @@ impl Payer {
 fn redact(text: &str, url: &str) -> String {
     text.replace(url, "<rpc-url>")
         .replace(url.trim_end_matches('/'), "<rpc-url>")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn challenge_amounts_read_as_base_units() {
+        assert_eq!(super::atomic_units("2.004217", 6).as_deref(), Ok("2004217"));
+        assert_eq!(super::atomic_units("18.00", 6).as_deref(), Ok("18000000"));
+        assert!(super::atomic_units("1.0000001", 6).is_err());
+        assert!(super::atomic_units("two", 6).is_err());
+    }
 }

@@ -21,6 +21,8 @@ pub struct LimitSettings {
     pub code_checks_per_day: u32,
     /// Unauthenticated MCP session starts a minute per client address.
     pub mcp_initialize_per_minute: u32,
+    /// Credit challenges (new x402 invoices) a minute per client address on the open purchase route.
+    pub credit_challenges_per_minute: u32,
     /// Requests a second per agent key and per owner session.
     pub requests_per_second: u32,
     /// How many requests above the rate a key or session may send at once.
@@ -35,6 +37,7 @@ impl Default for LimitSettings {
             onboarding_per_minute: 10,
             code_checks_per_day: 20,
             mcp_initialize_per_minute: 60,
+            credit_challenges_per_minute: 10,
             requests_per_second: 50,
             burst: 100,
             trust_forwarded_for: false,
@@ -104,6 +107,7 @@ pub struct Limits {
     settings: LimitSettings,
     onboarding: Buckets,
     mcp_initialize: Buckets,
+    credit_challenges: Buckets,
     requests: Buckets,
 }
 
@@ -120,6 +124,11 @@ impl Limits {
                 per_minute(settings.mcp_initialize_per_minute),
                 settings.mcp_initialize_per_minute,
                 "to open MCP sessions from this address",
+            ),
+            credit_challenges: Buckets::new(
+                per_minute(settings.credit_challenges_per_minute),
+                settings.credit_challenges_per_minute,
+                "to open credit invoices from this address",
             ),
             requests: Buckets::new(
                 f64::from(settings.requests_per_second.max(1)),
@@ -144,9 +153,21 @@ impl Limits {
         self.mcp_initialize.take(client, Instant::now())
     }
 
+    /// One new credit invoice asked for on the open purchase route from `client`.
+    pub fn credit_challenge(&self, client: &str) -> Result<()> {
+        self.credit_challenges.take(client, Instant::now())
+    }
+
     /// One request of an agent key or owner session, named by its hash (never the secret itself).
     pub fn request(&self, credential_hash: &str) -> Result<()> {
         self.requests.take(credential_hash, Instant::now())
+    }
+
+    /// One paid retry on the open purchase route from `client` (each reads the chain): held to the
+    /// per-key rate, per client address.
+    pub fn open_payment(&self, client: &str) -> Result<()> {
+        self.requests
+            .take(&format!("address {client}"), Instant::now())
     }
 }
 

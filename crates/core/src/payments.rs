@@ -79,7 +79,9 @@ pub struct ExpectedTransfer<'a> {
     pub token: &'a str,
     pub payer: &'a str,
     pub recipient: &'a str,
-    pub min_atomic: i64,
+    /// What the payer must transfer to the recipient in this transaction, exactly (CONTRACT: one
+    /// transfer pays one invoice; more or less is `PAYMENT_AMOUNT_MISMATCH`).
+    pub amount_atomic: i64,
     pub confirmations: u64,
 }
 

@@ -13,6 +13,23 @@ use serde_json::{Value, json};
 
 use common::*;
 
+/// The base units a challenge asks for: its `amount`, a decimal string with up to 6 decimals. It is
+/// the package price plus a tag below 0.01, so that each open invoice's amount is its own.
+fn challenge_units(challenge: &Value, price: u64) -> U256 {
+    let text = challenge["amount"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{challenge}"));
+    let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
+    let units: u64 = format!("{whole}{frac:0<6}")
+        .parse()
+        .expect("a decimal amount");
+    assert!(
+        units > price && units < price + 10_000,
+        "{text} is the price {price} plus a tag below 0.01"
+    );
+    U256::from(units)
+}
+
 struct Buyer<'a> {
     gw: &'a Gateway,
     agent: &'a Agent,
@@ -127,21 +144,15 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
     let c = &challenge["x402Challenge"];
     assert_eq!(
         (
-            c["amount"].clone(),
             c["recipient"].clone(),
             c["currency"].clone(),
             c["network"].clone()
         ),
-        (
-            json!("2.00"),
-            json!(recipient.to_string()),
-            json!("USDC"),
-            json!("devnet")
-        )
+        (json!(recipient.to_string()), json!("USDC"), json!("devnet"))
     );
     let invoice = c["invoiceId"].as_str().unwrap_or_default().to_owned();
     let hash = devnet
-        .transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None)
+        .transfer(7, usdc_addr, recipient, challenge_units(c, 2_000_000), None)
         .await;
     let r = reqwest::Client::new()
         .post(format!("{}/api/v1/credits/buy-with-x402", gw.url))
@@ -253,12 +264,12 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
         agent: &agent,
     };
     let (invoice, challenge) = buyer.challenge("credits_1000", payer).await;
-    assert_eq!(challenge["amount"], json!("18.00"));
+    let amount = challenge_units(&challenge, 18_000_000);
     // Not mined yet: the same challenge again, with Retry-After; nothing lost.
     rpc(&devnet, "evm_setAutomine", json!([false])).await;
     let wallet = devnet.wallet(7);
     let pending = IERC20::new(usdc_addr, &wallet)
-        .transfer(recipient, U256::from(18_000_000u64))
+        .transfer(recipient, amount)
         .gas(100_000)
         .send()
         .await
@@ -308,12 +319,13 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
         );
     }
     assert_eq!(credits(&gw, &agent).await, start + 1000, "credited once");
-    // The same hash cannot pay another invoice.
+    // The same hash cannot pay another invoice: another invoice asks another amount (and, were the
+    // amount the same, the hash is recorded as used: the store's contract tests PAYMENT_ALREADY_USED).
     let (other, _) = buyer.challenge("credits_1000", payer).await;
     let (status, body, _) = buyer.buy("credits_1000", payer, Some((&other, hash))).await;
     assert_eq!(
         (status, body["code"].clone()),
-        (409, json!("PAYMENT_ALREADY_USED")),
+        (422, json!("PAYMENT_AMOUNT_MISMATCH")),
         "{body}"
     );
 
@@ -358,9 +370,16 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
                 .await,
         ),
         (
-            "PAYMENT_AMOUNT_SHORT",
+            "PAYMENT_AMOUNT_MISMATCH",
             devnet
                 .transfer(7, usdc_addr, recipient, U256::from(1_999_999u64), None)
+                .await,
+        ),
+        // More than any tagged amount of the package: a payment equals its invoice exactly.
+        (
+            "PAYMENT_AMOUNT_MISMATCH",
+            devnet
+                .transfer(7, usdc_addr, recipient, U256::from(2_010_000u64), None)
                 .await,
         ),
         (
@@ -410,10 +429,16 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
         "{body}"
     );
     // An invoice that expired before it was paid.
-    let (stale, _) = buyer.challenge("credits_100", payer).await;
+    let (stale, stale_challenge) = buyer.challenge("credits_100", payer).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let late = devnet
-        .transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None)
+        .transfer(
+            7,
+            usdc_addr,
+            recipient,
+            challenge_units(&stale_challenge, 2_000_000),
+            None,
+        )
         .await;
     refused(
         buyer.buy("credits_100", payer, Some((&stale, late))).await,
@@ -424,16 +449,32 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
         balance,
         "no refusal added a credit"
     );
-    // A payment mined before the invoice was issued does not answer it (nobody claims an old transfer).
-    let (invoice, _) = buyer.challenge("credits_100", payer).await;
+    // A payment made for one invoice never pays another: the amounts differ.
+    let (first, first_challenge) = buyer.challenge("credits_100", payer).await;
+    let for_first = devnet
+        .transfer(
+            7,
+            usdc_addr,
+            recipient,
+            challenge_units(&first_challenge, 2_000_000),
+            None,
+        )
+        .await;
+    let (invoice, challenge) = buyer.challenge("credits_100", payer).await;
+    assert_ne!(challenge["amount"], first_challenge["amount"]);
     let (status, body, _) = buyer
-        .buy("credits_100", payer, Some((&invoice, fresh)))
+        .buy("credits_100", payer, Some((&invoice, for_first)))
         .await;
     assert_eq!(
         (status, body["code"].clone()),
-        (422, json!("INVOICE_MISMATCH")),
+        (422, json!("PAYMENT_AMOUNT_MISMATCH")),
         "{body}"
     );
+    let (status, body, _) = buyer
+        .buy("credits_100", payer, Some((&first, for_first)))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let balance = balance + 100;
     // The agent route takes only the agent's own or linked wallets as payers.
     let stranger = devnet.account(9).0;
     let (status, body, _) = buyer.buy("credits_100", stranger, None).await;
@@ -449,7 +490,13 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
     );
     // A payment made after its challenge pays it.
     let now_paid = devnet
-        .transfer(7, usdc_addr, recipient, U256::from(2_000_000u64), None)
+        .transfer(
+            7,
+            usdc_addr,
+            recipient,
+            challenge_units(&challenge, 2_000_000),
+            None,
+        )
         .await;
     let (status, body, _) = buyer
         .buy("credits_100", payer, Some((&invoice, now_paid)))
@@ -459,6 +506,130 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
         (200, json!(balance + 100)),
         "{body}"
     );
+}
+
+/// The hijack of issue 21 played on the devnet (CONTRACT "Rate limits and abuse"): an attacker opens
+/// invoices for a payer they watch, the victim pays its own invoice, the attacker races to redeem the
+/// victim's transfer with theirs and is refused; the victim's retry gets exactly what it paid for.
+/// And credits bought on the open route for an agent's execution wallet go to the agent's account.
+#[tokio::test]
+async fn a_payment_redeems_only_its_own_invoice() {
+    let devnet = Devnet::start();
+    let database_url = format!("sqlite://{}", devnet.dir.path().join("hijack.db").display());
+    let gw = start_gateway(&devnet.gateway_config("hijack", &database_url), false);
+    let (usdc_addr, recipient) = (devnet.usdc(), devnet.address(&["x402", "recipient"]));
+    let open = |sku: &str, payer: Address, paid: Option<(&str, B256)>| {
+        let mut req = reqwest::Client::new()
+            .post(format!("{}/api/v1/credits/buy-with-x402", gw.url))
+            .json(&json!({"sku": sku, "userAddress": payer}));
+        if let Some((invoice, hash)) = paid {
+            req = req
+                .header("X-Invoice-Id", invoice)
+                .header("X-Payment-Receipt", hash.to_string());
+        }
+        async move {
+            let r = req.send().await.expect("send");
+            (
+                r.status().as_u16(),
+                r.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let victim = devnet.account(6).0;
+    // The attacker opens a cheap and a same-price invoice for the victim's wallet.
+    let (_, cheap) = open("credits_100", victim, None).await;
+    let (_, same) = open("credits_1000", victim, None).await;
+    // The victim opens its own and pays it.
+    let (status, own) = open("credits_1000", victim, None).await;
+    assert_eq!(status, 402, "{own}");
+    let amounts: Vec<&Value> = [&cheap, &same, &own]
+        .iter()
+        .map(|c| &c["x402Challenge"]["amount"])
+        .collect();
+    assert!(
+        amounts[0] != amounts[1] && amounts[1] != amounts[2] && amounts[0] != amounts[2],
+        "every open invoice asks its own amount: {amounts:?}"
+    );
+    let paid = devnet
+        .transfer(
+            6,
+            usdc_addr,
+            recipient,
+            challenge_units(&own["x402Challenge"], 18_000_000),
+            None,
+        )
+        .await;
+    let id = |c: &Value| {
+        c["x402Challenge"]["invoiceId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // The attacker redeems the victim's transfer first, with each of their invoices: refused.
+    for (sku, invoice) in [("credits_100", id(&cheap)), ("credits_1000", id(&same))] {
+        let (status, body) = open(sku, victim, Some((&invoice, paid))).await;
+        assert_eq!(
+            (status, body["code"].clone()),
+            (422, json!("PAYMENT_AMOUNT_MISMATCH")),
+            "{body}"
+        );
+    }
+    // The victim's own retry gets the 1,000 credits it paid for (held for its unlinked wallet).
+    let (status, body) = open("credits_1000", victim, Some((&id(&own), paid))).await;
+    assert_eq!(
+        (status, body["credits"].clone(), body["balance"].clone()),
+        (200, json!(1000), json!(1000)),
+        "{body}"
+    );
+
+    // An agent's execution wallet pays an open invoice (by a direct transfer the agent makes): the
+    // credits go to the agent's account, not held for a wallet nobody could link.
+    let agent = onboard(
+        &gw,
+        &database_url,
+        "wallet-buyer@example.com",
+        &["transfer"],
+    )
+    .await;
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(17u64)),
+            U256::from(10_000_000u64),
+        )
+        .await;
+    let before = credits(&gw, &agent).await;
+    let (status, challenge) = open("credits_100", agent.address, None).await;
+    assert_eq!(status, 402, "{challenge}");
+    let (status, sent) = execute_stating(
+        &gw,
+        &agent,
+        "transfer",
+        json!({"token": "USDC", "to": recipient, "amount": challenge["x402Challenge"]["amount"]}),
+        "pay-invoice",
+        2.0,
+    )
+    .await;
+    assert_eq!(status, 200, "{sent}");
+    let hash: B256 = sent["data"]["txHash"]
+        .as_str()
+        .and_then(|h| h.parse().ok())
+        .unwrap_or_else(|| panic!("{sent}"));
+    let (status, body) = open("credits_100", agent.address, Some((&id(&challenge), hash))).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| !m.contains("held")),
+        "{body}"
+    );
+    // The transfer's own charge is taken from the account too; the purchase adds 100.
+    let after = credits(&gw, &agent).await;
+    assert!(
+        after > before && after - before <= 100,
+        "{before} -> {after}"
+    );
+    assert_eq!(body["balance"], json!(after), "{body}");
 }
 
 /// The official x402 v2 client (`@x402/fetch` with `@x402/evm`'s exact EVM scheme) pays the gateway

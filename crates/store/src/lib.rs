@@ -300,7 +300,7 @@ impl Store for SqlStore {
 
     async fn prune(&self, c: &PruneCutoffs) -> Result<u64, StoreError> {
         // Each statement on its own: a large delete does not hold the writer for all of them.
-        let statements: [(&str, i64); 7] = [
+        let statements: [(&str, i64); 8] = [
             (
                 "DELETE FROM email_challenges WHERE expires_at < $1",
                 c.expired_before,
@@ -324,6 +324,10 @@ impl Store for SqlStore {
             (
                 "DELETE FROM personhood_challenges WHERE expires_at < $1",
                 c.retained_before,
+            ),
+            (
+                "DELETE FROM invoice_tags WHERE open_until < $1",
+                c.expired_before,
             ),
             (
                 "DELETE FROM invoices WHERE paid_at IS NULL AND expires_at < $1",

@@ -15,7 +15,7 @@ use crate::{Backend, Dialect, SqlStore};
 
 macro_rules! invoice_columns {
     () => {
-        "id, sku, credits, amount_atomic, payer, account_id, agent_id, chain_id, token, recipient, created_at, expires_at, paid_at, tx_hash"
+        "id, sku, credits, amount_atomic, tag_atomic, payer, account_id, agent_id, chain_id, token, recipient, created_at, expires_at, paid_at, tx_hash"
     };
 }
 
@@ -26,6 +26,7 @@ pub(crate) struct InvoiceRow {
     sku: String,
     credits: i64,
     amount_atomic: i64,
+    tag_atomic: i64,
     payer: String,
     account_id: Option<String>,
     agent_id: Option<String>,
@@ -44,6 +45,7 @@ pub(crate) fn invoice_from(row: InvoiceRow) -> Result<InvoiceRecord, StoreError>
         sku,
         credits,
         amount_atomic,
+        tag_atomic,
         payer,
         account_id,
         agent_id,
@@ -60,6 +62,7 @@ pub(crate) fn invoice_from(row: InvoiceRow) -> Result<InvoiceRecord, StoreError>
         sku,
         credits,
         amount_atomic,
+        tag_atomic,
         payer,
         account_id,
         agent_id,
@@ -75,15 +78,43 @@ pub(crate) fn invoice_from(row: InvoiceRow) -> Result<InvoiceRecord, StoreError>
 
 #[async_trait]
 impl PaymentStore for SqlStore {
-    async fn create_invoice(&self, i: &InvoiceRecord) -> Result<(), StoreError> {
+    async fn create_invoice(
+        &self,
+        i: &InvoiceRecord,
+        open_until: i64,
+        now: i64,
+    ) -> Result<bool, StoreError> {
         let chain = i64::try_from(i.chain_id).map_err(err)?;
-        on_writer!(self, pool => sqlx::query(
-            "INSERT INTO invoices (id, sku, credits, amount_atomic, payer, account_id, agent_id, chain_id, token, recipient, created_at, expires_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        )
-        .bind(&i.id).bind(&i.sku).bind(i.credits).bind(i.amount_atomic).bind(&i.payer).bind(&i.account_id).bind(&i.agent_id)
-        .bind(chain).bind(&i.token).bind(&i.recipient).bind(i.created_at).bind(i.expires_at)
-        .execute(pool).await.map(|_| ()).map_err(err))
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            // One statement claims the tag: a free one, or one whose hold ended. Two processes that
+            // pick the same tag meet on the primary key; one of them gets no row.
+            let claimed = sqlx::query(
+                "INSERT INTO invoice_tags (recipient, token, tag, invoice_id, open_until) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (recipient, token, tag) DO UPDATE SET invoice_id = excluded.invoice_id, open_until = excluded.open_until
+                 WHERE invoice_tags.open_until <= $6",
+            )
+            .bind(&i.recipient).bind(&i.token).bind(i.tag_atomic).bind(&i.id).bind(open_until).bind(now)
+            .execute(&mut *tx).await.map_err(err)?.rows_affected();
+            if claimed == 0 {
+                tx.rollback().await.map_err(err)?;
+                return Ok(false);
+            }
+            sqlx::query(
+                "INSERT INTO invoices (id, sku, credits, amount_atomic, tag_atomic, payer, account_id, agent_id, chain_id, token, recipient, created_at, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            )
+            .bind(&i.id).bind(&i.sku).bind(i.credits).bind(i.amount_atomic).bind(i.tag_atomic).bind(&i.payer).bind(&i.account_id).bind(&i.agent_id)
+            .bind(chain).bind(&i.token).bind(&i.recipient).bind(i.created_at).bind(i.expires_at)
+            .execute(&mut *tx).await.map_err(err)?;
+            tx.commit().await.map_err(err)?;
+            Ok(true)
+        })
+    }
+
+    async fn agent_wallet_account(&self, address: &str) -> Result<Option<String>, StoreError> {
+        on_writer!(self, pool => sqlx::query_scalar("SELECT account_id FROM agents WHERE wallet_address = $1")
+            .bind(address).fetch_optional(pool).await.map_err(err))
     }
 
     async fn get_invoice(&self, id: &str) -> Result<Option<InvoiceRecord>, StoreError> {
@@ -124,6 +155,9 @@ impl PaymentStore for SqlStore {
                 tx.rollback().await.map_err(err)?;
                 return Ok(if same { SettleOutcome::AlreadyPaid { account, balance } } else { SettleOutcome::InvoicePaid });
             }
+            // A paid invoice's tag is free again: the hash that paid it pays nothing else.
+            sqlx::query("UPDATE invoice_tags SET open_until = 0 WHERE invoice_id = $1")
+                .bind(invoice_id).execute(&mut *tx).await.map_err(err)?;
             let used = sqlx::query("INSERT INTO used_payments (tx_hash, invoice_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (tx_hash) DO NOTHING")
                 .bind(tx_hash).bind(invoice_id).bind(now)
                 .execute(&mut *tx).await.map_err(err)?.rows_affected();

@@ -547,6 +547,8 @@ fn invoice(id: &str, payer: &str, account: Option<&str>) -> actiongate_core::sto
         sku: "credits_100".into(),
         credits: 100,
         amount_atomic: 2_000_000,
+        // A tag of its own per invoice id, as the core draws them.
+        tag_atomic: id.bytes().map(i64::from).sum(),
         payer: payer.into(),
         account_id: account.map(str::to_owned),
         agent_id: None,
@@ -561,16 +563,120 @@ fn invoice(id: &str, payer: &str, account: Option<&str>) -> actiongate_core::sto
 }
 
 #[tokio::test]
+async fn an_invoice_tag_is_held_by_one_open_invoice_of_a_recipient_and_token() {
+    for (name, f) in backends().await {
+        let s = f.store.clone();
+        let wallet = "0x00000000000000000000000000000000000000aa";
+        let tagged = |id: &str, tag: i64, recipient: &str| {
+            let mut i = invoice(id, wallet, None);
+            i.tag_atomic = tag;
+            i.recipient = recipient.into();
+            i
+        };
+        let r = "0x00000000000000000000000000000000000000r0";
+        // 20 racing invoices with the same tag: one gets it, the others store nothing.
+        let tasks: Vec<_> = (0..20)
+            .map(|n| {
+                let (s, i) = (s.clone(), tagged(&format!("race{n}"), 7, r));
+                tokio::spawn(async move { s.create_invoice(&i, 1_000, 10).await })
+            })
+            .collect();
+        let mut won = Vec::new();
+        for (n, t) in tasks.into_iter().enumerate() {
+            if t.await
+                .expect("a task panicked")
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+            {
+                won.push(n);
+            }
+        }
+        assert_eq!(won.len(), 1, "{name}: one of 20 invoices holds tag 7");
+        for n in 0..20 {
+            let stored = s
+                .get_invoice(&format!("race{n}"))
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(stored.is_some(), won == [n], "{name}: race{n}");
+        }
+        // Another recipient has its own tags; another tag is free.
+        assert_eq!(
+            s.create_invoice(
+                &tagged(
+                    "other-recipient",
+                    7,
+                    "0x00000000000000000000000000000000000000r1"
+                ),
+                1_000,
+                10
+            )
+            .await
+            .ok(),
+            Some(true),
+            "{name}"
+        );
+        // Held until its hold ends ...
+        assert_eq!(
+            s.create_invoice(&tagged("late", 7, r), 2_000, 999)
+                .await
+                .ok(),
+            Some(false),
+            "{name}"
+        );
+        assert_eq!(
+            s.create_invoice(&tagged("later", 7, r), 2_000, 1_000)
+                .await
+                .ok(),
+            Some(true),
+            "{name}: a hold that ended frees the tag"
+        );
+        // ... or until its invoice is paid.
+        assert!(
+            matches!(
+                s.settle_invoice("later", "0xtag", 1_100).await,
+                Ok(actiongate_core::store::SettleOutcome::Credited { .. })
+            ),
+            "{name}"
+        );
+        assert_eq!(
+            s.create_invoice(&tagged("after-paid", 7, r), 3_000, 1_100)
+                .await
+                .ok(),
+            Some(true),
+            "{name}: a paid invoice frees its tag"
+        );
+    }
+}
+
+#[tokio::test]
 async fn an_invoice_is_paid_once_by_one_transaction_and_held_credits_join_a_linked_account() {
     use actiongate_core::store::SettleOutcome;
     for (name, f) in backends().await {
         let s = f.store.clone();
         onboarded(&s, "buyer@example.com").await;
+        // An agent's execution wallet belongs to the agent's account; another wallet to none.
+        assert_eq!(
+            (
+                s.agent_wallet_account(&format!("0x{:0>40}", "ag1"))
+                    .await
+                    .ok()
+                    .flatten(),
+                s.agent_wallet_account("0x00000000000000000000000000000000000000aa")
+                    .await
+                    .ok()
+                    .flatten(),
+            ),
+            (Some("acc1".to_owned()), None),
+            "{name}"
+        );
         let wallet = "0x00000000000000000000000000000000000000aa";
         // An unlinked payer: the credits are held for the wallet.
-        s.create_invoice(&invoice("inv1", wallet, None))
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            s.create_invoice(&invoice("inv1", wallet, None), 1_000, 1)
+                .await
+                .ok(),
+            Some(true),
+            "{name}"
+        );
         let tasks: Vec<_> = (0..20)
             .map(|_| {
                 let s = s.clone();
@@ -597,9 +703,13 @@ async fn an_invoice_is_paid_once_by_one_transaction_and_held_credits_join_a_link
         }
         assert_eq!(credited, 1, "{name}: one of 20 racing retries credits");
         // The same transaction cannot pay another invoice; a paid invoice takes no other payment.
-        s.create_invoice(&invoice("inv2", wallet, None))
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            s.create_invoice(&invoice("inv2", wallet, None), 1_000, 1)
+                .await
+                .ok(),
+            Some(true),
+            "{name}"
+        );
         assert_eq!(
             s.settle_invoice("inv2", "0xt1", 6).await.ok(),
             Some(SettleOutcome::PaymentUsed),

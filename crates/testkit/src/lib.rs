@@ -17,7 +17,7 @@ pub use actiongate_store::testing::fresh_postgres_url;
 
 /// `[limits]` for tests that send many requests with one key or start many onboardings from one
 /// address: high enough never to refuse them. The tests of the limits themselves leave it out.
-pub const NO_LIMITS: &str = "[limits]\nonboarding-per-minute = 1000000\nmcp-initialize-per-minute = 1000000\nrequests-per-second = 1000000\nburst = 1000000\n";
+pub const NO_LIMITS: &str = "[limits]\nonboarding-per-minute = 1000000\nmcp-initialize-per-minute = 1000000\ncredit-challenges-per-minute = 1000000\nrequests-per-second = 1000000\nburst = 1000000\n";
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {

@@ -620,12 +620,11 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
                         });
                     };
                     let meta = client.x402_metadata().await.map_err(Outcome::from_error)?;
-                    let atomic = meta
-                        .packages
-                        .iter()
-                        .find(|p| p.sku == sku)
-                        .map(|p| p.price_atomic.clone())
-                        .unwrap_or_default();
+                    // The challenge's amount exactly (the price plus the invoice's tag), never the
+                    // package price: a payment pays its own invoice only.
+                    let atomic =
+                        crate::pay::atomic_units(&challenge.amount, meta.currency.decimals)
+                            .map_err(|e| Outcome::failed("PAYMENT_FAILED", e))?;
                     if !g.json {
                         eprintln!(
                             "paying {} {} to {} from {}",

@@ -34,6 +34,16 @@ pub use crate::payments::{
 pub const STABLECOIN_DECIMALS: u8 = 6;
 /// Seconds a client should wait before retrying a payment that is not confirmed yet.
 pub const PENDING_RETRY_AFTER: u64 = 2;
+/// Invoice tags are 1 to `TAG_SPACE - 1` base units: below 0.01 of the stablecoin (CONTRACT).
+const TAG_SPACE: i64 = 10_000;
+/// Random tags tried before the gateway says it has too many open invoices.
+const TAG_TRIES: usize = 24;
+/// How long after its invoice expired a tag stays held: a payment mined before the expiry and
+/// retried late must never match a newer invoice of the same amount (which refuses payments mined
+/// before it was issued anyway).
+const TAG_HOLD_AFTER_EXPIRY_MS: i64 = 10 * 60 * 1000;
+/// Seconds to wait when every tag is held (an invoice expires within the TTL).
+const TAGS_FULL_RETRY_AFTER: u64 = 60;
 
 /// The answer of a purchase request.
 #[derive(Debug, Clone, PartialEq)]
@@ -378,7 +388,7 @@ impl Credits {
         let challenge = |invoice: &InvoiceRecord| ChallengeBody {
             x402_challenge: X402Challenge {
                 invoice_id: invoice.id.clone(),
-                amount: price_text(invoice.amount_atomic),
+                amount: price_text(invoice.challenge_atomic()),
                 recipient: invoice.recipient.clone(),
                 currency: p.token.clone(),
                 network: network_name(&self.settings, invoice.chain_id),
@@ -409,13 +419,20 @@ impl Credits {
         }
         let (receipt, invoice_id) = match (&proof.receipt, &proof.invoice_id) {
             (None, None) => {
+                // Credits bought for an agent's execution wallet go to that agent's account: nobody
+                // but the gateway holds that wallet's key, so nobody could link it.
+                let account_id = match &agent {
+                    Some(a) => Some(a.agent.account_id.clone()),
+                    None => self.store.agent_wallet_account(&payer).await?,
+                };
                 let invoice = InvoiceRecord {
                     id: format!("inv_{}", uuid::Uuid::new_v4().simple()),
                     sku: package.sku.clone(),
                     credits: package.credits,
                     amount_atomic: package.price_atomic,
+                    tag_atomic: 0,
                     payer,
-                    account_id: agent.as_ref().map(|a| a.agent.account_id.clone()),
+                    account_id,
                     agent_id: agent.as_ref().map(|a| a.agent.id.clone()),
                     chain_id: p.chain_id,
                     token,
@@ -425,7 +442,7 @@ impl Credits {
                     paid_at: None,
                     tx_hash: None,
                 };
-                self.store.create_invoice(&invoice).await?;
+                let invoice = self.open_invoice(invoice).await?;
                 tracing::info!(
                     invoice_id = invoice.id,
                     sku = invoice.sku,
@@ -488,7 +505,7 @@ impl Credits {
             token: &invoice.token,
             payer: &invoice.payer,
             recipient: &invoice.recipient,
-            min_atomic: invoice.amount_atomic,
+            amount_atomic: invoice.challenge_atomic(),
             confirmations: p.confirmations,
         };
         let expired = |at_ms: i64| at_ms > invoice.expires_at;
@@ -548,6 +565,27 @@ impl Credits {
             purchase,
             settlement: None,
         })
+    }
+
+    /// Stores a new invoice with a tag no open invoice of its recipient and token holds, so that its
+    /// challenge amount is its own (CONTRACT: one transfer pays one invoice).
+    async fn open_invoice(&self, mut invoice: InvoiceRecord) -> Result<InvoiceRecord> {
+        let now = to_millis(self.clock.now());
+        let open_until = invoice.expires_at.saturating_add(TAG_HOLD_AFTER_EXPIRY_MS);
+        for _ in 0..TAG_TRIES {
+            let draw = u16::from_le_bytes(crate::crypto::random_bytes::<2>()?);
+            invoice.tag_atomic = 1 + i64::from(draw) % (TAG_SPACE - 1);
+            if self.store.create_invoice(&invoice, open_until, now).await? {
+                return Ok(invoice);
+            }
+        }
+        Err(Error::new(
+            ErrorCode::RateLimited,
+            format!(
+                "Too many credit invoices are open; wait {TAGS_FULL_RETRY_AFTER} s and ask again."
+            ),
+        )
+        .with_retry_after(TAGS_FULL_RETRY_AFTER))
     }
 
     /// Marks the invoice paid by `tx_hash` and adds its credits (once); the purchase answer.

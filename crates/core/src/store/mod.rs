@@ -296,7 +296,18 @@ pub trait DelegationStore: Send + Sync + 'static {
 /// Credit purchases (x402 invoices, paid at most once) and wallets linked to accounts.
 #[async_trait]
 pub trait PaymentStore: Send + Sync + 'static {
-    async fn create_invoice(&self, invoice: &InvoiceRecord) -> Result<(), StoreError>;
+    /// Stores an invoice if its tag is free for its recipient and token at `now`: held by no other
+    /// invoice, or held by one whose hold ended. The tag is held until `open_until` (or until the
+    /// invoice is paid); answers false, storing nothing, when the tag is taken.
+    async fn create_invoice(
+        &self,
+        invoice: &InvoiceRecord,
+        open_until: i64,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// The account that owns the agent whose execution wallet is `address`, if any.
+    async fn agent_wallet_account(&self, address: &str) -> Result<Option<String>, StoreError>;
 
     async fn get_invoice(&self, id: &str) -> Result<Option<InvoiceRecord>, StoreError>;
 

@@ -345,8 +345,12 @@ pub struct InvoiceRecord {
     pub id: String,
     pub sku: String,
     pub credits: i64,
-    /// The price in the stablecoin's base units (6 decimals).
+    /// The package price in the stablecoin's base units (6 decimals): what the standard x402
+    /// requirements ask (an EIP-3009 authorization is bound to its invoice by its own signature).
     pub amount_atomic: i64,
+    /// The tag added to the price in the SPEC challenge (1 to 9,999 base units, below 0.01), distinct
+    /// among the open invoices of the recipient and token; 0 on invoices made before tags.
+    pub tag_atomic: i64,
     /// The paying wallet (`userAddress`), EIP-55.
     pub payer: String,
     /// Set when bought through the agent route: the credits go to this account.
@@ -359,6 +363,13 @@ pub struct InvoiceRecord {
     pub expires_at: i64,
     pub paid_at: Option<i64>,
     pub tx_hash: Option<String>,
+}
+
+impl InvoiceRecord {
+    /// What a SPEC payment of this invoice transfers, exactly: the price plus the tag.
+    pub fn challenge_atomic(&self) -> i64 {
+        self.amount_atomic.saturating_add(self.tag_atomic)
+    }
 }
 
 /// What paying an invoice did.

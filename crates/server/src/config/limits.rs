@@ -12,6 +12,7 @@ pub struct LimitsSection {
     pub onboarding_per_minute: Option<u32>,
     pub code_checks_per_day: Option<u32>,
     pub mcp_initialize_per_minute: Option<u32>,
+    pub credit_challenges_per_minute: Option<u32>,
     pub requests_per_second: Option<u32>,
     pub burst: Option<u32>,
     pub trust_forwarded_for: Option<bool>,
@@ -41,6 +42,11 @@ pub(super) fn limit_settings(l: &LimitsSection) -> Result<LimitSettings, ConfigE
             "mcp-initialize-per-minute",
             l.mcp_initialize_per_minute,
             d.mcp_initialize_per_minute,
+        )?,
+        credit_challenges_per_minute: positive(
+            "credit-challenges-per-minute",
+            l.credit_challenges_per_minute,
+            d.credit_challenges_per_minute,
         )?,
         requests_per_second: positive(
             "requests-per-second",

@@ -121,7 +121,7 @@ pub async fn metadata(
         (status = 400, description = "INVALID_REQUEST", body = ErrorBody),
         (status = 404, description = "INVOICE_NOT_FOUND", body = ErrorBody),
         (status = 409, description = "PAYMENT_ALREADY_USED, INVOICE_ALREADY_PAID", body = ErrorBody),
-        (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_SHORT, PAYMENT_AUTHORIZATION_INVALID", body = ErrorBody),
+        (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_MISMATCH, PAYMENT_AUTHORIZATION_INVALID", body = ErrorBody),
         (status = 503, description = "NOT_AVAILABLE", body = ErrorBody),
     )
 )]
@@ -160,7 +160,7 @@ pub async fn buy(
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 404, description = "INVOICE_NOT_FOUND", body = ErrorBody),
         (status = 409, description = "PAYMENT_ALREADY_USED, INVOICE_ALREADY_PAID", body = ErrorBody),
-        (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_SHORT, PAYMENT_AUTHORIZATION_INVALID", body = ErrorBody),
+        (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_MISMATCH, PAYMENT_AUTHORIZATION_INVALID", body = ErrorBody),
     )
 )]
 pub async fn agent_buy(

@@ -104,8 +104,9 @@ fn client_address(request: &axum::extract::Request, trust_forwarded_for: bool) -
     }
 }
 
-/// The limits kept per client address: onboarding `start`, and a new MCP session (a POST to
-/// `/mcp` without a session id or a bearer). The per-key and per-session limits are identity's.
+/// The limits kept per client address: onboarding `start`, the open credit purchase (new invoices,
+/// and paid retries that read the chain), and a new MCP session (a POST to `/mcp` without a session
+/// id or a bearer). The per-key and per-session limits are identity's.
 async fn limit_by_address(
     State(state): State<AppState>,
     request: axum::extract::Request,
@@ -117,6 +118,16 @@ async fn limit_by_address(
         match (request.method(), request.uri().path()) {
             (&axum::http::Method::POST, "/api/v1/onboarding/email/start") => {
                 Some(actiongate_core::limits::Limits::onboarding)
+            }
+            (&axum::http::Method::POST, "/api/v1/credits/buy-with-x402") => {
+                let paying = ["x-payment-receipt", "payment-signature"]
+                    .iter()
+                    .any(|h| headers.contains_key(*h));
+                Some(if paying {
+                    actiongate_core::limits::Limits::open_payment
+                } else {
+                    actiongate_core::limits::Limits::credit_challenge
+                })
             }
             (&axum::http::Method::POST, "/mcp")
                 if !headers.contains_key("mcp-session-id")

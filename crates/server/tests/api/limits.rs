@@ -208,7 +208,57 @@ async fn code_checks_stop_at_the_addresss_budget_across_codes(backend: Backend) 
     .assert_ok();
 }
 
+/// The open credit purchase is held per client address: 10 new invoices a minute (each holds a
+/// challenge tag for the recipient), and its paid retries, which read the chain, at the per-key rate.
+async fn open_credit_purchases_are_limited_per_address(backend: Backend) {
+    let app = spawn_app_with(
+        backend,
+        Options {
+            config_toml: "[limits]\nrequests-per-second = 3\nburst = 3\n".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let body =
+        json!({"sku": "credits_100", "userAddress": "0x00000000000000000000000000000000000000aa"});
+    let mut statuses = Vec::new();
+    for _ in 0..12 {
+        let r = app
+            .post("/api/v1/credits/buy-with-x402", body.clone())
+            .await;
+        if r.status == 429 {
+            r.assert_error(429, "RATE_LIMITED");
+            assert!((1..=60).contains(&retry_after(&r)), "{:?}", r.headers);
+        }
+        statuses.push(r.status);
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 429).count(),
+        2,
+        "10 challenges a minute: {statuses:?}"
+    );
+    // Paid retries have their own budget (3 a second here), also per address.
+    let mut paid = Vec::new();
+    for _ in 0..6 {
+        let r = app
+            .send(
+                app.client
+                    .post(app.url("/api/v1/credits/buy-with-x402"))
+                    .header("X-Invoice-Id", "inv_x")
+                    .header("X-Payment-Receipt", format!("0x{}", "ab".repeat(32)))
+                    .json(&body),
+            )
+            .await;
+        paid.push(r.status);
+    }
+    assert!(
+        paid[..3].iter().all(|s| *s != 429) && paid[3..].contains(&429),
+        "{paid:?}"
+    );
+}
+
 on_both_backends!(
+    open_credit_purchases_are_limited_per_address,
     code_checks_stop_at_the_addresss_budget_across_codes,
     onboarding_starts_are_limited_per_address,
     requests_are_limited_per_agent_key,
