@@ -324,12 +324,7 @@ impl Provider for MarketReads {
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
         match self.run(ctx).await {
-            Ok(data) => ExecutionOutcome {
-                success: true,
-                tx_hash: None,
-                data: Some(data),
-                error: None,
-            },
+            Ok(data) => ExecutionOutcome::read(data),
             Err(e) => outcome_of(e),
         }
     }

@@ -183,6 +183,22 @@ sol! {
     }
 }
 
+/// A settlement sent and not mined yet: nothing is lost; the same payment sent again finds it by its
+/// nonce, re-sends or bumps it, and credits it once mined.
+fn settlement_pending(tx_hash: Option<String>) -> Error {
+    Error::new(
+        ErrorCode::NotAvailable,
+        format!(
+            "The settlement transaction {} is sent and not mined yet; send the same payment again to finish.",
+            tx_hash.unwrap_or_default()
+        ),
+    )
+    .with_retry_after(crate::payments::SETTLEMENT_RETRY_AFTER)
+}
+
+/// Seconds a client waits before sending a payment whose settlement is not mined yet again.
+pub const SETTLEMENT_RETRY_AFTER: u64 = 5;
+
 /// Seconds an authorization must stay valid beyond now to be accepted (the reference facilitator's).
 const VALID_BEFORE_MARGIN: u64 = 6;
 
@@ -207,7 +223,12 @@ impl ChainSettler {
     ) -> Result<Self> {
         let signer = PrivateKeySigner::from_bytes(&B256::from(*secret))
             .map_err(|_| Error::internal("the settlement key is not a secp256k1 key"))?;
-        let sender = WalletSender::new(store, clock.clone(), clients.options.clone(), None);
+        let sender = WalletSender::new(
+            store,
+            clock.clone(),
+            clients.options.clone(),
+            Default::default(),
+        );
         Ok(Self {
             clients,
             signer,
@@ -253,9 +274,12 @@ impl AuthorizationSettler for ChainSettler {
         // retried): its transaction is found by its reserved nonce and awaited, never sent again.
         if let Some(earlier) = self
             .sender
-            .reconcile(client, &self.signer, t.settlement_key)
+            .reconcile(client, &self.signer, t.settlement_key, None)
             .await?
         {
+            if earlier.pending {
+                return Err(settlement_pending(earlier.tx_hash));
+            }
             return match (earlier.success, earlier.tx_hash, earlier.error) {
                 (true, Some(hash), _) => Ok(hash),
                 (_, _, Some((ErrorCode::ExecutionReverted, message))) => Err(invalid(message)),
@@ -378,7 +402,7 @@ impl AuthorizationSettler for ChainSettler {
         };
         let outcome = self
             .sender
-            .execute(client, &self.signer, t.settlement_key, || {
+            .execute(client, &self.signer, t.settlement_key, None, || {
                 let plan = Plan {
                     calls: vec![call.clone()],
                     summary: serde_json::Value::Null,
@@ -386,6 +410,9 @@ impl AuthorizationSettler for ChainSettler {
                 async move { Ok(plan) }
             })
             .await;
+        if outcome.pending {
+            return Err(settlement_pending(outcome.tx_hash));
+        }
         match (outcome.success, outcome.tx_hash, outcome.error) {
             (true, Some(hash), _) => Ok(hash),
             (_, _, Some((ErrorCode::ExecutionReverted, message))) => Err(invalid(message)),

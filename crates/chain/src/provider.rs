@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use crate::client::{ChainClient, ChainClients};
 use crate::delegation::{Framework, Parsed, is_disabled, redeem_call};
 use crate::plan::{Plan, READS, WRITES, plan, read, readiness, runs_on};
-use crate::sender::{AfterSend, WalletSender, fees, outcome_of, pending_nonce, quantity, simulate};
+use crate::sender::{SendHooks, WalletSender, fees, outcome_of, pending_nonce, quantity, simulate};
 
 /// The EVM provider.
 pub struct EvmProvider {
@@ -43,9 +43,9 @@ impl EvmProvider {
         clock: Arc<dyn Clock>,
         keyring: Keyring,
         prices: Arc<Prices>,
-        after_send: Option<AfterSend>,
+        hooks: SendHooks,
     ) -> Self {
-        let sender = WalletSender::new(store.clone(), clock, clients.options.clone(), after_send);
+        let sender = WalletSender::new(store.clone(), clock, clients.options.clone(), hooks);
         Self {
             clients,
             store,
@@ -100,9 +100,13 @@ impl EvmProvider {
                 let from = signer.address();
                 Ok(self
                     .sender
-                    .execute(client, &signer, &ctx.execution_key, || {
-                        plan(client, &self.prices, &ctx.action, &ctx.params, from)
-                    })
+                    .execute(
+                        client,
+                        &signer,
+                        &ctx.execution_key,
+                        ctx.lease.as_ref(),
+                        || plan(client, &self.prices, &ctx.action, &ctx.params, from),
+                    )
                     .await)
             }
             Lane::ExecuteIntent => self.delegated(ctx, client).await,
@@ -160,17 +164,23 @@ impl EvmProvider {
         let signer = self.signer(ctx).await?;
         let outcome = self
             .sender
-            .execute(client, &signer, &ctx.execution_key, || async {
-                let p = plan(client, &self.prices, &ctx.action, &ctx.params, delegator).await?;
-                Ok(Plan {
-                    calls: p
-                        .calls
-                        .iter()
-                        .map(|c| redeem_call(&framework, &parsed, c))
-                        .collect(),
-                    summary: p.summary,
-                })
-            })
+            .execute(
+                client,
+                &signer,
+                &ctx.execution_key,
+                ctx.lease.as_ref(),
+                || async {
+                    let p = plan(client, &self.prices, &ctx.action, &ctx.params, delegator).await?;
+                    Ok(Plan {
+                        calls: p
+                            .calls
+                            .iter()
+                            .map(|c| redeem_call(&framework, &parsed, c))
+                            .collect(),
+                        summary: p.summary,
+                    })
+                },
+            )
             .await;
         Ok(outcome)
     }
@@ -221,7 +231,7 @@ impl Provider for EvmProvider {
             let client = self.client(ctx.chain_id, &ctx.action)?;
             let signer = self.signer(ctx).await?;
             self.sender
-                .reconcile(client, &signer, &ctx.execution_key)
+                .reconcile(client, &signer, &ctx.execution_key, ctx.lease.as_ref())
                 .await
         };
         match found.await {

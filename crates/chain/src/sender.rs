@@ -8,6 +8,13 @@
 //! nothing reserved (run it), reserved but unsigned (nothing was sent: give the nonces back, run it),
 //! or signed (it may have been sent: re-send the same bytes, which cannot pay twice, and wait for the
 //! receipt). A transaction that stays unmined is re-signed at the same nonce with higher fees.
+//!
+//! A signed transaction is never given up on: past the receipt wait the execution is answered
+//! `pending` with its hash, not failed, and whoever takes the execution up again (the intent runner,
+//! on any process, under the intent's lease; an x402 retry) re-sends and bumps it until it is mined.
+//! An execution run under an intent's lease records what it signs only while the lease holds, in the
+//! same database transaction (`record_signed_txs` with the fence): a worker that lost its lease
+//! sends nothing.
 
 use std::sync::Arc;
 
@@ -16,7 +23,7 @@ use actiongate_core::clock::{Clock, to_millis};
 use actiongate_core::error::Error;
 use actiongate_core::execution::ExecutionOutcome;
 use actiongate_core::states::ChainTxState;
-use actiongate_core::store::{ChainTxRecord, SignedTx, Store};
+use actiongate_core::store::{ChainTxRecord, LeaseFence, SignedTx, Store};
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::{Decodable2718, Encodable2718};
 use alloy::eips::{BlockId, BlockNumberOrTag};
@@ -41,6 +48,18 @@ const SIMULATED_BLOCK_AHEAD_SECONDS: u64 = 12;
 /// Runs right after a transaction is handed to the node and before anything is recorded (tests use
 /// it to kill the process in that window).
 pub type AfterSend = Arc<dyn Fn() + Send + Sync>;
+
+/// Runs right after an execution's nonces are reserved and before anything is signed, with the
+/// execution key (tests take the intent's lease away in that window).
+pub type AfterReserve =
+    Arc<dyn Fn(&str) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// Fault-injection points of the sender, for tests; none in a real deployment.
+#[derive(Clone, Default)]
+pub struct SendHooks {
+    pub after_reserve: Option<AfterReserve>,
+    pub after_send: Option<AfterSend>,
+}
 
 /// Simulates `calls` from `from`, in order, with state carried between them; answers each call's gas
 /// limit (its gas use plus headroom), or `EXECUTION_REVERTED` with the decoded reason.
@@ -180,7 +199,7 @@ pub struct WalletSender {
     clock: Arc<dyn Clock>,
     options: ChainOptions,
     locks: KeyedLocks<(u64, Address)>,
-    after_send: Option<AfterSend>,
+    hooks: SendHooks,
 }
 
 impl WalletSender {
@@ -188,14 +207,14 @@ impl WalletSender {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         options: ChainOptions,
-        after_send: Option<AfterSend>,
+        hooks: SendHooks,
     ) -> Self {
         Self {
             store,
             clock,
             options,
             locks: KeyedLocks::default(),
-            after_send,
+            hooks,
         }
     }
 
@@ -211,25 +230,35 @@ impl WalletSender {
         client: &ChainClient,
         signer: &PrivateKeySigner,
         execution_key: &str,
+        fence: Option<&LeaseFence>,
         make_plan: F,
     ) -> ExecutionOutcome
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<Plan, Error>>,
     {
-        match self.send(client, signer, execution_key, &make_plan).await {
-            Ok((rows, summary)) => self.wait(client, signer, rows, Some(summary)).await,
+        match self
+            .send(client, signer, execution_key, fence, &make_plan)
+            .await
+        {
+            Ok(Some((rows, summary))) => {
+                self.wait(client, signer, rows, Some(summary), fence).await
+            }
+            Ok(None) => lease_lost(execution_key),
             Err(e) => outcome_of(e),
         }
     }
 
+    /// Plans, simulates, reserves, signs, records and sends; `None` when the lease was lost before
+    /// anything was recorded (nothing sent; the reserved nonces are the lease holder's to resolve).
     async fn send<F, Fut>(
         &self,
         client: &ChainClient,
         signer: &PrivateKeySigner,
         execution_key: &str,
+        fence: Option<&LeaseFence>,
         make_plan: &F,
-    ) -> Result<(Vec<ChainTxRecord>, serde_json::Value), Error>
+    ) -> Result<Option<(Vec<ChainTxRecord>, serde_json::Value)>, Error>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<Plan, Error>>,
@@ -259,7 +288,10 @@ impl WalletSender {
             if rows.iter().any(|r| r.state != ChainTxState::Reserved) {
                 // Signed already (by another process running the same execution): never sign again at
                 // those nonces; wait for what was sent.
-                return Ok((rows, plan.summary));
+                return Ok(Some((rows, plan.summary)));
+            }
+            if let Some(hook) = &self.hooks.after_reserve {
+                hook(execution_key).await;
             }
             let signed = rows
                 .iter()
@@ -287,14 +319,23 @@ impl WalletSender {
             let recorded = match signed {
                 Ok(signed) => self
                     .store
-                    .record_signed_txs(client.chain_id, &wallet_text, &signed, self.now())
+                    .record_signed_txs(
+                        client.chain_id,
+                        &wallet_text,
+                        execution_key,
+                        &signed,
+                        fence,
+                        self.now(),
+                    )
                     .await
-                    .map(|()| signed)
+                    .map(|held| held.then_some(signed))
                     .map_err(Error::from),
                 Err(e) => Err(e),
             };
             let signed = match recorded {
-                Ok(signed) => signed,
+                Ok(Some(signed)) => signed,
+                // The lease is another worker's now: send nothing, touch nothing.
+                Ok(None) => return Ok(None),
                 Err(e) => {
                     // Nothing was sent: give the nonces back, so that no gap holds the wallet up.
                     if let Err(v) = self.store.void_txs(execution_key, false, self.now()).await {
@@ -316,13 +357,13 @@ impl WalletSender {
                         tracing::warn!(chain_id = client.chain_id, tx_hash = s.tx_hash, error = %rpc_error(client, &e).detail.unwrap_or_default(), "sending a transaction failed; it will be re-sent")
                     }
                 }
-                if let Some(hook) = &self.after_send {
+                if let Some(hook) = &self.hooks.after_send {
                     hook();
                 }
             }
             let rows = self.store.execution_txs(execution_key).await?;
             let Some(reason) = refused else {
-                return Ok((rows, plan.summary));
+                return Ok(Some((rows, plan.summary)));
             };
             // The node refused a transaction: it and the ones after it are not in its pool. Nothing
             // of this execution was mined if the first was refused; give the nonces back and retry.
@@ -344,7 +385,7 @@ impl WalletSender {
                     format!("The node refused the transaction: {reason}"),
                 ));
             }
-            return Ok((rows, plan.summary));
+            return Ok(Some((rows, plan.summary)));
         }
         Err(Error::new(
             ErrorCode::NotAvailable,
@@ -378,6 +419,7 @@ impl WalletSender {
         client: &ChainClient,
         signer: &PrivateKeySigner,
         execution_key: &str,
+        fence: Option<&LeaseFence>,
     ) -> Result<Option<ExecutionOutcome>, Error> {
         let rows = self.store.execution_txs(execution_key).await?;
         if rows.iter().all(|r| r.state == ChainTxState::Reserved) {
@@ -393,22 +435,24 @@ impl WalletSender {
             transactions = rows.len(),
             "resuming an execution's signed transactions"
         );
-        Ok(Some(self.wait(client, signer, rows, None).await))
+        Ok(Some(self.wait(client, signer, rows, None, fence).await))
     }
 
     /// Waits for every transaction of an execution, re-sending the signed bytes and bumping fees
-    /// while one stays unmined; ends when all are mined or the receipt timeout passes.
+    /// while one stays unmined; ends when all are mined. Past the receipt timeout it answers
+    /// `pending` with the unmined transaction's hash: the nonce stays this execution's, and the next
+    /// look at it (`reconcile`) goes on re-sending and bumping.
     async fn wait(
         &self,
         client: &ChainClient,
         signer: &PrivateKeySigner,
         mut rows: Vec<ChainTxRecord>,
         summary: Option<serde_json::Value>,
+        fence: Option<&LeaseFence>,
     ) -> ExecutionOutcome {
         let started = tokio::time::Instant::now();
         let mut hashes = Vec::new();
         for row in &mut rows {
-            let mut last_push = tokio::time::Instant::now();
             let mut resent = false;
             loop {
                 match self.mined(client, row).await {
@@ -444,24 +488,30 @@ impl WalletSender {
                         tracing::warn!(error = %e.detail.clone().unwrap_or_default(), "receipt lookup failed; retrying")
                     }
                 }
-                if started.elapsed() > self.options.receipt_timeout {
-                    let mut o = ExecutionOutcome::failed(
-                        ErrorCode::NotAvailable,
-                        format!(
-                            "Transaction {} was not mined within {} s; its nonce stays reserved for it.",
-                            row.tx_hash.clone().unwrap_or_default(),
-                            self.options.receipt_timeout.as_secs()
-                        ),
-                    );
-                    o.tx_hash = row.tx_hash.clone();
-                    return o;
-                }
-                if !resent || last_push.elapsed() > self.options.bump_after {
-                    if let Err(e) = self.push(client, signer, row, resent).await {
-                        tracing::warn!(error = %e.detail.clone().unwrap_or(e.message.clone()), nonce = row.nonce, "re-sending a transaction failed");
+                // How long ago it was last signed, by the record (so a wait that is taken up again,
+                // on this process or another, bumps on time).
+                let bump_after =
+                    i64::try_from(self.options.bump_after.as_millis()).unwrap_or(i64::MAX);
+                let stale = self.now().saturating_sub(row.updated_at) > bump_after;
+                if !resent || stale {
+                    match self.push(client, signer, row, stale, fence).await {
+                        Ok(true) => {}
+                        Ok(false) => return lease_lost(&row.execution_key),
+                        Err(e) => {
+                            tracing::warn!(error = %e.detail.clone().unwrap_or(e.message.clone()), nonce = row.nonce, "re-sending a transaction failed")
+                        }
                     }
                     resent = true;
-                    last_push = tokio::time::Instant::now();
+                }
+                if started.elapsed() > self.options.receipt_timeout {
+                    tracing::info!(
+                        chain_id = client.chain_id,
+                        nonce = row.nonce,
+                        tx_hash = row.tx_hash.as_deref().unwrap_or(""),
+                        waited_seconds = self.options.receipt_timeout.as_secs(),
+                        "a transaction is not mined yet; it stays pending and is taken up again"
+                    );
+                    return ExecutionOutcome::pending(row.tx_hash.clone());
                 }
                 tokio::time::sleep(client.poll).await;
             }
@@ -471,6 +521,7 @@ impl WalletSender {
             tx_hash: hashes.last().cloned(),
             data: Some(json!({"transactions": hashes, "plan": summary})),
             error: None,
+            pending: false,
         }
     }
 
@@ -500,22 +551,24 @@ impl WalletSender {
     }
 
     /// Hands a row's transaction to the node again: the same bytes the first time; later, when it
-    /// has stayed unmined, re-signed at the same nonce with fees raised by at least 12.5 %.
+    /// has stayed unmined, re-signed at the same nonce with fees raised by at least 12.5 % (recorded
+    /// first, under the fence); false when the lease was lost (nothing re-signed or sent).
     async fn push(
         &self,
         client: &ChainClient,
         signer: &PrivateKeySigner,
         row: &mut ChainTxRecord,
         bump: bool,
-    ) -> Result<(), Error> {
+        fence: Option<&LeaseFence>,
+    ) -> Result<bool, Error> {
         let Some(raw) = row.raw_tx.clone() else {
-            return Ok(());
+            return Ok(true);
         };
         if bump {
             let envelope = TxEnvelope::decode_2718(&mut raw.as_slice())
                 .map_err(|e| Error::internal(format!("stored transaction: {e}")))?;
             let Some(signed) = envelope.as_eip1559() else {
-                return Ok(());
+                return Ok(true);
             };
             let mut tx = signed.tx().clone();
             let (max_fee, priority) = fees(client).await?;
@@ -529,13 +582,25 @@ impl WalletSender {
                 tx_hash: hex_hash(&hash),
                 raw_tx: bytes.clone(),
             };
-            self.store
-                .record_signed_txs(client.chain_id, &row.wallet, &[signed], self.now())
-                .await?;
+            if !self
+                .store
+                .record_signed_txs(
+                    client.chain_id,
+                    &row.wallet,
+                    &row.execution_key,
+                    &[signed],
+                    fence,
+                    self.now(),
+                )
+                .await?
+            {
+                return Ok(false);
+            }
             if let Some(old) = row.tx_hash.replace(hex_hash(&hash)) {
                 row.prior_hashes.push(old);
             }
             row.raw_tx = Some(bytes);
+            row.updated_at = self.now();
             tracing::info!(
                 chain_id = client.chain_id,
                 nonce = row.nonce,
@@ -545,11 +610,11 @@ impl WalletSender {
         }
         let bytes = row.raw_tx.clone().unwrap_or_default();
         match client.provider.send_raw_transaction(&bytes).await {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(true),
             Err(e) if e.as_error_resp().is_some() => {
                 // "already known" or "nonce too low" (mined meanwhile): the receipt lookup decides.
                 tracing::debug!(error = %e, "the node did not take a re-sent transaction");
-                Ok(())
+                Ok(true)
             }
             Err(e) => Err(rpc_error(client, e)),
         }
@@ -559,6 +624,16 @@ impl WalletSender {
 /// A refusal before anything was sent, as an execution outcome.
 pub fn outcome_of(e: Error) -> ExecutionOutcome {
     ExecutionOutcome::from(e)
+}
+
+/// The intent's lease is another worker's: this one stops, records nothing, and leaves the execution
+/// (not ended) to the lease's holder.
+fn lease_lost(execution_key: &str) -> ExecutionOutcome {
+    tracing::warn!(
+        execution_key,
+        "the intent's lease is another worker's; nothing more is sent from here"
+    );
+    ExecutionOutcome::pending(None)
 }
 
 /// Renders a quantity as JSON-RPC hex.

@@ -39,6 +39,10 @@ pub struct ExecutionContext {
     /// What a fan-out execution runs under, resolved by the core before the provider is called;
     /// `None` on every other lane.
     pub grant: Option<Grant>,
+    /// The intent's lease this execution runs under: a provider that signs records a transaction
+    /// only while it holds ([`crate::store::NonceStore::record_signed_txs`]). `None` outside the
+    /// runner (build-tx signs nothing).
+    pub lease: Option<crate::store::LeaseFence>,
 }
 
 /// The delegation one fan-out execution runs under: the delegator's newest active delegation to the
@@ -54,7 +58,7 @@ pub struct Grant {
     pub delegation: Option<Delegation>,
 }
 
-/// How one execution ended.
+/// How one execution ended, or that it has not ended yet (`pending`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecutionOutcome {
     pub success: bool,
@@ -62,6 +66,10 @@ pub struct ExecutionOutcome {
     /// What a read read.
     pub data: Option<serde_json::Value>,
     pub error: Option<(ErrorCode, String)>,
+    /// Sent and not mined yet (or the lease was lost before anything was recorded): the execution
+    /// has not ended. The runner leaves it started and looks at it again later (the provider's
+    /// `reconcile` re-sends, bumps and waits), never records it failed.
+    pub pending: bool,
 }
 
 impl ExecutionOutcome {
@@ -71,6 +79,7 @@ impl ExecutionOutcome {
             tx_hash: None,
             data: Some(data),
             error: None,
+            pending: false,
         }
     }
 
@@ -80,6 +89,18 @@ impl ExecutionOutcome {
             tx_hash: None,
             data: None,
             error: Some((code, message.into())),
+            pending: false,
+        }
+    }
+
+    /// Not ended: `tx_hash` (when one was sent) is not mined yet.
+    pub fn pending(tx_hash: Option<String>) -> Self {
+        Self {
+            success: false,
+            tx_hash,
+            data: None,
+            error: None,
+            pending: true,
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::clock::{Clock, to_millis};
 use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, ExecutionOutcome, Grant, Reconciled, Registry, Subject};
 use crate::states::{DelegationStatus, ExecutionState};
-use crate::store::{ExecutionFinish, ExecutionRecord, IntentRecord, Store};
+use crate::store::{ExecutionFinish, ExecutionRecord, IntentRecord, LeaseFence, Store};
 
 /// Aborts a task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -33,6 +33,9 @@ impl Drop for AbortOnDrop {
 const BATCH: u32 = 32;
 /// How many handed-over reads run and are recorded together.
 const HANDED_BATCH: usize = 256;
+/// How soon an intent whose execution is sent and not mined yet is looked at again (by whichever
+/// process claims it then): its provider re-sends, bumps and waits again.
+const PENDING_RECHECK: time::Duration = time::Duration::seconds(2);
 
 fn finish_of(outcome: ExecutionOutcome) -> ExecutionFinish {
     ExecutionFinish {
@@ -290,6 +293,10 @@ impl IntentRunner {
             agent_id: intent.agent_id.clone(),
             agent_address,
             grant: None,
+            lease: Some(LeaseFence {
+                intent_id: intent.id.clone(),
+                owner: self.owner.clone(),
+            }),
         }
     }
 
@@ -324,7 +331,15 @@ impl IntentRunner {
         // The heartbeat stops when this future ends or is dropped (a timed-out direct execution).
         let result = self.run_executions(&intent).await;
         drop(heartbeat);
-        result?;
+        if !result? {
+            // An execution is sent and not mined yet (or the lease was lost): the intent's lease
+            // runs out soon, and whichever process claims it then takes the execution up again.
+            let again = to_millis(self.clock.now() + PENDING_RECHECK);
+            self.store
+                .renew_lease(&intent.id, &self.owner, again)
+                .await?;
+            return Ok(());
+        }
         let finished = self
             .store
             .finish_intent(&intent.id, to_millis(self.clock.now()))
@@ -336,7 +351,9 @@ impl IntentRunner {
         Ok(())
     }
 
-    async fn run_executions(&self, intent: &IntentRecord) -> Result<()> {
+    /// Runs the executions that have not ended; false when one is left unended (sent and not mined
+    /// yet, or the lease was lost), so the intent cannot end now.
+    async fn run_executions(&self, intent: &IntentRecord) -> Result<bool> {
         let params = intent
             .params
             .value()
@@ -358,10 +375,12 @@ impl IntentRunner {
                             intent_id = intent.id,
                             "lease lost; leaving the intent to its new owner"
                         );
-                        return Ok(());
+                        return Ok(false);
                     }
                     let outcome = self.execute(&ctx).await;
-                    self.record(&execution, outcome).await?;
+                    if !self.record(&execution, outcome).await? {
+                        return Ok(false);
+                    }
                 }
                 ExecutionState::Started => {
                     // Taking over: only while the lease is ours, checked right before anything is sent.
@@ -374,7 +393,7 @@ impl IntentRunner {
                             intent_id = intent.id,
                             "lease lost before a takeover; leaving the intent"
                         );
-                        return Ok(());
+                        return Ok(false);
                     }
                     let outcome = match self.reconcile(&ctx).await {
                         Reconciled::Done(outcome) => outcome,
@@ -383,14 +402,17 @@ impl IntentRunner {
                     tracing::info!(
                         intent_id = intent.id,
                         seq = execution.seq,
+                        pending = outcome.pending,
                         "execution reconciled after a takeover"
                     );
-                    self.record(&execution, outcome).await?;
+                    if !self.record(&execution, outcome).await? {
+                        return Ok(false);
+                    }
                 }
                 ExecutionState::Succeeded | ExecutionState::Failed => {}
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
@@ -491,20 +513,38 @@ impl IntentRunner {
         }
     }
 
-    async fn record(&self, execution: &ExecutionRecord, outcome: ExecutionOutcome) -> Result<()> {
+    /// Records how an execution ended; false when it has not ended (pending), or when this worker
+    /// no longer holds the intent's lease (its new holder records it).
+    async fn record(&self, execution: &ExecutionRecord, outcome: ExecutionOutcome) -> Result<bool> {
+        if outcome.pending {
+            tracing::info!(
+                intent_id = execution.intent_id,
+                seq = execution.seq,
+                tx_hash = outcome.tx_hash.as_deref().unwrap_or(""),
+                "execution sent and not mined yet; it is taken up again"
+            );
+            return Ok(false);
+        }
         let finish = finish_of(outcome);
         let now = to_millis(self.clock.now());
         if !self
             .store
-            .finish_execution(&execution.intent_id, execution.seq, &finish, now)
+            .finish_execution(
+                &execution.intent_id,
+                execution.seq,
+                &self.owner,
+                &finish,
+                now,
+            )
             .await?
         {
             tracing::warn!(
                 intent_id = execution.intent_id,
                 seq = execution.seq,
-                "execution already recorded"
+                "execution already recorded, or its intent's lease is another worker's"
             );
+            return Ok(false);
         }
-        Ok(())
+        Ok(true)
     }
 }

@@ -5,14 +5,22 @@
 //! - `STANDIN_LOG` (and `STANDIN_DELAY_MS`): register the test kit's stand-in venue for `transfer` and `swap`
 //!   fan-out, with its durable record of effects in that file;
 //! - `CRASH_AFTER_SEND=1`: abort the process right after the EVM sender hands a transaction to the
-//!   node and before anything is recorded (the window a crash-safe sender must survive).
+//!   node and before anything is recorded (the window a crash-safe sender must survive);
+//! - `STEAL_LEASE_AFTER_RESERVE=1`: the first time an execution's nonces are reserved, another
+//!   worker ("thief") takes the leases of the queued intents for 3 seconds, as a process that found
+//!   them run out would; the worker that reserved must then send nothing.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use actiongate_chain::sender::AfterReserve;
+use actiongate_core::store::IntentStore;
 use actiongate_server::{Application, Config, Deps, Overrides};
+use actiongate_store::SqlStore;
 use actiongate_testkit::standin::StandInVenue;
 
 #[tokio::main]
@@ -41,7 +49,10 @@ async fn main() -> anyhow::Result<()> {
         ));
     }
     if std::env::var("CRASH_AFTER_SEND").is_ok() {
-        deps.after_send = Some(Arc::new(|| std::process::abort()));
+        deps.send_hooks.after_send = Some(Arc::new(|| std::process::abort()));
+    }
+    if std::env::var("STEAL_LEASE_AFTER_RESERVE").is_ok() {
+        deps.send_hooks.after_reserve = Some(steal_lease_once(&config)?);
     }
     let app = Application::build(&config, deps).await?;
     let mut out = std::io::stdout().lock();
@@ -49,4 +60,40 @@ async fn main() -> anyhow::Result<()> {
     out.flush()?;
     drop(out);
     Ok(app.run(std::future::pending()).await?)
+}
+
+/// The `STEAL_LEASE_AFTER_RESERVE` hook: fires once.
+fn steal_lease_once(config: &Config) -> anyhow::Result<AfterReserve> {
+    let url = config.database_url.clone();
+    let fired = Arc::new(AtomicBool::new(false));
+    Ok(Arc::new(move |execution_key: &str| {
+        let (url, fired, key) = (url.clone(), fired.clone(), execution_key.to_owned());
+        Box::pin(async move {
+            if fired.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            let store = match SqlStore::connect(&url).await {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("steal: cannot open the database: {e}");
+                    return;
+                }
+            };
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                .unwrap_or_default();
+            // Claimed as if an hour had passed: every queued intent's lease looks run out.
+            match store
+                .claim_intents("thief", now + 3_600_000, now + 3_000, 32)
+                .await
+            {
+                Ok(taken) => {
+                    eprintln!("steal: took {} lease(s) after reserving {key}", taken.len())
+                }
+                Err(e) => eprintln!("steal: {e}"),
+            }
+            store.close().await;
+        })
+    }))
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use actiongate_chain::payments::{ChainPayments, ChainSettler};
-use actiongate_chain::sender::AfterSend;
+use actiongate_chain::sender::SendHooks;
 use actiongate_chain::{ChainClients, ChainPrices, EvmProvider, FrameworkChains, MarketReads};
 use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog};
 use actiongate_core::clock::{Clock, SystemClock, rfc3339};
@@ -39,9 +39,9 @@ pub struct Deps {
     pub providers: Vec<Arc<dyn Provider>>,
     /// The personhood proof verifier; the World ID verify API when absent.
     pub verifier: Option<Arc<dyn ProofVerifier>>,
-    /// Called by the EVM sender right after a transaction is handed to the node, before anything
-    /// is recorded (tests kill the process there).
-    pub after_send: Option<AfterSend>,
+    /// The EVM sender's fault-injection points (tests kill the process right after a send, or take
+    /// an intent's lease away between reserving and signing).
+    pub send_hooks: SendHooks,
 }
 
 /// A built, bound server.
@@ -131,7 +131,7 @@ impl Application {
             clock.clone(),
             master.keyring(),
             prices.clone(),
-            deps.after_send,
+            deps.send_hooks,
         );
         let mut providers: Vec<Arc<dyn Provider>> = vec![
             Arc::new(InternalReads::new(internal, config.settings.chains.clone())),

@@ -221,6 +221,7 @@ impl IntentStore for SqlStore {
         &self,
         intent_id: &str,
         seq: u32,
+        owner: &str,
         f: &ExecutionFinish,
         now: i64,
     ) -> Result<bool, StoreError> {
@@ -229,7 +230,8 @@ impl IntentStore for SqlStore {
         on_writer!(self, pool => sqlx::query(
             "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
                  finished_at = $8
-             WHERE intent_id = $1 AND seq = $2 AND state = 'started'",
+             WHERE intent_id = $1 AND seq = $2 AND state = 'started'
+               AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $9)",
         )
         .bind(intent_id)
         .bind(seq)
@@ -239,6 +241,7 @@ impl IntentStore for SqlStore {
         .bind(&f.error_message)
         .bind(&f.data)
         .bind(now)
+        .bind(owner)
         .execute(pool)
         .await
         .map(|r| r.rows_affected() == 1)

@@ -1,6 +1,8 @@
 //! The per-wallet nonce manager's rows: a wallet's transactions by nonce.
 
-use actiongate_core::store::{ChainTxRecord, NonceStore, SignedTx, StoreError, StoreErrorKind};
+use actiongate_core::store::{
+    ChainTxRecord, LeaseFence, NonceStore, SignedTx, StoreError, StoreErrorKind,
+};
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteConnection;
 
@@ -143,12 +145,28 @@ impl NonceStore for SqlStore {
         &self,
         chain_id: u64,
         wallet: &str,
+        execution_key: &str,
         signed: &[SignedTx],
+        fence: Option<&LeaseFence>,
         now: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
+            if let Some(f) = fence {
+                // The intent's row is written (and so locked until commit on PostgreSQL, where a claim
+                // skips it): no takeover slips between this check and the record.
+                let held = sqlx::query(
+                    "UPDATE intents SET lease_until = lease_until
+                     WHERE id = $1 AND lease_owner = $2 AND status = 'queued' AND lease_until > $3",
+                )
+                .bind(&f.intent_id).bind(&f.owner).bind(now)
+                .execute(&mut *tx).await.map_err(err)?.rows_affected();
+                if held != 1 {
+                    tx.rollback().await.map_err(err)?;
+                    return Ok(false);
+                }
+            }
             for t in signed {
                 let nonce = i64::try_from(t.nonce).map_err(err)?;
                 let done = sqlx::query(
@@ -156,17 +174,18 @@ impl NonceStore for SqlStore {
                        prior_hashes = CASE WHEN tx_hash IS NULL OR tx_hash = $4 THEN prior_hashes
                                            WHEN prior_hashes = '' THEN tx_hash ELSE prior_hashes || ',' || tx_hash END,
                        tx_hash = $4
-                     WHERE chain_id = $1 AND wallet = $2 AND nonce = $3 AND state IN ('reserved', 'signed')",
+                     WHERE chain_id = $1 AND wallet = $2 AND nonce = $3 AND execution_key = $7 AND state IN ('reserved', 'signed')",
                 )
-                .bind(chain).bind(wallet).bind(nonce).bind(&t.tx_hash).bind(&t.raw_tx).bind(now)
+                .bind(chain).bind(wallet).bind(nonce).bind(&t.tx_hash).bind(&t.raw_tx).bind(now).bind(execution_key)
                 .execute(&mut *tx).await.map_err(err)?
                 .rows_affected();
                 if done != 1 {
                     tx.rollback().await.map_err(err)?;
-                    return Err(StoreError::new(StoreErrorKind::Other, format!("no reserved transaction at nonce {nonce} of {wallet} on chain {chain_id}")));
+                    return Err(StoreError::new(StoreErrorKind::Other, format!("no reserved transaction of {execution_key} at nonce {nonce} of {wallet} on chain {chain_id}")));
                 }
             }
-            tx.commit().await.map_err(err)
+            tx.commit().await.map_err(err)?;
+            Ok(true)
         })
     }
 

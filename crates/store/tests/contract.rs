@@ -452,11 +452,11 @@ async fn wallet_nonces_are_reserved_once_contiguously_and_voided_ones_are_reused
         assert_eq!(nonces, (9..29).collect::<Vec<_>>(), "{name}");
         // Signed, then mined; a re-signing keeps the earlier hash.
         store
-            .record_signed_txs(84532, wallet, &[signed(7, "0xaa")], 4)
+            .record_signed_txs(84532, wallet, "i1:0", &[signed(7, "0xaa")], None, 4)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         store
-            .record_signed_txs(84532, wallet, &[signed(7, "0xbb")], 5)
+            .record_signed_txs(84532, wallet, "i1:0", &[signed(7, "0xbb")], None, 5)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let pending = store
@@ -496,7 +496,14 @@ async fn wallet_nonces_are_reserved_once_contiguously_and_voided_ones_are_reused
         // A mined transaction cannot be re-signed.
         assert!(
             store
-                .record_signed_txs(84532, wallet, &[signed(8, "0xdd"), signed(7, "0xcc")], 7)
+                .record_signed_txs(
+                    84532,
+                    wallet,
+                    "i1:0",
+                    &[signed(8, "0xdd"), signed(7, "0xcc")],
+                    None,
+                    7
+                )
                 .await
                 .is_err(),
             "{name}"
@@ -991,6 +998,124 @@ fn read_draft(n: u32, account: &str, key: u8) -> IntentDraft {
         now: 3_000,
         key_hash: h(key),
         policy: Some(policy("ag1")),
+    }
+}
+
+/// Issue 21, finding 7: a worker records what it signs (and so sends it) only while it holds the
+/// intent's lease, checked in the transaction that records it; only the lease's holder records an
+/// execution's end; a signing is recorded only for its own execution's rows.
+#[tokio::test]
+async fn signing_and_ending_an_execution_are_fenced_by_the_intents_lease() {
+    use actiongate_core::store::{ExecutionFinish, LeaseFence};
+    for (name, f) in backends().await {
+        let s = &f.store;
+        onboarded(s, "fence@example.com").await;
+        s.grant_credits("acc1", 100, "grant", "test", 2_500)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut draft = read_draft(1, "acc1", 1);
+        draft.lease = Some(("w1".into(), 10_000));
+        assert!(
+            matches!(
+                s.accept_intent(&draft).await,
+                Ok(AcceptOutcome::Accepted { .. })
+            ),
+            "{name}"
+        );
+        let (key, wallet) = ("intent-1:0", "0x00000000000000000000000000000000000000bb");
+        s.reserve_nonces(84532, wallet, key, 1, 0, 3_000)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let fence = |owner: &str| LeaseFence {
+            intent_id: "intent-1".into(),
+            owner: owner.into(),
+        };
+        let state = || async {
+            s.execution_txs(key)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .first()
+                .map(|t| (t.state.as_str().to_owned(), t.tx_hash.clone()))
+        };
+        // Another worker's lease, or ours run out: nothing recorded.
+        for (owner, now) in [("thief", 4_000), ("w1", 10_001)] {
+            assert_eq!(
+                s.record_signed_txs(
+                    84532,
+                    wallet,
+                    key,
+                    &[signed(0, "0x01")],
+                    Some(&fence(owner)),
+                    now
+                )
+                .await
+                .ok(),
+                Some(false),
+                "{name}: {owner} at {now}"
+            );
+        }
+        assert_eq!(state().await, Some(("reserved".to_owned(), None)), "{name}");
+        // Another execution's rows are not this one's to sign.
+        assert!(
+            s.record_signed_txs(
+                84532,
+                wallet,
+                "intent-9:0",
+                &[signed(0, "0x01")],
+                None,
+                4_000
+            )
+            .await
+            .is_err(),
+            "{name}"
+        );
+        // The holder, in time: recorded.
+        assert_eq!(
+            s.record_signed_txs(
+                84532,
+                wallet,
+                key,
+                &[signed(0, "0x02")],
+                Some(&fence("w1")),
+                4_000
+            )
+            .await
+            .ok(),
+            Some(true),
+            "{name}"
+        );
+        assert_eq!(
+            state().await,
+            Some(("signed".to_owned(), Some("0x02".to_owned()))),
+            "{name}"
+        );
+        // Only the lease's holder records the end.
+        assert_eq!(
+            s.start_execution("intent-1", 0, "w1", 4_000).await.ok(),
+            Some(true),
+            "{name}"
+        );
+        let finish = ExecutionFinish {
+            success: true,
+            tx_hash: Some("0x02".into()),
+            error_code: None,
+            error_message: None,
+            data: None,
+        };
+        assert_eq!(
+            s.finish_execution("intent-1", 0, "thief", &finish, 4_100)
+                .await
+                .ok(),
+            Some(false),
+            "{name}"
+        );
+        assert_eq!(
+            s.finish_execution("intent-1", 0, "w1", &finish, 4_100)
+                .await
+                .ok(),
+            Some(true),
+            "{name}"
+        );
     }
 }
 

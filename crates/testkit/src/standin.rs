@@ -117,6 +117,7 @@ impl StandInVenue {
             tx_hash: Some(Self::tx_hash(&ctx.execution_key)),
             data: None,
             error: None,
+            pending: false,
         }
     }
 }

@@ -72,6 +72,7 @@ impl Intents {
             params: req.params.clone(),
             chain_id: req.chain_id,
             lane: Lane::BuildTx,
+            lease: None,
             read: spec.is_read(),
             subject: Subject {
                 user_did: user_did(req.chain_id, &wallet),

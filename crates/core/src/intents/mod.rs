@@ -505,9 +505,21 @@ impl Intents {
             }
             ExecutionState::Pending | ExecutionState::Started => "pending",
         };
+        // Not ended: the hash of what was sent, when something was (a receipt not in yet). The
+        // gateway keeps re-sending and bumping it until it is mined; the intent tells the end.
+        let tx_hash = match (&e.tx_hash, e.state.is_ended()) {
+            (None, false) => self
+                .store
+                .execution_txs(&e.execution_key)
+                .await?
+                .iter()
+                .rev()
+                .find_map(|t| t.tx_hash.clone()),
+            (hash, _) => hash.clone(),
+        };
         Ok(DirectExecution {
             intent_id: intent.id,
-            tx_hash: e.tx_hash.clone(),
+            tx_hash,
             chain_id: intent.chain_id,
             wallet_address: e.wallet_address.clone(),
             status: status.to_owned(),

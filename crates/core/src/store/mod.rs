@@ -206,11 +206,13 @@ pub trait IntentStore: Send + Sync + 'static {
         now: i64,
     ) -> Result<bool, StoreError>;
 
-    /// Records how a started execution ended; false when it was not in the started state.
+    /// Records how a started execution ended, by the holder of its intent's lease (`owner`); false
+    /// when it was not in the started state or the lease is another worker's.
     async fn finish_execution(
         &self,
         intent_id: &str,
         seq: u32,
+        owner: &str,
         finish: &ExecutionFinish,
         now: i64,
     ) -> Result<bool, StoreError>;
@@ -375,16 +377,20 @@ pub trait NonceStore: Send + Sync + 'static {
     /// The transactions of an execution, in plan order.
     async fn execution_txs(&self, execution_key: &str) -> Result<Vec<ChainTxRecord>, StoreError>;
 
-    /// Keeps the signed bytes of reserved (or re-signed) transactions before any is sent, all or
-    /// none, so that an execution's transactions are either all signed or none; an earlier hash at
-    /// the same nonce moves to `prior_hashes`.
+    /// Keeps the signed bytes of reserved (or re-signed) transactions of `execution_key` before any
+    /// is sent, all or none, so that an execution's transactions are either all signed or none; an
+    /// earlier hash at the same nonce moves to `prior_hashes`. With a `fence`, only while that lease
+    /// holds (its intent queued, leased to its owner, not run out): false, recording nothing, when
+    /// it does not.
     async fn record_signed_txs(
         &self,
         chain_id: u64,
         wallet: &str,
+        execution_key: &str,
         signed: &[SignedTx],
+        fence: Option<&LeaseFence>,
         now: i64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<bool, StoreError>;
 
     /// Records the receipt of a transaction (whichever of its signings was mined).
     async fn record_mined_tx(

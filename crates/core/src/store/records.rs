@@ -267,6 +267,16 @@ impl ExecutionRecord {
     }
 }
 
+/// The lease an execution runs under: its intent's, held by one worker. A transaction is recorded
+/// as signed (and so sent) only while the lease is still this worker's and has not run out, checked
+/// in the database transaction that records it; an execution's end is recorded only by the lease's
+/// holder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseFence {
+    pub intent_id: String,
+    pub owner: String,
+}
+
 /// How an execution ended, for [`Store::finish_execution`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecutionFinish {

@@ -293,15 +293,25 @@ pub struct Gateway {
 }
 
 pub fn start_gateway(config: &Path, crash_after_send: bool) -> Gateway {
+    start_gateway_env(
+        config,
+        if crash_after_send {
+            &[("CRASH_AFTER_SEND", "1")]
+        } else {
+            &[]
+        },
+    )
+}
+
+/// [`start_gateway`] with the test gateway's switches (`src/main.rs`) in its environment.
+pub fn start_gateway_env(config: &Path, env: &[(&str, &str)]) -> Gateway {
     let mut cmd = Command::new(GATEWAY);
     cmd.arg("--config")
         .arg(config)
         .env("ACTIONGATE_LOG", "warn")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    if crash_after_send {
-        cmd.env("CRASH_AFTER_SEND", "1");
-    }
     let mut child = cmd.spawn().expect("the gateway starts");
     let line = first_line(&mut child);
     let url = line
@@ -424,7 +434,12 @@ pub async fn read_for(gw: &Gateway, agent: &Agent, action: &str, params: Value) 
         .as_str()
         .unwrap_or_else(|| panic!("{intent}"))
         .to_owned();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    wait_intent(gw, agent, &id, 20).await
+}
+
+/// Polls an intent's status until it is no longer `queued` (within `seconds`); its last status body.
+pub async fn wait_intent(gw: &Gateway, agent: &Agent, id: &str, seconds: u64) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
     loop {
         let r = reqwest::Client::new()
             .get(format!(
@@ -441,7 +456,7 @@ pub async fn read_for(gw: &Gateway, agent: &Agent, action: &str, params: Value) 
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the read did not end: {body}"
+            "the intent did not end: {body}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }

@@ -105,7 +105,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
         mailer: None,
         providers: options.providers,
         verifier: None,
-        after_send: None,
+        send_hooks: Default::default(),
     };
     let app = Application::build(&config, deps).await.expect("build");
     let addr = app.local_addr();
