@@ -1,15 +1,18 @@
 """A real SMTP server for the tests: aiosmtpd writing every message into a maildir.
 
     python tests/smtp_sink.py --port PORT --maildir DIR [--delay SECONDS]
+        [--tls starttls|implicit --cert PEM --key PEM]
 
 `--delay` holds each message for that long before accepting it, so that a test can catch a request
-of the gateway in flight (graceful shutdown). Prints "ready" once it listens.
+of the gateway in flight (graceful shutdown). `--tls starttls` refuses mail until the client has
+issued STARTTLS; `--tls implicit` speaks TLS from the first byte. Prints "ready" once it listens.
 """
 
 import argparse
 import asyncio
 import mailbox
 import signal
+import ssl
 import sys
 
 from aiosmtpd.controller import Controller
@@ -32,8 +35,22 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--maildir", required=True)
     parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--tls", choices=["none", "starttls", "implicit"], default="none")
+    parser.add_argument("--cert")
+    parser.add_argument("--key")
     args = parser.parse_args()
-    controller = Controller(SlowMailbox(args.maildir, args.delay), hostname="127.0.0.1", port=args.port)
+    handler = SlowMailbox(args.maildir, args.delay)
+    if args.tls == "none":
+        controller = Controller(handler, hostname="127.0.0.1", port=args.port)
+    else:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(args.cert, args.key)
+        if args.tls == "starttls":
+            controller = Controller(
+                handler, hostname="127.0.0.1", port=args.port, tls_context=context, require_starttls=True
+            )
+        else:
+            controller = Controller(handler, hostname="127.0.0.1", port=args.port, ssl_context=context)
     controller.start()
     print("ready", flush=True)
     signal.sigwait({signal.SIGTERM, signal.SIGINT})

@@ -102,10 +102,12 @@ struct ServerArgs {
     /// Directory for the SQLite database, the outbox and the dev master key. Default ./.actiongate.
     #[arg(long, env = "ACTIONGATE_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// sqlite://… or postgres://…. Default sqlite://<data-dir>/actiongate.db.
+    /// sqlite://… or postgres://… (TLS: its sslmode; without one verify-full, prefer on loopback).
+    /// Default sqlite://<data-dir>/actiongate.db.
     #[arg(long, env = "ACTIONGATE_DATABASE_URL")]
     database_url: Option<String>,
-    /// smtp://host:port; mail goes there instead of the outbox.
+    /// smtps://host:port (TLS), smtp+starttls://host:port (STARTTLS required) or smtp://host:port
+    /// (plain); mail goes there instead of the outbox.
     #[arg(long, env = "ACTIONGATE_SMTP_URL")]
     smtp_url: Option<String>,
     /// Master key file. Default <data-dir>/master.key.

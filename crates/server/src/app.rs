@@ -74,9 +74,16 @@ impl Application {
         let mailer: Arc<dyn Mailer> = match (deps.mailer, &config.smtp_url) {
             (Some(m), _) => m,
             (None, Some(url)) => {
-                let (host, port) = parse_smtp_url(url).context("invalid SMTP URL")?;
+                let target = parse_smtp_url(url).context("invalid SMTP URL")?;
+                let roots =
+                    match &config.smtp_ca_file {
+                        Some(file) => Some(tokio::fs::read(file).await.with_context(|| {
+                            format!("cannot read smtp-ca-file {}", file.display())
+                        })?),
+                        None => None,
+                    };
                 Arc::new(
-                    SmtpMailer::new(&host, port, &config.mail_from)
+                    SmtpMailer::new(&target, roots.as_deref(), &config.mail_from)
                         .context("cannot set up SMTP")?,
                 )
             }

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use actiongate_core::mail::{MailError, Mailer, OutgoingMail};
 use async_trait::async_trait;
 use lettre::message::{Mailbox, header::ContentType};
+use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncFileTransport, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+
+use crate::config::{SmtpSecurity, SmtpTarget};
 
 fn compose(from: &Mailbox, mail: OutgoingMail) -> Result<Message, MailError> {
     let to: Mailbox = mail
@@ -22,21 +25,48 @@ fn compose(from: &Mailbox, mail: OutgoingMail) -> Result<Message, MailError> {
         .map_err(|e| MailError(e.to_string()))
 }
 
-/// Sends over plain SMTP (no TLS: a local relay or a test sink).
+/// Sends over SMTP as the URL's scheme says: TLS from the first byte (`smtps://`), STARTTLS
+/// required (`smtp+starttls://`), or plain (`smtp://`, only when asked for). The server's
+/// certificate must chain to the web PKI roots or to a certificate of `roots_pem` (`smtp-ca-file`)
+/// and name the host.
 pub struct SmtpMailer {
     from: Mailbox,
     transport: AsyncSmtpTransport<Tokio1Executor>,
 }
 
 impl SmtpMailer {
-    pub fn new(host: &str, port: u16, from: &str) -> Result<Self, MailError> {
+    pub fn new(
+        target: &SmtpTarget,
+        roots_pem: Option<&[u8]>,
+        from: &str,
+    ) -> Result<Self, MailError> {
         let from = from
             .parse()
             .map_err(|e| MailError(format!("mail-from: {e}")))?;
-        let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
-            .port(port)
-            .build();
-        Ok(Self { from, transport })
+        let builder =
+            AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&target.host).port(target.port);
+        let builder = match target.security {
+            SmtpSecurity::Plain => builder,
+            SmtpSecurity::StartTls | SmtpSecurity::Tls => {
+                let mut params = TlsParameters::builder(target.host.clone());
+                if let Some(pem) = roots_pem {
+                    let root = Certificate::from_pem(pem)
+                        .map_err(|e| MailError(format!("smtp-ca-file: {e}")))?;
+                    params = params.add_root_certificate(root);
+                }
+                let params = params
+                    .build()
+                    .map_err(|e| MailError(format!("SMTP TLS: {e}")))?;
+                builder.tls(match target.security {
+                    SmtpSecurity::StartTls => Tls::Required(params),
+                    _ => Tls::Wrapper(params),
+                })
+            }
+        };
+        Ok(Self {
+            from,
+            transport: builder.build(),
+        })
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use actiongate_core::store::{PruneCutoffs, Store, StoreError, StoreErrorKind};
 use async_trait::async_trait;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgSslMode};
 
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
@@ -122,6 +122,35 @@ impl<'c> Dialect<'c> for &'c PgPool {
     }
 }
 
+/// PostgreSQL connect options from a URL, TLS included (rustls, the web PKI roots, or the URL's
+/// `sslrootcert`). The URL's `sslmode` (or `PGSSLMODE`) decides when it names one: `disable` is the
+/// only way to a plain connection to a remote server. Without one: `verify-full` (encrypted, the
+/// certificate checked and naming the host), except for a loopback address or a Unix socket,
+/// where `prefer` (TLS when the server offers it; nobody else reads a local socket).
+pub fn postgres_options(url: &str) -> Result<PgConnectOptions, StoreError> {
+    let options = PgConnectOptions::from_str(url).map_err(err)?;
+    let named = url.split_once('?').is_some_and(|(_, query)| {
+        query
+            .split('&')
+            .any(|kv| kv.starts_with("sslmode=") || kv.starts_with("ssl-mode="))
+    }) || std::env::var_os("PGSSLMODE").is_some();
+    if named {
+        return Ok(options);
+    }
+    let host = options.get_host();
+    let local = host.starts_with('/')
+        || host == "localhost"
+        || host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    Ok(options.ssl_mode(if local {
+        PgSslMode::Prefer
+    } else {
+        PgSslMode::VerifyFull
+    }))
+}
+
 fn new_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
@@ -174,8 +203,8 @@ impl SqlStore {
         ))
     }
 
-    /// Connects to `url` (`sqlite://path` or `postgres://…`). SQLite files are created when missing
-    /// and run in WAL mode with full synchronous commits.
+    /// Connects to `url` (`sqlite://path` or `postgres://…`, its TLS by [`postgres_options`]).
+    /// SQLite files are created when missing and run in WAL mode with full synchronous commits.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         let backend = match BackendKind::of_url(url)? {
             BackendKind::Sqlite => {
@@ -219,7 +248,7 @@ impl SqlStore {
                 Backend::Sqlite { read, writer }
             }
             BackendKind::Postgres => {
-                let options = PgConnectOptions::from_str(url).map_err(err)?;
+                let options = postgres_options(url)?;
                 let pool = PgPoolOptions::new()
                     .max_connections(16)
                     .acquire_timeout(Duration::from_secs(10))

@@ -1236,3 +1236,53 @@ async fn mcp_sessions_keep_their_owner_and_old_ones_are_pruned() {
         );
     }
 }
+
+/// TLS to PostgreSQL (issue 21, finding 8): the URL's `sslmode` decides; without one a remote
+/// server is `verify-full` and a loopback one `prefer`. Against the test server (Debian's, TLS on
+/// with its self-signed "snakeoil" certificate): `require` encrypts, `disable` does not, and
+/// `verify-full` refuses a certificate no trusted root signed.
+#[tokio::test]
+async fn postgres_tls_is_what_the_url_says() {
+    use actiongate_store::postgres_options;
+    use sqlx::ConnectOptions as _;
+    use sqlx::postgres::PgSslMode;
+    let Ok(base) = std::env::var("ACTIONGATE_TEST_POSTGRES_URL") else {
+        panic!("ACTIONGATE_TEST_POSTGRES_URL is not set (scripts/test sets it)");
+    };
+    let with = |mode: &str| {
+        let sep = if base.contains('?') { '&' } else { '?' };
+        format!("{base}{sep}sslmode={mode}")
+    };
+    let encrypted = |url: String| async move {
+        let mut conn = postgres_options(&url)
+            .map_err(|e| e.to_string())?
+            .connect()
+            .await
+            .map_err(|e| e.to_string())?;
+        sqlx::query_scalar::<_, bool>("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_one(&mut conn)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    assert_eq!(encrypted(with("require")).await, Ok(true));
+    assert_eq!(encrypted(with("disable")).await, Ok(false));
+    assert!(
+        encrypted(with("verify-full")).await.is_err(),
+        "a self-signed server certificate is not trusted"
+    );
+    // No sslmode: TLS when the local server offers it; a remote server must prove who it is.
+    assert_eq!(encrypted(base.clone()).await, Ok(true));
+    let mode = |url: &str| postgres_options(url).map(|o| o.get_ssl_mode()).ok();
+    assert!(matches!(
+        mode("postgres://gateway@db.example.com/actiongate"),
+        Some(PgSslMode::VerifyFull)
+    ));
+    assert!(matches!(
+        mode("postgres://gateway@127.0.0.1/actiongate"),
+        Some(PgSslMode::Prefer)
+    ));
+    assert!(matches!(
+        mode("postgres://gateway@db.example.com/actiongate?sslmode=disable"),
+        Some(PgSslMode::Disable)
+    ));
+}

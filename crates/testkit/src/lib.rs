@@ -59,19 +59,36 @@ impl SmtpSink {
 
     /// A sink that holds each message `delay` seconds before accepting it.
     pub fn start_with_delay(dir: &Path, delay: f64) -> Self {
+        Self::spawn(dir, &["--delay".to_owned(), delay.to_string()])
+    }
+
+    /// A sink that speaks TLS with this certificate and key: `mode` `starttls` (it refuses mail
+    /// until the client has issued STARTTLS) or `implicit` (TLS from the first byte).
+    pub fn start_tls(dir: &Path, mode: &str, cert: &Path, key: &Path) -> Self {
+        let path = |p: &Path| p.display().to_string();
+        Self::spawn(
+            dir,
+            &[
+                "--tls".to_owned(),
+                mode.to_owned(),
+                "--cert".to_owned(),
+                path(cert),
+                "--key".to_owned(),
+                path(key),
+            ],
+        )
+    }
+
+    fn spawn(dir: &Path, args: &[String]) -> Self {
         let maildir = dir.join("maildir");
         // The free port can be taken by another test between our probe and the sink's bind: retry.
         for _ in 0..5 {
             let port = free_port();
             let mut child = Command::new(python())
                 .arg(repo_root().join("tests/smtp_sink.py"))
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--delay",
-                    &delay.to_string(),
-                    "--maildir",
-                ])
+                .args(["--port", &port.to_string()])
+                .args(args)
+                .arg("--maildir")
                 .arg(&maildir)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())

@@ -41,6 +41,8 @@ pub struct FileConfig {
     pub data_dir: Option<PathBuf>,
     pub database_url: Option<String>,
     pub smtp_url: Option<String>,
+    /// PEM certificates trusted for the SMTP server beside the web PKI roots (a private CA).
+    pub smtp_ca_file: Option<PathBuf>,
     pub master_key_file: Option<PathBuf>,
     pub mail_from: Option<String>,
     #[serde(default)]
@@ -268,6 +270,7 @@ pub struct Config {
     pub data_dir: PathBuf,
     pub database_url: String,
     pub smtp_url: Option<String>,
+    pub smtp_ca_file: Option<PathBuf>,
     pub master_key_file: PathBuf,
     pub mail_from: String,
     pub settings: Settings,
@@ -374,6 +377,7 @@ impl Config {
             data_dir,
             database_url,
             smtp_url,
+            smtp_ca_file: f.smtp_ca_file,
             master_key_file,
             mail_from: f
                 .mail_from
@@ -689,24 +693,56 @@ pub fn sqlite_url(path: &Path) -> String {
     format!("sqlite://{}", path.display())
 }
 
-/// `smtp://host:port` → (host, port).
-pub fn parse_smtp_url(url: &str) -> Result<(String, u16), ConfigError> {
+/// How mail reaches the SMTP server, by the URL's scheme: plain only when the URL says `smtp://`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmtpSecurity {
+    /// `smtp://` (default port 25): no TLS (a relay on the same host or network, a test sink).
+    Plain,
+    /// `smtp+starttls://` (default port 587): STARTTLS required; no message goes out in clear.
+    StartTls,
+    /// `smtps://` (default port 465): TLS from the first byte.
+    Tls,
+}
+
+/// Where and how mail is sent (`smtp-url`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmtpTarget {
+    pub security: SmtpSecurity,
+    pub host: String,
+    pub port: u16,
+}
+
+/// `smtp://host:port`, `smtp+starttls://host:port` or `smtps://host:port` → the target.
+pub fn parse_smtp_url(url: &str) -> Result<SmtpTarget, ConfigError> {
     let bad = || {
         // Not the URL itself: it may carry a password.
         ConfigError::Invalid(
-            "smtp-url must look like smtp://host:port (no user, password or path)".to_owned(),
+            "smtp-url must look like smtp://host:port, smtp+starttls://host:port or smtps://host:port (no user, password or path)".to_owned(),
         )
     };
-    let rest = url.strip_prefix("smtp://").ok_or_else(bad)?;
+    let (security, default_port, rest) = [
+        ("smtp://", SmtpSecurity::Plain, 25),
+        ("smtp+starttls://", SmtpSecurity::StartTls, 587),
+        ("smtps://", SmtpSecurity::Tls, 465),
+    ]
+    .into_iter()
+    .find_map(|(scheme, security, port)| {
+        url.strip_prefix(scheme).map(|rest| (security, port, rest))
+    })
+    .ok_or_else(bad)?;
     let rest = rest.trim_end_matches('/');
     let (host, port) = match rest.rsplit_once(':') {
         Some((h, p)) => (h, p.parse::<u16>().map_err(|_| bad())?),
-        None => (rest, 25),
+        None => (rest, default_port),
     };
     if host.is_empty() || host.contains('@') || host.contains('/') {
         return Err(bad());
     }
-    Ok((host.to_owned(), port))
+    Ok(SmtpTarget {
+        security,
+        host: host.to_owned(),
+        port,
+    })
 }
 
 /// Chain 8453 (Base) and 84532 (Base Sepolia) with their public token addresses and no RPC URL.
@@ -1020,8 +1056,31 @@ mod tests {
         };
         assert!(Config::resolve(o, FileConfig::default()).is_err());
         assert_eq!(
-            parse_smtp_url("smtp://127.0.0.1:2525").ok(),
+            parse_smtp_url("smtp://127.0.0.1:2525")
+                .ok()
+                .map(|t| (t.host, t.port)),
             Some(("127.0.0.1".into(), 2525))
         );
+    }
+
+    #[test]
+    fn the_smtp_scheme_says_how_mail_is_protected() {
+        let target = |url: &str| parse_smtp_url(url).ok().map(|t| (t.security, t.port));
+        assert_eq!(target("smtp://relay"), Some((SmtpSecurity::Plain, 25)));
+        assert_eq!(
+            target("smtp+starttls://mail.example.com"),
+            Some((SmtpSecurity::StartTls, 587))
+        );
+        assert_eq!(
+            target("smtps://mail.example.com"),
+            Some((SmtpSecurity::Tls, 465))
+        );
+        assert_eq!(
+            target("smtps://mail.example.com:2465"),
+            Some((SmtpSecurity::Tls, 2465))
+        );
+        for bad in ["smtp+tls://x", "smtps://user:pw@x", "smtps://", "imap://x"] {
+            assert!(parse_smtp_url(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -9,6 +9,7 @@ mod health;
 mod identity;
 mod intents;
 mod limits;
+mod mail_tls;
 mod malformed;
 mod mcp;
 mod mcp_sessions;
