@@ -26,12 +26,17 @@ pub struct OrgComplete {
     pub chain_id: Option<u64>,
 }
 
-/// Body of the agent-scoped begin.
+/// Body of the agent-scoped begin. The agent is named by `agentId` (an agent of the owner's
+/// account, so the owner need not hold its key) or, as SPEC has it, by `agentKey`: one of the two.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentBegin {
-    /// The agent's API key (an agent of the owner's account).
-    pub agent_key: String,
+    /// The agent's API key (SPEC); or name it by `agentId`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_key: Option<String>,
+    /// The agent's id (an agent of the owner's account).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
     /// Default 8453.
     pub chain_id: Option<u64>,
 }
@@ -40,7 +45,12 @@ pub struct AgentBegin {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentComplete {
-    pub agent_key: String,
+    /// The agent's API key (SPEC); or name it by `agentId`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_key: Option<String>,
+    /// The agent's id (an agent of the owner's account).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
     #[schema(value_type = Object)]
     pub proof: Value,
     /// Default 8453.

@@ -84,7 +84,8 @@ pub(super) async fn personhood(
                 .personhood_agent_begin(
                     &session,
                     &AgentBegin {
-                        agent_key: key,
+                        agent_key: Some(key),
+                        agent_id: None,
                         chain_id,
                     },
                 )
@@ -93,7 +94,8 @@ pub(super) async fn personhood(
         ),
         PersonhoodCommand::Agent(AgentPersonhoodCommand::Complete { proof }) => {
             let req = AgentComplete {
-                agent_key: key,
+                agent_key: Some(key),
+                agent_id: None,
                 proof: proof_arg(&proof)?,
                 chain_id: None,
             };

@@ -588,6 +588,24 @@ impl Identity {
         Ok(agent)
     }
 
+    /// The owner's agent named by its id or by its key (one of the two; owner routes SPEC gives an
+    /// `agentKey` accept an `agentId` too, so that the owner need not hold the agent's key); its id.
+    /// Another account's agent, an unknown id and an unknown key are answered alike (404).
+    pub async fn owned_agent_named(
+        &self,
+        owner: &OwnerContext,
+        agent_id: Option<&str>,
+        agent_key: Option<&str>,
+    ) -> Result<String> {
+        match (agent_id, agent_key) {
+            (Some(id), None) => self.owned_agent(owner, id).await.map(|a| a.id),
+            (None, Some(key)) => Ok(self.owned_agent_by_key(owner, key).await?.agent.id),
+            _ => Err(Error::invalid(
+                "Name the agent by agentId (or by agentKey): one of the two.",
+            )),
+        }
+    }
+
     async fn owned_agent(&self, owner: &OwnerContext, agent_id: &str) -> Result<AgentRecord> {
         match self.store.get_agent(agent_id).await? {
             Some(a) if a.account_id == owner.account_id => Ok(a),

@@ -82,13 +82,16 @@ pub async fn org_check(
     )))
 }
 
-async fn owned_agent(s: &AppState, owner: &Owner, key: &str) -> Result<String, ApiError> {
+async fn owned_agent(
+    s: &AppState,
+    owner: &Owner,
+    id: &Option<String>,
+    key: &Option<String>,
+) -> Result<String, ApiError> {
     Ok(s.gateway
         .identity()
-        .owned_agent_by_key(&owner.0, key)
-        .await?
-        .agent
-        .id)
+        .owned_agent_named(&owner.0, id.as_deref(), key.as_deref())
+        .await?)
 }
 
 /// Begins an agent's enrollment (action `delegate-agent:{agentId}`).
@@ -100,7 +103,7 @@ pub async fn agent_begin(
     owner: Owner,
     ApiJson(b): ApiJson<AgentBegin>,
 ) -> Answer<ProofBegun> {
-    let agent_id = owned_agent(&s, &owner, &b.agent_key).await?;
+    let agent_id = owned_agent(&s, &owner, &b.agent_id, &b.agent_key).await?;
     let data = s
         .gateway
         .personhood()
@@ -122,7 +125,7 @@ pub async fn agent_complete(
     owner: Owner,
     ApiJson(b): ApiJson<AgentComplete>,
 ) -> Answer<PersonhoodStatus> {
-    let agent_id = owned_agent(&s, &owner, &b.agent_key).await?;
+    let agent_id = owned_agent(&s, &owner, &b.agent_id, &b.agent_key).await?;
     Ok(Json(Envelope::new(
         s.gateway
             .personhood()

@@ -157,7 +157,7 @@ impl GatewayMcp {
     }
 
     /// The personhood tools act for the owner whose session is the connection's bearer; the
-    /// agent-scoped pair names the agent by its key (`agentKey`, an agent of the owner's account).
+    /// agent-scoped pair names the agent by `agentId` or `agentKey` (an agent of the owner's account).
     async fn personhood_tool(
         &self,
         name: ToolName,
@@ -168,13 +168,11 @@ impl GatewayMcp {
         let who = Principal {
             account_id: owner.account_id.clone(),
         };
-        let agent = |key: String| async move {
-            let agent = self
-                .gateway
+        let agent = |id: Option<String>, key: Option<String>| async move {
+            self.gateway
                 .identity()
-                .owned_agent_by_key(&owner, &key)
-                .await?;
-            Ok::<String, Error>(agent.agent.id)
+                .owned_agent_named(&owner, id.as_deref(), key.as_deref())
+                .await
         };
         let chain = |c: Option<u64>| c.unwrap_or(actiongate_core::chains::DEFAULT_CHAIN_ID);
         let p = self.gateway.personhood();
@@ -182,14 +180,18 @@ impl GatewayMcp {
             ToolName::DelegationPersonhoodBegin => {
                 let b: AgentBegin = parse(Value::Object(args.clone()))?;
                 json(
-                    p.begin_agent(&who, &agent(b.agent_key).await?, chain(b.chain_id))
-                        .await?,
+                    p.begin_agent(
+                        &who,
+                        &agent(b.agent_id, b.agent_key).await?,
+                        chain(b.chain_id),
+                    )
+                    .await?,
                 )
             }
             ToolName::DelegationPersonhoodComplete => {
                 let b: AgentComplete = parse(Value::Object(args.clone()))?;
                 json(
-                    p.complete_agent(&who, &agent(b.agent_key).await?, &b.proof)
+                    p.complete_agent(&who, &agent(b.agent_id, b.agent_key).await?, &b.proof)
                         .await?,
                 )
             }

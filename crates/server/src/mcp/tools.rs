@@ -301,7 +301,7 @@ pub static TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         tool: ToolName::DelegationPersonhoodBegin,
-        description: "Begin the personhood check of an agent (agentKey: an agent of the owner's account): answers \
+        description: "Begin the personhood check of an agent (agentId, or agentKey: an agent of the owner's account): answers \
             the proof request (action delegate-agent:{agentId}, signal, rpContext signed by the gateway) that the \
             owner's proof client needs, with user presence. Needs the owner's session as the connection's bearer \
             (Authorization: Bearer owner-…), not an agent key. The proof request expires after a few minutes.",
@@ -313,7 +313,7 @@ pub static TOOLS: &[ToolSpec] = &[
     },
     ToolSpec {
         tool: ToolName::DelegationPersonhoodComplete,
-        description: "Complete an agent's personhood check (agentKey) with the proof object from the proof client: the \
+        description: "Complete an agent's personhood check (agentId or agentKey) with the proof object from the proof client: the \
             first verified person locks the agent; a different person is refused with PERSONHOOD_ORG_NULLIFIER_MISMATCH. \
             Needs the owner's session as the connection's bearer.",
         auth: Auth::Owner,

@@ -353,11 +353,12 @@ async fn personhood_through_mcp_tools() {
         &request,
         "0x00cc000000000000000000000000000000000000000000000000000000000003",
     );
+    // The owner names the agent by its id: no agent key in the tool's arguments.
     let done = mirror(
         &app,
         "delegationPersonhoodComplete",
         Some(&owner.session),
-        json!({"agentKey": key, "proof": proof}),
+        json!({"agentId": owner.agent_id, "proof": proof}),
     )
     .await;
     assert_eq!(

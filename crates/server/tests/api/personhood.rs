@@ -370,9 +370,39 @@ async fn an_agent_is_locked_like_an_org(backend: Backend) {
     )
     .await
     .assert_error(403, "PERSONHOOD_ORG_NULLIFIER_MISMATCH");
+    // The owner names the agent by its id, without holding its key: the same agent, still locked
+    // to its first person.
+    let by_id = begin(&app, &owner, "begin", json!({"agentId": owner.agent_id})).await;
+    assert_eq!(by_id["proofRequest"]["signal"], json!(owner.agent_id));
+    complete(
+        &app,
+        &owner,
+        "complete",
+        json!({"agentId": owner.agent_id, "proof": proof_for(&by_id["proofRequest"], BOB)}),
+    )
+    .await
+    .assert_error(403, "PERSONHOOD_ORG_NULLIFIER_MISMATCH");
+    // Neither or both: a clear refusal.
+    for body in [
+        json!({}),
+        json!({"agentId": owner.agent_id, "agentKey": owner.agent_key}),
+    ] {
+        app.post_as(&format!("{P}/begin"), &owner.session, Some(body))
+            .await
+            .assert_error(400, "INVALID_REQUEST");
+    }
     // Another account's agent cannot be enrolled by this owner, and a key that does not exist is
     // answered the same way: the answer does not tell whether a key exists.
     let other = app.onboard("agentlock2@example.com").await;
+    for id in [other.agent_id.as_str(), "no-such-agent"] {
+        app.post_as(
+            &format!("{P}/begin"),
+            &owner.session,
+            Some(json!({"agentId": id})),
+        )
+        .await
+        .assert_error(404, "NOT_FOUND");
+    }
     for key in [
         other.agent_key.as_str(),
         "agent-0000000000000000000000000000000000000000000",
