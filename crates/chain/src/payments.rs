@@ -209,12 +209,63 @@ pub struct ChainSettler {
     clients: ChainClients,
     signer: PrivateKeySigner,
     sender: WalletSender,
+    store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     /// One settlement of an invoice at a time in this process.
     settling: KeyedLocks<String>,
 }
 
 impl ChainSettler {
+    /// Takes up the settlement wallet's signed, unmined transactions that no request waits for any
+    /// more (last signed a receipt wait ago): each is claimed in the database, so that one process at
+    /// a time works its nonce, then re-sent, bumped at its nonce and awaited. The settlement is
+    /// credited on the client's retry of the same payment; this keeps the wallet from stalling
+    /// behind an unmined transaction meanwhile. Answers how many were taken up.
+    pub async fn sweep(&self) -> Result<usize> {
+        let wait =
+            i64::try_from(self.clients.options.receipt_timeout.as_millis()).unwrap_or(i64::MAX);
+        let wallet = self.signer.address().to_string();
+        let mut swept = 0;
+        for client in self.clients.iter() {
+            let now = actiongate_core::clock::to_millis(self.clock.now());
+            let keys = self
+                .store
+                .claim_unmined(
+                    client.chain_id,
+                    &wallet,
+                    now.saturating_sub(wait),
+                    now,
+                    now.saturating_add(wait.saturating_mul(2))
+                        .saturating_add(60_000),
+                )
+                .await?;
+            for key in keys {
+                let _one_at_a_time = self.settling.lock(key.clone()).await;
+                match self
+                    .sender
+                    .reconcile(client, &self.signer, &key, None)
+                    .await
+                {
+                    Ok(Some(o)) if o.pending => tracing::info!(
+                        settlement_key = key,
+                        "a settlement is still not mined; re-sent and bumped"
+                    ),
+                    Ok(Some(o)) => tracing::info!(
+                        settlement_key = key,
+                        mined = o.success,
+                        "a swept settlement was mined"
+                    ),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(settlement_key = key, code = %e.code, "sweeping a settlement failed")
+                    }
+                }
+                swept += 1;
+            }
+        }
+        Ok(swept)
+    }
+
     pub fn new(
         clients: ChainClients,
         store: Arc<dyn Store>,
@@ -224,7 +275,7 @@ impl ChainSettler {
         let signer = PrivateKeySigner::from_bytes(&B256::from(*secret))
             .map_err(|_| Error::internal("the settlement key is not a secp256k1 key"))?;
         let sender = WalletSender::new(
-            store,
+            store.clone(),
             clock.clone(),
             clients.options.clone(),
             Default::default(),
@@ -233,6 +284,7 @@ impl ChainSettler {
             clients,
             signer,
             sender,
+            store,
             clock,
             settling: Default::default(),
         })

@@ -4,16 +4,23 @@
 //!   its hash, never failed; the runner takes it up again, bumps its fees at the same nonce, it is
 //!   mined once, and the wallet's next transaction goes through;
 //! - a lease taken away between reserving the nonces and signing (fault injection): the old holder
-//!   sends nothing and records nothing; the lease's next holder sends the one transaction.
+//!   sends nothing and records nothing; the lease's next holder sends the one transaction;
+//! - an x402 settlement that stays unmined, its client gone: the background sweep re-sends and bumps
+//!   it; once mined, the client's retry is credited once and the settlement wallet is not stalled.
 #![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 mod common;
 
 use std::time::Duration;
 
+use actiongate_chain::payments::TransferWithAuthorization;
 use actiongate_core::store::NonceStore;
 use actiongate_store::SqlStore;
-use alloy::primitives::U256;
+use alloy::primitives::{Address, U256};
+use alloy::signers::SignerSync;
+use alloy::signers::local::PrivateKeySigner;
+use alloy::sol_types::{Eip712Domain, SolStruct};
+use base64::Engine as _;
 use serde_json::{Value, json};
 
 use common::*;
@@ -28,6 +35,16 @@ async fn transfer(gw: &Gateway, agent: &Agent, to: &str, key: &str) -> (u16, Val
         1.0,
     )
     .await
+}
+
+/// The gateway config with a 2-second receipt wait, so that a stall shows in seconds.
+fn quick_receipts(devnet: &Devnet, name: &str, database_url: &str) -> std::path::PathBuf {
+    let config = devnet.gateway_config(name, database_url);
+    let text = std::fs::read_to_string(&config).expect("read the config");
+    assert!(text.contains("[evm]\n"), "{text}");
+    let text = text.replace("[evm]\n", "[evm]\nreceipt-timeout-seconds = 2\n");
+    std::fs::write(&config, text).expect("write the config");
+    config
 }
 
 async fn funded_agent(devnet: &Devnet, gw: &Gateway, database_url: &str, email: &str) -> Agent {
@@ -65,12 +82,7 @@ async fn completed_once(
 async fn an_unmined_transaction_is_pending_then_bumped_and_mined_once() {
     let devnet = Devnet::start();
     let database_url = format!("sqlite://{}", devnet.dir.path().join("stall.db").display());
-    let config = devnet.gateway_config("stall", &database_url);
-    // A short receipt wait and a quick bump, so that the stall shows in seconds.
-    let text = std::fs::read_to_string(&config).expect("read the config");
-    assert!(text.contains("[evm]\n"), "{text}");
-    let text = text.replace("[evm]\n", "[evm]\nreceipt-timeout-seconds = 2\n");
-    std::fs::write(&config, text).expect("write the config");
+    let config = quick_receipts(&devnet, "stall", &database_url);
     let gw = start_gateway(&config, false);
     let agent = funded_agent(&devnet, &gw, &database_url, "stall@example.com").await;
     let recipient = devnet.account(9).0;
@@ -164,4 +176,175 @@ async fn a_worker_that_lost_its_lease_sends_nothing() {
         .unwrap_or_default()
         .to_owned();
     completed_once(&devnet, &gw, &agent, &intent, recipient, before).await;
+}
+
+/// A standard x402 purchase on the open route (`credits_100` for `payer`): the 402's
+/// `PAYMENT-REQUIRED` requirements, answered with an EIP-3009 authorization signed by `key` (as the
+/// x402 "exact" EVM client signs it). Answers the invoice id and the `PAYMENT-SIGNATURE` header.
+async fn x402_payment(gw: &Gateway, payer: Address, key: &str) -> (String, String) {
+    let body = json!({"sku": "credits_100", "userAddress": payer});
+    let url = format!("{}/api/v1/credits/buy-with-x402", gw.url);
+    let r = reqwest::Client::new()
+        .post(&url)
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 402);
+    let required: Value = r
+        .headers()
+        .get("payment-required")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .expect("a PAYMENT-REQUIRED header");
+    let accepted = required["accepts"][0].clone();
+    let text = |k: &str| {
+        accepted[k]
+            .as_str()
+            .unwrap_or_else(|| panic!("{accepted}"))
+            .to_owned()
+    };
+    let (asset, to): (Address, Address) = (
+        text("asset").parse().expect("asset"),
+        text("payTo").parse().expect("payTo"),
+    );
+    let value = U256::from_str_radix(&text("amount"), 10).expect("amount");
+    let invoice = accepted["extra"]["invoiceId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    // One authorization per invoice: its nonce is the invoice id's hash.
+    let nonce = alloy::primitives::keccak256(invoice.as_bytes());
+    let message = TransferWithAuthorization {
+        from: payer,
+        to,
+        value,
+        validAfter: U256::ZERO,
+        validBefore: U256::from(now_secs() + 3600),
+        nonce,
+    };
+    let domain = Eip712Domain::new(
+        Some(
+            accepted["extra"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+                .into(),
+        ),
+        Some(
+            accepted["extra"]["version"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+                .into(),
+        ),
+        Some(U256::from(84532u64)),
+        Some(asset),
+        None,
+    );
+    let signer: PrivateKeySigner = key.parse().expect("a devnet key");
+    let signature = signer
+        .sign_hash_sync(&message.eip712_signing_hash(&domain))
+        .expect("sign");
+    let payload = json!({
+        "x402Version": 2,
+        "resource": required["resource"],
+        "accepted": accepted,
+        "payload": {
+            "authorization": {
+                "from": payer, "to": to, "value": value.to_string(), "validAfter": "0",
+                "validBefore": message.validBefore.to_string(), "nonce": message.nonce,
+            },
+            "signature": format!("0x{}", hex::encode(signature.as_bytes())),
+        },
+    });
+    (
+        invoice,
+        base64::engine::general_purpose::STANDARD.encode(payload.to_string()),
+    )
+}
+
+async fn pay(gw: &Gateway, payer: Address, header: &str) -> (u16, Option<String>, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/v1/credits/buy-with-x402", gw.url))
+        .header("PAYMENT-SIGNATURE", header)
+        .json(&json!({"sku": "credits_100", "userAddress": payer}))
+        .send()
+        .await
+        .expect("send");
+    let status = r.status().as_u16();
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (status, retry, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn an_unmined_settlement_is_swept_then_credited_once() {
+    let devnet = Devnet::start();
+    let database_url = format!("sqlite://{}", devnet.dir.path().join("settle.db").display());
+    let gw = start_gateway(&quick_receipts(&devnet, "settle", &database_url), false);
+    let settlement = funded_settlement_wallet(&devnet, &gw).await;
+    let recipient = devnet.address(&["x402", "recipient"]);
+    let before = devnet.balance(devnet.usdc(), recipient).await;
+    let (payer, key) = devnet.account(5);
+
+    // Not mined within the receipt wait: nothing lost, retry later.
+    let (invoice, header) = x402_payment(&gw, payer, &key).await;
+    rpc(&devnet, "evm_setAutomine", json!([false])).await;
+    let (status, retry, body) = pay(&gw, payer, &header).await;
+    assert_eq!(
+        (status, body["code"].clone(), retry.as_deref()),
+        (503, json!("NOT_AVAILABLE"), Some("5")),
+        "{body}"
+    );
+
+    // The client is gone; the sweep takes the settlement up and bumps it at its nonce.
+    let store = SqlStore::connect(&database_url).await.expect("connect");
+    let key_of = format!("x402:{invoice}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let txs = store.execution_txs(&key_of).await.expect("execution txs");
+        if txs.first().is_some_and(|t| !t.prior_hashes.is_empty()) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not bumped: {txs:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(devnet.nonce(settlement).await, 0, "nothing mined yet");
+
+    // Mined once; the client's retry of the same payment is credited, once.
+    rpc(&devnet, "evm_setAutomine", json!([true])).await;
+    rpc(&devnet, "evm_mine", json!([])).await;
+    let (status, _, body) = pay(&gw, payer, &header).await;
+    assert_eq!(
+        (status, body["credits"].clone(), body["balance"].clone()),
+        (200, json!(100), json!(100)),
+        "{body}"
+    );
+    let (status, _, again) = pay(&gw, payer, &header).await;
+    assert_eq!(status, 409, "an authorization pays once: {again}");
+    assert_eq!(
+        devnet.nonce(settlement).await,
+        1,
+        "one settlement transaction"
+    );
+
+    // The settlement wallet is not stalled: the next purchase settles at once.
+    let (_, next) = x402_payment(&gw, payer, &key).await;
+    let (status, _, body) = pay(&gw, payer, &next).await;
+    assert_eq!(
+        (status, body["balance"].clone()),
+        (200, json!(200)),
+        "{body}"
+    );
+    assert_eq!(
+        devnet.balance(devnet.usdc(), recipient).await - before,
+        U256::from(4_000_000u64),
+        "two settlements of 2.00, each once"
+    );
+    store.close().await;
 }

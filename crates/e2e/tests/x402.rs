@@ -640,23 +640,7 @@ async fn the_official_x402_client_pays() {
     let devnet = Devnet::start();
     let database_url = format!("sqlite://{}", devnet.dir.path().join("std.db").display());
     let gw = start_gateway(&devnet.gateway_config("x402-std", &database_url), false);
-    let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", gw.url))
-        .await
-        .expect("get")
-        .json()
-        .await
-        .unwrap_or(Value::Null);
-    let settlement: Address = meta["data"]["settlementAddress"]
-        .as_str()
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("{meta}"));
-    devnet
-        .fund(
-            settlement,
-            U256::from(10u64).pow(U256::from(18u64)),
-            U256::from(1u64),
-        )
-        .await;
+    funded_settlement_wallet(&devnet, &gw).await;
     let recipient = devnet.address(&["x402", "recipient"]);
     let usdc_addr = devnet.usdc();
     let before = devnet.balance(usdc_addr, recipient).await;

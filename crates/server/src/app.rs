@@ -52,6 +52,10 @@ pub struct Application {
     addr: SocketAddr,
     gateway: Arc<Gateway>,
     workers: usize,
+    /// The x402 settlement wallet's sender, swept in the background for unmined transactions
+    /// every `sweep_every` (the bump interval, 1 to 60 s).
+    settler: Option<Arc<ChainSettler>>,
+    sweep_every: std::time::Duration,
 }
 
 impl Application {
@@ -113,7 +117,7 @@ impl Application {
         let payments =
             ChainPayments::for_chain(chain_clients.clone(), config.settings.purchase.chain_id)
                 .map(|p| Arc::new(p) as Arc<dyn PaymentVerifier>);
-        let settler = match chain_clients.get(config.settings.purchase.chain_id) {
+        let chain_settler = match chain_clients.get(config.settings.purchase.chain_id) {
             Some(_) => Some(Arc::new(
                 ChainSettler::new(
                     chain_clients.clone(),
@@ -122,9 +126,12 @@ impl Application {
                     &master.settlement_wallet_secret(),
                 )
                 .context("cannot set up the x402 settler")?,
-            ) as Arc<dyn AuthorizationSettler>),
+            )),
             None => None,
         };
+        let settler = chain_settler
+            .clone()
+            .map(|s| s as Arc<dyn AuthorizationSettler>);
         let delegations: Arc<dyn DelegationChain> = Arc::new(FrameworkChains::new(
             config.settings.chains.clone(),
             chain_clients.clone(),
@@ -207,6 +214,11 @@ impl Application {
             addr,
             gateway,
             workers: config.runner_workers,
+            settler: chain_settler,
+            sweep_every: config.evm.bump_after.clamp(
+                std::time::Duration::from_secs(1),
+                std::time::Duration::from_secs(60),
+            ),
         })
     }
 
@@ -229,6 +241,8 @@ impl Application {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let workers = self.gateway.runner().spawn(self.workers, stop_rx.clone());
         let sweep = spawn_delegation_sweep(self.gateway.clone(), stop_rx.clone());
+        let settlements =
+            spawn_settlement_sweep(self.settler.clone(), self.sweep_every, stop_rx.clone());
         let prune = spawn_pruning(self.store.clone(), self.gateway.clone(), stop_rx);
         let served = crate::serve::serve(self.listener, self.router, shutdown).await;
         let _ = stop_tx.send(true);
@@ -236,6 +250,7 @@ impl Application {
             let _ = worker.await;
         }
         let _ = sweep.await;
+        let _ = settlements.await;
         let _ = prune.await;
         served.context("server failed")?;
         self.store.close().await;
@@ -265,6 +280,30 @@ fn spawn_pruning(
             tokio::select! {
                 () = tokio::time::sleep(std::time::Duration::from_secs(3600)) => {}
                 _ = stop.changed() => {}
+            }
+        }
+    })
+}
+
+/// Takes up the x402 settlement wallet's signed, unmined transactions (a settlement whose client
+/// went away while it was not mined yet), every few seconds: re-sent and bumped at their nonce until
+/// mined, so that the wallet's later settlements do not queue behind one forever.
+fn spawn_settlement_sweep(
+    settler: Option<Arc<ChainSettler>>,
+    every: std::time::Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let Some(settler) = settler else { return };
+        while !*stop.borrow() {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = stop.changed() => break,
+            }
+            match settler.sweep().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(transactions = n, "unmined settlements taken up"),
+                Err(e) => tracing::warn!(code = %e.code, "the settlement sweep failed"),
             }
         }
     })

@@ -189,6 +189,28 @@ impl NonceStore for SqlStore {
         })
     }
 
+    async fn claim_unmined(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        stale_before: i64,
+        now: i64,
+        until: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        let chain = i64::try_from(chain_id).map_err(err)?;
+        let mut keys: Vec<String> = on_writer!(self, pool => sqlx::query_scalar(
+            "UPDATE chain_txs SET sweep_until = $5
+             WHERE chain_id = $1 AND wallet = $2 AND state = 'signed' AND updated_at < $3
+               AND (sweep_until IS NULL OR sweep_until < $4)
+             RETURNING execution_key",
+        )
+        .bind(chain).bind(wallet).bind(stale_before).bind(now).bind(until)
+        .fetch_all(pool).await.map_err(err))?;
+        keys.sort_unstable();
+        keys.dedup();
+        Ok(keys)
+    }
+
     async fn record_mined_tx(
         &self,
         chain_id: u64,

@@ -1001,6 +1001,50 @@ fn read_draft(n: u32, account: &str, key: u8) -> IntentDraft {
     }
 }
 
+/// The background sweep of unmined transactions claims each row for one sweeper at a time, and only
+/// rows signed long enough ago (a request may still be waiting for the newer ones).
+#[tokio::test]
+async fn unmined_transactions_are_claimed_by_one_sweeper_at_a_time() {
+    for (name, f) in backends().await {
+        let s = &f.store;
+        let wallet = "0x00000000000000000000000000000000000000cc";
+        for (key, nonce_at) in [("x402:a", 100), ("x402:b", 900)] {
+            s.reserve_nonces(84532, wallet, key, 1, 0, nonce_at)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        let a = s.execution_txs("x402:a").await.unwrap_or_default();
+        let b = s.execution_txs("x402:b").await.unwrap_or_default();
+        for (key, rows, at) in [("x402:a", &a, 100), ("x402:b", &b, 900)] {
+            s.record_signed_txs(84532, wallet, key, &[signed(rows[0].nonce, key)], None, at)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        // Signed before 500: a only. Claimed until 2,000; a second sweeper meanwhile gets nothing.
+        assert_eq!(
+            s.claim_unmined(84532, wallet, 500, 1_000, 2_000).await.ok(),
+            Some(vec!["x402:a".to_owned()]),
+            "{name}"
+        );
+        assert_eq!(
+            s.claim_unmined(84532, wallet, 500, 1_500, 3_000).await.ok(),
+            Some(vec![]),
+            "{name}"
+        );
+        // Once the claim ran out, both (b is old enough by now); a mined row never.
+        s.record_mined_tx(84532, wallet, b[0].nonce, "x402:b", 1, 2_100)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            s.claim_unmined(84532, wallet, 2_000, 2_500, 4_000)
+                .await
+                .ok(),
+            Some(vec!["x402:a".to_owned()]),
+            "{name}"
+        );
+    }
+}
+
 /// Issue 21, finding 7: a worker records what it signs (and so sends it) only while it holds the
 /// intent's lease, checked in the transaction that records it; only the lease's holder records an
 /// execution's end; a signing is recorded only for its own execution's rows.

@@ -392,6 +392,17 @@ pub trait NonceStore: Send + Sync + 'static {
         now: i64,
     ) -> Result<bool, StoreError>;
 
+    /// Claims until `until` the signed, unmined transactions of `wallet` last signed before
+    /// `stale_before` that no other sweeper holds at `now`; answers their execution keys, each once.
+    async fn claim_unmined(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        stale_before: i64,
+        now: i64,
+        until: i64,
+    ) -> Result<Vec<String>, StoreError>;
+
     /// Records the receipt of a transaction (whichever of its signings was mined).
     async fn record_mined_tx(
         &self,

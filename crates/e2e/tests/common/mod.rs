@@ -479,6 +479,28 @@ pub async fn credits(gw: &Gateway, agent: &Agent) -> i64 {
         .unwrap_or_else(|| panic!("{body}"))
 }
 
+/// The gateway's x402 settlement wallet (from the metadata), funded with 1 ETH for gas.
+pub async fn funded_settlement_wallet(devnet: &Devnet, gw: &Gateway) -> Address {
+    let meta: Value = reqwest::get(format!("{}/api/v1/credits/x402-metadata", gw.url))
+        .await
+        .expect("get")
+        .json()
+        .await
+        .unwrap_or(Value::Null);
+    let settlement: Address = meta["data"]["settlementAddress"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("{meta}"));
+    devnet
+        .fund(
+            settlement,
+            U256::from(10u64).pow(U256::from(18u64)),
+            U256::ZERO,
+        )
+        .await;
+    settlement
+}
+
 /// A JSON-RPC call to the devnet's node (anvil's own methods included).
 pub async fn rpc(devnet: &Devnet, method: &str, params: Value) -> Value {
     let (status, body) = post(
