@@ -1,11 +1,13 @@
 //! The connection loop (CONTRACT "Rate limits and abuse"): HTTP/1 connections served by hyper, each
 //! closed when a request head has not fully arrived within [`HEAD_TIMEOUT`] (a slow client holds
-//! nothing for long), at most [`MAX_CONNECTIONS`] at once (beyond them new connections wait in the
-//! listen backlog), each request told its peer address (`ConnectInfo`, for the per-address limits).
+//! nothing for long), idle keep-alive connections closed after [`IDLE_TIMEOUT`], at most
+//! [`MAX_CONNECTIONS`] at once (beyond them new connections wait in the listen backlog), each request
+//! told its peer address (`ConnectInfo`, for the per-address limits).
 //!
-//! hyper runs the head timer whenever a connection waits for its next request head, so an idle
-//! keep-alive connection is closed [`HEAD_TIMEOUT`] after its last response, sooner than the 60 s
-//! CONTRACT allows it; a client then opens a new connection.
+//! hyper's own head timer runs whenever a connection waits for its next head, idle or not, so it is
+//! set to the idle limit; the head limit is kept here by a [`HeadClock`]: it starts when the
+//! connection is accepted, and again at the first byte that arrives after a response, and stops when
+//! a head was read (the request reaches the service).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,6 +24,104 @@ use tower::Service;
 
 /// How long a client has to send a whole request head.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a keep-alive connection may stay idle between requests.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// When the request head a connection is sending began (`None`: in a request, or idle).
+#[derive(Default)]
+struct HeadClock {
+    started: std::sync::Mutex<Option<std::time::Instant>>,
+    in_request: std::sync::atomic::AtomicBool,
+}
+
+impl HeadClock {
+    fn started(&self) -> std::sync::MutexGuard<'_, Option<std::time::Instant>> {
+        self.started
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Bytes arrived: a head begins unless one is being read or a request is in flight.
+    fn bytes_arrived(&self) {
+        if !self.in_request.load(std::sync::atomic::Ordering::Acquire) {
+            self.started().get_or_insert_with(std::time::Instant::now);
+        }
+    }
+
+    fn request_began(&self) {
+        self.in_request
+            .store(true, std::sync::atomic::Ordering::Release);
+        *self.started() = None;
+    }
+
+    fn request_ended(&self) {
+        self.in_request
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    /// When the head being read must have arrived.
+    fn deadline(&self) -> Option<tokio::time::Instant> {
+        self.started()
+            .map(|t| tokio::time::Instant::from_std(t + HEAD_TIMEOUT))
+    }
+}
+
+/// The connection's socket, telling its [`HeadClock`] when bytes arrive.
+struct Clocked {
+    inner: tokio::net::TcpStream,
+    clock: Arc<HeadClock>,
+}
+
+impl tokio::io::AsyncRead for Clocked {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.clock.bytes_arrived();
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for Clocked {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
 /// How many connections are served at once.
 pub const MAX_CONNECTIONS: usize = 4_096;
 
@@ -61,25 +161,54 @@ pub async fn serve(
         let mut stop = stop_rx.clone();
         connections.spawn(async move {
             let _permit = permit;
+            // A new connection owes its first head from now.
+            let clock = Arc::new(HeadClock::default());
+            clock.bytes_arrived();
+            let in_service = clock.clone();
             let service =
                 hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
                     request
                         .extensions_mut()
                         .insert(ConnectInfo::<SocketAddr>(peer));
                     let mut router = router.clone();
-                    router.call(request)
+                    let clock = in_service.clone();
+                    clock.request_began();
+                    async move {
+                        let response = router.call(request).await;
+                        clock.request_ended();
+                        response
+                    }
                 });
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
-                .header_read_timeout(HEAD_TIMEOUT);
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
+                .header_read_timeout(IDLE_TIMEOUT);
+            let io = Clocked {
+                inner: stream,
+                clock: clock.clone(),
+            };
+            let connection = builder.serve_connection(TokioIo::new(io), service);
             tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                _ = stop.changed() => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
+            loop {
+                // Woken at least once a second to look at the head clock (bytes that start a head
+                // arrive through the connection's own polling).
+                let look = tokio::time::sleep(Duration::from_secs(1));
+                tokio::select! {
+                    _ = connection.as_mut() => break,
+                    _ = stop.changed() => {
+                        connection.as_mut().graceful_shutdown();
+                        let _ = connection.await;
+                        break;
+                    }
+                    () = look => {
+                        if clock
+                            .deadline()
+                            .is_some_and(|d| d <= tokio::time::Instant::now())
+                        {
+                            // A head not sent in time: the connection is dropped, closing it.
+                            break;
+                        }
+                    }
                 }
             }
         });

@@ -72,3 +72,53 @@ async fn connections_that_never_finish_their_head_are_closed() {
     }
     app.stop().await;
 }
+
+/// An idle keep-alive connection is not a slow client: it may wait between requests (CONTRACT: up to
+/// 60 s) and is served again on the same socket; a connection that sends nothing at all is closed
+/// within the head timeout.
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_served_again() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn get(s: &mut tokio::net::TcpStream) -> String {
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .await
+            .expect("a request is sent");
+        let mut buf = vec![0u8; 4096];
+        let mut got = Vec::new();
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = tokio::time::timeout(std::time::Duration::from_secs(5), s.read(&mut buf))
+                .await
+                .expect("an answer within 5 s")
+                .expect("read");
+            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
+    let app = spawn_app(Backend::Sqlite).await;
+    let mut kept = tokio::net::TcpStream::connect(app.addr)
+        .await
+        .expect("connect");
+    let mut silent = tokio::net::TcpStream::connect(app.addr)
+        .await
+        .expect("connect");
+    assert!(get(&mut kept).await.starts_with("HTTP/1.1 200"));
+    tokio::time::sleep(std::time::Duration::from_secs(12)).await;
+    assert!(
+        get(&mut kept).await.contains("HTTP/1.1 200"),
+        "served again after 12 s idle"
+    );
+    let mut buf = Vec::new();
+    let closed = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        silent.read_to_end(&mut buf),
+    )
+    .await;
+    assert!(
+        matches!(closed, Ok(Ok(_))),
+        "a connection that sent nothing for 12 s is closed"
+    );
+    app.stop().await;
+}
