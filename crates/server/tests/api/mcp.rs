@@ -238,7 +238,7 @@ async fn the_plain_http_mirror_answers_like_mcp() {
 }
 
 /// The first `data:` JSON of an SSE or JSON response.
-fn rpc_body(text: &str) -> Value {
+pub(crate) fn rpc_body(text: &str) -> Value {
     serde_json::from_str(text).ok().unwrap_or_else(|| {
         text.lines()
             .filter_map(|l| l.strip_prefix("data:"))
