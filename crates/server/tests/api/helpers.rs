@@ -291,6 +291,19 @@ impl TestApp {
         .await
     }
 
+    /// A POST to `/mcp` without a session id (a message that opens a session), with `bearer`.
+    pub async fn mcp_open(&self, bearer: Option<&str>, body: &Value) -> Reply {
+        let mut req = self
+            .client
+            .post(self.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .json(body);
+        if let Some(b) = bearer {
+            req = req.bearer_auth(b);
+        }
+        self.send(req).await
+    }
+
     /// Starts onboarding and reads the code from the real mail.
     pub async fn request_code(&self, email: &str) -> String {
         let before = self.smtp.messages_to(email).len();
@@ -341,4 +354,11 @@ impl Drop for TestApp {
             let _ = tx.send(());
         }
     }
+}
+
+/// An MCP `initialize` request from a client called `client_name`.
+pub fn mcp_initialize(client_name: &str) -> Value {
+    serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": client_name, "version": "1"}}})
 }

@@ -126,19 +126,10 @@ async fn new_mcp_sessions_are_limited_per_address(backend: Backend) {
         },
     )
     .await;
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "limits-test", "version": "1"}}});
+    let initialize = crate::helpers::mcp_initialize("limits-test");
     let mut statuses: Vec<u16> = Vec::new();
     for _ in 0..5 {
-        let r = app
-            .send(
-                app.client
-                    .post(app.url("/mcp"))
-                    .header("accept", "application/json, text/event-stream")
-                    .json(&initialize),
-            )
-            .await;
+        let r = app.mcp_open(None, &initialize).await;
         statuses.push(r.status);
         if r.status == 429 {
             let body: Value = r.body.clone();

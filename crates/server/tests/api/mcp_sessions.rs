@@ -4,25 +4,13 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, Options, Reply, TestApp, spawn_app_with};
+use crate::helpers::{
+    Backend, Options, Reply, TestApp, mcp_initialize as initialize, spawn_app_with,
+};
 use crate::on_both_backends;
 
-fn initialize(client_name: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": client_name, "version": "1"}}})
-}
-
 async fn open(app: &TestApp, bearer: Option<&str>, body: &Value) -> Reply {
-    let mut req = app
-        .client
-        .post(app.url("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .json(body);
-    if let Some(b) = bearer {
-        req = req.bearer_auth(b);
-    }
-    app.send(req).await
+    app.mcp_open(bearer, body).await
 }
 
 async fn oversized_or_repeated_session_starts_keep_nothing(backend: Backend) {
