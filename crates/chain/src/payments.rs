@@ -473,3 +473,73 @@ impl AuthorizationSettler for ChainSettler {
         }
     }
 }
+
+/// The x402 v2 `PAYMENT-SIGNATURE` header (a base64 JSON payment payload) answering the first of
+/// `required`'s accepted requirements ("exact" on EVM): an EIP-3009 authorization from `signer` for
+/// the amount to `payTo`, valid from 0 until `now + maxTimeoutSeconds`, with `nonce`, signed over the
+/// token's EIP-712 domain. What an x402 client sends; the CLI's `credits buy --x402` sends it.
+pub fn x402_payment_header(
+    signer: &PrivateKeySigner,
+    required: &serde_json::Value,
+    nonce: B256,
+    now: u64,
+) -> std::result::Result<String, String> {
+    use alloy::signers::SignerSync;
+    use base64::Engine as _;
+    let accepted = required["accepts"]
+        .get(0)
+        .ok_or("the 402 carries no x402 requirements")?;
+    let text = |k: &str| {
+        accepted[k]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or(format!("the requirements have no {k}"))
+    };
+    let chain_id: u64 = text("network")?
+        .strip_prefix("eip155:")
+        .and_then(|c| c.parse().ok())
+        .ok_or("not an EVM network")?;
+    let asset: Address = text("asset")?.parse().map_err(|_| "bad asset")?;
+    let to: Address = text("payTo")?.parse().map_err(|_| "bad payTo")?;
+    let value = U256::from_str_radix(&text("amount")?, 10).map_err(|_| "bad amount".to_owned())?;
+    let timeout = accepted["maxTimeoutSeconds"].as_u64().unwrap_or(300);
+    let message = TransferWithAuthorization {
+        from: signer.address(),
+        to,
+        value,
+        validAfter: U256::ZERO,
+        validBefore: U256::from(now + timeout),
+        nonce,
+    };
+    let name = accepted["extra"]["name"]
+        .as_str()
+        .ok_or("the requirements have no token name")?
+        .to_owned();
+    let version = accepted["extra"]["version"]
+        .as_str()
+        .ok_or("the requirements have no token version")?
+        .to_owned();
+    let domain = Eip712Domain::new(
+        Some(name.into()),
+        Some(version.into()),
+        Some(U256::from(chain_id)),
+        Some(asset),
+        None,
+    );
+    let signature = signer
+        .sign_hash_sync(&message.eip712_signing_hash(&domain))
+        .map_err(|e| format!("signing: {e}"))?;
+    let payload = serde_json::json!({
+        "x402Version": 2,
+        "resource": required["resource"],
+        "accepted": accepted,
+        "payload": {
+            "authorization": {
+                "from": message.from, "to": to, "value": value.to_string(), "validAfter": "0",
+                "validBefore": message.validBefore.to_string(), "nonce": message.nonce,
+            },
+            "signature": format!("0x{}", alloy::primitives::hex::encode(signature.as_bytes())),
+        },
+    });
+    Ok(base64::engine::general_purpose::STANDARD.encode(payload.to_string()))
+}

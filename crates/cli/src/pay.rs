@@ -4,7 +4,6 @@
 use std::path::Path;
 
 use actiongate_chain::bindings::IERC20;
-use actiongate_chain::payments::TransferWithAuthorization;
 use alloy::network::EthereumWallet;
 use alloy::network::TransactionBuilder;
 use alloy::primitives::{Address, U256};
@@ -95,76 +94,15 @@ impl Payer {
 }
 
 impl Payer {
-    /// The x402 v2 payment payload for the first of `required`'s accepted requirements: an EIP-3009
-    /// authorization signed here over the token's EIP-712 domain, base64 for `PAYMENT-SIGNATURE`.
+    /// The x402 v2 `PAYMENT-SIGNATURE` answering `required` (a fresh random authorization nonce).
     pub fn x402_payment(&self, required: &serde_json::Value) -> Result<String, String> {
-        use alloy::signers::SignerSync;
-        use alloy::sol_types::{Eip712Domain, SolStruct};
-        use base64::Engine as _;
-        let accepted = required["accepts"]
-            .get(0)
-            .ok_or("the 402 carries no x402 requirements")?;
-        let text = |k: &str| {
-            accepted[k]
-                .as_str()
-                .map(str::to_owned)
-                .ok_or(format!("the requirements have no {k}"))
-        };
-        let chain_id: u64 = text("network")?
-            .strip_prefix("eip155:")
-            .and_then(|c| c.parse().ok())
-            .ok_or("not an EVM network")?;
-        let asset: Address = text("asset")?.parse().map_err(|_| "bad asset")?;
-        let to: Address = text("payTo")?.parse().map_err(|_| "bad payTo")?;
-        let value =
-            U256::from_str_radix(&text("amount")?, 10).map_err(|_| "bad amount".to_owned())?;
-        let timeout = accepted["maxTimeoutSeconds"].as_u64().unwrap_or(300);
+        let mut nonce = [0u8; 32];
+        getrandom::fill(&mut nonce).map_err(|e| format!("no randomness: {e}"))?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or_default();
-        let mut nonce = [0u8; 32];
-        getrandom::fill(&mut nonce).map_err(|e| format!("no randomness: {e}"))?;
-        let message = TransferWithAuthorization {
-            from: self.signer.address(),
-            to,
-            value,
-            validAfter: U256::ZERO,
-            validBefore: U256::from(now + timeout),
-            nonce: nonce.into(),
-        };
-        let name = accepted["extra"]["name"]
-            .as_str()
-            .ok_or("the requirements have no token name")?
-            .to_owned();
-        let version = accepted["extra"]["version"]
-            .as_str()
-            .ok_or("the requirements have no token version")?
-            .to_owned();
-        let domain = Eip712Domain::new(
-            Some(name.into()),
-            Some(version.into()),
-            Some(U256::from(chain_id)),
-            Some(asset),
-            None,
-        );
-        let signature = self
-            .signer
-            .sign_hash_sync(&message.eip712_signing_hash(&domain))
-            .map_err(|e| format!("signing: {e}"))?;
-        let payload = serde_json::json!({
-            "x402Version": 2,
-            "resource": required["resource"],
-            "accepted": accepted,
-            "payload": {
-                "authorization": {
-                    "from": message.from, "to": to, "value": value.to_string(), "validAfter": "0",
-                    "validBefore": message.validBefore.to_string(), "nonce": message.nonce,
-                },
-                "signature": format!("0x{}", alloy::primitives::hex::encode(signature.as_bytes())),
-            },
-        });
-        Ok(base64::engine::general_purpose::STANDARD.encode(payload.to_string()))
+        actiongate_chain::payments::x402_payment_header(&self.signer, required, nonce.into(), now)
     }
 }
 

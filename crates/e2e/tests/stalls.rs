@@ -13,13 +13,11 @@ mod common;
 
 use std::time::Duration;
 
-use actiongate_chain::payments::TransferWithAuthorization;
+use actiongate_chain::payments::x402_payment_header;
 use actiongate_core::store::NonceStore;
 use actiongate_store::SqlStore;
 use alloy::primitives::{Address, U256};
-use alloy::signers::SignerSync;
 use alloy::signers::local::PrivateKeySigner;
-use alloy::sol_types::{Eip712Domain, SolStruct};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
@@ -198,71 +196,20 @@ async fn x402_payment(gw: &Gateway, payer: Address, key: &str) -> (String, Strin
         .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
         .and_then(|b| serde_json::from_slice(&b).ok())
         .expect("a PAYMENT-REQUIRED header");
-    let accepted = required["accepts"][0].clone();
-    let text = |k: &str| {
-        accepted[k]
-            .as_str()
-            .unwrap_or_else(|| panic!("{accepted}"))
-            .to_owned()
-    };
-    let (asset, to): (Address, Address) = (
-        text("asset").parse().expect("asset"),
-        text("payTo").parse().expect("payTo"),
-    );
-    let value = U256::from_str_radix(&text("amount"), 10).expect("amount");
-    let invoice = accepted["extra"]["invoiceId"]
+    let invoice = required["accepts"][0]["extra"]["invoiceId"]
         .as_str()
-        .unwrap_or_default()
+        .unwrap_or_else(|| panic!("{required}"))
         .to_owned();
     // One authorization per invoice: its nonce is the invoice id's hash.
-    let nonce = alloy::primitives::keccak256(invoice.as_bytes());
-    let message = TransferWithAuthorization {
-        from: payer,
-        to,
-        value,
-        validAfter: U256::ZERO,
-        validBefore: U256::from(now_secs() + 3600),
-        nonce,
-    };
-    let domain = Eip712Domain::new(
-        Some(
-            accepted["extra"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-                .into(),
-        ),
-        Some(
-            accepted["extra"]["version"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-                .into(),
-        ),
-        Some(U256::from(84532u64)),
-        Some(asset),
-        None,
-    );
     let signer: PrivateKeySigner = key.parse().expect("a devnet key");
-    let signature = signer
-        .sign_hash_sync(&message.eip712_signing_hash(&domain))
-        .expect("sign");
-    let payload = json!({
-        "x402Version": 2,
-        "resource": required["resource"],
-        "accepted": accepted,
-        "payload": {
-            "authorization": {
-                "from": payer, "to": to, "value": value.to_string(), "validAfter": "0",
-                "validBefore": message.validBefore.to_string(), "nonce": message.nonce,
-            },
-            "signature": format!("0x{}", hex::encode(signature.as_bytes())),
-        },
-    });
-    (
-        invoice,
-        base64::engine::general_purpose::STANDARD.encode(payload.to_string()),
+    let header = x402_payment_header(
+        &signer,
+        &required,
+        alloy::primitives::keccak256(invoice.as_bytes()),
+        now_secs(),
     )
+    .expect("a payment header");
+    (invoice, header)
 }
 
 async fn pay(gw: &Gateway, payer: Address, header: &str) -> (u16, Option<String>, Value) {

@@ -27,31 +27,39 @@ pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a keep-alive connection may stay idle between requests.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// When the request head a connection is sending began (`None`: in a request, or idle).
-#[derive(Default)]
+/// When the request head a connection is sending began, lock-free (it is read on every socket read):
+/// milliseconds since the connection was accepted plus one, 0 while in a request or idle.
 struct HeadClock {
-    started: std::sync::Mutex<Option<std::time::Instant>>,
+    accepted: std::time::Instant,
+    started: std::sync::atomic::AtomicU64,
     in_request: std::sync::atomic::AtomicBool,
 }
 
 impl HeadClock {
-    fn started(&self) -> std::sync::MutexGuard<'_, Option<std::time::Instant>> {
-        self.started
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// A new connection owes its first head from now.
+    fn new() -> Self {
+        Self {
+            accepted: std::time::Instant::now(),
+            started: std::sync::atomic::AtomicU64::new(1),
+            in_request: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     /// Bytes arrived: a head begins unless one is being read or a request is in flight.
     fn bytes_arrived(&self) {
-        if !self.in_request.load(std::sync::atomic::Ordering::Acquire) {
-            self.started().get_or_insert_with(std::time::Instant::now);
+        use std::sync::atomic::Ordering;
+        if !self.in_request.load(Ordering::Acquire) && self.started.load(Ordering::Acquire) == 0 {
+            let since = u64::try_from(self.accepted.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+            let _ =
+                self.started
+                    .compare_exchange(0, since + 1, Ordering::AcqRel, Ordering::Acquire);
         }
     }
 
     fn request_began(&self) {
-        self.in_request
-            .store(true, std::sync::atomic::Ordering::Release);
-        *self.started() = None;
+        use std::sync::atomic::Ordering;
+        self.in_request.store(true, Ordering::Release);
+        self.started.store(0, Ordering::Release);
     }
 
     fn request_ended(&self) {
@@ -61,8 +69,12 @@ impl HeadClock {
 
     /// When the head being read must have arrived.
     fn deadline(&self) -> Option<tokio::time::Instant> {
-        self.started()
-            .map(|t| tokio::time::Instant::from_std(t + HEAD_TIMEOUT))
+        match self.started.load(std::sync::atomic::Ordering::Acquire) {
+            0 => None,
+            at => Some(tokio::time::Instant::from_std(
+                self.accepted + Duration::from_millis(at - 1) + HEAD_TIMEOUT,
+            )),
+        }
     }
 }
 
@@ -161,9 +173,7 @@ pub async fn serve(
         let mut stop = stop_rx.clone();
         connections.spawn(async move {
             let _permit = permit;
-            // A new connection owes its first head from now.
-            let clock = Arc::new(HeadClock::default());
-            clock.bytes_arrived();
+            let clock = Arc::new(HeadClock::new());
             let in_service = clock.clone();
             let service =
                 hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {

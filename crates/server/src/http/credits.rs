@@ -122,7 +122,8 @@ pub async fn metadata(
         (status = 404, description = "INVOICE_NOT_FOUND", body = ErrorBody),
         (status = 409, description = "PAYMENT_ALREADY_USED, INVOICE_ALREADY_PAID", body = ErrorBody),
         (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_MISMATCH, PAYMENT_AUTHORIZATION_INVALID", body = ErrorBody),
-        (status = 503, description = "NOT_AVAILABLE", body = ErrorBody),
+        (status = 429, description = "RATE_LIMITED (with Retry-After): new invoices or paid retries from this address, or every invoice tag held", body = ErrorBody),
+        (status = 503, description = "NOT_AVAILABLE: not configured, or (with Retry-After) an x402 settlement sent and not mined yet: send the same payment again", body = ErrorBody),
     )
 )]
 pub async fn buy(
@@ -161,6 +162,8 @@ pub async fn buy(
         (status = 404, description = "INVOICE_NOT_FOUND", body = ErrorBody),
         (status = 409, description = "PAYMENT_ALREADY_USED, INVOICE_ALREADY_PAID", body = ErrorBody),
         (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_MISMATCH, PAYMENT_AUTHORIZATION_INVALID", body = ErrorBody),
+        (status = 429, description = "RATE_LIMITED (with Retry-After): this key's rate, or every invoice tag held", body = ErrorBody),
+        (status = 503, description = "NOT_AVAILABLE: not configured, or (with Retry-After) an x402 settlement sent and not mined yet: send the same payment again", body = ErrorBody),
     )
 )]
 pub async fn agent_buy(
