@@ -198,6 +198,9 @@ impl Application {
             gateway: gateway.clone(),
             catalog_bytes,
             mcp_sessions: store.clone(),
+            mcp: crate::mcp::GatewayMcp::new(gateway.clone())
+                .context("cannot serialize the MCP tools")?,
+            mcp_live: crate::mcp::LiveSessions::new(store.clone()),
         };
 
         let listener = TcpListener::bind(config.listen)

@@ -40,6 +40,10 @@ pub struct AppState {
     pub catalog_bytes: Arc<CatalogBytes>,
     /// Where the MCP server keeps its sessions.
     pub mcp_sessions: Arc<dyn actiongate_core::store::McpSessionStore>,
+    /// The MCP tools' handler, shared by every session and the mirror.
+    pub mcp: crate::mcp::GatewayMcp,
+    /// The MCP sessions this process serves.
+    pub mcp_live: Arc<crate::mcp::LiveSessions>,
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -47,8 +51,9 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// The whole router, with its layers.
 pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
     let mcp_service = crate::mcp::service(
-        state.gateway.clone(),
+        state.mcp.clone(),
         state.mcp_sessions.clone(),
+        state.mcp_live.clone(),
         mcp_allowed_hosts,
     );
     let mcp = Router::new().route_service("/mcp", mcp_service).layer(

@@ -6,30 +6,47 @@ use actiongate_api_types::{Envelope, ErrorBody, ErrorCode};
 use actiongate_core::Error;
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
-use super::GatewayMcp;
-use super::tools::{Auth, TOOLS, auth_of, tool_list};
+use rmcp::model::Tool;
+
+use super::tools::{Auth, TOOLS, auth_of};
 use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::http::extract::{ApiBytes, bearer};
 
-/// Every MCP tool with its schemas and whether it needs an agent key.
+/// Every MCP tool with its schemas and whether it needs an agent key (bytes made once at start).
 #[utoipa::path(get, path = "/mcp/tools", tag = "mcp", responses((status = 200, body = Envelope<McpToolList>)))]
-pub async fn list_tools() -> Json<Envelope<McpToolList>> {
-    let tools = tool_list()
-        .into_iter()
-        .map(|t| McpToolInfo {
-            requires_auth: auth_of(&t.name) != Auth::Open,
-            name: t.name.to_string(),
-            description: t.description.map(|d| d.to_string()).unwrap_or_default(),
-            input_schema: Value::Object((*t.input_schema).clone()),
-            output_schema: t.output_schema.map(|o| Value::Object((*o).clone())),
-        })
-        .collect();
-    Json(Envelope::new(McpToolList { tools }))
+pub async fn list_tools(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        state.mcp.mirror_tools(),
+    )
+        .into_response()
+}
+
+/// The mirror's listing of `tools`.
+pub(super) fn listing(tools: &[Tool]) -> McpToolList {
+    McpToolList {
+        tools: tools
+            .iter()
+            .map(|t| McpToolInfo {
+                requires_auth: auth_of(&t.name) != Auth::Open,
+                name: t.name.to_string(),
+                description: t.description.as_deref().unwrap_or_default().to_owned(),
+                input_schema: Value::Object((*t.input_schema).clone()),
+                output_schema: t
+                    .output_schema
+                    .as_ref()
+                    .map(|o| Value::Object((**o).clone())),
+            })
+            .collect(),
+    }
 }
 
 /// Calls one MCP tool. Answers the MCP tool result (`content`, `structuredContent`, `isError`); a
@@ -87,9 +104,17 @@ pub async fn call_tool(
             ))
         })?
     };
-    let result = GatewayMcp::new(state.gateway.clone())
-        .call(spec, args, key)
-        .await;
+    if let Some(bytes) = state.mcp.mirror_constant(spec.tool) {
+        return Ok((
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            bytes,
+        )
+            .into_response());
+    }
+    let result = state.mcp.call(spec, args, key).await;
     let status = match (result.is_error, &result.structured_content) {
         (Some(true), Some(body)) => body
             .get("code")

@@ -26,7 +26,7 @@ use actiongate_core::AgentContext;
 use actiongate_core::personhood::{DepositBegin, Principal};
 use actiongate_core::purchases::{BuyAnswer, PaymentProof};
 use actiongate_core::{Error, Gateway};
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -60,6 +60,7 @@ use actiongate_core::store::McpSessionStore;
 struct DbSessionStore {
     sessions: Arc<dyn McpSessionStore>,
     gateway: Arc<Gateway>,
+    live: Arc<LiveSessions>,
 }
 
 #[async_trait::async_trait]
@@ -81,17 +82,113 @@ impl SessionStore for DbSessionStore {
     }
 
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        self.live.forget(session_id);
         Ok(self.sessions.delete_mcp_session(session_id).await?)
     }
 }
 
-/// The MCP service for the router.
+/// How long this process trusts that a session it serves still exists in the database before
+/// asking again: a session ended through another process (its DELETE) or pruned stops being
+/// served here within this time, and a busy session costs one database read per interval, not one
+/// per request.
+const SESSION_RECHECK: Duration = Duration::from_secs(2);
+
+/// The sessions this process serves (rmcp's in-memory session manager) with, for each, when the
+/// database last confirmed it ([`LiveSessions::confirm`]).
+pub struct LiveSessions {
+    local: Arc<LocalSessionManager>,
+    store: Arc<dyn McpSessionStore>,
+    confirmed: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+}
+
+impl LiveSessions {
+    pub fn new(store: Arc<dyn McpSessionStore>) -> Arc<Self> {
+        let mut local = LocalSessionManager::default();
+        // A request's response stream is not kept once it has ended. rmcp's default keeps every
+        // ended stream of a session for 60 s for a late resume, in memory, and walks all of them on
+        // each message of the session: one session's throughput fell as its rate rose (flat at
+        // ~3,400 tools/list a second on 2 cores whatever the concurrency) and its memory grew with
+        // the request rate. A client that lost a response calls again (writes carry an
+        // idempotency key, so a retry never runs twice).
+        local.session_config.completed_cache_ttl = Duration::ZERO;
+        Arc::new(Self {
+            local: Arc::new(local),
+            store,
+            confirmed: std::sync::Mutex::new(std::collections::HashMap::new()),
+        })
+    }
+
+    fn confirmed_recently(&self, id: &str) -> bool {
+        self.confirmed
+            .lock()
+            .ok()
+            .and_then(|m| m.get(id).copied())
+            .is_some_and(|at| at.elapsed() < SESSION_RECHECK)
+    }
+
+    fn mark(&self, id: &str) {
+        if let Ok(mut m) = self.confirmed.lock() {
+            if m.len() >= 4096 {
+                m.retain(|_, at| at.elapsed() < SESSION_RECHECK);
+            }
+            m.insert(id.to_owned(), std::time::Instant::now());
+        }
+    }
+
+    fn forget(&self, id: &str) {
+        if let Ok(mut m) = self.confirmed.lock() {
+            m.remove(id);
+        }
+    }
+
+    /// Whether this process holds session `id` (after [`LiveSessions::confirm`]).
+    async fn serves(&self, id: &str) -> bool {
+        use rmcp::transport::streamable_http_server::session::SessionManager;
+        let session =
+            rmcp::transport::streamable_http_server::session::SessionId::from(id.to_owned());
+        self.local.has_session(&session).await.unwrap_or(false)
+    }
+
+    /// Before a message of session `id` reaches rmcp: a session this process holds in memory is
+    /// checked against the database at most every [`SESSION_RECHECK`]; one the database no longer
+    /// has is closed here, so that rmcp answers 404 as for any unknown session. A session this
+    /// process does not hold is rmcp's to restore from the database (or refuse).
+    async fn confirm(&self, id: &str) -> Result<(), Error> {
+        use rmcp::transport::streamable_http_server::session::SessionManager;
+        if self.confirmed_recently(id) {
+            return Ok(());
+        }
+        let session =
+            rmcp::transport::streamable_http_server::session::SessionId::from(id.to_owned());
+        if !self.local.has_session(&session).await.unwrap_or(false) {
+            return Ok(());
+        }
+        match self.store.mcp_session_owner(id).await {
+            Ok(Some(_)) => {
+                self.mark(id);
+                Ok(())
+            }
+            Ok(None) => {
+                self.forget(id);
+                if let Err(e) = self.local.close_session(&session).await {
+                    tracing::warn!(error = %e, "an MCP session ended elsewhere did not close here");
+                }
+                Ok(())
+            }
+            Err(e) => Err(
+                Error::new(ErrorCode::NotAvailable, "The database does not answer.").with_detail(e),
+            ),
+        }
+    }
+}
+
+/// The MCP service for the router: every session's handler is a clone of `mcp`.
 pub fn service(
-    gateway: Arc<Gateway>,
+    mcp: GatewayMcp,
     sessions: Arc<dyn McpSessionStore>,
+    live: Arc<LiveSessions>,
     allowed_hosts: Vec<String>,
 ) -> StreamableHttpService<GatewayMcp, LocalSessionManager> {
-    let tools = Arc::new(tool_list());
     let mut config = StreamableHttpServerConfig::default();
     if allowed_hosts.is_empty() {
         config = config.disable_allowed_hosts();
@@ -100,25 +197,32 @@ pub fn service(
     }
     config.session_store = Some(Arc::new(DbSessionStore {
         sessions,
-        gateway: gateway.clone(),
+        gateway: mcp.shared.gateway.clone(),
+        live: live.clone(),
     }));
-    StreamableHttpService::new(
-        move || {
-            Ok(GatewayMcp {
-                gateway: gateway.clone(),
-                tools: tools.clone(),
-            })
-        },
-        Arc::new(LocalSessionManager::default()),
-        config,
-    )
+    StreamableHttpService::new(move || Ok(mcp.clone()), live.local.clone(), config)
 }
 
-/// One MCP session's handler (also behind the plain-HTTP mirror).
+/// What every MCP session and the mirror share, computed once at start: the tool list (schemas
+/// generated from the OpenAPI components), the mirror's listing as bytes, and the catalog tool's
+/// result (its structured content and its JSON text, each made once).
+struct Shared {
+    gateway: Arc<Gateway>,
+    tools: Vec<Tool>,
+    mirror_tools: Bytes,
+    catalog: CallToolResult,
+    /// The JSON-RPC `result` of `tools/list` in a session ([`direct`]).
+    tools_result: Bytes,
+    /// The JSON-RPC `result` of `tools/call getActionsCatalog` in a session.
+    catalog_result: Bytes,
+    /// The mirror's answer to `getActionsCatalog`.
+    mirror_catalog: Bytes,
+}
+
+/// One MCP session's handler (also behind the plain-HTTP mirror); cloning it is cheap.
 #[derive(Clone)]
 pub struct GatewayMcp {
-    gateway: Arc<Gateway>,
-    tools: Arc<Vec<Tool>>,
+    shared: Arc<Shared>,
 }
 
 fn structured<T: Serialize>(value: &T) -> CallToolResult {
@@ -149,11 +253,36 @@ fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Error> {
 }
 
 impl GatewayMcp {
-    pub fn new(gateway: Arc<Gateway>) -> Self {
-        Self {
-            gateway,
-            tools: Arc::new(tool_list()),
-        }
+    pub fn new(gateway: Arc<Gateway>) -> Result<Self, serde_json::Error> {
+        let tools = tool_list();
+        let mirror_tools = serde_json::to_vec(&Envelope::new(mirror::listing(&tools)))?.into();
+        let catalog =
+            CallToolResult::structured(serde_json::to_value(gateway.catalog().document())?);
+        let tools_result =
+            serde_json::to_vec(&ListToolsResult::with_all_items(tools.clone()))?.into();
+        let catalog_result = serde_json::to_vec(&in_session(catalog.clone()))?.into();
+        let mirror_catalog = serde_json::to_vec(&catalog)?.into();
+        Ok(Self {
+            shared: Arc::new(Shared {
+                gateway,
+                tools,
+                mirror_tools,
+                catalog,
+                tools_result,
+                catalog_result,
+                mirror_catalog,
+            }),
+        })
+    }
+
+    /// The mirror's `GET /mcp/tools` body.
+    pub fn mirror_tools(&self) -> Bytes {
+        self.shared.mirror_tools.clone()
+    }
+
+    /// The mirror's answer to a tool whose result is made once at start, if `tool` is one.
+    pub fn mirror_constant(&self, tool: ToolName) -> Option<Bytes> {
+        (tool == ToolName::GetActionsCatalog).then(|| self.shared.mirror_catalog.clone())
     }
 
     /// The personhood tools act for the owner whose session is the connection's bearer; the
@@ -164,18 +293,24 @@ impl GatewayMcp {
         session: Option<&str>,
         args: &Map<String, Value>,
     ) -> Result<Value, Error> {
-        let owner = self.gateway.identity().authenticate_owner(session).await?;
+        let owner = self
+            .shared
+            .gateway
+            .identity()
+            .authenticate_owner(session)
+            .await?;
         let who = Principal {
             account_id: owner.account_id.clone(),
         };
         let agent = |id: Option<String>, key: Option<String>| async move {
-            self.gateway
+            self.shared
+                .gateway
                 .identity()
                 .owned_agent_named(&owner, id.as_deref(), key.as_deref())
                 .await
         };
         let chain = |c: Option<u64>| c.unwrap_or(actiongate_core::chains::DEFAULT_CHAIN_ID);
-        let p = self.gateway.personhood();
+        let p = self.shared.gateway.personhood();
         match name {
             ToolName::DelegationPersonhoodBegin => {
                 let b: AgentBegin = parse(Value::Object(args.clone()))?;
@@ -248,7 +383,7 @@ impl GatewayMcp {
         mut args: Map<String, Value>,
         header_key: Option<String>,
     ) -> CallToolResult {
-        let g = &self.gateway;
+        let g = &self.shared.gateway;
         if spec.auth == Auth::Owner {
             return enveloped(
                 self.personhood_tool(spec.tool, header_key.as_deref(), &args)
@@ -265,7 +400,7 @@ impl GatewayMcp {
         };
         let key = key.unwrap_or_default();
         match spec.tool {
-            ToolName::GetActionsCatalog => structured(g.catalog().document()),
+            ToolName::GetActionsCatalog => self.shared.catalog.clone(),
             ToolName::GetProviderActions => {
                 let provider = args
                     .get("providerId")
@@ -489,7 +624,7 @@ impl ServerHandler for GatewayMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items((*self.tools).clone()))
+        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
     }
 
     async fn call_tool(
@@ -520,6 +655,14 @@ pub async fn require_agent_key(
     request: Request,
     next: Next,
 ) -> Response {
+    if let Some(id) = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        && let Err(e) = state.mcp_live.confirm(id).await
+    {
+        return unauthorized(&e, None);
+    }
     if request.method() != axum::http::Method::POST {
         return match owns_session(&state, request.headers()).await {
             Ok(()) => next.run(request).await,
@@ -586,6 +729,12 @@ pub async fn require_agent_key(
             return unauthorized(&e, Some(id));
         }
     }
+    if !opens
+        && let Some(message) = &message
+        && let Some(answer) = direct(&state.mcp, &state.mcp_live, &parts.headers, message).await
+    {
+        return answer;
+    }
     // Only a message that opens a session records its bearer (a keyed hash is not free).
     let bearer_id = bearer(&parts.headers)
         .filter(|_| opens)
@@ -607,6 +756,139 @@ pub async fn require_agent_key(
         tracing::error!(error = %e, "the MCP session's owner was not recorded");
     }
     response
+}
+
+/// A tool result as a session of the protocol versions that have sessions carries it: without the
+/// `resultType` of the sessionless version (rmcp clears it the same way for those peers).
+fn in_session(mut result: CallToolResult) -> CallToolResult {
+    result.result_type = None;
+    result
+}
+
+/// The answer to `tools/list` and `tools/call` in a session this process holds, computed in the
+/// request's own task and sent as one JSON object (`Content-Type: application/json`, which the
+/// streamable HTTP transport lets a server answer a request with and every client reads).
+/// rmcp's session worker handles the messages of a session one after another, and requests of one
+/// session are independent: an agent's parallel tool calls run in parallel here, `tools/list` and
+/// the catalog are bytes made once at start, and responses carry their request's id. Anything else
+/// (other methods, notifications, a tool name no tool has, malformed parameters, a protocol
+/// version header rmcp does not know, a session this process does not hold) is rmcp's, which
+/// answers it or restores the session from the database first.
+async fn direct(
+    mcp: &GatewayMcp,
+    live: &LiveSessions,
+    headers: &axum::http::HeaderMap,
+    message: &Value,
+) -> Option<Response> {
+    let m = message.as_object()?;
+    if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return None;
+    }
+    let id = m
+        .get("id")
+        .filter(|id| id.is_string() || id.is_i64() || id.is_u64())?;
+    if !plain_json_exchange(headers) {
+        return None;
+    }
+    let session = headers.get(SESSION_HEADER)?.to_str().ok()?;
+    let result = match m.get("method").and_then(Value::as_str)? {
+        "tools/list" => {
+            if m.get("params")
+                .is_some_and(|p| !p.is_object() && !p.is_null())
+            {
+                return None;
+            }
+            live.serves(session)
+                .await
+                .then(|| mcp.shared.tools_result.clone())?
+        }
+        "tools/call" => {
+            let params = m.get("params")?.as_object()?;
+            let name = params.get("name")?.as_str()?;
+            let spec = TOOLS.iter().find(|t| t.tool.name() == name)?;
+            let args = match params.get("arguments") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(a)) => a.clone(),
+                Some(_) => return None,
+            };
+            if !live.serves(session).await {
+                return None;
+            }
+            if spec.tool == ToolName::GetActionsCatalog {
+                mcp.shared.catalog_result.clone()
+            } else {
+                let key = bearer(headers).map(str::to_owned);
+                let result = in_session(mcp.call(spec, args, key).await);
+                match serde_json::to_vec(&result) {
+                    Ok(bytes) => bytes.into(),
+                    Err(e) => {
+                        tracing::error!(error = %e, "a tool result did not serialize");
+                        return None;
+                    }
+                }
+            }
+        }
+        _ => return None,
+    };
+    let id = serde_json::to_vec(id).ok()?;
+    let mut body = Vec::with_capacity(result.len() + id.len() + 40);
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    body.extend_from_slice(&id);
+    body.extend_from_slice(br#","result":"#);
+    body.extend_from_slice(&result);
+    body.push(b'}');
+    Some(
+        (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response(),
+    )
+}
+
+/// The request is JSON and its client reads both JSON and event streams (as the transport
+/// requires; rmcp refuses the others, and answers them itself), with no protocol version header
+/// rmcp would refuse and none of the newer standard headers rmcp checks against the body.
+fn plain_json_exchange(headers: &axum::http::HeaderMap) -> bool {
+    let json_body = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
+        });
+    let (mut json, mut sse) = (false, false);
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else {
+            return false;
+        };
+        for entry in value.split(',') {
+            let mut parts = entry.split(';');
+            let essence = parts.next().unwrap_or_default().trim();
+            if parts.any(|p| p.trim().to_ascii_lowercase().starts_with("q=")) {
+                return false;
+            }
+            json |= essence.eq_ignore_ascii_case("application/json");
+            sse |= essence.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    let version_known = headers.get("mcp-protocol-version").is_none_or(|v| {
+        v.to_str().is_ok_and(|v| {
+            rmcp::model::ProtocolVersion::KNOWN_VERSIONS
+                .iter()
+                .any(|k| k.as_str() == v && k.as_str() < "2026-07-28")
+        })
+    });
+    let other_mcp_headers = headers.keys().any(|k| {
+        k.as_str().starts_with("mcp-")
+            && k.as_str() != SESSION_HEADER
+            && k.as_str() != "mcp-protocol-version"
+    });
+    json_body && json && sse && version_known && !other_mcp_headers
 }
 
 /// The header that names an MCP session.

@@ -58,6 +58,8 @@ pub struct Options {
     pub config_toml: String,
     /// Share a database with another app (a second gateway process), instead of a fresh one.
     pub database_url: Option<String>,
+    /// The master key of another app (processes of one deployment share it), instead of a new one.
+    pub master_key_file: Option<std::path::PathBuf>,
 }
 
 /// The instant every test clock starts at.
@@ -94,6 +96,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
             data_dir: Some(dir.path().join("data")),
             database_url: Some(database_url.clone()),
             smtp_url: Some(smtp.url()),
+            master_key_file: options.master_key_file,
             ..Overrides::default()
         },
         file,
@@ -239,6 +242,11 @@ impl TestApp {
                 .header("x-agent-api-key", agent_key),
         )
         .await
+    }
+
+    /// The master key this app's process uses (the dev key it made in its data directory).
+    pub fn master_key_file(&self) -> std::path::PathBuf {
+        self._dir.path().join("data").join("master.key")
     }
 
     pub fn url(&self, path: &str) -> String {
