@@ -89,6 +89,7 @@ impl ChainClients {
             );
             let client = ClientBuilder::default()
                 .layer(retry)
+                .layer(RpcMetricsLayer { chain_id })
                 .http_with_client(http, url);
             let provider = ProviderBuilder::new()
                 .disable_recommended_fillers()
@@ -128,5 +129,62 @@ impl ChainClients {
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<ChainClient>> {
         self.clients.values()
+    }
+}
+
+/// Counts each JSON-RPC exchange with a node and its failures, by chain
+/// ([`actiongate_core::metrics::rpc`]); placed under the retry layer, so each attempt counts.
+#[derive(Debug, Clone, Copy)]
+struct RpcMetricsLayer {
+    chain_id: u64,
+}
+
+impl<S> tower::Layer<S> for RpcMetricsLayer {
+    type Service = RpcMetrics<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RpcMetrics {
+            inner,
+            chain_id: self.chain_id,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct RpcMetrics<S> {
+    inner: S,
+    chain_id: u64,
+}
+
+impl<S> tower::Service<alloy::rpc::json_rpc::RequestPacket> for RpcMetrics<S>
+where
+    S: tower::Service<
+            alloy::rpc::json_rpc::RequestPacket,
+            Response = alloy::rpc::json_rpc::ResponsePacket,
+            Error = alloy::transports::TransportError,
+            Future = alloy::transports::TransportFut<'static>,
+        > + Send
+        + 'static,
+{
+    type Response = alloy::rpc::json_rpc::ResponsePacket;
+    type Error = alloy::transports::TransportError;
+    type Future = alloy::transports::TransportFut<'static>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: alloy::rpc::json_rpc::RequestPacket) -> Self::Future {
+        let (chain_id, calls) = (self.chain_id, request.len());
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let answer = answer.await;
+            let failed = answer.as_ref().map_or(true, |r| r.is_error());
+            actiongate_core::metrics::rpc(chain_id, calls, failed);
+            answer
+        })
     }
 }

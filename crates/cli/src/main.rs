@@ -113,6 +113,19 @@ struct ServerArgs {
     /// Master key file. Default <data-dir>/master.key.
     #[arg(long, env = "ACTIONGATE_MASTER_KEY_FILE")]
     master_key_file: Option<PathBuf>,
+    /// Serve the Prometheus metrics (GET /metrics) on this address only, instead of on --listen.
+    #[arg(long, env = "ACTIONGATE_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
+    /// Log lines as text (default) or as JSON objects (one per line, with the request id).
+    #[arg(long, env = "ACTIONGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 impl From<ServerArgs> for Overrides {
@@ -125,6 +138,7 @@ impl From<ServerArgs> for Overrides {
             database_url: a.database_url,
             smtp_url: a.smtp_url,
             master_key_file: a.master_key_file,
+            metrics_listen: a.metrics_listen,
         }
     }
 }
@@ -163,7 +177,12 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    init_tracing();
+    let log_format = match &cli.command {
+        Command::Server(a) | Command::Migrate(a) => a.log_format,
+        Command::Admin(AdminCommand::GrantCredits { db, .. }) => db.log_format,
+        _ => LogFormat::Text,
+    };
+    init_tracing(log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -281,8 +300,10 @@ async fn shutdown_signal() {
 const VERBATIM_AT_DEBUG: &[&str] = &["rmcp"];
 
 /// Logs go to stderr (stdout carries only the listening line); `ACTIONGATE_LOG` or `RUST_LOG`
-/// sets the filter, except that the crates of [`VERBATIM_AT_DEBUG`] never log below `info`.
-fn init_tracing() {
+/// sets the filter, except that the crates of [`VERBATIM_AT_DEBUG`] never log below `info`. In JSON
+/// each line is one object: its fields, the message, and the request span (with the request id)
+/// of a line logged while a request is served.
+fn init_tracing(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let mut filter = std::env::var("ACTIONGATE_LOG")
         .ok()
@@ -295,9 +316,18 @@ fn init_tracing() {
         }
     }
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .init();
+    match format {
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+            .init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+    }
 }

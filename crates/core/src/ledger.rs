@@ -251,11 +251,7 @@ impl<'a> CreditLedger<'a> {
             .count();
         let successes =
             i64::try_from(successes).map_err(|_| LedgerError::OutOfRange("successes"))?;
-        let status = if states.is_empty() || successes > 0 {
-            IntentStatus::Completed
-        } else {
-            IntentStatus::Failed
-        };
+        let status = IntentStatus::settled(states);
         let capture = intent
             .price_per_execution
             .saturating_mul(successes)

@@ -21,6 +21,7 @@ pub mod intents;
 pub mod ledger;
 pub mod limits;
 pub mod mail;
+pub mod metrics;
 pub mod money;
 pub mod params;
 pub mod payments;

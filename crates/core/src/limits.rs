@@ -53,15 +53,18 @@ struct Buckets {
     per_second: f64,
     capacity: f64,
     what: &'static str,
+    /// The limit's name in the refusals metric.
+    limit: &'static str,
     map: Mutex<HashMap<String, (f64, Instant)>>,
 }
 
 impl Buckets {
-    fn new(per_second: f64, capacity: u32, what: &'static str) -> Self {
+    fn new(per_second: f64, capacity: u32, what: &'static str, limit: &'static str) -> Self {
         Self {
             per_second,
             capacity: f64::from(capacity.max(1)),
             what,
+            limit,
             map: Mutex::new(HashMap::new()),
         }
     }
@@ -84,6 +87,7 @@ impl Buckets {
             map.insert(key.to_owned(), (tokens - 1.0, now));
             return Ok(());
         }
+        crate::metrics::rate_limited(self.limit);
         let wait = ((1.0 - tokens) / self.per_second).ceil().max(1.0);
         // A wait beyond u64 is no wait anyone gets: the rate is at least one a day.
         let seconds = if wait.is_finite() {
@@ -119,21 +123,25 @@ impl Limits {
                 per_minute(settings.onboarding_per_minute),
                 settings.onboarding_per_minute,
                 "to start onboarding from this address",
+                "onboarding",
             ),
             mcp_initialize: Buckets::new(
                 per_minute(settings.mcp_initialize_per_minute),
                 settings.mcp_initialize_per_minute,
                 "to open MCP sessions from this address",
+                "mcp-initialize",
             ),
             credit_challenges: Buckets::new(
                 per_minute(settings.credit_challenges_per_minute),
                 settings.credit_challenges_per_minute,
                 "to open credit invoices from this address",
+                "credit-challenge",
             ),
             requests: Buckets::new(
                 f64::from(settings.requests_per_second.max(1)),
                 settings.burst.max(settings.requests_per_second),
                 "with this key",
+                "requests",
             ),
             settings,
         }
@@ -179,7 +187,7 @@ mod tests {
 
     #[test]
     fn a_bucket_lets_its_burst_through_then_refills_at_its_rate() {
-        let b = Buckets::new(2.0, 4, "in this test");
+        let b = Buckets::new(2.0, 4, "in this test", "test");
         let t0 = Instant::now();
         for _ in 0..4 {
             assert!(b.take("k", t0).is_ok());
@@ -200,7 +208,7 @@ mod tests {
     #[test]
     fn a_slow_bucket_says_how_long_to_wait() {
         // 10 a minute: the 11th waits 6 s.
-        let b = Buckets::new(10.0 / 60.0, 10, "in this test");
+        let b = Buckets::new(10.0 / 60.0, 10, "in this test", "test");
         let t0 = Instant::now();
         for _ in 0..10 {
             assert!(b.take("a", t0).is_ok());

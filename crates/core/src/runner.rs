@@ -17,7 +17,7 @@ use crate::catalog::{Catalog, Lane};
 use crate::clock::{Clock, to_millis};
 use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, ExecutionOutcome, Grant, Reconciled, Registry, Subject};
-use crate::states::{DelegationStatus, ExecutionState};
+use crate::states::{DelegationStatus, ExecutionState, IntentStatus};
 use crate::store::{ExecutionFinish, ExecutionRecord, IntentRecord, LeaseFence, Store};
 
 /// Aborts a task when dropped.
@@ -244,14 +244,18 @@ impl IntentRunner {
         mut executions: HashMap<String, Vec<ExecutionRecord>>,
     ) -> Result<()> {
         let mut done = Vec::new();
+        let mut ended = Vec::new();
         let ids: Vec<String> = reads.iter().map(|i| i.id.clone()).collect();
         for intent in reads {
             let params = intent
                 .params
                 .value()
                 .map_err(|e| Error::internal(format!("stored params: {e}")));
+            let mut states = Vec::new();
             for execution in executions.remove(&intent.id).unwrap_or_default() {
-                if !execution.state.is_ended() {
+                if execution.state.is_ended() {
+                    states.push(execution.state);
+                } else {
                     let outcome = match &params {
                         Ok(params) => {
                             let ctx = self.context(intent, &execution, params, String::new());
@@ -259,13 +263,18 @@ impl IntentRunner {
                         }
                         Err(e) => e.clone().into(),
                     };
+                    states.push(ExecutionState::ended(outcome.success));
                     done.push((intent.id.clone(), execution.seq, finish_of(outcome)));
                 }
             }
+            ended.push(IntentStatus::settled(&states));
         }
         self.store
             .finish_reads(&self.owner, &ids, &done, to_millis(self.clock.now()))
             .await?;
+        for status in ended {
+            crate::metrics::intent_ended(status);
+        }
         self.ended.notify_waiters();
         Ok(())
     }
@@ -346,6 +355,7 @@ impl IntentRunner {
             .await?;
         if let Some(f) = finished {
             tracing::info!(intent_id = f.id, status = %f.status, "intent ended");
+            crate::metrics::intent_ended(f.status);
         }
         self.ended.notify_waiters();
         Ok(())
@@ -416,6 +426,13 @@ impl IntentRunner {
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
+        let outcome = self.attempt(ctx).await;
+        crate::metrics::execution(&outcome, ctx.read);
+        outcome
+    }
+
+    /// Runs one execution: the grant of a fan-out first, then the provider.
+    async fn attempt(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
         let spec = self
             .catalog
             .resolve(&ctx.action)

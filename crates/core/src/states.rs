@@ -69,6 +69,16 @@ impl IntentStatus {
     pub fn is_ended(self) -> bool {
         self != IntentStatus::Queued
     }
+
+    /// How an intent whose executions ended in `states` ends: completed when one succeeded (or it
+    /// addressed nobody), else failed.
+    pub fn settled(states: &[ExecutionState]) -> IntentStatus {
+        if states.is_empty() || states.contains(&ExecutionState::Succeeded) {
+            IntentStatus::Completed
+        } else {
+            IntentStatus::Failed
+        }
+    }
 }
 
 states! {

@@ -535,6 +535,29 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
         usdc(3),
         "paid once"
     );
+    // The node's calls are counted by chain, and nothing this gateway signed is left unmined.
+    let metrics = reqwest::get(format!("{}/metrics", gw.url))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let series = |prefix: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit_once(' '))
+            .and_then(|(_, v)| v.parse::<f64>().ok())
+    };
+    assert!(
+        series("actiongate_rpc_calls_total{chain=\"84532\"}").is_some_and(|n| n > 0.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        series("actiongate_unmined_transactions{chain=\"84532\"}"),
+        Some(0.0),
+        "{metrics}"
+    );
     drop(gw.process);
 }
 

@@ -56,6 +56,8 @@ pub struct Application {
     /// every `sweep_every` (the bump interval, 1 to 60 s).
     settler: Option<Arc<ChainSettler>>,
     sweep_every: std::time::Duration,
+    /// `metrics-listen`: `GET /metrics` on its own listener.
+    metrics: Option<(TcpListener, axum::Router)>,
 }
 
 impl Application {
@@ -209,7 +211,22 @@ impl Application {
         let addr = listener
             .local_addr()
             .context("cannot read the bound address")?;
-        let router = router(state, config.mcp_allowed_hosts.clone());
+        // The recorder first: what the router and the core count from now on is kept.
+        crate::metrics::handle();
+        let metrics = match config.metrics_listen {
+            Some(at) => {
+                let listener = TcpListener::bind(at)
+                    .await
+                    .with_context(|| format!("cannot listen on {at} for metrics"))?;
+                Some((listener, crate::http::metrics_router(state.clone())))
+            }
+            None => None,
+        };
+        let router = router(
+            state,
+            config.mcp_allowed_hosts.clone(),
+            config.metrics_listen.is_some(),
+        );
         Ok(Self {
             listener,
             router,
@@ -218,11 +235,19 @@ impl Application {
             gateway,
             workers: config.runner_workers,
             settler: chain_settler,
+            metrics,
             sweep_every: config.evm.bump_after.clamp(
                 std::time::Duration::from_secs(1),
                 std::time::Duration::from_secs(60),
             ),
         })
+    }
+
+    /// Where `GET /metrics` is served when it has a listener of its own (`metrics-listen`).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics
+            .as_ref()
+            .and_then(|(listener, _)| listener.local_addr().ok())
     }
 
     /// The address the socket is bound to.
@@ -246,7 +271,19 @@ impl Application {
         let sweep = spawn_delegation_sweep(self.gateway.clone(), stop_rx.clone());
         let settlements =
             spawn_settlement_sweep(self.settler.clone(), self.sweep_every, stop_rx.clone());
-        let prune = spawn_pruning(self.store.clone(), self.gateway.clone(), stop_rx);
+        let prune = spawn_pruning(self.store.clone(), self.gateway.clone(), stop_rx.clone());
+        let upkeep = crate::metrics::spawn_upkeep(stop_rx.clone());
+        let metrics = self.metrics.map(|(listener, router)| {
+            let mut stop = stop_rx.clone();
+            tokio::spawn(async move {
+                let stopped = async move {
+                    let _ = stop.changed().await;
+                };
+                if let Err(e) = crate::serve::serve(listener, router, stopped).await {
+                    tracing::error!(error = %e, "the metrics listener failed");
+                }
+            })
+        });
         let served = crate::serve::serve(self.listener, self.router, shutdown).await;
         let _ = stop_tx.send(true);
         for worker in workers {
@@ -255,6 +292,10 @@ impl Application {
         let _ = sweep.await;
         let _ = settlements.await;
         let _ = prune.await;
+        let _ = upkeep.await;
+        if let Some(metrics) = metrics {
+            let _ = metrics.await;
+        }
         served.context("server failed")?;
         self.store.close().await;
         Ok(())

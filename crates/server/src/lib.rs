@@ -6,6 +6,7 @@ pub mod config;
 pub mod http;
 pub mod mail;
 pub mod mcp;
+pub mod metrics;
 pub mod serve;
 pub mod worldid;
 

@@ -408,6 +408,7 @@ macro_rules! write_batch {
         let mut attempts = 0;
         let together: Result<Vec<AcceptOutcome>, StoreError> = loop {
             attempts += 1;
+            let started = std::time::Instant::now();
             let tried: Result<Vec<AcceptOutcome>, StoreError> = async {
                 let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(err)?;
                 let outcomes = settle_and_accept!(tx, settles, drafts)?;
@@ -415,6 +416,13 @@ macro_rules! write_batch {
                 Ok(outcomes)
             }
             .await;
+            if let Ok(outcomes) = &tried {
+                let accepted = outcomes
+                    .iter()
+                    .filter(|o| matches!(o, AcceptOutcome::Accepted { .. }))
+                    .count();
+                actiongate_core::metrics::batch(settles.len() + drafts.len(), accepted, started.elapsed());
+            }
             match tried {
                 // A busy database (a lock another process held, a serialization failure) wrote
                 // nothing: the same batch again, a few times, before it is split up.
@@ -442,6 +450,7 @@ macro_rules! write_batch {
                     if drafts.is_empty() {
                         return Ok(Vec::new());
                     }
+                    let started = std::time::Instant::now();
                     let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await.map_err(err)?;
                     // Lock accounts in one order (by id) in every transaction that takes several: no deadlock.
                     let mut order: Vec<usize> = (0..drafts.len()).collect();
@@ -458,6 +467,11 @@ macro_rules! write_batch {
                         outcomes[i] = Some(outcome);
                     }
                     tx.commit().await.map_err(err)?;
+                    let accepted = outcomes
+                        .iter()
+                        .filter(|o| matches!(o, Some(Ok(AcceptOutcome::Accepted { .. }))))
+                        .count();
+                    actiongate_core::metrics::batch(drafts.len(), accepted, started.elapsed());
                     Ok(outcomes.into_iter().map(|o| o.unwrap_or_else(|| Err(StoreError::new(StoreErrorKind::Other, "draft skipped")))).collect())
                 }
                 .await;

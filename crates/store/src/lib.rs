@@ -6,7 +6,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use actiongate_core::store::{PruneCutoffs, Store, StoreError, StoreErrorKind};
+use actiongate_core::store::{Operations, PruneCutoffs, Store, StoreError, StoreErrorKind};
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgSslMode};
 
@@ -325,6 +325,27 @@ impl SqlStore {
 impl Store for SqlStore {
     async fn ping(&self) -> Result<(), StoreError> {
         on_pool!(self, pool => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()).map_err(err))
+    }
+
+    async fn operations(&self) -> Result<Operations, StoreError> {
+        let (queued, oldest): (i64, Option<i64>) = on_pool!(self, pool => sqlx::query_as(
+            "SELECT COUNT(*), MIN(created_at) FROM intents WHERE status = 'queued'")
+            .fetch_one(pool)
+            .await
+            .map_err(err))?;
+        let unmined: Vec<(i64, i64)> = on_pool!(self, pool => sqlx::query_as(
+            "SELECT chain_id, COUNT(*) FROM chain_txs WHERE state = 'signed' GROUP BY chain_id")
+            .fetch_all(pool)
+            .await
+            .map_err(err))?;
+        Ok(Operations {
+            queued: u64::try_from(queued).unwrap_or(0),
+            oldest_queued_at: oldest,
+            unmined: unmined
+                .into_iter()
+                .map(|(c, n)| (u64::try_from(c).unwrap_or(0), u64::try_from(n).unwrap_or(0)))
+                .collect(),
+        })
     }
 
     async fn prune(&self, c: &PruneCutoffs) -> Result<u64, StoreError> {

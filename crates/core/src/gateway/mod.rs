@@ -259,6 +259,24 @@ impl Gateway {
         Ok(self.store.prune(&cutoffs).await?)
     }
 
+    /// Reads what an operator watches from the database and sets the metrics of it (a scrape of
+    /// `GET /metrics`): queued intents, the runner's lag, signed transactions not mined, by chain.
+    pub async fn record_operations(&self) -> Result<()> {
+        let ops = self.store.operations().await.map_err(|e| {
+            Error::new(ErrorCode::NotAvailable, "The database does not answer.").with_detail(e)
+        })?;
+        let chains: Vec<u64> = self
+            .settings
+            .chains
+            .0
+            .iter()
+            .filter(|(_, c)| c.rpc_url.is_some())
+            .map(|(id, _)| *id)
+            .collect();
+        crate::metrics::operations(&ops, to_millis(self.clock.now()), &chains);
+        Ok(())
+    }
+
     /// Answers when the database answers.
     pub async fn ready(&self) -> Result<()> {
         self.store.ping().await.map_err(|e| {

@@ -497,6 +497,17 @@ pub trait McpSessionStore: Send + Sync + 'static {
     async fn prune_mcp_sessions(&self, before: i64) -> Result<u64, StoreError>;
 }
 
+/// What [`Store::operations`] reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Operations {
+    /// Intents accepted and not ended.
+    pub queued: u64,
+    /// When the oldest of them was accepted (unix ms).
+    pub oldest_queued_at: Option<i64>,
+    /// Signed transactions not mined yet, by chain (only chains that have some).
+    pub unmined: Vec<(u64, u64)>,
+}
+
 /// The storage port of the domain: every aggregate's store, and a health check.
 #[async_trait]
 pub trait Store:
@@ -510,6 +521,9 @@ pub trait Store:
 {
     /// Answers when the database answers.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// What an operator watches, read at each metrics scrape (indexed reads only).
+    async fn operations(&self) -> Result<Operations, StoreError>;
 
     /// Deletes what has outlived its use ([`PruneCutoffs`]); answers how many rows went.
     async fn prune(&self, cutoffs: &PruneCutoffs) -> Result<u64, StoreError>;

@@ -30,6 +30,7 @@ pub struct Overrides {
     pub database_url: Option<String>,
     pub smtp_url: Option<String>,
     pub master_key_file: Option<PathBuf>,
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// The TOML file. Keys are the flag names (`listen`, `data-dir`, …) plus sections.
@@ -38,6 +39,8 @@ pub struct Overrides {
 pub struct FileConfig {
     pub dev: Option<bool>,
     pub listen: Option<SocketAddr>,
+    /// Serve `GET /metrics` on this address only (not on `listen`).
+    pub metrics_listen: Option<SocketAddr>,
     pub data_dir: Option<PathBuf>,
     pub database_url: Option<String>,
     pub smtp_url: Option<String>,
@@ -267,6 +270,8 @@ pub struct TokenConfig {
 pub struct Config {
     pub dev: bool,
     pub listen: SocketAddr,
+    /// Where `GET /metrics` is served: this address alone, or (none) the main listener.
+    pub metrics_listen: Option<SocketAddr>,
     pub data_dir: PathBuf,
     pub database_url: String,
     pub smtp_url: Option<String>,
@@ -287,6 +292,7 @@ impl std::fmt::Debug for Config {
         f.debug_struct("Config")
             .field("dev", &self.dev)
             .field("listen", &self.listen)
+            .field("metrics_listen", &self.metrics_listen)
             .field("data_dir", &self.data_dir)
             .field("master_key_file", &self.master_key_file)
             .field("runner_workers", &self.runner_workers)
@@ -384,6 +390,7 @@ impl Config {
                 .unwrap_or_else(|| "actiongate <no-reply@actiongate.localhost>".into()),
             settings,
             runner_workers: f.intents.workers.unwrap_or(4).max(1),
+            metrics_listen: o.metrics_listen.or(f.metrics_listen),
             evm: evm_options(&f.evm),
             internal_data_file: f.internal_data_file,
             personhood_verify_url: f

@@ -62,6 +62,8 @@ impl IntoResponse for ApiError {
             StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = error_body(&self.error);
         let mut response = (status, Json(body)).into_response();
+        // For the request metrics (crate::metrics::count_requests).
+        response.extensions_mut().insert(code);
         if let Some(seconds) = self.error.retry_after
             && let Ok(v) = HeaderValue::from_str(&seconds.to_string())
         {

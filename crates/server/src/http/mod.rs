@@ -48,8 +48,9 @@ pub struct AppState {
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The whole router, with its layers.
-pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
+/// The whole router, with its layers; `GET /metrics` on it unless `metrics_apart` (then
+/// [`metrics_router`] serves it on its own listener).
+pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>, metrics_apart: bool) -> Router {
     let mcp_service = crate::mcp::service(
         state.mcp.clone(),
         state.mcp_sessions.clone(),
@@ -61,12 +62,18 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
     );
     let per_address = axum::middleware::from_fn_with_state(state.clone(), limit_by_address);
     let (api, doc) = routes().split_for_parts();
+    let api = if metrics_apart {
+        api
+    } else {
+        api.route("/metrics", axum::routing::get(crate::metrics::scrape))
+    };
     let api = api
         .with_state(state)
         .merge(mcp)
         .merge(SwaggerUi::new("/docs").url("/api/v1/openapi.json", doc))
         .fallback(error::not_found)
-        .method_not_allowed_fallback(error::method_not_allowed);
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(axum::middleware::from_fn(crate::metrics::count_requests));
 
     // The span names the path only: a query string can carry an agent key.
     let trace = TraceLayer::new_for_http()
@@ -88,6 +95,13 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>) -> Router {
             ))
             .layer(DefaultBodyLimit::max(extract::BODY_LIMIT)),
     )
+}
+
+/// `GET /metrics` alone, for `metrics-listen`.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", axum::routing::get(crate::metrics::scrape))
+        .with_state(state)
 }
 
 /// The client address (CONTRACT "Rate limits and abuse"): the socket peer, or the first

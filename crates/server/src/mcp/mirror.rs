@@ -105,6 +105,7 @@ pub async fn call_tool(
         })?
     };
     if let Some(bytes) = state.mcp.mirror_constant(spec.tool) {
+        super::count_constant(spec.tool);
         return Ok((
             [(
                 header::CONTENT_TYPE,

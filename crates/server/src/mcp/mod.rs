@@ -376,8 +376,20 @@ impl GatewayMcp {
         Ok(header)
     }
 
-    /// Runs one tool for the holder of `header_key` (the connection's bearer token).
+    /// Runs one tool for the holder of `header_key` (the connection's bearer token), and counts
+    /// the call by tool and outcome (`ok`, or the refusal's code).
     pub async fn call(
+        &self,
+        spec: &ToolSpec,
+        args: Map<String, Value>,
+        header_key: Option<String>,
+    ) -> CallToolResult {
+        let result = self.run_tool(spec, args, header_key).await;
+        count_call(spec.tool, &result);
+        result
+    }
+
+    async fn run_tool(
         &self,
         spec: &ToolSpec,
         mut args: Map<String, Value>,
@@ -510,6 +522,31 @@ impl GatewayMcp {
             )),
         }
     }
+}
+
+/// A successful call of a tool whose answer is made once at start.
+pub(crate) fn count_constant(tool: ToolName) {
+    metrics::counter!(actiongate_core::metrics::MCP_TOOL_CALLS, "tool" => tool.name(), "outcome" => "ok")
+        .increment(1);
+}
+
+/// One tool call in `actiongate_mcp_tool_calls_total`.
+fn count_call(tool: ToolName, result: &CallToolResult) {
+    let outcome = match (result.is_error, &result.structured_content) {
+        (Some(true), Some(body)) => body.get("code").and_then(Value::as_str).and_then(|c| {
+            serde_json::from_value::<ErrorCode>(Value::String(c.to_owned()))
+                .ok()
+                .map(ErrorCode::as_str)
+        }),
+        (Some(true), None) => Some("error"),
+        _ => None,
+    };
+    metrics::counter!(
+        actiongate_core::metrics::MCP_TOOL_CALLS,
+        "tool" => tool.name(),
+        "outcome" => outcome.unwrap_or("ok"),
+    )
+    .increment(1);
 }
 
 fn provider_actions(g: &Gateway, provider: Option<&str>) -> Result<ActionList, Error> {
@@ -815,6 +852,7 @@ async fn direct(
                 return None;
             }
             if spec.tool == ToolName::GetActionsCatalog {
+                count_constant(spec.tool);
                 mcp.shared.catalog_result.clone()
             } else {
                 let key = bearer(headers).map(str::to_owned);
@@ -947,6 +985,7 @@ fn unauthorized(e: &Error, id: Option<Value>) -> Response {
         "error": {"code": -32001, "message": e.message, "data": error_body(e)},
     });
     let mut response = (status, axum::Json(body)).into_response();
+    response.extensions_mut().insert(e.code);
     if status == StatusCode::UNAUTHORIZED {
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,

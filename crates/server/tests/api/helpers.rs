@@ -46,6 +46,8 @@ pub struct TestApp {
     pub verify_api: actiongate_testkit::worldid::VerifyApi,
     pub gateway: Arc<Gateway>,
     pub database_url: String,
+    /// Where `GET /metrics` is served when `metrics-listen` gives it a listener of its own.
+    pub metrics_addr: Option<SocketAddr>,
     _dir: tempfile::TempDir,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
@@ -112,6 +114,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
     };
     let app = Application::build(&config, deps).await.expect("build");
     let addr = app.local_addr();
+    let metrics_addr = app.metrics_addr();
     let gateway = app.gateway().clone();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
@@ -133,6 +136,7 @@ pub async fn spawn_app_with(backend: Backend, options: Options) -> TestApp {
         verify_api,
         gateway,
         database_url,
+        metrics_addr,
         _dir: dir,
         shutdown: Some(tx),
         server: Some(server),

@@ -109,7 +109,7 @@ fn read(key: &str, idem: Option<&str>) -> Value {
     body
 }
 
-async fn wait_terminal(app: &TestApp, key: &str, id: &str) -> Value {
+pub(crate) async fn wait_terminal(app: &TestApp, key: &str, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let r = app

@@ -13,6 +13,7 @@ mod mail_tls;
 mod malformed;
 mod mcp;
 mod mcp_sessions;
+mod metrics;
 mod openapi;
 mod personhood;
 mod pruning;
