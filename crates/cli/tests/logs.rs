@@ -1,6 +1,7 @@
 //! Secrets never reach the logs, at any level: onboarding over REST (the CLI's login) and over MCP
 //! (the official Python SDK), then calls with the key and the session, with the gateway logging at
-//! `debug` and at `trace`; no agent key, owner session or e-mail code appears in any line.
+//! `debug` and at `trace`, as text and as JSON; no agent key, owner session or e-mail code appears in
+//! any line. In JSON every line is one object, and a request's lines carry its request id.
 #![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 mod common;
@@ -30,8 +31,8 @@ fn mcp(g: &Gateway, key: Option<&str>, tool: &str, args: Value) -> Value {
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
-async fn no_secret_in_the_logs_at(level: &str) {
-    let g = Gateway::start_logging("", level);
+async fn no_secret_in_the_logs_at(level: &str, format: &str) -> Gateway {
+    let g = Gateway::start_logging_as("", level, format);
     // REST: the CLI signs in (start, the code from the mail, complete) and uses its key.
     let rest_key = g.login(&format!("rest-{level}@example.com")).await;
     let rest_code = g
@@ -88,14 +89,58 @@ async fn no_secret_in_the_logs_at(level: &str) {
         let leaked: Vec<&str> = log.lines().filter(|l| l.contains(secret)).collect();
         assert!(leaked.is_empty(), "{what} in the {level} log: {leaked:?}");
     }
+    g
 }
 
 #[tokio::test]
 async fn no_secret_in_debug_logs() {
-    no_secret_in_the_logs_at("debug").await;
+    no_secret_in_the_logs_at("debug", "text").await;
 }
 
 #[tokio::test]
 async fn no_secret_in_trace_logs() {
-    no_secret_in_the_logs_at("trace").await;
+    no_secret_in_the_logs_at("trace", "text").await;
+}
+
+/// `--log-format json`: every line is one JSON object with its level and message, the lines of a
+/// request carry the request span with its id (the `x-request-id` answered), and no secret leaks.
+#[tokio::test]
+async fn json_logs_are_objects_with_the_request_id() {
+    let g = no_secret_in_the_logs_at("debug", "json").await;
+    let answered = reqwest::get(format!("{}/healthz", g.url))
+        .await
+        .expect("healthz");
+    let id = answered
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!id.is_empty());
+    // The request's response line is written when it ends.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !g.log_text().contains(&id) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let log = g.log_text();
+    let lines: Vec<Value> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(lines.len() > 20);
+    for line in &lines {
+        assert!(
+            line["level"].is_string() && line["fields"].is_object(),
+            "{line}"
+        );
+    }
+    let of_request: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["span"]["name"] == "request" && l["span"]["id"] == id.as_str())
+        .collect();
+    assert!(
+        of_request.iter().any(|l| l["span"]["path"] == "/healthz"),
+        "no line of request {id}: {log}"
+    );
 }

@@ -40,6 +40,11 @@ impl Gateway {
 
     /// A gateway with this config file, logging at `level` (`ACTIONGATE_LOG`).
     pub fn start_logging(text: &str, level: &str) -> Self {
+        Self::start_logging_as(text, level, "text")
+    }
+
+    /// [`Gateway::start_logging`] with the log format (`ACTIONGATE_LOG_FORMAT`: `text` or `json`).
+    pub fn start_logging_as(text: &str, level: &str, format: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let smtp = SmtpSink::start(dir.path());
         let config = dir.path().join("gateway.toml");
@@ -62,6 +67,7 @@ impl Gateway {
             ])
             .current_dir(dir.path())
             .env("ACTIONGATE_LOG", level)
+            .env("ACTIONGATE_LOG_FORMAT", format)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -17,7 +17,8 @@ use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::http::extract::{ApiBytes, bearer};
 
-/// Every MCP tool with its schemas and whether it needs an agent key (bytes made once at start).
+// Served from bytes made once at start (GatewayMcp::new).
+/// Every MCP tool with its schemas and whether it needs an agent key.
 #[utoipa::path(get, path = "/mcp/tools", tag = "mcp", responses((status = 200, body = Envelope<McpToolList>)))]
 pub async fn list_tools(State(state): State<AppState>) -> Response {
     (
