@@ -217,6 +217,9 @@ struct Shared {
     catalog_result: Bytes,
     /// The mirror's answer to `getActionsCatalog`.
     mirror_catalog: Bytes,
+    /// `getProviderActions`' answers, by provider family (the catalog is fixed for the process's
+    /// life); the key `""` is every family's.
+    provider_actions: std::collections::HashMap<String, CallToolResult>,
 }
 
 /// One MCP session's handler (also behind the plain-HTTP mirror); cloning it is cheap.
@@ -262,6 +265,22 @@ impl GatewayMcp {
             serde_json::to_vec(&ListToolsResult::with_all_items(tools.clone()))?.into();
         let catalog_result = serde_json::to_vec(&in_session(catalog.clone()))?.into();
         let mirror_catalog = serde_json::to_vec(&catalog)?.into();
+        let families = std::iter::once(None).chain(
+            gateway
+                .catalog()
+                .document()
+                .provider_families
+                .iter()
+                .map(|f| Some(f.provider_id.as_str())),
+        );
+        let provider_actions = families
+            .map(|p| {
+                (
+                    p.unwrap_or_default().to_owned(),
+                    enveloped(provider_actions(&gateway, p)),
+                )
+            })
+            .collect();
         Ok(Self {
             shared: Arc::new(Shared {
                 gateway,
@@ -271,6 +290,7 @@ impl GatewayMcp {
                 tools_result,
                 catalog_result,
                 mirror_catalog,
+                provider_actions,
             }),
         })
     }
@@ -414,11 +434,15 @@ impl GatewayMcp {
         match spec.tool {
             ToolName::GetActionsCatalog => self.shared.catalog.clone(),
             ToolName::GetProviderActions => {
-                let provider = args
-                    .get("providerId")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                enveloped(provider_actions(g, provider.as_deref()))
+                let provider = args.get("providerId").and_then(Value::as_str);
+                match self
+                    .shared
+                    .provider_actions
+                    .get(provider.unwrap_or_default())
+                {
+                    Some(made) => made.clone(),
+                    None => enveloped(provider_actions(g, provider)),
+                }
             }
             ToolName::GetAgentActions => enveloped(g.identity().list_actions(Some(&key)).await),
             ToolName::ExecuteIntent => {

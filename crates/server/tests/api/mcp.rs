@@ -142,6 +142,42 @@ async fn the_plain_http_mirror_answers_like_mcp() {
         app.get("/api/v1/agent/actions/catalog").await.body
     );
     assert_eq!(catalog.body["content"][0]["type"], "text");
+    // A provider's actions: the catalog's actions of that family, and only those.
+    let everything = app.get("/api/v1/agent/actions/catalog").await.body;
+    for provider in ["uniswap-v2", "erc20"] {
+        let listed = mirror(
+            &app,
+            "getProviderActions",
+            None,
+            json!({"providerId": provider}),
+        )
+        .await;
+        assert_eq!(listed.status, 200, "{}", listed.text);
+        let expected: Vec<&Value> = everything["actions"]
+            .as_array()
+            .map(|a| a.iter().filter(|x| x["providerId"] == provider).collect())
+            .unwrap_or_default();
+        assert!(!expected.is_empty(), "{provider}");
+        let got = listed.body["structuredContent"]["data"]["actions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(got.iter().collect::<Vec<_>>(), expected, "{provider}");
+    }
+    let all = mirror(&app, "getProviderActions", None, json!({})).await;
+    assert_eq!(
+        all.body["structuredContent"]["data"]["actions"],
+        everything["actions"]
+    );
+    let unknown = mirror(
+        &app,
+        "getProviderActions",
+        None,
+        json!({"providerId": "no-such-family"}),
+    )
+    .await;
+    assert_eq!(unknown.status, 404, "{}", unknown.text);
+    assert_eq!(unknown.body["structuredContent"]["code"], "NOT_FOUND");
 
     mirror(&app, "getCreditsBalance", None, json!({}))
         .await
