@@ -114,6 +114,8 @@ if (status.status !== "completed" || summary.executions !== n || succeeded !== n
   console.error(JSON.stringify(status).slice(0, 2000));
   process.exit(1);
 }
+// The gateway's side, on stderr, before the replay (which can fail on its own).
+console.error(JSON.stringify(summary));
 // The node's raw rate for the same transactions: the chain put back as it was before the fan-out,
 // the gateway's signed redeemDelegations (the same bytes, the same nonces) sent straight to the
 // node, back to back, then the last one's receipt awaited.
