@@ -141,39 +141,32 @@ impl LiveSessions {
         }
     }
 
-    /// Whether this process holds session `id` (after [`LiveSessions::confirm`]).
-    async fn serves(&self, id: &str) -> bool {
-        use rmcp::transport::streamable_http_server::session::SessionManager;
-        let session =
-            rmcp::transport::streamable_http_server::session::SessionId::from(id.to_owned());
-        self.local.has_session(&session).await.unwrap_or(false)
-    }
-
     /// Before a message of session `id` reaches rmcp: a session this process holds in memory is
     /// checked against the database at most every [`SESSION_RECHECK`]; one the database no longer
     /// has is closed here, so that rmcp answers 404 as for any unknown session. A session this
     /// process does not hold is rmcp's to restore from the database (or refuse).
-    async fn confirm(&self, id: &str) -> Result<(), Error> {
+    /// Answers whether this process holds the session (then [`direct`] may answer it).
+    async fn confirm(&self, id: &str) -> Result<bool, Error> {
         use rmcp::transport::streamable_http_server::session::SessionManager;
-        if self.confirmed_recently(id) {
-            return Ok(());
-        }
         let session =
             rmcp::transport::streamable_http_server::session::SessionId::from(id.to_owned());
         if !self.local.has_session(&session).await.unwrap_or(false) {
-            return Ok(());
+            return Ok(false);
+        }
+        if self.confirmed_recently(id) {
+            return Ok(true);
         }
         match self.store.mcp_session_owner(id).await {
             Ok(Some(_)) => {
                 self.mark(id);
-                Ok(())
+                Ok(true)
             }
             Ok(None) => {
                 self.forget(id);
                 if let Err(e) = self.local.close_session(&session).await {
                     tracing::warn!(error = %e, "an MCP session ended elsewhere did not close here");
                 }
-                Ok(())
+                Ok(false)
             }
             Err(e) => Err(
                 Error::new(ErrorCode::NotAvailable, "The database does not answer.").with_detail(e),
@@ -716,14 +709,18 @@ pub async fn require_agent_key(
     request: Request,
     next: Next,
 ) -> Response {
-    if let Some(id) = request
+    // Whether this process holds the request's session (confirmed in the database now and then).
+    let held = match request
         .headers()
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
-        && let Err(e) = state.mcp_live.confirm(id).await
     {
-        return unauthorized(&e, None);
-    }
+        Some(id) => match state.mcp_live.confirm(id).await {
+            Ok(held) => held,
+            Err(e) => return unauthorized(&e, None),
+        },
+        None => false,
+    };
     if request.method() != axum::http::Method::POST {
         return match owns_session(&state, request.headers()).await {
             Ok(()) => next.run(request).await,
@@ -790,9 +787,10 @@ pub async fn require_agent_key(
             return unauthorized(&e, Some(id));
         }
     }
-    if !opens
+    if held
+        && !opens
         && let Some(message) = &message
-        && let Some(answer) = direct(&state.mcp, &state.mcp_live, &parts.headers, message).await
+        && let Some(answer) = direct(&state.mcp, &parts.headers, message).await
     {
         return answer;
     }
@@ -826,7 +824,8 @@ fn in_session(mut result: CallToolResult) -> CallToolResult {
     result
 }
 
-/// The answer to `tools/list` and `tools/call` in a session this process holds, computed in the
+/// The answer to `tools/list` and `tools/call` in a session this process holds (the caller has
+/// confirmed it, [`LiveSessions::confirm`]), computed in the
 /// request's own task and sent as one JSON object (`Content-Type: application/json`, which the
 /// streamable HTTP transport lets a server answer a request with and every client reads).
 /// rmcp's session worker handles the messages of a session one after another, and requests of one
@@ -837,7 +836,6 @@ fn in_session(mut result: CallToolResult) -> CallToolResult {
 /// answers it or restores the session from the database first.
 async fn direct(
     mcp: &GatewayMcp,
-    live: &LiveSessions,
     headers: &axum::http::HeaderMap,
     message: &Value,
 ) -> Option<Response> {
@@ -851,7 +849,6 @@ async fn direct(
     if !plain_json_exchange(headers) {
         return None;
     }
-    let session = headers.get(SESSION_HEADER)?.to_str().ok()?;
     let result = match m.get("method").and_then(Value::as_str)? {
         "tools/list" => {
             if m.get("params")
@@ -859,9 +856,7 @@ async fn direct(
             {
                 return None;
             }
-            live.serves(session)
-                .await
-                .then(|| mcp.shared.tools_result.clone())?
+            mcp.shared.tools_result.clone()
         }
         "tools/call" => {
             let params = m.get("params")?.as_object()?;
@@ -872,9 +867,6 @@ async fn direct(
                 Some(Value::Object(a)) => a.clone(),
                 Some(_) => return None,
             };
-            if !live.serves(session).await {
-                return None;
-            }
             if spec.tool == ToolName::GetActionsCatalog {
                 count_constant(spec.tool);
                 mcp.shared.catalog_result.clone()
