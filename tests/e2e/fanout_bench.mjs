@@ -8,11 +8,14 @@
 //        [--have K]   (K delegators exist already: only N - K are made)
 //
 // Then the node's raw rate for the same transactions: the chain is put back to a snapshot taken
-// before the submit and the gateway's own signed transactions are sent to it directly.
+// before the submit and the gateway's own signed transactions are sent to it directly, twice: as
+// fast as the node takes them (JSON-RPC batches), and one at a time (each answer awaited).
 //
 // Prints one JSON line: {n, made, setupMs, submitToCompletedMs, executions, distinctWallets,
-// succeeded, failed, perSecond, transactions, rawMs, rawPerSecond, ratio}. Exits 1 if the intent
-// does not complete with exactly N executions, one per delegator, each succeeded.
+// succeeded, failed, perSecond, rpcPerExecution (the gateway's node calls by method, per delegator),
+// transactions, rawMs, rawPerSecond, ratio, oneAtATimeMs, oneAtATimePerSecond, oneAtATimeRatio}, and
+// on stderr where the setup's time went. Exits 1 if the intent does not complete with exactly N
+// executions, one per delegator, each succeeded.
 import fs from "node:fs";
 import { createPublicClient, createWalletClient, http, defineChain, parseAbi, parseUnits } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
@@ -51,21 +54,30 @@ async function pool(items, width, work) {
   }));
 }
 
+// Where setup time goes (ms summed over the delegators made), printed on stderr.
+const phases = { upgrade: 0, create: 0, activate: 0 };
+const timed = async (phase, work) => {
+  const t = Date.now();
+  try { return await work(); } finally { phases[phase] += Date.now() - t; }
+};
+
 async function makeDelegator() {
   const account = privateKeyToAccount(generatePrivateKey());
   await pub.request({ method: "anvil_setBalance", params: [account.address, "0xDE0B6B3A7640000"] });
   const wallet = createWalletClient({ account, chain, transport: http(devnet.rpcUrl) });
   const authorization = await wallet.signAuthorization({ account, contractAddress: devnet.contracts.EIP7702StatelessDeleGatorImpl, executor: "self" });
-  const upgraded = await wallet.sendTransaction({ authorizationList: [authorization], to: account.address, data: "0x", gas: 200000n });
-  const receipt = await pub.waitForTransactionReceipt({ hash: upgraded });
-  if (receipt.status !== "success") throw new Error("the EIP-7702 upgrade reverted");
-  const created = await gateway("/api/v1/agent/delegation/create", { agentApiKey: args.key, delegator: account.address, chainId: devnet.chainId, action: "swap" });
+  await timed("upgrade", async () => {
+    const upgraded = await wallet.sendTransaction({ authorizationList: [authorization], to: account.address, data: "0x", gas: 200000n });
+    const receipt = await pub.waitForTransactionReceipt({ hash: upgraded, pollingInterval: 20 });
+    if (receipt.status !== "success") throw new Error("the EIP-7702 upgrade reverted");
+  });
+  const created = await timed("create", () => gateway("/api/v1/agent/delegation/create", { agentApiKey: args.key, delegator: account.address, chainId: devnet.chainId, action: "swap" }));
   const typed = created.data.typedData;
   const message = { ...typed.message, salt: BigInt(typed.message.salt) };
   const domain = { ...typed.domain, chainId: Number(typed.domain.chainId) };
   const types = Object.fromEntries(Object.entries(typed.types).filter(([name]) => name !== "EIP712Domain"));
   const signature = await account.signTypedData({ domain, types, primaryType: typed.primaryType, message });
-  await gateway("/api/v1/agent/delegation/activate", { agentApiKey: args.key, delegation: { ...created.data.delegation, signature }, chainId: devnet.chainId });
+  await timed("activate", () => gateway("/api/v1/agent/delegation/activate", { agentApiKey: args.key, delegation: { ...created.data.delegation, signature }, chainId: devnet.chainId }));
   return account.address;
 }
 
@@ -80,14 +92,26 @@ const mints = [];
 for (const address of made) {
   mints.push(await minter.writeContract({ address: usdc, abi: mintAbi, functionName: "mint", args: [address, parseUnits("100", 6)], nonce: nonce++ }));
 }
-for (const hash of mints) await pub.waitForTransactionReceipt({ hash });
+for (const hash of mints) await pub.waitForTransactionReceipt({ hash, pollingInterval: 20 });
 const setupMs = Date.now() - setupStart;
+console.error(JSON.stringify({ n, setupMsByPhase: phases }));
 
 // The chain as it is before the fan-out: the same signed transactions are replayed on it below.
 const snapshot = await pub.request({ method: "evm_snapshot", params: [] });
 // Read from the node each time (viem caches the block number for a few seconds).
 const blockNumber = async () => BigInt(await pub.request({ method: "eth_blockNumber", params: [] }));
 const firstBlock = (await blockNumber()) + 1n;
+// The gateway's RPC calls by method (its /metrics), read before and after the fan-out.
+const rpcCalls = async () => {
+  const text = await (await fetch(`${args.gateway}/metrics`)).text();
+  const calls = {};
+  for (const m of text.matchAll(/^actiongate_rpc_calls_total\{([^}]*)\} (\d+)/gm)) {
+    const method = /method="([^"]+)"/.exec(m[1])?.[1] ?? "?";
+    calls[method] = (calls[method] ?? 0) + Number(m[2]);
+  }
+  return calls;
+};
+const callsBefore = await rpcCalls();
 const submitted = Date.now();
 const intent = await gateway("/api/v1/agent/execute-intent", {
   agentApiKey: args.key, action: "swap", chainId: devnet.chainId, idempotencyKey: `fanout-${n}-${Date.now()}`,
@@ -114,6 +138,10 @@ if (status.status !== "completed" || summary.executions !== n || succeeded !== n
   console.error(JSON.stringify(status).slice(0, 2000));
   process.exit(1);
 }
+const callsAfter = await rpcCalls();
+summary.rpcPerExecution = Object.fromEntries(Object.entries(callsAfter)
+  .map(([m, c]) => [m, Number(((c - (callsBefore[m] ?? 0)) / n).toFixed(2))])
+  .filter(([, c]) => c > 0));
 // The gateway's side, on stderr, before the replay (which can fail on its own).
 console.error(JSON.stringify(summary));
 // The node's raw rate for the same transactions: the chain put back as it was before the fan-out,
@@ -126,27 +154,71 @@ const hashes = [];
 for (let b = firstBlock; b <= lastBlock; b++) {
   hashes.push(...(await pub.getBlock({ blockNumber: b })).transactions);
 }
+// In nonce order, and checked to be the agent wallet's consecutive nonces (a gap would stall the
+// replay, and would mean the gateway's transactions are not all here).
+const txs = [];
+for (const hash of hashes) txs.push(await pub.request({ method: "eth_getTransactionByHash", params: [hash] }));
+txs.sort((a, b) => Number(BigInt(a.nonce) - BigInt(b.nonce)));
+const senders = new Set(txs.map((t) => t.from.toLowerCase()));
+for (let i = 1; i < txs.length; i++) {
+  if (BigInt(txs[i].nonce) !== BigInt(txs[i - 1].nonce) + 1n || senders.size !== 1) {
+    throw new Error(`the mined transactions are not one wallet's consecutive nonces: senders ${[...senders]}, nonce ${BigInt(txs[i - 1].nonce)} then ${BigInt(txs[i].nonce)}`);
+  }
+}
 const raws = [];
-for (const hash of hashes) raws.push(await pub.request({ method: "eth_getRawTransactionByHash", params: [hash] }));
+for (const t of txs) raws.push(await pub.request({ method: "eth_getRawTransactionByHash", params: [t.hash] }));
 const reverted = await pub.request({ method: "evm_revert", params: [snapshot] });
 if (!reverted) throw new Error("the chain was not put back before the fan-out");
+// Taken again for the second replay (a snapshot is used up when reverted to).
+const again = await pub.request({ method: "evm_snapshot", params: [] });
+const receiptOf = (hash) => pub.request({ method: "eth_getTransactionReceipt", params: [hash] });
+/// Waits until `hash` is mined (polled every millisecond, straight to the node).
+const minedBy = async (hash) => {
+  const deadline = Date.now() + 60000;
+  while (!(await receiptOf(hash))) {
+    if (Date.now() > deadline) {
+      const pool = await pub.request({ method: "txpool_inspect", params: [] }).catch(() => null);
+      console.error(JSON.stringify({ pool }, null, 1).slice(0, 3000));
+      throw new Error("the replayed transactions were not all mined within 60 s");
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+};
 const rawStart = Date.now();
+// Sent as fast as the node takes them: JSON-RPC batches of 50, in nonce order.
 const sent = [];
-for (const raw of raws) sent.push(await pub.request({ method: "eth_sendRawTransaction", params: [raw] }));
-for (const hash of sent) {
-  const receipt = await pub.waitForTransactionReceipt({ hash, pollingInterval: 5, timeout: 15000 }).catch(async (e) => {
-    const pool = await pub.request({ method: "txpool_inspect", params: [] }).catch(() => null);
-    const tx = await pub.request({ method: "eth_getTransactionByHash", params: [hash] });
-    const block = await pub.getBlock();
-    console.error(JSON.stringify({ pool, tx, baseFee: String(block.baseFeePerGas), number: String(block.number) }, null, 1).slice(0, 3000));
-    throw e;
-  });
-  if (receipt.status !== "success") throw new Error(`a replayed redemption reverted: ${hash}`);
+for (let i = 0; i < raws.length; i += 50) {
+  const batch = raws.slice(i, i + 50).map((raw, j) => ({ jsonrpc: "2.0", id: i + j, method: "eth_sendRawTransaction", params: [raw] }));
+  const r = await fetch(devnet.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(batch) });
+  const answers = (await r.json()).sort((a, b) => a.id - b.id);
+  for (const a of answers) {
+    if (a.error) throw new Error(`the node refused a replayed transaction: ${JSON.stringify(a.error)}`);
+    sent.push(a.result);
+  }
 }
+// The agent's nonces are consecutive, so the last one mined means every one is: the clock stops
+// then, and each receipt is checked after.
+await minedBy(sent[sent.length - 1]);
 const rawMs = Date.now() - rawStart;
+for (const hash of sent) {
+  const receipt = await receiptOf(hash);
+  if (!receipt || receipt.status !== "0x1") throw new Error(`a replayed redemption did not succeed: ${hash}`);
+}
+// Then the same transactions handed over one at a time, each answer awaited before the next is sent
+// (as the gateway sends a wallet's transactions): on a node that mines each as it arrives, every
+// transaction is a block of its own.
+if (!(await pub.request({ method: "evm_revert", params: [again] }))) throw new Error("the chain was not put back for the second replay");
+const oneStart = Date.now();
+let last;
+for (const raw of raws) last = await pub.request({ method: "eth_sendRawTransaction", params: [raw] });
+await minedBy(last);
+const oneMs = Date.now() - oneStart;
 summary.transactions = raws.length;
 summary.rawMs = rawMs;
 // Rates in delegators a second: the gateway's, and the node's for the same transactions.
 summary.rawPerSecond = Number((n / (rawMs / 1000)).toFixed(1));
 summary.ratio = Number((elapsedRatio(rawMs, elapsed)).toFixed(3));
+summary.oneAtATimeMs = oneMs;
+summary.oneAtATimePerSecond = Number((n / (oneMs / 1000)).toFixed(1));
+summary.oneAtATimeRatio = Number((elapsedRatio(oneMs, elapsed)).toFixed(3));
 console.log(JSON.stringify(summary));

@@ -178,12 +178,13 @@ where
     }
 
     fn call(&mut self, request: alloy::rpc::json_rpc::RequestPacket) -> Self::Future {
-        let (chain_id, calls) = (self.chain_id, request.len());
+        let chain_id = self.chain_id;
+        let methods: Vec<String> = request.method_names().map(str::to_owned).collect();
         let answer = self.inner.call(request);
         Box::pin(async move {
             let answer = answer.await;
             let failed = answer.as_ref().map_or(true, |r| r.is_error());
-            actiongate_core::metrics::rpc(chain_id, calls, failed);
+            actiongate_core::metrics::rpc(chain_id, methods.iter().map(String::as_str), failed);
             answer
         })
     }

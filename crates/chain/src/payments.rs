@@ -454,13 +454,20 @@ impl AuthorizationSettler for ChainSettler {
         };
         let outcome = self
             .sender
-            .execute(client, &self.signer, t.settlement_key, None, || {
-                let plan = Plan {
-                    calls: vec![call.clone()],
-                    summary: serde_json::Value::Null,
-                };
-                async move { Ok(plan) }
-            })
+            .execute(
+                client,
+                &self.signer,
+                self.signer.address(),
+                t.settlement_key,
+                None,
+                || {
+                    let plan = Plan {
+                        calls: vec![call.clone()],
+                        summary: serde_json::Value::Null,
+                    };
+                    async move { Ok(plan) }
+                },
+            )
             .await;
         if outcome.pending {
             return Err(settlement_pending(outcome.tx_hash));

@@ -103,6 +103,7 @@ impl EvmProvider {
                     .execute(
                         client,
                         &signer,
+                        from,
                         &ctx.execution_key,
                         ctx.lease.as_ref(),
                         || plan(client, &self.prices, &ctx.action, &ctx.params, from),
@@ -167,6 +168,7 @@ impl EvmProvider {
             .execute(
                 client,
                 &signer,
+                delegator,
                 &ctx.execution_key,
                 ctx.lease.as_ref(),
                 || async {

@@ -1,9 +1,13 @@
 //! Sending from a wallet the gateway holds, with a nonce manager persisted in the database.
 //!
-//! For one execution: the plan is simulated as a whole (`eth_simulateV1`, state carried from call to
-//! call) before anything is reserved, so a call that would revert is refused and the wallet's nonce
-//! does not move. Then, under the wallet's lock, its nonces are reserved in the database, every
-//! transaction is signed and the signed bytes are recorded (all or none) before the first is sent.
+//! For one execution: the plan is made and simulated as a whole (`eth_simulateV1`, state carried from
+//! call to call) under the lock of the account whose state it reads (the wallet itself, or the user a
+//! fan-out acts for), held until its transactions are handed to the node, so that the next plan of
+//! that account sees them; a call that would revert is refused and the wallet's nonce does not move.
+//! Then, under the sending wallet's lock (held only that long, so that executions for different users
+//! plan and wait side by side and send one after another), its nonces are reserved in the database,
+//! every transaction is signed and the signed bytes are recorded (all or none) before the first is
+//! sent.
 //! After a crash an execution is therefore in one of three states, each with one safe next step:
 //! nothing reserved (run it), reserved but unsigned (nothing was sent: give the nonces back, run it),
 //! or signed (it may have been sent: re-send the same bytes, which cannot pay twice, and wait for the
@@ -198,7 +202,10 @@ pub struct WalletSender {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     options: ChainOptions,
-    locks: KeyedLocks<(u64, Address)>,
+    /// One plan at a time per account whose state it reads, until its transactions are sent.
+    accounts: KeyedLocks<(u64, Address)>,
+    /// One reservation-to-send at a time per sending wallet, so that nonces go out in order.
+    wallets: KeyedLocks<(u64, Address)>,
     hooks: SendHooks,
 }
 
@@ -213,7 +220,8 @@ impl WalletSender {
             store,
             clock,
             options,
-            locks: KeyedLocks::default(),
+            accounts: KeyedLocks::default(),
+            wallets: KeyedLocks::default(),
             hooks,
         }
     }
@@ -222,13 +230,15 @@ impl WalletSender {
         to_millis(self.clock.now())
     }
 
-    /// Plans (with `make_plan`, under the wallet's lock, so it sees this wallet's earlier
-    /// transactions), simulates, reserves, signs, records and sends one execution, then waits for its
-    /// receipts. A refused simulation sends nothing and reserves nothing.
+    /// Plans (with `make_plan`, under `account`'s lock, so it sees that account's earlier
+    /// transactions: `account` is the one whose state the plan reads, the signer's own address for
+    /// its own calls), simulates, reserves, signs, records and sends one execution, then waits for
+    /// its receipts. A refused simulation sends nothing and reserves nothing.
     pub async fn execute<F, Fut>(
         &self,
         client: &ChainClient,
         signer: &PrivateKeySigner,
+        account: Address,
         execution_key: &str,
         fence: Option<&LeaseFence>,
         make_plan: F,
@@ -238,11 +248,12 @@ impl WalletSender {
         Fut: Future<Output = Result<Plan, Error>>,
     {
         match self
-            .send(client, signer, execution_key, fence, &make_plan)
+            .send(client, signer, account, execution_key, fence, &make_plan)
             .await
         {
-            Ok(Some((rows, summary))) => {
-                self.wait(client, signer, rows, Some(summary), fence).await
+            Ok(Some((rows, summary, delivered))) => {
+                self.wait(client, signer, rows, Some(summary), fence, delivered)
+                    .await
             }
             Ok(None) => lease_lost(execution_key),
             Err(e) => outcome_of(e),
@@ -255,10 +266,11 @@ impl WalletSender {
         &self,
         client: &ChainClient,
         signer: &PrivateKeySigner,
+        account: Address,
         execution_key: &str,
         fence: Option<&LeaseFence>,
         make_plan: &F,
-    ) -> Result<Option<(Vec<ChainTxRecord>, serde_json::Value)>, Error>
+    ) -> Result<Option<(Vec<ChainTxRecord>, serde_json::Value, bool)>, Error>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<Plan, Error>>,
@@ -268,10 +280,11 @@ impl WalletSender {
         // One retry: a nonce the node says is taken (the wallet was used elsewhere) is given back and
         // the plan is sent again at fresh nonces.
         for attempt in 0..2 {
-            let _guard = self.locks.lock((client.chain_id, wallet)).await;
+            let _account = self.accounts.lock((client.chain_id, account)).await;
             let plan = make_plan().await?;
             let gas = simulate(client, wallet, &plan.calls).await?;
             let (max_fee, priority) = fees(client).await?;
+            let _wallet_turn = self.wallets.lock((client.chain_id, wallet)).await;
             let chain_nonce = pending_nonce(client, wallet).await?;
             let count = u32::try_from(plan.calls.len()).map_err(Error::internal)?;
             let rows = self
@@ -287,8 +300,8 @@ impl WalletSender {
                 .await?;
             if rows.iter().any(|r| r.state != ChainTxState::Reserved) {
                 // Signed already (by another process running the same execution): never sign again at
-                // those nonces; wait for what was sent.
-                return Ok(Some((rows, plan.summary)));
+                // those nonces; wait for what was sent (handing it to the node again first).
+                return Ok(Some((rows, plan.summary, false)));
             }
             if let Some(hook) = &self.hooks.after_reserve {
                 hook(execution_key).await;
@@ -345,15 +358,18 @@ impl WalletSender {
                 }
             };
             let mut refused = None;
+            let mut delivered = true;
             for s in &signed {
                 match client.provider.send_raw_transaction(&s.raw_tx).await {
                     Ok(_) => {}
                     Err(e) if rejected(&e) => {
+                        delivered = false;
                         refused = Some(e.to_string());
                         break;
                     }
                     // A transport failure: the node may have it; waiting re-sends the same bytes.
                     Err(e) => {
+                        delivered = false;
                         tracing::warn!(chain_id = client.chain_id, tx_hash = s.tx_hash, error = %rpc_error(client, &e).detail.unwrap_or_default(), "sending a transaction failed; it will be re-sent")
                     }
                 }
@@ -363,7 +379,7 @@ impl WalletSender {
             }
             let rows = self.store.execution_txs(execution_key).await?;
             let Some(reason) = refused else {
-                return Ok(Some((rows, plan.summary)));
+                return Ok(Some((rows, plan.summary, delivered)));
             };
             // The node refused a transaction: it and the ones after it are not in its pool. Nothing
             // of this execution was mined if the first was refused; give the nonces back and retry.
@@ -385,7 +401,7 @@ impl WalletSender {
                     format!("The node refused the transaction: {reason}"),
                 ));
             }
-            return Ok(Some((rows, plan.summary)));
+            return Ok(Some((rows, plan.summary, false)));
         }
         Err(Error::new(
             ErrorCode::NotAvailable,
@@ -435,13 +451,16 @@ impl WalletSender {
             transactions = rows.len(),
             "resuming an execution's signed transactions"
         );
-        Ok(Some(self.wait(client, signer, rows, None, fence).await))
+        Ok(Some(
+            self.wait(client, signer, rows, None, fence, false).await,
+        ))
     }
 
     /// Waits for every transaction of an execution, re-sending the signed bytes and bumping fees
     /// while one stays unmined; ends when all are mined. Past the receipt timeout it answers
     /// `pending` with the unmined transaction's hash: the nonce stays this execution's, and the next
-    /// look at it (`reconcile`) goes on re-sending and bumping.
+    /// look at it (`reconcile`) goes on re-sending and bumping. `delivered`: the node took every
+    /// transaction just now, so they are not handed to it again before they are due a bump.
     async fn wait(
         &self,
         client: &ChainClient,
@@ -449,11 +468,12 @@ impl WalletSender {
         mut rows: Vec<ChainTxRecord>,
         summary: Option<serde_json::Value>,
         fence: Option<&LeaseFence>,
+        delivered: bool,
     ) -> ExecutionOutcome {
         let started = tokio::time::Instant::now();
         let mut hashes = Vec::new();
         for row in &mut rows {
-            let mut resent = false;
+            let mut resent = delivered;
             loop {
                 match self.mined(client, row).await {
                     Ok(Some((hash, status))) => {

@@ -28,9 +28,9 @@ pub const BATCH_SIZE: &str = "actiongate_submit_batch_size";
 pub const BATCH_COMMIT: &str = "actiongate_submit_commit_seconds";
 /// Submissions accepted (a new intent written; replays of an idempotency key are not counted).
 pub const INTENTS_ACCEPTED: &str = "actiongate_intents_accepted_total";
-/// JSON-RPC calls to chain nodes by chain (each HTTP attempt, retries included).
+/// JSON-RPC calls to chain nodes by chain and method (each attempt, retries included).
 pub const RPC_CALLS: &str = "actiongate_rpc_calls_total";
-/// JSON-RPC calls that failed (transport error or an error answer) by chain.
+/// JSON-RPC exchanges that failed (transport error or an error answer) by chain.
 pub const RPC_ERRORS: &str = "actiongate_rpc_errors_total";
 /// Signed transactions not mined yet, by chain, read from the database at each scrape.
 pub const UNMINED_TXS: &str = "actiongate_unmined_transactions";
@@ -74,9 +74,13 @@ pub fn batch(size: usize, accepted: usize, commit: Duration) {
 }
 
 /// One JSON-RPC exchange with chain `chain` (a batch counts its calls).
-pub fn rpc(chain: u64, calls: usize, failed: bool) {
+/// One exchange with a node: the methods it carried (several in a batch), and whether it failed.
+pub fn rpc<'a>(chain: u64, methods: impl Iterator<Item = &'a str>, failed: bool) {
     let chain = chain.to_string();
-    metrics::counter!(RPC_CALLS, "chain" => chain.clone()).increment(calls as u64);
+    for method in methods {
+        metrics::counter!(RPC_CALLS, "chain" => chain.clone(), "method" => method.to_owned())
+            .increment(1);
+    }
     if failed {
         metrics::counter!(RPC_ERRORS, "chain" => chain).increment(1);
     }

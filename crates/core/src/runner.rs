@@ -56,6 +56,8 @@ pub struct IntentRunner {
     owner: String,
     lease: time::Duration,
     poll: Duration,
+    /// How many executions of one intent run at once.
+    fanout_concurrency: usize,
     wake: Notify,
     /// Told whenever this process ends intents ([`IntentRunner::intent_ended`]).
     ended: Notify,
@@ -76,6 +78,7 @@ impl IntentRunner {
         catalog: Arc<Catalog>,
         clock: Arc<dyn Clock>,
         lease: time::Duration,
+        fanout_concurrency: usize,
     ) -> Self {
         let (hand, handed) = tokio::sync::mpsc::unbounded_channel();
         Self {
@@ -86,6 +89,7 @@ impl IntentRunner {
             owner: format!("runner-{}-{}", std::process::id(), uuid::Uuid::new_v4()),
             lease,
             poll: Duration::from_millis(250),
+            fanout_concurrency: fanout_concurrency.max(1),
             wake: Notify::new(),
             ended: Notify::new(),
             handed: std::sync::Mutex::new(Some(handed)),
@@ -361,68 +365,108 @@ impl IntentRunner {
         Ok(())
     }
 
-    /// Runs the executions that have not ended; false when one is left unended (sent and not mined
-    /// yet, or the lease was lost), so the intent cannot end now.
+    /// Runs the executions that have not ended, up to `fanout_concurrency` at once (a fan-out's
+    /// users are independent: each one's calls stay in order, and the agent wallet's transactions
+    /// are signed and sent in nonce order by its sender); false when one is left unended (sent and
+    /// not mined yet, or the lease was lost), so the intent cannot end now. Once the lease is lost
+    /// or the store fails, no further execution is started; those already running end first.
     async fn run_executions(&self, intent: &IntentRecord) -> Result<bool> {
+        use futures_util::StreamExt;
         let params = intent
             .params
             .value()
             .map_err(|e| Error::internal(format!("stored params: {e}")))?;
         let agent = self.store.get_agent(&intent.agent_id).await?;
         let agent_address = agent.map(|a| a.wallet_address).unwrap_or_default();
-        for execution in self.store.list_executions(&intent.id).await? {
-            let ctx = self.context(intent, &execution, &params, agent_address.clone());
-            match execution.state {
-                ExecutionState::Pending => {
-                    let now = to_millis(self.clock.now());
-                    if !self
-                        .store
-                        .start_execution(&intent.id, execution.seq, &self.owner, now)
-                        .await?
-                    {
-                        // The lease was lost: another worker owns the intent now.
-                        tracing::warn!(
-                            intent_id = intent.id,
-                            "lease lost; leaving the intent to its new owner"
-                        );
+        let open: Vec<ExecutionRecord> = self
+            .store
+            .list_executions(&intent.id)
+            .await?
+            .into_iter()
+            .filter(|e| !e.state.is_ended())
+            .collect();
+        let halted = std::sync::atomic::AtomicBool::new(false);
+        let results: Vec<Result<bool>> = futures_util::stream::iter(open)
+            .map(|execution| {
+                let (params, agent_address, halted) = (&params, &agent_address, &halted);
+                async move {
+                    if halted.load(std::sync::atomic::Ordering::Acquire) {
                         return Ok(false);
                     }
-                    let outcome = self.execute(&ctx).await;
-                    if !self.record(&execution, outcome).await? {
-                        return Ok(false);
+                    let ran = self
+                        .run_execution(intent, execution, params, agent_address)
+                        .await;
+                    if matches!(ran, Ok(false) | Err(_)) {
+                        halted.store(true, std::sync::atomic::Ordering::Release);
                     }
+                    ran
                 }
-                ExecutionState::Started => {
-                    // Taking over: only while the lease is ours, checked right before anything is sent.
-                    if !self
-                        .store
-                        .renew_lease(&intent.id, &self.owner, self.lease_until())
-                        .await?
-                    {
-                        tracing::warn!(
-                            intent_id = intent.id,
-                            "lease lost before a takeover; leaving the intent"
-                        );
-                        return Ok(false);
-                    }
-                    let outcome = match self.reconcile(&ctx).await {
-                        Reconciled::Done(outcome) => outcome,
-                        Reconciled::NotSent => self.execute(&ctx).await,
-                    };
-                    tracing::info!(
-                        intent_id = intent.id,
-                        seq = execution.seq,
-                        pending = outcome.pending,
-                        "execution reconciled after a takeover"
-                    );
-                    if !self.record(&execution, outcome).await? {
-                        return Ok(false);
-                    }
-                }
-                ExecutionState::Succeeded | ExecutionState::Failed => {}
-            }
+            })
+            .buffer_unordered(self.fanout_concurrency)
+            .collect()
+            .await;
+        let mut ended = true;
+        for ran in results {
+            ended &= ran?;
         }
-        Ok(true)
+        Ok(ended)
+    }
+
+    /// Runs one execution that has not ended; false when it is left unended (see
+    /// [`IntentRunner::run_executions`]).
+    async fn run_execution(
+        &self,
+        intent: &IntentRecord,
+        execution: ExecutionRecord,
+        params: &serde_json::Value,
+        agent_address: &str,
+    ) -> Result<bool> {
+        let ctx = self.context(intent, &execution, params, agent_address.to_owned());
+        let outcome = match execution.state {
+            ExecutionState::Pending => {
+                let now = to_millis(self.clock.now());
+                if !self
+                    .store
+                    .start_execution(&intent.id, execution.seq, &self.owner, now)
+                    .await?
+                {
+                    // The lease was lost: another worker owns the intent now.
+                    tracing::warn!(
+                        intent_id = intent.id,
+                        "lease lost; leaving the intent to its new owner"
+                    );
+                    return Ok(false);
+                }
+                self.execute(&ctx).await
+            }
+            ExecutionState::Started => {
+                // Taking over: only while the lease is ours, checked right before anything is sent.
+                if !self
+                    .store
+                    .renew_lease(&intent.id, &self.owner, self.lease_until())
+                    .await?
+                {
+                    tracing::warn!(
+                        intent_id = intent.id,
+                        "lease lost before a takeover; leaving the intent"
+                    );
+                    return Ok(false);
+                }
+                let outcome = match self.reconcile(&ctx).await {
+                    Reconciled::Done(outcome) => outcome,
+                    Reconciled::NotSent => self.execute(&ctx).await,
+                };
+                tracing::info!(
+                    intent_id = intent.id,
+                    seq = execution.seq,
+                    pending = outcome.pending,
+                    "execution reconciled after a takeover"
+                );
+                outcome
+            }
+            ExecutionState::Succeeded | ExecutionState::Failed => return Ok(true),
+        };
+        self.record(&execution, outcome).await
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {

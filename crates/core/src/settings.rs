@@ -44,6 +44,8 @@ pub struct Settings {
     pub lease: Duration,
     /// How long a direct execution's answer waits for its outcome.
     pub direct_timeout: Duration,
+    /// How many executions of one fan-out intent run at once (`[intents] fanout-concurrency`).
+    pub fanout_concurrency: usize,
     /// How credits are sold (x402).
     pub purchase: PurchaseSettings,
     /// How often active delegations are checked onchain for revocations; zero: never.
@@ -67,6 +69,7 @@ impl Default for Settings {
             idempotency_window: Duration::seconds(60),
             lease: Duration::seconds(30),
             direct_timeout: Duration::seconds(30),
+            fanout_concurrency: 16,
             purchase: PurchaseSettings::default(),
             delegation_sweep: Duration::seconds(30),
             personhood: PersonhoodSettings::default(),

@@ -550,7 +550,8 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
             .and_then(|(_, v)| v.parse::<f64>().ok())
     };
     assert!(
-        series("actiongate_rpc_calls_total{chain=\"84532\"}").is_some_and(|n| n > 0.0),
+        series("actiongate_rpc_calls_total{chain=\"84532\",method=\"eth_sendRawTransaction\"}")
+            .is_some_and(|n| n > 0.0),
         "{metrics}"
     );
     assert_eq!(

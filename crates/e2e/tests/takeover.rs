@@ -65,6 +65,8 @@ async fn takeover(database_url: String) {
             database-url = "{database_url}"
             [intents]
             lease-seconds = 2
+            # Two users at a time: the process is killed with executions running side by side.
+            fanout-concurrency = 2
             [chains.8453]
             name = "base"
             rpc-url = "http://127.0.0.1:9/never-called-by-the-stand-in"

@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,6 +28,9 @@ pub struct StandInVenue {
     pub disabled: Mutex<BTreeSet<String>>,
     /// How long each execution takes.
     pub delay: Mutex<Duration>,
+    /// Executions running now, and the most that ever ran at once.
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
     /// Where effects are also appended, one execution key a line.
     log: Option<PathBuf>,
 }
@@ -45,6 +49,11 @@ impl StandInVenue {
             log: Some(log),
             ..Self::default()
         })
+    }
+
+    /// The most executions that ever ran at once.
+    pub fn most_in_flight(&self) -> usize {
+        self.most_in_flight.load(Ordering::SeqCst)
     }
 
     pub fn effects(&self) -> Vec<String> {
@@ -133,10 +142,13 @@ impl Provider for StandInVenue {
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
         let delay = self.delay.lock().map(|d| *d).unwrap_or_default();
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
         if let Some(refused) = self.grant_refusal(ctx) {
             return refused;
         }

@@ -101,6 +101,7 @@ impl Gateway {
             catalog.clone(),
             clock.clone(),
             settings.lease,
+            settings.fanout_concurrency,
         ));
         let limits = Arc::new(Limits::new(settings.limits.clone()));
         let identity = Arc::new(Identity::new(

@@ -165,6 +165,8 @@ pub struct IntentsSection {
     pub idempotency_window_seconds: Option<u64>,
     pub lease_seconds: Option<u64>,
     pub direct_timeout_seconds: Option<u64>,
+    /// How many executions of one fan-out intent run at once.
+    pub fanout_concurrency: Option<usize>,
     /// Intent runner workers per process.
     pub workers: Option<usize>,
 }
@@ -643,6 +645,14 @@ fn intent_settings(
     }
     if let Some(s) = intents.direct_timeout_seconds {
         settings.direct_timeout = seconds(s)?;
+    }
+    if let Some(n) = intents.fanout_concurrency {
+        if n == 0 {
+            return Err(ConfigError::Invalid(
+                "intents.fanout-concurrency must be at least 1".into(),
+            ));
+        }
+        settings.fanout_concurrency = n;
     }
     if let Some(s) = delegation.sweep_seconds {
         settings.delegation_sweep = seconds(s)?;

@@ -537,7 +537,8 @@ async fn free_allowance_resets_at_utc_midnight(backend: Backend) {
 /// The core resolves each user's delegation when its execution starts: one revoked since the intent
 /// was accepted is skipped, and one the venue reports disabled is recorded revoked.
 async fn fan_out_runs_each_user_under_the_delegation_live_at_execution(backend: Backend) {
-    let (app, venue) = venue_app(backend, "").await;
+    // One user at a time, so that a revocation can land between two users' executions.
+    let (app, venue) = venue_app(backend, "[intents]\nfanout-concurrency = 1").await;
     let owner = app.onboard("grant@example.com").await;
     allow(&app, &owner, &["swap"], 1000.0).await;
     let users = delegate(&app, &owner, 3).await;
@@ -604,6 +605,46 @@ async fn fan_out_runs_each_user_under_the_delegation_live_at_execution(backend: 
     assert_eq!(
         credits.map(|(balance, reserved, _)| (balance, reserved)),
         Some((90, 0))
+    );
+}
+
+async fn fan_out_runs_users_side_by_side_each_once(backend: Backend) {
+    let (app, venue) = venue_app(backend, "[intents]\nfanout-concurrency = 3").await;
+    let owner = app.onboard("side@example.com").await;
+    allow(&app, &owner, &["swap"], 1000.0).await;
+    let users = delegate(&app, &owner, 7).await;
+    venue
+        .delay
+        .lock()
+        .map(|mut d| *d = Duration::from_millis(150))
+        .unwrap_or(());
+    app.grant(&owner, 100).await;
+
+    let r = app
+        .post(SUBMIT, swap(&owner.agent_key, "1", Some("side-1")))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let id = r.body["intentId"].as_str().unwrap_or("").to_owned();
+    let done = wait_terminal(&app, &owner.agent_key, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let results = done["results"].as_array().cloned().unwrap_or_default();
+    // Listed in the users' order, each succeeded, whatever order they ended in.
+    let wallets: Vec<Value> = results.iter().map(|r| r["walletAddress"].clone()).collect();
+    assert_eq!(wallets, users.iter().map(|u| json!(u)).collect::<Vec<_>>());
+    assert!(
+        results.iter().all(|r| r["success"] == json!(true)),
+        "{results:?}"
+    );
+    // Each user's execution ran once, and three ran at a time: never more than configured.
+    let mut effects = venue.effects();
+    effects.sort();
+    effects.dedup();
+    assert_eq!((effects.len(), venue.effects().len()), (7, 7));
+    assert_eq!(venue.most_in_flight(), 3);
+    let credits = footprint(&app, &owner).await.credits;
+    assert_eq!(
+        credits.map(|(balance, reserved, _)| (balance, reserved)),
+        Some((30, 0))
     );
 }
 
@@ -1221,6 +1262,7 @@ on_both_backends!(
     every_refusal_has_its_code_and_creates_nothing,
     free_allowance_resets_at_utc_midnight,
     fan_out_reserves_then_captures_successes_and_releases_the_rest,
+    fan_out_runs_users_side_by_side_each_once,
     fan_out_runs_each_user_under_the_delegation_live_at_execution,
     idempotency_explicit_and_derived,
     concurrent_submits_with_one_key_make_one_intent,
