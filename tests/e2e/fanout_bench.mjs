@@ -173,16 +173,32 @@ if (!reverted) throw new Error("the chain was not put back before the fan-out");
 const again = await pub.request({ method: "evm_snapshot", params: [] });
 const receiptOf = (hash) => pub.request({ method: "eth_getTransactionReceipt", params: [hash] });
 /// Waits until `hash` is mined (polled every millisecond, straight to the node).
+/// anvil's automine can leave part of a large batch in its pool (seen at N=1,000, the rest ready and
+/// unmined): after 100 ms with no new block it is asked to mine one (`evm_mine`), which mines what
+/// its pool holds; counted in `nudges`.
+let nudges = 0;
 const minedBy = async (hash) => {
   const deadline = Date.now() + 60000;
+  let height = await blockNumber();
+  let since = Date.now();
   while (!(await receiptOf(hash))) {
+    const now = await blockNumber();
+    if (now !== height) {
+      height = now;
+      since = Date.now();
+    } else if (Date.now() - since > 100) {
+      await pub.request({ method: "evm_mine", params: [] });
+      nudges++;
+      since = Date.now();
+    }
     if (Date.now() > deadline) {
       const pool = await pub.request({ method: "txpool_inspect", params: [] }).catch(() => null);
       console.error(JSON.stringify({ pool }, null, 1).slice(0, 3000));
-      throw new Error("the replayed transactions were not all mined within 60 s");
+      return false;
     }
     await new Promise((resolve) => setTimeout(resolve, 1));
   }
+  return true;
 };
 const rawStart = Date.now();
 // Sent as fast as the node takes them: JSON-RPC batches of 50, in nonce order.
@@ -198,9 +214,11 @@ for (let i = 0; i < raws.length; i += 50) {
 }
 // The agent's nonces are consecutive, so the last one mined means every one is: the clock stops
 // then, and each receipt is checked after.
-await minedBy(sent[sent.length - 1]);
-const rawMs = Date.now() - rawStart;
-for (const hash of sent) {
+// Not all mined within a minute (at N=1,000 part of the replay is neither mined nor pooled): not measured.
+const batchMined = await minedBy(sent[sent.length - 1]);
+const rawMs = batchMined ? Date.now() - rawStart : null;
+summary.batchNudges = nudges;
+for (const hash of batchMined ? sent : []) {
   const receipt = await receiptOf(hash);
   if (!receipt || receipt.status !== "0x1") throw new Error(`a replayed redemption did not succeed: ${hash}`);
 }
@@ -211,14 +229,13 @@ if (!(await pub.request({ method: "evm_revert", params: [again] }))) throw new E
 const oneStart = Date.now();
 let last;
 for (const raw of raws) last = await pub.request({ method: "eth_sendRawTransaction", params: [raw] });
-await minedBy(last);
-const oneMs = Date.now() - oneStart;
+const oneMs = (await minedBy(last)) ? Date.now() - oneStart : null;
 summary.transactions = raws.length;
 summary.rawMs = rawMs;
 // Rates in delegators a second: the gateway's, and the node's for the same transactions.
-summary.rawPerSecond = Number((n / (rawMs / 1000)).toFixed(1));
-summary.ratio = Number((elapsedRatio(rawMs, elapsed)).toFixed(3));
+summary.rawPerSecond = rawMs === null ? null : Number((n / (rawMs / 1000)).toFixed(1));
+summary.ratio = rawMs === null ? null : Number((elapsedRatio(rawMs, elapsed)).toFixed(3));
 summary.oneAtATimeMs = oneMs;
-summary.oneAtATimePerSecond = Number((n / (oneMs / 1000)).toFixed(1));
-summary.oneAtATimeRatio = Number((elapsedRatio(oneMs, elapsed)).toFixed(3));
+summary.oneAtATimePerSecond = oneMs === null ? null : Number((n / (oneMs / 1000)).toFixed(1));
+summary.oneAtATimeRatio = oneMs === null ? null : Number((elapsedRatio(oneMs, elapsed)).toFixed(3));
 console.log(JSON.stringify(summary));
