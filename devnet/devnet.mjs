@@ -246,6 +246,140 @@ addr.UniswapV3Pool_USDC_EURC_100 = await pub.readContract({ address: addr.Uniswa
 const v3PoolArt = hardhat("@uniswap/v3-core", "UniswapV3Pool.sol/UniswapV3Pool.json");
 await send(w, { address: addr.UniswapV3Pool_USDC_EURC_100, abi: v3PoolArt.abi }, "increaseObservationCardinalityNext", [64]);
 
+// --- Aave v3 (lending): @aave/core-v3 1.19.3 and @aave/periphery-v3 3.0.1's artifacts, extracted by
+// scripts/devnet, deployed the way Aave's own deploy does: the addresses provider and ACL, the logic
+// libraries linked into Pool and PoolConfigurator (each `linkReferences` offset replaced by the
+// library's address), both behind the provider's proxies (each implementation initialised first),
+// the data provider, AaveOracle reading the devnet's Chainlink feeds (USD base, 8 decimals), the token
+// implementations, an interest rate strategy per kind of asset, `initReserves` for USDC, WETH and
+// EURC with Aave v3 Base's risk parameters, and liquidity supplied by the deployer.
+const aaveArtifact = (part, file) => {
+  const a = JSON.parse(fs.readFileSync(path.join(packs, "aave", part, `${file}.sol`, `${path.basename(file)}.json`), "utf8"));
+  return { abi: a.abi, bytecode: a.bytecode, linkReferences: a.linkReferences ?? {} };
+};
+if (!fs.existsSync(path.join(packs, "aave", "periphery"))) fail("Aave v3's artifacts are missing: run ./scripts/devnet --install");
+const aaveArt = {
+  provider: aaveArtifact("core", "protocol/configuration/PoolAddressesProvider"),
+  acl: aaveArtifact("core", "protocol/configuration/ACLManager"),
+  pool: aaveArtifact("core", "protocol/pool/Pool"),
+  configurator: aaveArtifact("core", "protocol/pool/PoolConfigurator"),
+  rates: aaveArtifact("core", "protocol/pool/DefaultReserveInterestRateStrategy"),
+  dataProvider: aaveArtifact("core", "misc/AaveProtocolDataProvider"),
+  oracle: aaveArtifact("core", "misc/AaveOracle"),
+  aToken: aaveArtifact("core", "protocol/tokenization/AToken"),
+  variableDebt: aaveArtifact("core", "protocol/tokenization/VariableDebtToken"),
+  stableDebt: aaveArtifact("core", "protocol/tokenization/StableDebtToken"),
+  ui: aaveArtifact("periphery", "misc/UiPoolDataProviderV3"),
+  gateway: aaveArtifact("periphery", "misc/WrappedTokenGatewayV3"),
+};
+/// The artifact's bytecode with each library reference replaced by the library's address.
+function linked(art, libraries) {
+  let code = art.bytecode.slice(2);
+  for (const refs of Object.values(art.linkReferences)) {
+    for (const [name, places] of Object.entries(refs)) {
+      const at = libraries[name];
+      if (!at) fail(`library ${name} is not deployed`);
+      for (const { start, length } of places) {
+        code = code.slice(0, start * 2) + at.slice(2).toLowerCase() + code.slice((start + length) * 2);
+      }
+    }
+  }
+  return `0x${code}`;
+}
+async function deployLinked(art, args = [], libraries = {}) {
+  const hash = await w.deployContract({ abi: art.abi, bytecode: linked(art, libraries), args, gas: 29_000_000n });
+  const receipt = await pub.waitForTransactionReceipt({ hash });
+  if (receipt.status !== "success" || !receipt.contractAddress) fail("an Aave deployment reverted");
+  return getAddress(receipt.contractAddress);
+}
+const at = (address, art) => ({ address, abi: art.abi });
+const aave = {};
+aave.PoolAddressesProvider = await deployLinked(aaveArt.provider, ["Devnet", deployer.address]);
+const provider = at(aave.PoolAddressesProvider, aaveArt.provider);
+await send(w, provider, "setACLAdmin", [deployer.address]);
+aave.ACLManager = await deployLinked(aaveArt.acl, [aave.PoolAddressesProvider]);
+await send(w, provider, "setACLManager", [aave.ACLManager]);
+const acl = at(aave.ACLManager, aaveArt.acl);
+await send(w, acl, "addPoolAdmin", [deployer.address]);
+await send(w, acl, "addRiskAdmin", [deployer.address]);
+const libraries = {};
+for (const name of ["SupplyLogic", "BorrowLogic", "LiquidationLogic", "EModeLogic", "BridgeLogic", "PoolLogic", "ConfiguratorLogic"]) {
+  libraries[name] = await deployLinked(aaveArtifact("core", `protocol/libraries/logic/${name}`));
+}
+// FlashLoanLogic links BorrowLogic.
+libraries.FlashLoanLogic = await deployLinked(aaveArtifact("core", "protocol/libraries/logic/FlashLoanLogic"), [], libraries);
+const poolImpl = await deployLinked(aaveArt.pool, [aave.PoolAddressesProvider], libraries);
+await send(w, at(poolImpl, aaveArt.pool), "initialize", [aave.PoolAddressesProvider]);
+await send(w, provider, "setPoolImpl", [poolImpl]);
+aave.Pool = getAddress(await pub.readContract({ ...provider, functionName: "getPool" }));
+const configuratorImpl = await deployLinked(aaveArt.configurator, [], libraries);
+await send(w, at(configuratorImpl, aaveArt.configurator), "initialize", [aave.PoolAddressesProvider]);
+await send(w, provider, "setPoolConfiguratorImpl", [configuratorImpl]);
+aave.PoolConfigurator = getAddress(await pub.readContract({ ...provider, functionName: "getPoolConfigurator" }));
+aave.PoolDataProvider = await deployLinked(aaveArt.dataProvider, [aave.PoolAddressesProvider]);
+await send(w, provider, "setPoolDataProvider", [aave.PoolDataProvider]);
+aave.Oracle = await deployLinked(aaveArt.oracle, [aave.PoolAddressesProvider,
+  [addr.USDC, addr.WETH9, addr.EURC], [addr.ChainlinkFeed_USDC_USD, addr.ChainlinkFeed_ETH_USD, addr.ChainlinkFeed_EUR_USD],
+  zeroAddress, zeroAddress, 10n ** 8n]);
+await send(w, provider, "setPriceOracle", [aave.Oracle]);
+const aTokenImpl = await deployLinked(aaveArt.aToken, [aave.Pool]);
+const variableDebtImpl = await deployLinked(aaveArt.variableDebt, [aave.Pool]);
+const stableDebtImpl = await deployLinked(aaveArt.stableDebt, [aave.Pool]);
+// Rates in ray: (optimal usage, base, slope 1, slope 2, stable slope 1, stable slope 2, stable offset,
+// stable excess offset, optimal stable-to-total debt), Aave v3's stablecoin and ETH curves.
+const RAY = 10n ** 27n;
+const pct = (n) => (RAY * BigInt(Math.round(n * 100))) / 10000n;
+aave.RateStrategyStable = await deployLinked(aaveArt.rates, [aave.PoolAddressesProvider,
+  pct(90), 0n, pct(4), pct(60), pct(0.5), pct(60), pct(1), pct(8), pct(20)]);
+aave.RateStrategyWETH = await deployLinked(aaveArt.rates, [aave.PoolAddressesProvider,
+  pct(80), 0n, pct(3.3), pct(80), pct(4), pct(80), pct(2), pct(8), pct(20)]);
+const reserveInput = (asset, decimals, symbol, rates) => ({
+  aTokenImpl: aTokenImpl, stableDebtTokenImpl: stableDebtImpl, variableDebtTokenImpl: variableDebtImpl,
+  underlyingAssetDecimals: decimals, interestRateStrategyAddress: rates, underlyingAsset: asset,
+  treasury: deployer.address, incentivesController: zeroAddress,
+  aTokenName: `Aave Devnet ${symbol}`, aTokenSymbol: `aDev${symbol}`,
+  variableDebtTokenName: `Aave Devnet Variable Debt ${symbol}`, variableDebtTokenSymbol: `variableDebtDev${symbol}`,
+  stableDebtTokenName: `Aave Devnet Stable Debt ${symbol}`, stableDebtTokenSymbol: `stableDebtDev${symbol}`, params: "0x" });
+const configurator = at(aave.PoolConfigurator, aaveArt.configurator);
+// Each reserve deploys three token proxies: more gas than the devnet's usual send.
+const initReserves = await w.writeContract({ ...configurator, functionName: "initReserves", gas: 20_000_000n, args: [[
+  reserveInput(addr.USDC, 6, "USDC", aave.RateStrategyStable),
+  reserveInput(addr.WETH9, 18, "WETH", aave.RateStrategyWETH),
+  reserveInput(addr.EURC, 6, "EURC", aave.RateStrategyStable),
+]] });
+if ((await pub.waitForTransactionReceipt({ hash: initReserves })).status !== "success") fail("initReserves reverted");
+// Risk parameters (basis points; caps in whole tokens), as Aave v3 on Base sets them.
+const risk = [
+  { asset: addr.USDC, symbol: "USDC", ltv: 7500n, threshold: 7800n, bonus: 10500n, factor: 1000n, supplyCap: 10_000_000n, borrowCap: 9_000_000n },
+  { asset: addr.WETH9, symbol: "WETH", ltv: 8000n, threshold: 8300n, bonus: 10500n, factor: 1500n, supplyCap: 5_000n, borrowCap: 4_500n },
+  { asset: addr.EURC, symbol: "EURC", ltv: 7500n, threshold: 7800n, bonus: 10500n, factor: 1000n, supplyCap: 5_000_000n, borrowCap: 4_000_000n },
+];
+for (const r of risk) {
+  await send(w, configurator, "configureReserveAsCollateral", [r.asset, r.ltv, r.threshold, r.bonus]);
+  await send(w, configurator, "setReserveBorrowing", [r.asset, true]);
+  await send(w, configurator, "setReserveFactor", [r.asset, r.factor]);
+  await send(w, configurator, "setSupplyCap", [r.asset, r.supplyCap]);
+  await send(w, configurator, "setBorrowCap", [r.asset, r.borrowCap]);
+}
+aave.UiPoolDataProvider = await deployLinked(aaveArt.ui, [addr.ChainlinkFeed_ETH_USD, addr.ChainlinkFeed_USDC_USD]);
+aave.WrappedTokenGateway = await deployLinked(aaveArt.gateway, [addr.WETH9, deployer.address, aave.Pool]);
+const aavePool = at(aave.Pool, aaveArt.pool);
+const dataProvider = at(aave.PoolDataProvider, aaveArt.dataProvider);
+aave.reserves = {};
+for (const r of risk) {
+  const [aToken, stableDebtToken, variableDebtToken] = await pub.readContract({ ...dataProvider, functionName: "getReserveTokensAddresses", args: [r.asset] });
+  aave.reserves[r.symbol] = { asset: r.asset, aToken: getAddress(aToken), variableDebtToken: getAddress(variableDebtToken), stableDebtToken: getAddress(stableDebtToken) };
+}
+// Liquidity from the deployer: 1,000,000 USDC, 200 WETH and 1,000,000 EURC, minted or wrapped for it.
+const seeds = [[usdc, parseUnits("1000000", 6)], [eurc, parseUnits("1000000", 6)], [weth, parseEther("200")]];
+await send(w, usdc, "mint", [deployer.address, parseUnits("1000000", 6)]);
+await send(w, eurc, "mint", [deployer.address, parseUnits("1000000", 6)]);
+await send(w, weth, "deposit", [], parseEther("200"));
+for (const [token, amount] of seeds) {
+  await send(w, token, "approve", [aave.Pool, amount]);
+  await send(w, aavePool, "supply", [token.address, amount, deployer.address, 0]);
+}
+
 // --- MetaMask Delegation Framework (ERC-7710): DelegationManager, the DeleGator implementations, the
 // factory and every caveat enforcer, from the bytecode @metamask/delegation-abis publishes (deployed
 // by @metamask/smart-accounts-kit's own helper).
@@ -283,7 +417,7 @@ const keyOf = (i) => `0x${Buffer.from(mnemonicToAccount(MNEMONIC, { addressIndex
 const devnet = {
   rpcUrl,
   chainId: CHAIN_ID,
-  contracts: addr,
+  contracts: { ...addr, aave },
   tokens: { USDC: { address: addr.USDC, decimals: 6 }, WETH: { address: addr.WETH9, decimals: 18 }, EURC: { address: addr.EURC, decimals: 6 } },
   vaults: { "usdc-vault": addr.USDCVault },
   priceFeeds: { WETH: addr.ChainlinkFeed_ETH_USD, USDC: addr.ChainlinkFeed_USDC_USD, EURC: addr.ChainlinkFeed_EUR_USD },
@@ -313,6 +447,13 @@ const toml = [
   "decimals = 6",
   `[chains.${CHAIN_ID}.contracts]`,
   ...Object.entries(addr).map(([k, v]) => `${k} = "${v}"`),
+  // Aave v3's, flat: Aave<Name>, and each reserve's tokens as Aave<AToken|VariableDebtToken|StableDebtToken>_<SYMBOL>.
+  ...Object.entries(aave).filter(([k]) => k !== "reserves").map(([k, v]) => `Aave${k} = "${v}"`),
+  ...Object.entries(aave.reserves).flatMap(([symbol, r]) => [
+    `AaveAToken_${symbol} = "${r.aToken}"`,
+    `AaveVariableDebtToken_${symbol} = "${r.variableDebtToken}"`,
+    `AaveStableDebtToken_${symbol} = "${r.stableDebtToken}"`,
+  ]),
   `[chains.${CHAIN_ID}.vaults]`,
   `usdc-vault = "${addr.USDCVault}"`,
   `[chains.${CHAIN_ID}.price-feeds.WETH]`,

@@ -204,6 +204,94 @@ async fn the_devnet_deploys_funds_and_configures_the_gateway() {
         "{reserves}"
     );
 
+    // Aave v3: every contract has code; the pool lists USDC, WETH and EURC; the oracle reads the
+    // devnet's Chainlink feeds; the deployer's seed liquidity is supplied.
+    let aave = &spec["contracts"]["aave"];
+    for name in [
+        "PoolAddressesProvider",
+        "ACLManager",
+        "Pool",
+        "PoolConfigurator",
+        "PoolDataProvider",
+        "Oracle",
+        "UiPoolDataProvider",
+        "WrappedTokenGateway",
+    ] {
+        let address = aave[name]
+            .as_str()
+            .unwrap_or_else(|| panic!("no aave.{name}: {aave}"));
+        let code = rpc(&url, "eth_getCode", json!([address, "latest"])).await;
+        assert!(
+            code.as_str().is_some_and(|c| c.len() > 2),
+            "aave.{name} has no code"
+        );
+    }
+    let call = |to: &str, signature: &str, args: &[&str]| {
+        let mut data = format!(
+            "0x{}",
+            hex::encode(&Keccak256::digest(signature.as_bytes())[..4])
+        );
+        for a in args {
+            data.push_str(&word(a));
+        }
+        let (url, to) = (url.clone(), to.to_owned());
+        async move {
+            let out = rpc(
+                &url,
+                "eth_call",
+                json!([{"to": to, "data": data}, "latest"]),
+            )
+            .await;
+            out.as_str()
+                .unwrap_or_default()
+                .trim_start_matches("0x")
+                .to_owned()
+        }
+    };
+    let pool = aave["Pool"].as_str().unwrap_or_default();
+    let listed = call(pool, "getReservesList()", &[]).await;
+    let token = |symbol: &str| {
+        spec["tokens"][symbol]["address"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let expected: String = [token("USDC"), token("WETH"), token("EURC")]
+        .iter()
+        .map(|a| word(a))
+        .collect();
+    assert_eq!(
+        listed,
+        format!("{:064x}{:064x}{expected}", 32, 3),
+        "the reserves, in order"
+    );
+    let price = call(
+        aave["Oracle"].as_str().unwrap_or_default(),
+        "getAssetPrice(address)",
+        &[&token("WETH")],
+    )
+    .await;
+    assert_eq!(
+        u128::from_str_radix(&price, 16).ok(),
+        Some(3000 * 100_000_000)
+    );
+    let a_usdc = aave["reserves"]["USDC"]["aToken"]
+        .as_str()
+        .unwrap_or_default();
+    let supplied = call(a_usdc, "totalSupply()", &[]).await;
+    assert_eq!(
+        u128::from_str_radix(&supplied, 16).ok(),
+        Some(1_000_000_000_000)
+    );
+    // The deployer's collateral, in USD with 8 decimals: 1,000,000 USDC + 200 WETH at 3,000 +
+    // 1,000,000 EURC at 1.08.
+    let deployer = accounts[0]["address"].as_str().unwrap_or_default();
+    let data = call(pool, "getUserAccountData(address)", &[deployer]).await;
+    assert_eq!(
+        u128::from_str_radix(data.get(..64).unwrap_or_default(), 16).ok(),
+        Some(2_680_000 * 100_000_000)
+    );
+
     // devnet.toml is a complete gateway config for this chain.
     // Top-level keys first, then the devnet's file as it is.
     let config = format!(
