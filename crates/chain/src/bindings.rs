@@ -119,3 +119,31 @@ sol! {
         error EnforcedPause();
     }
 }
+
+sol! {
+    /// Aave v3's Pool (the calls the lending actions make).
+    interface IAavePool {
+        function supply(address asset, uint256 amount, address onBehalfOf, uint16 referralCode) external;
+        function getReservesList() external view returns (address[] memory);
+        function getUserAccountData(address user) external view returns (uint256 totalCollateralBase, uint256 totalDebtBase, uint256 availableBorrowsBase, uint256 currentLiquidationThreshold, uint256 ltv, uint256 healthFactor);
+    }
+
+    /// Aave v3's AaveProtocolDataProvider.
+    interface IAaveDataProvider {
+        function getReserveConfigurationData(address asset) external view returns (uint256 decimals, uint256 ltv, uint256 liquidationThreshold, uint256 liquidationBonus, uint256 reserveFactor, bool usageAsCollateralEnabled, bool borrowingEnabled, bool stableBorrowRateEnabled, bool isActive, bool isFrozen);
+        function getReserveData(address asset) external view returns (uint256 unbacked, uint256 accruedToTreasuryScaled, uint256 totalAToken, uint256 totalStableDebt, uint256 totalVariableDebt, uint256 liquidityRate, uint256 variableBorrowRate, uint256 stableBorrowRate, uint256 averageStableBorrowRate, uint256 liquidityIndex, uint256 variableBorrowIndex, uint40 lastUpdateTimestamp);
+        function getReserveCaps(address asset) external view returns (uint256 borrowCap, uint256 supplyCap);
+        function getPaused(address asset) external view returns (bool isPaused);
+        function getUserReserveData(address asset, address user) external view returns (uint256 currentATokenBalance, uint256 currentStableDebt, uint256 currentVariableDebt, uint256 principalStableDebt, uint256 scaledVariableDebt, uint256 stableBorrowRate, uint256 liquidityRate, uint40 stableRateLastUpdated, bool usageAsCollateralEnabled);
+    }
+
+    /// Aave v3's AaveOracle (prices in the base currency: USD with 8 decimals here).
+    interface IAaveOracle {
+        function getAssetPrice(address asset) external view returns (uint256);
+    }
+
+    /// Aave v3's WrappedTokenGatewayV3 (native ETH in and out of the pool).
+    interface IWrappedTokenGateway {
+        function depositETH(address pool, address onBehalfOf, uint16 referralCode) external payable;
+    }
+}

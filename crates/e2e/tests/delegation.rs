@@ -12,8 +12,6 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use actiongate_api_types::delegation::Delegation;
@@ -25,25 +23,6 @@ use alloy::sol_types::SolCall;
 use serde_json::{Value, json};
 
 use common::*;
-
-fn node(args: &[&str], stdin: Option<&str>) -> Value {
-    let mut child = Command::new("node")
-        .arg(actiongate_testkit::repo_root().join("devnet/delegator.mjs"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| panic!("node: {e}"));
-    if let Some(mut input) = child.stdin.take() {
-        input
-            .write_all(stdin.unwrap_or("").as_bytes())
-            .expect("write all");
-    }
-    let out = child.wait_with_output().expect("wait with output");
-    assert!(out.status.success(), "delegator.mjs {args:?} failed");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("delegator.mjs {args:?}: {e}"))
-}
 
 async fn get(url: String, key: &str) -> (u16, Value) {
     let r = reqwest::Client::new()

@@ -9,8 +9,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use actiongate_store::SqlStore;
@@ -130,23 +128,7 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
         devnet.balance(usdc_addr, user).await,
         devnet.balance(weth_addr, user).await,
     );
-    let mut signer = Command::new("node")
-        .arg(actiongate_testkit::repo_root().join("devnet/sign-and-send.mjs"))
-        .args([devnet.url.as_str(), user_key.as_str()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn");
-    signer
-        .stdin
-        .take()
-        .unwrap_or_else(|| panic!("stdin"))
-        .write_all(built["data"].to_string().as_bytes())
-        .expect("write all");
-    let out = signer.wait_with_output().expect("wait with output");
-    let sent: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("viem said {:?}: {e}", String::from_utf8_lossy(&out.stdout)));
+    let sent = sign_and_send(&devnet, &user_key, &built["data"]);
     assert!(
         sent["results"]
             .as_array()

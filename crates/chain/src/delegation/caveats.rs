@@ -83,7 +83,9 @@ pub(crate) fn token_amount(
 type Scope = (Vec<Address>, Vec<[u8; 4]>, bool);
 
 pub(crate) fn action_scope(action: &str, settings: &ChainSettings) -> Result<Scope, Error> {
-    use crate::bindings::{IERC4626, ISwapRouter02, IUniswapV2Router02, IWETH9};
+    use crate::bindings::{
+        IAavePool, IERC4626, ISwapRouter02, IUniswapV2Router02, IWETH9, IWrappedTokenGateway,
+    };
     let tokens: Vec<Address> = settings
         .tokens
         .values()
@@ -149,6 +151,26 @@ pub(crate) fn action_scope(action: &str, settings: &ChainSettings) -> Result<Sco
             ],
             false,
         ),
+        // The pool (and the WrappedTokenGateway, with the native coin, where configured) and the
+        // listed tokens for the approval.
+        "supply-lending" => {
+            let gateway: Vec<Address> = settings
+                .contracts
+                .get(crate::plan::aave::GATEWAY)
+                .and_then(|a| a.parse().ok())
+                .into_iter()
+                .collect();
+            let native = !gateway.is_empty();
+            (
+                [vec![contract(crate::plan::aave::POOL)?], gateway, tokens].concat(),
+                vec![
+                    approve,
+                    sel::<IAavePool::supplyCall>(),
+                    sel::<IWrappedTokenGateway::depositETHCall>(),
+                ],
+                native,
+            )
+        }
         other => {
             return Err(Error::invalid(format!(
                 "{other} does not run under a delegation here; name allowedTargets and allowedMethods instead."

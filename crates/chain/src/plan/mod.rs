@@ -2,6 +2,7 @@
 //! approval the action needs comes first), built from onchain state read at the `pending` block, so
 //! that a second plan of the same wallet sees the first one's transactions. Reads answer JSON.
 
+pub mod aave;
 mod fx;
 mod readiness;
 mod swap;
@@ -379,6 +380,7 @@ pub async fn plan(
             })
         }
         "swap" => plan_swap(client, params, signer).await,
+        "supply-lending" => aave::plan_supply(client, params, signer).await,
         "swap-v3" => plan_swap_v3(client, params, signer).await,
         "fx-swap" => plan_fx_swap(client, prices, params, signer).await,
         "deposit-earn-position" => {
@@ -493,6 +495,8 @@ pub async fn read(
         None => wallet,
     };
     match action {
+        "get-lending-markets" => aave::markets(client).await,
+        "get-lending-position" => aave::position(client, who).await,
         "get-token-balance" => {
             let token = resolve_token(client, "token", param_str(params, "token")?).await?;
             let raw = match &token {
@@ -587,6 +591,11 @@ pub fn runs_on(action: &str, client: &ChainClient) -> bool {
         "deposit-earn-position" | "withdraw-earn-position" | "get-earn-position" => {
             !s.vaults.is_empty()
         }
+        "supply-lending" | "get-lending-markets" | "get-lending-position" => {
+            [aave::POOL, aave::DATA_PROVIDER, aave::ORACLE]
+                .iter()
+                .all(|c| s.contracts.contains_key(*c))
+        }
         _ => false,
     }
 }
@@ -601,5 +610,11 @@ pub const WRITES: &[&str] = &[
     "fx-swap",
     "deposit-earn-position",
     "withdraw-earn-position",
+    "supply-lending",
 ];
-pub const READS: &[&str] = &["get-token-balance", "get-earn-position"];
+pub const READS: &[&str] = &[
+    "get-token-balance",
+    "get-earn-position",
+    "get-lending-markets",
+    "get-lending-position",
+];

@@ -40,6 +40,7 @@ fn spenders(client: &ChainClient, check: &VenueCheck<'_>, action: &str) -> Vec<A
     match action {
         "swap" => named(V2_ROUTER),
         "swap-v3" | "fx-swap" => named(V3_ROUTER),
+        "supply-lending" => named(super::aave::POOL),
         "deposit-earn-position" => match check.params.map(|p| vault(client, p)) {
             Some(Ok((_, v))) => vec![v],
             Some(Err(_)) => vec![],

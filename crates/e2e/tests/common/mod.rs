@@ -514,3 +514,47 @@ pub async fn rpc(devnet: &Devnet, method: &str, params: Value) -> Value {
     );
     body["result"].clone()
 }
+
+/// Runs `devnet/delegator.mjs` (viem and the MetaMask kit: upgrades, signatures) with `args` and
+/// `stdin`; its JSON answer.
+pub fn node(args: &[&str], stdin: Option<&str>) -> Value {
+    use std::io::Write;
+    let mut child = std::process::Command::new("node")
+        .arg(actiongate_testkit::repo_root().join("devnet/delegator.mjs"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("node: {e}"));
+    if let Some(mut input) = child.stdin.take() {
+        input
+            .write_all(stdin.unwrap_or("").as_bytes())
+            .expect("write all");
+    }
+    let out = child.wait_with_output().expect("wait with output");
+    assert!(out.status.success(), "delegator.mjs {args:?} failed");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("delegator.mjs {args:?}: {e}"))
+}
+
+/// Has viem sign and send a build-tx answer's `data` with `key` (`devnet/sign-and-send.mjs`); its
+/// JSON answer (`results`: each transaction's hash and status).
+pub fn sign_and_send(devnet: &Devnet, key: &str, data: &Value) -> Value {
+    use std::io::Write;
+    let mut signer = std::process::Command::new("node")
+        .arg(actiongate_testkit::repo_root().join("devnet/sign-and-send.mjs"))
+        .args([devnet.url.as_str(), key])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn");
+    if let Some(mut input) = signer.stdin.take() {
+        input
+            .write_all(data.to_string().as_bytes())
+            .expect("write all");
+    }
+    let out = signer.wait_with_output().expect("wait with output");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("viem said {:?}: {e}", String::from_utf8_lossy(&out.stdout)))
+}
