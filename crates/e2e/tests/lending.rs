@@ -1,7 +1,8 @@
 //! Lending on Aave v3 (the devnet deploys it from @aave/core-v3's artifacts): the markets read
 //! against the pool's data provider, supplies from the agent's wallet (USDC, and native ETH through
 //! the WrappedTokenGateway) checked by the aToken balances onchain, the position read against the
-//! pool's `getUserAccountData`, a build-tx supply signed and sent by viem, and a fan-out supply to an
+//! pool's `getUserAccountData` (a fixture borrower's debt and health factor too, and the debt grown a
+//! year later), a build-tx supply signed and sent by viem, and a fan-out supply to an
 //! EIP-7702 EOA and a HybridDeleGator through their delegations, once each.
 #![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
@@ -12,6 +13,18 @@ use serde_json::{Value, json};
 use sha3::{Digest, Keccak256};
 
 use common::*;
+
+alloy::sol! {
+    #[sol(rpc)]
+    interface IBorrowerPool {
+        function supply(address asset, uint256 amount, address onBehalfOf, uint16 referralCode) external;
+        function borrow(address asset, uint256 amount, uint256 interestRateMode, uint16 referralCode, address onBehalfOf) external;
+    }
+    #[sol(rpc)]
+    interface IApprove {
+        function approve(address spender, uint256 amount) external returns (bool);
+    }
+}
 
 /// `getUserAccountData(user)`'s six words, read straight from the pool.
 async fn account_data(devnet: &Devnet, pool: Address, user: Address) -> Vec<U256> {
@@ -226,6 +239,111 @@ async fn aave_supplies_move_real_tokens_and_the_reads_match_the_pool() {
             (json!("WETH"), json!("0.5"), json!(true))
         ],
         "{position}"
+    );
+
+    // A borrower (a fixture, straight to the pool): 10 WETH supplied, 15,000 USDC borrowed. The
+    // position shows the debt and the health factor as the pool computes them, and the debt grows
+    // with time.
+    let (borrower, _) = devnet.account(5);
+    let wallet = devnet.wallet(5);
+    let ten_weth = U256::from(10u64) * U256::from(10u64).pow(U256::from(18u64));
+    IWETH::new(devnet.weth(), &wallet)
+        .deposit()
+        .value(ten_weth)
+        .send()
+        .await
+        .expect("wrap")
+        .get_receipt()
+        .await
+        .expect("wrapped");
+    IApprove::new(devnet.weth(), &wallet)
+        .approve(pool, ten_weth)
+        .send()
+        .await
+        .expect("approve")
+        .get_receipt()
+        .await
+        .expect("approved");
+    let aave_pool = IBorrowerPool::new(pool, &wallet);
+    aave_pool
+        .supply(devnet.weth(), ten_weth, borrower, 0)
+        .send()
+        .await
+        .expect("supply")
+        .get_receipt()
+        .await
+        .expect("supplied");
+    let receipt = aave_pool
+        .borrow(devnet.usdc(), usdc(15_000), U256::from(2u64), 0, borrower)
+        .send()
+        .await
+        .expect("borrow")
+        .get_receipt()
+        .await
+        .expect("borrowed");
+    assert!(receipt.status(), "the fixture's borrow reverted");
+    // Each read its own intent (a repeat within the idempotency window would answer the first).
+    let read = |who: Address, key: &'static str| {
+        let (gw, agent) = (&gw, &agent);
+        async move {
+            let (_, intent) = post(
+                format!("{}/api/v1/agent/execute-intent", gw.url),
+                json!({"agentApiKey": agent.key, "action": "get-lending-position", "chainId": 84532,
+                       "idempotencyKey": key, "params": {"walletAddress": who}}),
+            )
+            .await;
+            let id = intent["intentId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{intent}"));
+            wait_intent(gw, agent, id, 20).await["results"][0]["data"].clone()
+        }
+    };
+    let before = read(borrower, "position-before").await;
+    let onchain = account_data(&devnet, pool, borrower).await;
+    let health = onchain[5] / U256::from(10u64).pow(U256::from(12u64));
+    assert_eq!(
+        (
+            before["totalDebtUsd"].clone(),
+            before["healthFactor"].clone()
+        ),
+        (
+            json!(usd(onchain[1])),
+            json!(
+                format!(
+                    "{}.{:06}",
+                    health / U256::from(1_000_000u64),
+                    (health % U256::from(1_000_000u64)).to::<u64>()
+                )
+                .trim_end_matches('0')
+                .trim_end_matches('.')
+            )
+        ),
+        "{before}"
+    );
+    // 30,000 USD of WETH at an 83 % threshold against 15,000 USD of debt: 1.66.
+    assert_eq!(before["healthFactor"], json!("1.66"), "{before}");
+    rpc(&devnet, "evm_increaseTime", json!([365 * 86_400])).await;
+    rpc(&devnet, "evm_mine", json!([])).await;
+    let after = read(borrower, "position-after").await;
+    let debt = |v: &Value| {
+        v["totalDebtUsd"]
+            .as_str()
+            .and_then(|d| d.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(
+        debt(&after) > debt(&before),
+        "the debt grew: {before} then {after}"
+    );
+    assert_eq!(
+        (
+            after["reserves"][0]["symbol"].clone(),
+            after["reserves"][0]["supplied"].clone(),
+            after["reserves"][1]["symbol"].clone(),
+            after["reserves"][1]["usedAsCollateral"].clone()
+        ),
+        (json!("USDC"), json!("0"), json!("WETH"), json!(true)),
+        "{after}"
     );
 
     // build-tx for a user's wallet: the approval first, then the supply; viem signs and sends them.
