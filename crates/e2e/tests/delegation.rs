@@ -24,16 +24,6 @@ use serde_json::{Value, json};
 
 use common::*;
 
-async fn get(url: String, key: &str) -> (u16, Value) {
-    let r = reqwest::Client::new()
-        .get(url)
-        .header("x-agent-api-key", key)
-        .send()
-        .await
-        .expect("send");
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
 struct User {
     address: Address,
     key: String,
@@ -895,23 +885,6 @@ async fn fan_out(gw: &Gateway, agent: &Agent, action: &str, params: Value, usd: 
         .as_str()
         .unwrap_or_else(|| panic!("{submitted}"));
     wait_ended(&gw.url, &agent.key, id).await
-}
-
-/// Waits for an intent to end (completed or failed), asking the gateway at `url`; its status body.
-async fn wait_ended(url: &str, key: &str, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (_, body) = get(
-            format!("{url}/api/v1/agent/execute-intent/status?intentId={id}"),
-            key,
-        )
-        .await;
-        if body["status"] == "completed" || body["status"] == "failed" {
-            return body;
-        }
-        assert!(Instant::now() < deadline, "the intent did not end: {body}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// A transfer delegation carries the policy's per-action cap of each priced token, at the gateway's

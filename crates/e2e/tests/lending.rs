@@ -26,6 +26,24 @@ alloy::sol! {
     }
 }
 
+/// A direct `supply-lending` from the agent's wallet, confirmed (the gateway prices it itself).
+async fn supplied(gw: &Gateway, agent: &Agent, asset: &str, amount: &str, key: &str) {
+    let (status, body) = execute_stating(
+        gw,
+        agent,
+        "supply-lending",
+        json!({"asset": asset, "amount": amount}),
+        key,
+        0.0,
+    )
+    .await;
+    assert_eq!(
+        (status, body["data"]["status"].clone()),
+        (200, json!("confirmed")),
+        "{body}"
+    );
+}
+
 /// `getUserAccountData(user)`'s six words, read straight from the pool.
 async fn account_data(devnet: &Devnet, pool: Address, user: Address) -> Vec<U256> {
     let selector = &Keccak256::digest(b"getUserAccountData(address)")[..4];
@@ -156,20 +174,7 @@ async fn aave_supplies_move_real_tokens_and_the_reads_match_the_pool() {
             usdc(1_000),
         )
         .await;
-    let (status, body) = execute_stating(
-        &gw,
-        &agent,
-        "supply-lending",
-        json!({"asset": "USDC", "amount": "250"}),
-        "lend-1",
-        250.0,
-    )
-    .await;
-    assert_eq!(
-        (status, body["data"]["status"].clone()),
-        (200, json!("confirmed")),
-        "{body}"
-    );
+    supplied(&gw, &agent, "USDC", "250", "lend-1").await;
     assert_eq!(devnet.balance(a_usdc, agent.address).await, usdc(250));
     assert_eq!(
         devnet.balance(devnet.usdc(), agent.address).await,
@@ -177,20 +182,7 @@ async fn aave_supplies_move_real_tokens_and_the_reads_match_the_pool() {
     );
 
     // Native ETH through the WrappedTokenGateway: the agent holds aWETH.
-    let (status, body) = execute_stating(
-        &gw,
-        &agent,
-        "supply-lending",
-        json!({"asset": "ETH", "amount": "0.5"}),
-        "lend-2",
-        1500.0,
-    )
-    .await;
-    assert_eq!(
-        (status, body["data"]["status"].clone()),
-        (200, json!("confirmed")),
-        "{body}"
-    );
+    supplied(&gw, &agent, "ETH", "0.5", "lend-2").await;
     assert_eq!(
         devnet.balance(a_weth, agent.address).await,
         U256::from(5u64) * U256::from(10u64).pow(U256::from(17u64))
@@ -490,18 +482,7 @@ async fn a_fan_out_supplies_for_each_delegator_once() {
         .as_str()
         .unwrap_or_else(|| panic!("{submitted}"))
         .to_owned();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let done = loop {
-        let body = wait_intent(&gw, &agent, &id, 60).await;
-        if body["status"] == "completed" || body["status"] == "failed" {
-            break body;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the fan-out did not end: {body}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    };
+    let done = wait_ended(&gw.url, &agent.key, &id).await;
     assert_eq!(done["status"], "completed", "{done}");
     let results = done["results"].as_array().cloned().unwrap_or_default();
     assert_eq!(results.len(), 2, "{done}");

@@ -9,8 +9,8 @@ use alloy::primitives::{Address, U256};
 use serde_json::{Value, json};
 
 use super::{
-    Plan, Token, address, approval, call, contract, invalid, opt_str, param_str, resolve_token,
-    units, view,
+    Plan, Token, address, approval, call, contract, invalid, listed, opt_str, param_str,
+    resolve_token, units, view,
 };
 use crate::amount::format_units;
 use crate::bindings::{IAaveDataProvider, IAaveOracle, IAavePool, IERC20, IWrappedTokenGateway};
@@ -57,12 +57,7 @@ fn usd(amount: U256, decimals: u8, price: U256) -> String {
 
 /// A reserve's symbol: from the chain's token list, else its contract.
 async fn symbol_of(client: &ChainClient, asset: Address) -> Result<String, Error> {
-    if let Some((symbol, _)) = client
-        .settings
-        .tokens
-        .iter()
-        .find(|(_, t)| t.address.parse::<Address>().ok() == Some(asset))
-    {
+    if let Some((symbol, _)) = listed(client, asset) {
         return Ok(symbol.clone());
     }
     view(client, asset, IERC20::symbolCall {}).await

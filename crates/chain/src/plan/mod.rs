@@ -188,16 +188,25 @@ pub async fn view<C: SolCall>(
     })
 }
 
+/// The chain's token-list entry (symbol, token) at `addr`.
+fn listed(
+    client: &ChainClient,
+    addr: Address,
+) -> Option<(&String, &actiongate_core::chains::Token)> {
+    client
+        .settings
+        .tokens
+        .iter()
+        .find(|(_, t)| t.address.parse::<Address>().ok() == Some(addr))
+}
+
 /// Resolves a token parameter: a symbol of the chain's token list, `ETH` (the native coin), or a 0x
 /// address (decimals from the list, else read onchain).
 pub async fn resolve_token(client: &ChainClient, field: &str, text: &str) -> Result<Token, Error> {
     let tokens = &client.settings.tokens;
     if text.starts_with("0x") {
         let addr = address(field, text)?;
-        if let Some((symbol, t)) = tokens
-            .iter()
-            .find(|(_, t)| t.address.parse::<Address>().ok() == Some(addr))
-        {
+        if let Some((symbol, t)) = listed(client, addr) {
             return Ok(Token::Erc20 {
                 address: addr,
                 decimals: t.decimals,

@@ -519,7 +519,7 @@ pub async fn rpc(devnet: &Devnet, method: &str, params: Value) -> Value {
 /// `stdin`; its JSON answer.
 pub fn node(args: &[&str], stdin: Option<&str>) -> Value {
     use std::io::Write;
-    let mut child = std::process::Command::new("node")
+    let mut child = Command::new("node")
         .arg(actiongate_testkit::repo_root().join("devnet/delegator.mjs"))
         .args(args)
         .stdin(Stdio::piped())
@@ -541,7 +541,7 @@ pub fn node(args: &[&str], stdin: Option<&str>) -> Value {
 /// JSON answer (`results`: each transaction's hash and status).
 pub fn sign_and_send(devnet: &Devnet, key: &str, data: &Value) -> Value {
     use std::io::Write;
-    let mut signer = std::process::Command::new("node")
+    let mut signer = Command::new("node")
         .arg(actiongate_testkit::repo_root().join("devnet/sign-and-send.mjs"))
         .args([devnet.url.as_str(), key])
         .stdin(Stdio::piped())
@@ -557,4 +557,35 @@ pub fn sign_and_send(devnet: &Devnet, key: &str, data: &Value) -> Value {
     let out = signer.wait_with_output().expect("wait with output");
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("viem said {:?}: {e}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// A GET with the agent key in `x-agent-api-key`: (status, body).
+pub async fn get(url: String, key: &str) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .get(url)
+        .header("x-agent-api-key", key)
+        .send()
+        .await
+        .expect("send");
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// Waits for an intent to end (completed or failed), asking the gateway at `url`; its status body.
+pub async fn wait_ended(url: &str, key: &str, id: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let (_, body) = get(
+            format!("{url}/api/v1/agent/execute-intent/status?intentId={id}"),
+            key,
+        )
+        .await;
+        if body["status"] == "completed" || body["status"] == "failed" {
+            return body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the intent did not end: {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
