@@ -68,6 +68,7 @@ error_codes! {
     ActionNotAllowed = "ACTION_NOT_ALLOWED", 403, IntentRejected, "The action is not on the agent's allowlist.";
     PolicyDailyLimit = "POLICY_DAILY_LIMIT", 403, IntentRejected, "The agent's daily USD limit would be exceeded.";
     PolicyAmountLimit = "POLICY_AMOUNT_LIMIT", 403, IntentRejected, "The USD amount exceeds the action's maxAmountUsd or the policy's per-action cap.";
+    PolicyHealthFactor = "POLICY_HEALTH_FACTOR", 403, IntentRejected, "A borrow or withdrawal would leave the lending position's health factor below the policy's minHealthFactor.";
     AgentIdentityMismatch = "AGENT_IDENTITY_MISMATCH", 403, Unauthorized, "A different agent key was passed in arguments than the one authenticating.";
     DelegationRequired = "DELEGATION_REQUIRED", 403, IntentRejected, "Fan-out needs an active delegation first.";
     PersonhoodOrgNullifierMismatch = "PERSONHOOD_ORG_NULLIFIER_MISMATCH", 403, PersonhoodRejected, "The organization (or agent) is locked to a different person.";

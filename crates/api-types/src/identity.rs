@@ -122,6 +122,10 @@ pub struct PolicyRequest {
     /// Optional cap per single action, below the action's own maxAmountUsd.
     #[serde(default)]
     pub max_amount_usd_per_action: Option<f64>,
+    /// The lowest health factor a borrow or withdrawal may leave a lending position at (1 to
+    /// 100); the server's default (1.5) when omitted.
+    #[serde(default)]
+    pub min_health_factor: Option<f64>,
 }
 
 /// `data` of the policy routes.
@@ -132,5 +136,6 @@ pub struct PolicyView {
     pub allowed_actions: Vec<String>,
     pub daily_limit_usd: f64,
     pub max_amount_usd_per_action: Option<f64>,
+    pub min_health_factor: f64,
     pub updated_at: String,
 }

@@ -104,8 +104,8 @@ pub struct CreditBalance {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PreflightCheck {
-    /// keyValid, actionKnown, allowed, enabled, params, chain, amountLimit, dailyLimit, delegation,
-    /// credits, venueReady.
+    /// keyValid, actionKnown, allowed, enabled, params, chain, amountLimit, healthFactor (lending
+    /// writes that can lower one), dailyLimit, delegation, credits, venueReady.
     pub name: String,
     /// true passed, false failed, null not checked.
     pub ok: Option<bool>,

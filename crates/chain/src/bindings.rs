@@ -124,6 +124,10 @@ sol! {
     /// Aave v3's Pool (the calls the lending actions make).
     interface IAavePool {
         function supply(address asset, uint256 amount, address onBehalfOf, uint16 referralCode) external;
+        function withdraw(address asset, uint256 amount, address to) external returns (uint256);
+        function borrow(address asset, uint256 amount, uint256 interestRateMode, uint16 referralCode, address onBehalfOf) external;
+        function repay(address asset, uint256 amount, uint256 interestRateMode, address onBehalfOf) external returns (uint256);
+        function setUserUseReserveAsCollateral(address asset, bool useAsCollateral) external;
         function getReservesList() external view returns (address[] memory);
         function getUserAccountData(address user) external view returns (uint256 totalCollateralBase, uint256 totalDebtBase, uint256 availableBorrowsBase, uint256 currentLiquidationThreshold, uint256 ltv, uint256 healthFactor);
     }
@@ -134,6 +138,7 @@ sol! {
         function getReserveData(address asset) external view returns (uint256 unbacked, uint256 accruedToTreasuryScaled, uint256 totalAToken, uint256 totalStableDebt, uint256 totalVariableDebt, uint256 liquidityRate, uint256 variableBorrowRate, uint256 stableBorrowRate, uint256 averageStableBorrowRate, uint256 liquidityIndex, uint256 variableBorrowIndex, uint40 lastUpdateTimestamp);
         function getReserveCaps(address asset) external view returns (uint256 borrowCap, uint256 supplyCap);
         function getPaused(address asset) external view returns (bool isPaused);
+        function getReserveTokensAddresses(address asset) external view returns (address aTokenAddress, address stableDebtTokenAddress, address variableDebtTokenAddress);
         function getUserReserveData(address asset, address user) external view returns (uint256 currentATokenBalance, uint256 currentStableDebt, uint256 currentVariableDebt, uint256 principalStableDebt, uint256 scaledVariableDebt, uint256 stableBorrowRate, uint256 liquidityRate, uint40 stableRateLastUpdated, bool usageAsCollateralEnabled);
     }
 
@@ -145,5 +150,14 @@ sol! {
     /// Aave v3's WrappedTokenGatewayV3 (native ETH in and out of the pool).
     interface IWrappedTokenGateway {
         function depositETH(address pool, address onBehalfOf, uint16 referralCode) external payable;
+        function withdrawETH(address pool, uint256 amount, address to) external;
+        function repayETH(address pool, uint256 amount, uint256 rateMode, address onBehalfOf) external payable;
+        function borrowETH(address pool, uint256 amount, uint256 interestRateMode, uint16 referralCode) external;
+    }
+
+    /// Aave v3's debt tokens: credit delegation (a borrow for another, or through the gateway).
+    interface IAaveDebtToken {
+        function approveDelegation(address delegatee, uint256 amount) external;
+        function borrowAllowance(address fromUser, address toUser) external view returns (uint256);
     }
 }

@@ -3,7 +3,7 @@
 
 use actiongate_api_types::ErrorCode;
 use actiongate_core::error::{Error, Result};
-use actiongate_core::prices::{FeedRound, PoolTwap, PriceReads};
+use actiongate_core::prices::{FeedRound, PoolTwap, PositionSide, PriceReads};
 use alloy::primitives::Address;
 use async_trait::async_trait;
 
@@ -71,6 +71,18 @@ impl PriceReads for ChainPrices {
         let asset = view(client, vault, IERC4626::assetCall {}).await?;
         let decimals = view(client, asset, IERC20::decimalsCall {}).await?;
         Ok(format_units(assets, decimals))
+    }
+
+    async fn lending_position(
+        &self,
+        chain_id: u64,
+        token: &str,
+        owner: &str,
+        side: PositionSide,
+    ) -> Result<String> {
+        let client = self.client(chain_id)?;
+        let owner = address("owner", owner)?;
+        crate::plan::aave::position_amount(client, token, owner, side).await
     }
 
     async fn pool_twap(

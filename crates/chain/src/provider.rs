@@ -14,7 +14,7 @@ use actiongate_core::clock::Clock;
 use actiongate_core::crypto::Keyring;
 use actiongate_core::error::Error;
 use actiongate_core::execution::{
-    ExecutionContext, ExecutionOutcome, Provider, Reconciled, VenueCheck,
+    ExecutionContext, ExecutionOutcome, HealthChange, HealthQuery, Provider, Reconciled, VenueCheck,
 };
 use actiongate_core::prices::Prices;
 use actiongate_core::store::Store;
@@ -215,6 +215,21 @@ impl Provider for EvmProvider {
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
         self.run(ctx).await.unwrap_or_else(outcome_of)
+    }
+
+    async fn health_change(&self, q: &HealthQuery<'_>) -> Result<Option<HealthChange>, Error> {
+        if !crate::plan::aave::LOWERS_HEALTH.contains(&q.action) {
+            return Ok(None);
+        }
+        let client = self.client(q.chain_id, q.action)?;
+        let wallet = q
+            .wallet
+            .map(|w| {
+                w.parse::<Address>()
+                    .map_err(|_| Error::invalid(format!("walletAddress {w:?} is not a 0x address")))
+            })
+            .transpose()?;
+        crate::plan::aave::health_change(client, q.action, q.params, wallet).await
     }
 
     async fn readiness(&self, check: &VenueCheck<'_>) -> Result<Vec<BlockingReason>, Error> {

@@ -364,6 +364,7 @@ mod tests {
             allowed_actions: vec!["swap".into()],
             daily_limit_micros: 100,
             max_per_action_micros: None,
+            min_health_factor_bps: 15_000,
             updated_at: 1,
         }
     }

@@ -9,7 +9,7 @@ use actiongate_api_types::catalog::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::prices::ValueRule;
+use crate::prices::{PositionSide, ValueRule};
 
 /// The manifest shipped in the repository and compiled into the binary.
 pub const BUILTIN_MANIFEST: &str = include_str!("../../../catalog/manifest.toml");
@@ -124,6 +124,7 @@ struct ActionEntry {
 #[serde(untagged)]
 enum ValueEntry {
     Word(String),
+    Position(PositionValueEntry),
     Token(TokenValueEntry),
     Native(NativeValueEntry),
     Vault(VaultValueEntry),
@@ -134,6 +135,17 @@ enum ValueEntry {
 struct TokenValueEntry {
     token: String,
     amount: String,
+}
+
+/// `{ token, amount, max = "supplied" | "debt", owner? }`: an amount of a token whose `max` is a
+/// lending position in it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PositionValueEntry {
+    token: String,
+    amount: String,
+    max: String,
+    owner: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -294,6 +306,20 @@ fn value_rule(
             amount: t.amount,
         },
         Some(ValueEntry::Native(n)) => ValueRule::Native { amount: n.native },
+        Some(ValueEntry::Position(p)) => ValueRule::Position {
+            token: p.token,
+            amount: p.amount,
+            side: match p.max.as_str() {
+                "supplied" => PositionSide::Supplied,
+                "debt" => PositionSide::Debt,
+                other => {
+                    return Err(invalid(format!(
+                        "action {name}: value.max {other:?} is not \"supplied\" or \"debt\""
+                    )));
+                }
+            },
+            owner: p.owner,
+        },
         Some(ValueEntry::Vault(v)) => ValueRule::VaultAsset {
             vault: v.vault,
             amount: v.amount,

@@ -150,6 +150,29 @@ pub struct VenueCheck<'a> {
     pub params: Option<&'a serde_json::Value>,
 }
 
+/// A write that may lower a lending position's health ([`Provider::health_change`]).
+#[derive(Debug, Clone)]
+pub struct HealthQuery<'a> {
+    pub action: &'a str,
+    pub params: &'a serde_json::Value,
+    pub chain_id: u64,
+    /// The wallet the write runs for (`None`: a fan-out, or build-tx without a signer).
+    pub wallet: Option<&'a str>,
+}
+
+/// A lending position before and after a write, as its venue values it: the collateral weighted
+/// by each asset's liquidation threshold, and the debt, both in the venue's base currency units.
+/// Its health factor is the weighted collateral over the debt (none without debt).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthChange {
+    /// Whose position it is.
+    pub owner: String,
+    pub weighted_collateral_before: u128,
+    pub debt_before: u128,
+    pub weighted_collateral_after: u128,
+    pub debt_after: u128,
+}
+
 /// One provider family's execution.
 #[async_trait]
 pub trait Provider: Send + Sync + 'static {
@@ -185,6 +208,17 @@ pub trait Provider: Send + Sync + 'static {
         _check: &VenueCheck<'_>,
     ) -> Result<Vec<BlockingReason>, crate::error::Error> {
         Ok(Vec::new())
+    }
+
+    /// How a write would change the health of the lending position it touches, read from the
+    /// chain now: `None` for a write that cannot lower one. An error when it may lower one and the
+    /// position cannot be read (the core then refuses it: a limit that cannot be checked fails
+    /// closed).
+    async fn health_change(
+        &self,
+        _query: &HealthQuery<'_>,
+    ) -> Result<Option<HealthChange>, crate::error::Error> {
+        Ok(None)
     }
 
     /// Runs one execution. Never panics; a failure is an outcome with a code. A fan-out execution

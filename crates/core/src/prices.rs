@@ -209,6 +209,15 @@ pub trait PriceReads: Send + Sync {
     /// What `holder`'s whole position in the vault is worth in asset units (a decimal string):
     /// `convertToAssets(balanceOf(holder))`.
     async fn vault_position(&self, chain_id: u64, vault: &str, holder: &str) -> Result<String>;
+    /// What `owner` supplies or owes of `token` (a token param: symbol, `ETH` or address) in the
+    /// chain's lending pool, in token units (a decimal string).
+    async fn lending_position(
+        &self,
+        chain_id: u64,
+        token: &str,
+        owner: &str,
+        side: PositionSide,
+    ) -> Result<String>;
     /// The price of `token` (an address) in the Uniswap V3 pool at `pool`, averaged over the last
     /// `secs` seconds (`observe`); fails when the pool's history does not reach that far back.
     async fn pool_twap(
@@ -302,6 +311,23 @@ pub enum ValueRule {
     /// The `amount` param (or `max`: the holder's whole position), in units of the asset of the
     /// ERC-4626 vault the `vault` param names (an id of `[chains.<id>.vaults]`).
     VaultAsset { vault: String, amount: String },
+    /// The `amount` param in units of the token the `token` param names, where `max` is a lending
+    /// position in it: what the `owner` param (else the wallet the write runs for) supplies or owes.
+    Position {
+        token: String,
+        amount: String,
+        side: PositionSide,
+        owner: Option<String>,
+    },
+}
+
+/// Which side of a lending position `max` means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PositionSide {
+    /// What the wallet supplies (a withdrawal's `max`).
+    Supplied,
+    /// What the wallet owes (a repayment's `max`).
+    Debt,
 }
 
 impl ValueRule {
@@ -312,6 +338,7 @@ impl ValueRule {
             ValueRule::Token { token, amount } => vec![token, amount],
             ValueRule::Native { amount } => vec![amount],
             ValueRule::VaultAsset { vault, amount } => vec![vault, amount],
+            ValueRule::Position { token, amount, .. } => vec![token, amount],
         }
     }
 }
@@ -603,6 +630,32 @@ impl Prices {
                 }
                 (TokenRef::resolve(&asset, chain), amount)
             }
+            ValueRule::Position {
+                token,
+                amount,
+                side,
+                owner,
+            } => {
+                let token = text(token)?;
+                let mut amount = text(amount)?;
+                if amount == "max" {
+                    let whose = owner
+                        .as_deref()
+                        .and_then(|o| params.get(o))
+                        .and_then(Value::as_str)
+                        .or(holder);
+                    let Some(whose) = whose else {
+                        return Err(unavailable(
+                            "amount \"max\" cannot be priced here (a fan-out moves a different position for each user): state the amount.",
+                        ));
+                    };
+                    amount = self
+                        .reads()?
+                        .lending_position(chain_id, &token, whose, *side)
+                        .await?;
+                }
+                (TokenRef::resolve(&token, chain), amount)
+            }
         };
         let quote = self.quote(chain_id, chain, &token, now_secs).await?;
         let micros = value_micros(&amount, quote.price).ok_or_else(|| {
@@ -824,6 +877,15 @@ mod tests {
         async fn vault_position(&self, _: u64, _: &str, _: &str) -> Result<String> {
             Ok("40.5".to_owned())
         }
+        async fn lending_position(
+            &self,
+            _: u64,
+            _: &str,
+            _: &str,
+            _: PositionSide,
+        ) -> Result<String> {
+            Ok("12.25".to_owned())
+        }
         async fn pool_twap(&self, _: u64, _: &str, _: &str, _: u32) -> Result<PoolTwap> {
             // 1 EURC = 1.0812 USDC in the pool.
             Ok(PoolTwap {
@@ -959,5 +1021,24 @@ mod tests {
             fan_out.map_err(|e| e.code),
             Err(ErrorCode::PriceUnavailable)
         );
+        // A lending position's max (12.25 USDC owed here) is read for the owner param, else the
+        // holder; a fan-out without either cannot price it.
+        let debt = ValueRule::Position {
+            token: "asset".into(),
+            amount: "amount".into(),
+            side: PositionSide::Debt,
+            owner: Some("onBehalfOf".into()),
+        };
+        let all = serde_json::json!({"asset": "USDC", "amount": "max"});
+        let got = p.value(&debt, &all, 8453, &c, Some("0xholder"), 0).await;
+        assert_eq!(got.map(|v| v.micros).map_err(|e| e.code), Ok(12_250_000));
+        let theirs = serde_json::json!({"asset": "USDC", "amount": "max", "onBehalfOf": "0xother"});
+        let got = p.value(&debt, &theirs, 8453, &c, None, 0).await;
+        assert_eq!(got.map(|v| v.micros).map_err(|e| e.code), Ok(12_250_000));
+        let nobody = p.value(&debt, &all, 8453, &c, None, 0).await;
+        assert_eq!(nobody.map_err(|e| e.code), Err(ErrorCode::PriceUnavailable));
+        let stated = serde_json::json!({"asset": "USDC", "amount": "3"});
+        let got = p.value(&debt, &stated, 8453, &c, None, 0).await;
+        assert_eq!(got.map(|v| v.micros).map_err(|e| e.code), Ok(3_000_000));
     }
 }

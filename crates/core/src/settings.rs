@@ -16,6 +16,8 @@ pub struct DefaultPolicy {
     pub allowed_actions: Option<Vec<String>>,
     pub daily_limit_usd: f64,
     pub max_amount_usd_per_action: Option<f64>,
+    /// The lowest health factor a borrow or withdrawal may leave a lending position at.
+    pub min_health_factor: f64,
 }
 
 impl Default for DefaultPolicy {
@@ -24,6 +26,7 @@ impl Default for DefaultPolicy {
             allowed_actions: None,
             daily_limit_usd: 1000.0,
             max_amount_usd_per_action: None,
+            min_health_factor: 1.5,
         }
     }
 }

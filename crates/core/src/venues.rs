@@ -130,7 +130,9 @@ fn moved<'a>(spec: &ActionSpec, params: &'a Value) -> (Option<&'a str>, Option<&
         return (Some("WETH"), get("amount"));
     }
     match &spec.value {
-        Some(ValueRule::Token { token, amount }) => (get(token), get(amount)),
+        Some(ValueRule::Token { token, amount } | ValueRule::Position { token, amount, .. }) => {
+            (get(token), get(amount))
+        }
         Some(ValueRule::Native { amount }) => (Some("ETH"), get(amount)),
         Some(ValueRule::VaultAsset { amount, .. }) => (None, get(amount)),
         Some(ValueRule::Nothing) | None => (None, None),

@@ -9,6 +9,7 @@
 mod common;
 
 use alloy::primitives::{Address, U256};
+use alloy::providers::Provider;
 use serde_json::{Value, json};
 use sha3::{Digest, Keccak256};
 
@@ -496,5 +497,322 @@ async fn a_fan_out_supplies_for_each_delegator_once() {
     assert_eq!(
         eoa_usdc - devnet.balance(devnet.usdc(), eoa).await,
         usdc(10)
+    );
+}
+
+/// A direct Aave write from the agent's wallet: its HTTP status and body.
+async fn lend(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &str) -> (u16, Value) {
+    execute_stating(gw, agent, action, params, key, 0.0).await
+}
+
+/// The same, which must be confirmed onchain.
+async fn lent(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &str) {
+    let (status, body) = lend(gw, agent, action, params, key).await;
+    assert_eq!(
+        (status, body["data"]["status"].clone()),
+        (200, json!("confirmed")),
+        "{action}: {body}"
+    );
+}
+
+fn eth(tenths: u64) -> U256 {
+    U256::from(tenths) * U256::from(10u64).pow(U256::from(17u64))
+}
+
+#[tokio::test]
+async fn borrowing_stays_above_the_policys_health_factor_and_repays_and_withdraws_in_full() {
+    let devnet = Devnet::start();
+    let db = devnet.dir.path().join("gw.db");
+    let database_url = format!("sqlite://{}", db.display());
+    let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
+    let actions = [
+        "supply-lending",
+        "borrow",
+        "repay",
+        "withdraw-lending",
+        "set-collateral",
+        "get-lending-position",
+    ];
+    let agent = onboard(&gw, &database_url, "borrow@example.com", &actions).await;
+    let reserve = |symbol: &str, token: &str| {
+        devnet.address(&["contracts", "aave", "reserves", symbol, token])
+    };
+    let (a_weth, a_usdc) = (reserve("WETH", "aToken"), reserve("USDC", "aToken"));
+    let (usdc_debt, weth_debt) = (
+        reserve("USDC", "variableDebtToken"),
+        reserve("WETH", "variableDebtToken"),
+    );
+    let usdc_of = |who: Address| {
+        let devnet = &devnet;
+        async move { devnet.balance(devnet.usdc(), who).await }
+    };
+
+    // The policy keeps a health factor of 1.5 unless the owner says otherwise.
+    let policy: Value = reqwest::Client::new()
+        .get(format!(
+            "{}/api/v1/agents/{}/policy",
+            gw.url, agent.agent_id
+        ))
+        .bearer_auth(&agent.session)
+        .send()
+        .await
+        .expect("the gateway answers")
+        .json()
+        .await
+        .unwrap_or(Value::Null);
+    assert_eq!(policy["data"]["minHealthFactor"], json!(1.5), "{policy}");
+
+    // 1 ETH of collateral (3,000 USD at an 83 % liquidation threshold: 2,490 USD weighted).
+    devnet.fund(agent.address, eth(20), U256::ZERO).await;
+    lent(
+        &gw,
+        &agent,
+        "supply-lending",
+        json!({"asset": "ETH", "amount": "1"}),
+        "b-1",
+    )
+    .await;
+    assert_eq!(devnet.balance(a_weth, agent.address).await, eth(10));
+
+    // 1,000 USDC borrowed leaves a health factor of 2.49: the debt token and the USDC arrive.
+    lent(
+        &gw,
+        &agent,
+        "borrow",
+        json!({"asset": "USDC", "amount": "1000"}),
+        "b-2",
+    )
+    .await;
+    assert_eq!(usdc_of(agent.address).await, usdc(1_000));
+    let debt = devnet.balance(usdc_debt, agent.address).await;
+    assert!(debt >= usdc(1_000) && debt < usdc(1_001), "{debt}");
+
+    // 700 more would leave 2,490 / 1,700 = 1.46, below 1.5: refused at submit, nothing moves and
+    // nothing is charged; preflight names the same check.
+    let credits_before = credits(&gw, &agent).await;
+    let (status, refused) = lend(
+        &gw,
+        &agent,
+        "borrow",
+        json!({"asset": "USDC", "amount": "700"}),
+        "b-3",
+    )
+    .await;
+    assert_eq!(
+        (status, refused["code"].clone(), refused["error"].clone()),
+        (403, json!("POLICY_HEALTH_FACTOR"), json!("INTENT_REJECTED")),
+        "{refused}"
+    );
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("at 1.46") && m.contains("minimum of 1.5")),
+        "{refused}"
+    );
+    assert_eq!(usdc_of(agent.address).await, usdc(1_000));
+    assert!(devnet.balance(usdc_debt, agent.address).await < usdc(1_001));
+    assert_eq!(credits(&gw, &agent).await, credits_before);
+    let (_, report) = post(
+        format!("{}/api/v1/agent/preflight?direct=true", gw.url),
+        json!({"agentApiKey": agent.key, "action": "borrow", "chainId": 84532,
+               "params": {"asset": "USDC", "amount": "700"}}),
+    )
+    .await;
+    let check = report["data"]["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "healthFactor").cloned())
+        .unwrap_or(Value::Null);
+    assert_eq!(
+        (check["ok"].clone(), check["code"].clone()),
+        (json!(false), json!("POLICY_HEALTH_FACTOR")),
+        "{report}"
+    );
+
+    // The owner lowers the minimum to 1.2: the same borrow runs, then 0.1 ETH through the
+    // gateway (a credit delegation to it first): 2,490 / 2,000 = 1.245.
+    set_policy(
+        &gw,
+        &agent,
+        json!({"allowedActions": actions, "dailyLimitUsd": 100000, "minHealthFactor": 1.2}),
+    )
+    .await;
+    lent(
+        &gw,
+        &agent,
+        "borrow",
+        json!({"asset": "USDC", "amount": "700"}),
+        "b-4",
+    )
+    .await;
+    assert_eq!(usdc_of(agent.address).await, usdc(1_700));
+    let eth_before = devnet
+        .provider
+        .get_balance(agent.address)
+        .await
+        .expect("balance");
+    lent(
+        &gw,
+        &agent,
+        "borrow",
+        json!({"asset": "ETH", "amount": "0.1"}),
+        "b-5",
+    )
+    .await;
+    let weth_owed = devnet.balance(weth_debt, agent.address).await;
+    assert!(
+        weth_owed >= eth(1) && weth_owed < eth(1) + eth(1) / U256::from(1000u64),
+        "{weth_owed}"
+    );
+    let eth_after = devnet
+        .provider
+        .get_balance(agent.address)
+        .await
+        .expect("balance");
+    assert!(
+        eth_after > eth_before + eth(1) - eth(1) / U256::from(100u64),
+        "0.1 ETH arrived, less the gas: {eth_before} then {eth_after}"
+    );
+
+    // Taking the collateral away with debt left is refused, by a withdrawal or by switching it off.
+    for (action, params, key) in [
+        (
+            "withdraw-lending",
+            json!({"asset": "ETH", "amount": "max"}),
+            "b-6",
+        ),
+        (
+            "set-collateral",
+            json!({"asset": "WETH", "enabled": false}),
+            "b-7",
+        ),
+    ] {
+        let (status, body) = lend(&gw, &agent, action, params, key).await;
+        assert_eq!(
+            (status, body["code"].clone()),
+            (403, json!("POLICY_HEALTH_FACTOR")),
+            "{action}: {body}"
+        );
+    }
+    assert!(
+        devnet.balance(a_weth, agent.address).await >= eth(10),
+        "the collateral stayed"
+    );
+
+    // Repaying max leaves no debt: ETH through the gateway (it refunds the margin), then USDC
+    // (10 more for the interest; the pool takes only what is owed).
+    lent(
+        &gw,
+        &agent,
+        "repay",
+        json!({"asset": "ETH", "amount": "max"}),
+        "b-8",
+    )
+    .await;
+    assert_eq!(devnet.balance(weth_debt, agent.address).await, U256::ZERO);
+    devnet.fund(agent.address, U256::ZERO, usdc(10)).await;
+    let owed = devnet.balance(usdc_debt, agent.address).await;
+    lent(
+        &gw,
+        &agent,
+        "repay",
+        json!({"asset": "USDC", "amount": "max"}),
+        "b-9",
+    )
+    .await;
+    assert_eq!(devnet.balance(usdc_debt, agent.address).await, U256::ZERO);
+    let left = usdc_of(agent.address).await;
+    assert!(
+        left <= usdc(1_710) - owed && left + usdc(1) > usdc(1_710) - owed,
+        "paid about what was owed ({owed}): {left} left"
+    );
+
+    // Withdrawing max takes the whole supply back (ETH through the gateway, the aWETH approved to
+    // it first); a USDC withdrawal to another address pays that address.
+    lent(
+        &gw,
+        &agent,
+        "withdraw-lending",
+        json!({"asset": "ETH", "amount": "max"}),
+        "b-10",
+    )
+    .await;
+    assert_eq!(devnet.balance(a_weth, agent.address).await, U256::ZERO);
+    devnet.fund(agent.address, U256::ZERO, usdc(100)).await;
+    lent(
+        &gw,
+        &agent,
+        "supply-lending",
+        json!({"asset": "USDC", "amount": "100"}),
+        "b-11",
+    )
+    .await;
+    let (friend, _) = devnet.account(6);
+    let friend_before = usdc_of(friend).await;
+    lent(
+        &gw,
+        &agent,
+        "withdraw-lending",
+        json!({"asset": "USDC", "amount": "40", "to": friend}),
+        "b-12",
+    )
+    .await;
+    assert_eq!(usdc_of(friend).await - friend_before, usdc(40));
+    lent(
+        &gw,
+        &agent,
+        "withdraw-lending",
+        json!({"asset": "USDC", "amount": "max"}),
+        "b-13",
+    )
+    .await;
+    assert_eq!(devnet.balance(a_usdc, agent.address).await, U256::ZERO);
+    let position = read_for(&gw, &agent, "get-lending-position", json!({})).await;
+    assert_eq!(
+        (
+            position["results"][0]["data"]["totalDebtUsd"].clone(),
+            position["results"][0]["data"]["reserves"].clone()
+        ),
+        (json!("0"), json!([])),
+        "{position}"
+    );
+
+    // Withdrawing what is not supplied is the caller's error, named.
+    let (status, body) = lend(
+        &gw,
+        &agent,
+        "withdraw-lending",
+        json!({"asset": "USDC", "amount": "1"}),
+        "b-14",
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].clone()),
+        (400, json!("INVALID_PARAMS")),
+        "{body}"
+    );
+
+    // build-tx of a borrow is checked for the signer's own position: a wallet with no collateral
+    // would be left at a health factor of 0; without a signer the rule cannot be checked.
+    let (status, body) = post(
+        format!("{}/api/v1/agent/build-tx", gw.url),
+        json!({"agentApiKey": agent.key, "action": "borrow", "chainId": 84532,
+               "walletAddress": friend, "params": {"asset": "USDC", "amount": "5"}}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].clone()),
+        (403, json!("POLICY_HEALTH_FACTOR")),
+        "{body}"
+    );
+    let (status, body) = post(
+        format!("{}/api/v1/agent/build-tx", gw.url),
+        json!({"agentApiKey": agent.key, "action": "borrow", "chainId": 84532,
+               "params": {"asset": "USDC", "amount": "5"}}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].clone()),
+        (400, json!("INVALID_REQUEST")),
+        "{body}"
     );
 }

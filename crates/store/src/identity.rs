@@ -31,13 +31,14 @@ macro_rules! insert_agent_with_policy {
         .await
         .map_err(err)?;
         sqlx::query(
-            "INSERT INTO agent_policies (agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, updated_at)
-             VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO agent_policies (agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, min_health_factor_bps, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(&p.agent_id)
         .bind($allowed)
         .bind(p.daily_limit_micros)
         .bind(p.max_per_action_micros)
+        .bind(p.min_health_factor_bps)
         .bind(p.updated_at)
         .execute(&mut *$tx)
         .await
@@ -329,17 +330,19 @@ impl IdentityStore for SqlStore {
     async fn put_policy(&self, p: &PolicyRecord) -> Result<(), StoreError> {
         let allowed = serde_json::to_string(&p.allowed_actions).map_err(err)?;
         on_writer!(self, pool => sqlx::query(
-            "INSERT INTO agent_policies (agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, updated_at)
-             VALUES ($1, $2, $3, $4, $5)
+            "INSERT INTO agent_policies (agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, min_health_factor_bps, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (agent_id) DO UPDATE SET allowed_actions = excluded.allowed_actions,
                  daily_limit_micros = excluded.daily_limit_micros,
                  max_per_action_micros = excluded.max_per_action_micros,
+                 min_health_factor_bps = excluded.min_health_factor_bps,
                  updated_at = excluded.updated_at",
         )
         .bind(&p.agent_id)
         .bind(&allowed)
         .bind(p.daily_limit_micros)
         .bind(p.max_per_action_micros)
+        .bind(p.min_health_factor_bps)
         .bind(p.updated_at)
         .execute(pool)
         .await

@@ -39,6 +39,10 @@ where
             .map_err(err)?
             .unwrap_or_default(),
         max_per_action_micros: row.try_get("max_per_action_micros").map_err(err)?,
+        min_health_factor_bps: row
+            .try_get::<Option<i64>, _>("min_health_factor_bps")
+            .map_err(err)?
+            .unwrap_or_default(),
         updated_at: row
             .try_get::<Option<i64>, _>("policy_updated_at")
             .map_err(err)?
@@ -49,7 +53,7 @@ where
 /// The policy columns [`policy_from_row`] reads, from `agent_policies p`.
 macro_rules! policy_columns {
     () => {
-        "p.allowed_actions, p.daily_limit_micros, p.max_per_action_micros, p.updated_at AS policy_updated_at"
+        "p.allowed_actions, p.daily_limit_micros, p.max_per_action_micros, p.min_health_factor_bps, p.updated_at AS policy_updated_at"
     };
 }
 

@@ -73,6 +73,7 @@ fn policy(agent_id: &str) -> PolicyRecord {
         allowed_actions: vec!["get-fx-supported-assets".into()],
         daily_limit_micros: 1_000_000_000,
         max_per_action_micros: None,
+        min_health_factor_bps: 17_500,
         updated_at: 1_000,
     }
 }

@@ -153,7 +153,7 @@ pub(crate) fn action_scope(action: &str, settings: &ChainSettings) -> Result<Sco
         ),
         // The pool (and the WrappedTokenGateway, with the native coin, where configured) and the
         // listed tokens for the approval.
-        "supply-lending" => {
+        "supply-lending" | "repay" => {
             let gateway: Vec<Address> = settings
                 .contracts
                 .get(crate::plan::aave::GATEWAY)
@@ -163,11 +163,18 @@ pub(crate) fn action_scope(action: &str, settings: &ChainSettings) -> Result<Sco
             let native = !gateway.is_empty();
             (
                 [vec![contract(crate::plan::aave::POOL)?], gateway, tokens].concat(),
-                vec![
-                    approve,
-                    sel::<IAavePool::supplyCall>(),
-                    sel::<IWrappedTokenGateway::depositETHCall>(),
-                ],
+                match action {
+                    "repay" => vec![
+                        approve,
+                        sel::<IAavePool::repayCall>(),
+                        sel::<IWrappedTokenGateway::repayETHCall>(),
+                    ],
+                    _ => vec![
+                        approve,
+                        sel::<IAavePool::supplyCall>(),
+                        sel::<IWrappedTokenGateway::depositETHCall>(),
+                    ],
+                },
                 native,
             )
         }

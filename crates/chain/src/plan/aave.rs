@@ -5,6 +5,8 @@
 
 use actiongate_api_types::ErrorCode;
 use actiongate_core::error::Error;
+use actiongate_core::execution::HealthChange;
+use actiongate_core::prices::PositionSide;
 use alloy::primitives::{Address, U256};
 use serde_json::{Value, json};
 
@@ -13,7 +15,9 @@ use super::{
     resolve_token, units, view,
 };
 use crate::amount::format_units;
-use crate::bindings::{IAaveDataProvider, IAaveOracle, IAavePool, IERC20, IWrappedTokenGateway};
+use crate::bindings::{
+    IAaveDataProvider, IAaveDebtToken, IAaveOracle, IAavePool, IERC20, IWrappedTokenGateway,
+};
 use crate::client::ChainClient;
 
 /// The names of Aave v3's contracts in `[chains.<id>.contracts]`.
@@ -63,33 +67,81 @@ async fn symbol_of(client: &ChainClient, asset: Address) -> Result<String, Error
     view(client, asset, IERC20::symbolCall {}).await
 }
 
-/// Supplies `amount` of `asset` for `onBehalfOf` (the signer when omitted).
-pub(super) async fn plan_supply(
-    client: &ChainClient,
-    params: &Value,
-    signer: Address,
-) -> Result<Plan, Error> {
-    let pool = contract(client, POOL)?;
-    let token = resolve_token(client, "asset", param_str(params, "asset")?).await?;
-    let amount = units("amount", param_str(params, "amount")?, token.decimals())?;
-    if amount.is_zero() {
-        return Err(invalid("amount", "must be more than 0"));
+/// A reserve of the pool, as the `asset` param names it.
+pub(super) struct Reserve {
+    /// The token as given: the native coin for ETH.
+    pub(super) token: Token,
+    /// The reserve's asset (WETH for ETH).
+    pub(super) asset: Address,
+    pub(super) config: IAaveDataProvider::getReserveConfigurationDataReturn,
+    pub(super) paused: bool,
+}
+
+impl Reserve {
+    pub(super) fn symbol(&self) -> String {
+        self.token.symbol()
     }
-    let on_behalf = match opt_str(params, "onBehalfOf") {
-        Some(a) => address("onBehalfOf", a)?,
-        None => signer,
-    };
-    let reserve = match &token {
+
+    pub(super) fn decimals(&self) -> u8 {
+        self.token.decimals()
+    }
+
+    pub(super) fn human(&self, amount: U256) -> String {
+        format_units(amount, self.decimals())
+    }
+
+    /// The refusal of a withdrawal or a collateral switch by `who`, who supplies none of it.
+    fn nothing_supplied(&self, who: Address, chain_id: u64) -> Error {
+        invalid(
+            "asset",
+            format!(
+                "{who} supplies no {} to Aave on chain {chain_id}",
+                self.symbol()
+            ),
+        )
+    }
+
+    /// Refuses a reserve that takes no `what` now (a paused one takes nothing; a frozen one takes
+    /// no supply and lends nothing, but lets positions be repaid and withdrawn).
+    fn open_for(&self, what: &str, frozen_too: bool, chain_id: u64) -> Result<(), Error> {
+        if self.paused || (frozen_too && self.config.isFrozen) {
+            return Err(Error::new(
+                ErrorCode::NotAvailable,
+                format!(
+                    "Aave's {} reserve on chain {chain_id} is {}: it takes no {what} now.",
+                    self.symbol(),
+                    if self.paused { "paused" } else { "frozen" }
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+async fn reserve(client: &ChainClient, params: &Value) -> Result<Reserve, Error> {
+    let token = resolve_token(client, "asset", param_str(params, "asset")?).await?;
+    reserve_of(client, token).await
+}
+
+/// The pool's reserve of `token` (WETH's for the native coin); not one: `INVALID_PARAMS`.
+pub(super) async fn reserve_of(client: &ChainClient, token: Token) -> Result<Reserve, Error> {
+    let asset = match &token {
         Token::Native => super::weth(client)?,
         Token::Erc20 { address, .. } => *address,
     };
     let data_provider = contract(client, DATA_PROVIDER)?;
-    let config = view(
-        client,
-        data_provider,
-        IAaveDataProvider::getReserveConfigurationDataCall { asset: reserve },
-    )
-    .await?;
+    let (config, paused) = tokio::try_join!(
+        view(
+            client,
+            data_provider,
+            IAaveDataProvider::getReserveConfigurationDataCall { asset },
+        ),
+        view(
+            client,
+            data_provider,
+            IAaveDataProvider::getPausedCall { asset }
+        ),
+    )?;
     if !config.isActive {
         return Err(invalid(
             "asset",
@@ -100,27 +152,78 @@ pub(super) async fn plan_supply(
             ),
         ));
     }
-    let paused = view(
-        client,
-        data_provider,
-        IAaveDataProvider::getPausedCall { asset: reserve },
-    )
-    .await?;
-    if config.isFrozen || paused {
-        return Err(Error::new(
-            ErrorCode::NotAvailable,
-            format!(
-                "Aave's {} reserve on chain {} is {}: it takes no supply now.",
-                token.symbol(),
-                client.chain_id,
-                if paused { "paused" } else { "frozen" }
-            ),
-        ));
+    Ok(Reserve {
+        token,
+        asset,
+        config,
+        paused,
+    })
+}
+
+/// The `amount` param in the reserve's units: `None` for `max`.
+fn amount_of(params: &Value, reserve: &Reserve) -> Result<Option<U256>, Error> {
+    let text = param_str(params, "amount")?;
+    if text == "max" {
+        return Ok(None);
     }
-    let human = format_units(amount, token.decimals());
-    let description = format!("Supply {human} {} to Aave for {on_behalf}", token.symbol());
+    let amount = units("amount", text, reserve.decimals())?;
+    if amount.is_zero() {
+        return Err(invalid("amount", "must be more than 0"));
+    }
+    Ok(Some(amount))
+}
+
+/// The address param `field`, else `default`.
+fn party(params: &Value, field: &str, default: Address) -> Result<Address, Error> {
+    match opt_str(params, field) {
+        Some(a) => address(field, a),
+        None => Ok(default),
+    }
+}
+
+/// What `user` holds of the reserve: its aToken balance, its debt (variable and stable), and
+/// whether the supply counts as collateral.
+pub(super) async fn held(
+    client: &ChainClient,
+    asset: Address,
+    user: Address,
+) -> Result<IAaveDataProvider::getUserReserveDataReturn, Error> {
+    view(
+        client,
+        contract(client, DATA_PROVIDER)?,
+        IAaveDataProvider::getUserReserveDataCall { asset, user },
+    )
+    .await
+}
+
+/// An amount with room for the interest that accrues between the plan and the block (0.1 %):
+/// what a `max` repayment approves and offers, of which the pool takes only the debt.
+fn with_interest_margin(amount: U256) -> U256 {
+    amount
+        .saturating_add(amount / U256::from(1000u64))
+        .saturating_add(U256::from(1u64))
+}
+
+/// Supplies `amount` of `asset` for `onBehalfOf` (the signer when omitted).
+pub(super) async fn plan_supply(
+    client: &ChainClient,
+    params: &Value,
+    signer: Address,
+) -> Result<Plan, Error> {
+    let pool = contract(client, POOL)?;
+    let reserve = reserve(client, params).await?;
+    let Some(amount) = amount_of(params, &reserve)? else {
+        return Err(invalid("amount", "must be a decimal amount"));
+    };
+    let on_behalf = party(params, "onBehalfOf", signer)?;
+    reserve.open_for("supply", true, client.chain_id)?;
+    let human = reserve.human(amount);
+    let description = format!(
+        "Supply {human} {} to Aave for {on_behalf}",
+        reserve.symbol()
+    );
     let mut calls = Vec::new();
-    match &token {
+    match &reserve.token {
         Token::Native => calls.push(call(
             contract(client, GATEWAY)?,
             IWrappedTokenGateway::depositETHCall {
@@ -153,8 +256,431 @@ pub(super) async fn plan_supply(
     }
     Ok(Plan {
         calls,
-        summary: json!({"asset": token.symbol(), "amount": human, "onBehalfOf": on_behalf}),
+        summary: json!({"asset": reserve.symbol(), "amount": human, "onBehalfOf": on_behalf}),
     })
+}
+
+/// Withdraws `amount` (or `max`: the whole supply) of `asset` from the signer's supply to `to`
+/// (the signer when omitted). Native ETH through the gateway, which first takes the aWETH.
+pub(super) async fn plan_withdraw(
+    client: &ChainClient,
+    params: &Value,
+    signer: Address,
+) -> Result<Plan, Error> {
+    let pool = contract(client, POOL)?;
+    let reserve = reserve(client, params).await?;
+    let asked = amount_of(params, &reserve)?;
+    let to = party(params, "to", signer)?;
+    reserve.open_for("withdrawal", false, client.chain_id)?;
+    let supplied = held(client, reserve.asset, signer)
+        .await?
+        .currentATokenBalance;
+    if supplied.is_zero() {
+        return Err(reserve.nothing_supplied(signer, client.chain_id));
+    }
+    if let Some(a) = asked
+        && a > supplied
+    {
+        return Err(invalid(
+            "amount",
+            format!(
+                "{} {} is more than the {} {signer} supplies",
+                reserve.human(a),
+                reserve.symbol(),
+                reserve.human(supplied)
+            ),
+        ));
+    }
+    // `max` is the pool's whole-balance amount, so interest accrued until the block goes too.
+    let amount = asked.unwrap_or(U256::MAX);
+    let human = asked.map_or_else(
+        || format!("all ({} now)", reserve.human(supplied)),
+        |a| reserve.human(a),
+    );
+    let description = format!("Withdraw {human} {} from Aave to {to}", reserve.symbol());
+    let mut calls = Vec::new();
+    match &reserve.token {
+        Token::Native => {
+            let gateway = contract(client, GATEWAY)?;
+            let a_token = view(
+                client,
+                contract(client, DATA_PROVIDER)?,
+                IAaveDataProvider::getReserveTokensAddressesCall {
+                    asset: reserve.asset,
+                },
+            )
+            .await?
+            .aTokenAddress;
+            let pulled = asked.unwrap_or_else(|| with_interest_margin(supplied));
+            calls.extend(approval(client, a_token, "aWETH", 18, signer, gateway, pulled).await?);
+            calls.push(call(
+                gateway,
+                IWrappedTokenGateway::withdrawETHCall { pool, amount, to },
+                U256::ZERO,
+                description,
+            ));
+        }
+        Token::Erc20 { address, .. } => calls.push(call(
+            pool,
+            IAavePool::withdrawCall {
+                asset: *address,
+                amount,
+                to,
+            },
+            U256::ZERO,
+            description,
+        )),
+    }
+    Ok(Plan {
+        calls,
+        summary: json!({"asset": reserve.symbol(), "amount": asked.map_or("max".to_owned(), |a| reserve.human(a)), "to": to}),
+    })
+}
+
+/// Borrows `amount` of `asset` at the variable rate, the debt on `onBehalfOf` (the signer when
+/// omitted; another account must have delegated the credit to the signer). Native ETH through the
+/// gateway, to which the signer delegates that much credit first.
+pub(super) async fn plan_borrow(
+    client: &ChainClient,
+    params: &Value,
+    signer: Address,
+) -> Result<Plan, Error> {
+    let pool = contract(client, POOL)?;
+    let reserve = reserve(client, params).await?;
+    let Some(amount) = amount_of(params, &reserve)? else {
+        return Err(invalid("amount", "must be a decimal amount"));
+    };
+    let on_behalf = party(params, "onBehalfOf", signer)?;
+    reserve.open_for("borrowing", true, client.chain_id)?;
+    if !reserve.config.borrowingEnabled {
+        return Err(Error::new(
+            ErrorCode::NotAvailable,
+            format!(
+                "Aave's {} reserve on chain {} does not lend.",
+                reserve.symbol(),
+                client.chain_id
+            ),
+        ));
+    }
+    let debt_token = view(
+        client,
+        contract(client, DATA_PROVIDER)?,
+        IAaveDataProvider::getReserveTokensAddressesCall {
+            asset: reserve.asset,
+        },
+    )
+    .await?
+    .variableDebtTokenAddress;
+    let human = reserve.human(amount);
+    let description = format!(
+        "Borrow {human} {} from Aave at the variable rate, owed by {on_behalf}",
+        reserve.symbol()
+    );
+    let mut calls = Vec::new();
+    match &reserve.token {
+        Token::Native => {
+            if on_behalf != signer {
+                return Err(invalid(
+                    "onBehalfOf",
+                    "ETH is borrowed through the WrappedTokenGateway for the signer only; borrow WETH for another account",
+                ));
+            }
+            let gateway = contract(client, GATEWAY)?;
+            let allowed = view(
+                client,
+                debt_token,
+                IAaveDebtToken::borrowAllowanceCall {
+                    fromUser: signer,
+                    toUser: gateway,
+                },
+            )
+            .await?;
+            if allowed < amount {
+                calls.push(call(
+                    debt_token,
+                    IAaveDebtToken::approveDelegationCall {
+                        delegatee: gateway,
+                        amount,
+                    },
+                    U256::ZERO,
+                    format!("Let {gateway} borrow {human} WETH against {signer}'s collateral"),
+                ));
+            }
+            calls.push(call(
+                gateway,
+                IWrappedTokenGateway::borrowETHCall {
+                    pool,
+                    amount,
+                    interestRateMode: U256::from(VARIABLE_RATE),
+                    referralCode: 0,
+                },
+                U256::ZERO,
+                description,
+            ));
+        }
+        Token::Erc20 { address, .. } => {
+            if on_behalf != signer {
+                let allowed = view(
+                    client,
+                    debt_token,
+                    IAaveDebtToken::borrowAllowanceCall {
+                        fromUser: on_behalf,
+                        toUser: signer,
+                    },
+                )
+                .await?;
+                if allowed < amount {
+                    return Err(invalid(
+                        "onBehalfOf",
+                        format!(
+                            "{on_behalf} lets {signer} borrow {} {} of its credit, less than {human}",
+                            reserve.human(allowed),
+                            reserve.symbol()
+                        ),
+                    ));
+                }
+            }
+            calls.push(call(
+                pool,
+                IAavePool::borrowCall {
+                    asset: *address,
+                    amount,
+                    interestRateMode: U256::from(VARIABLE_RATE),
+                    referralCode: 0,
+                    onBehalfOf: on_behalf,
+                },
+                U256::ZERO,
+                description,
+            ));
+        }
+    }
+    Ok(Plan {
+        calls,
+        summary: json!({"asset": reserve.symbol(), "amount": human, "onBehalfOf": on_behalf, "rateMode": "variable"}),
+    })
+}
+
+/// Repays `amount` (or `max`: the whole variable debt) of `asset` owed by `onBehalfOf` (the signer
+/// when omitted). The pool takes at most the debt, so `max` offers the debt with a margin for the
+/// interest that accrues until the block. Native ETH through the gateway, which refunds the rest.
+pub(super) async fn plan_repay(
+    client: &ChainClient,
+    params: &Value,
+    signer: Address,
+) -> Result<Plan, Error> {
+    let pool = contract(client, POOL)?;
+    let reserve = reserve(client, params).await?;
+    let asked = amount_of(params, &reserve)?;
+    let on_behalf = party(params, "onBehalfOf", signer)?;
+    reserve.open_for("repayment", false, client.chain_id)?;
+    let debt = held(client, reserve.asset, on_behalf)
+        .await?
+        .currentVariableDebt;
+    if debt.is_zero() {
+        return Err(invalid(
+            "asset",
+            format!(
+                "{on_behalf} owes no {} to Aave on chain {}",
+                reserve.symbol(),
+                client.chain_id
+            ),
+        ));
+    }
+    let amount = asked.unwrap_or_else(|| with_interest_margin(debt));
+    let human = asked.map_or_else(
+        || format!("all ({} now)", reserve.human(debt)),
+        |a| reserve.human(a),
+    );
+    let description = format!(
+        "Repay {human} {} of {on_behalf}'s Aave debt",
+        reserve.symbol()
+    );
+    let mut calls = Vec::new();
+    match &reserve.token {
+        Token::Native => calls.push(call(
+            contract(client, GATEWAY)?,
+            IWrappedTokenGateway::repayETHCall {
+                pool,
+                amount,
+                rateMode: U256::from(VARIABLE_RATE),
+                onBehalfOf: on_behalf,
+            },
+            amount,
+            description,
+        )),
+        Token::Erc20 {
+            address,
+            decimals,
+            symbol,
+        } => {
+            calls
+                .extend(approval(client, *address, symbol, *decimals, signer, pool, amount).await?);
+            calls.push(call(
+                pool,
+                IAavePool::repayCall {
+                    asset: *address,
+                    amount,
+                    interestRateMode: U256::from(VARIABLE_RATE),
+                    onBehalfOf: on_behalf,
+                },
+                U256::ZERO,
+                description,
+            ));
+        }
+    }
+    Ok(Plan {
+        calls,
+        summary: json!({"asset": reserve.symbol(), "amount": asked.map_or("max".to_owned(), |a| reserve.human(a)), "debt": reserve.human(debt), "onBehalfOf": on_behalf}),
+    })
+}
+
+/// Counts the signer's supply of `asset` as collateral, or stops counting it.
+pub(super) async fn plan_set_collateral(
+    client: &ChainClient,
+    params: &Value,
+    signer: Address,
+) -> Result<Plan, Error> {
+    let pool = contract(client, POOL)?;
+    let reserve = reserve(client, params).await?;
+    let enabled = params
+        .get("enabled")
+        .and_then(Value::as_bool)
+        .ok_or_else(|| invalid("enabled", "must be true or false"))?;
+    reserve.open_for("change", false, client.chain_id)?;
+    let mine = held(client, reserve.asset, signer).await?;
+    if mine.currentATokenBalance.is_zero() {
+        return Err(reserve.nothing_supplied(signer, client.chain_id));
+    }
+    if enabled && reserve.config.liquidationThreshold.is_zero() {
+        return Err(invalid(
+            "asset",
+            format!(
+                "Aave does not count {} as collateral on chain {}",
+                reserve.symbol(),
+                client.chain_id
+            ),
+        ));
+    }
+    let verb = if enabled { "Count" } else { "Stop counting" };
+    let calls = vec![call(
+        pool,
+        IAavePool::setUserUseReserveAsCollateralCall {
+            asset: reserve.asset,
+            useAsCollateral: enabled,
+        },
+        U256::ZERO,
+        format!(
+            "{verb} {signer}'s {} supply as Aave collateral",
+            reserve.symbol()
+        ),
+    )];
+    Ok(Plan {
+        calls,
+        summary: json!({"asset": reserve.symbol(), "enabled": enabled, "wasEnabled": mine.usageAsCollateralEnabled}),
+    })
+}
+
+/// The writes that may lower a position's health factor (set-collateral when it switches off).
+pub const LOWERS_HEALTH: &[&str] = &["borrow", "withdraw-lending", "set-collateral"];
+
+/// Aave's variable interest rate mode.
+const VARIABLE_RATE: u64 = 2;
+
+/// How a borrow, a withdrawal or switching a supply off as collateral changes `wallet`'s (or
+/// `onBehalfOf`'s, for a borrow) position: weighted collateral and debt in the oracle's base
+/// currency, before and after. `None` for a write that cannot lower the health factor.
+pub async fn health_change(
+    client: &ChainClient,
+    action: &str,
+    params: &Value,
+    wallet: Option<Address>,
+) -> Result<Option<HealthChange>, Error> {
+    let lowers = match action {
+        "borrow" | "withdraw-lending" => true,
+        "set-collateral" => params.get("enabled").and_then(Value::as_bool) == Some(false),
+        _ => false,
+    };
+    if !lowers {
+        return Ok(None);
+    }
+    let Some(wallet) = wallet else {
+        return Err(Error::invalid(format!(
+            "{action} lowers a lending position's health factor, which the policy bounds: it runs for one known wallet (walletAddress on build-tx), not as a fan-out."
+        )));
+    };
+    let pool = contract(client, POOL)?;
+    let reserve = reserve(client, params).await?;
+    let owner = match action {
+        "borrow" => party(params, "onBehalfOf", wallet)?,
+        _ => wallet,
+    };
+    let (account, mine, price) = tokio::try_join!(
+        view(
+            client,
+            pool,
+            IAavePool::getUserAccountDataCall { user: owner }
+        ),
+        held(client, reserve.asset, owner),
+        view(
+            client,
+            contract(client, ORACLE)?,
+            IAaveOracle::getAssetPriceCall {
+                asset: reserve.asset
+            }
+        ),
+    )?;
+    let scale = U256::from(10u64).pow(U256::from(reserve.decimals()));
+    let base = |amount: U256| amount.saturating_mul(price) / scale;
+    let bps = U256::from(10_000u64);
+    let weighted_before = account
+        .totalCollateralBase
+        .saturating_mul(account.currentLiquidationThreshold)
+        / bps;
+    let (mut weighted_after, mut debt_after) = (weighted_before, account.totalDebtBase);
+    match action {
+        "borrow" => {
+            let amount = amount_of(params, &reserve)?.unwrap_or_default();
+            debt_after = debt_after.saturating_add(base(amount));
+        }
+        _ => {
+            let amount = match action {
+                "withdraw-lending" => amount_of(params, &reserve)?
+                    .unwrap_or(mine.currentATokenBalance)
+                    .min(mine.currentATokenBalance),
+                _ => mine.currentATokenBalance,
+            };
+            if mine.usageAsCollateralEnabled {
+                let lost = base(amount).saturating_mul(reserve.config.liquidationThreshold) / bps;
+                weighted_after = weighted_after.saturating_sub(lost);
+            }
+        }
+    }
+    let fit = |v: U256| u128::try_from(v).unwrap_or(u128::MAX);
+    Ok(Some(HealthChange {
+        owner: owner.to_string(),
+        weighted_collateral_before: fit(weighted_before),
+        debt_before: fit(account.totalDebtBase),
+        weighted_collateral_after: fit(weighted_after),
+        debt_after: fit(debt_after),
+    }))
+}
+
+/// What `owner` supplies or owes of the reserve `asset` names, in token units.
+pub async fn position_amount(
+    client: &ChainClient,
+    asset: &str,
+    owner: Address,
+    side: PositionSide,
+) -> Result<String, Error> {
+    let reserve = reserve(client, &json!({ "asset": asset })).await?;
+    let mine = held(client, reserve.asset, owner).await?;
+    let raw = match side {
+        PositionSide::Supplied => mine.currentATokenBalance,
+        PositionSide::Debt => mine
+            .currentVariableDebt
+            .saturating_add(mine.currentStableDebt),
+    };
+    Ok(reserve.human(raw))
 }
 
 /// Every reserve of the pool with its rates, totals in USD, risk parameters, caps and state.

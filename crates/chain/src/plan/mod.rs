@@ -390,6 +390,10 @@ pub async fn plan(
         }
         "swap" => plan_swap(client, params, signer).await,
         "supply-lending" => aave::plan_supply(client, params, signer).await,
+        "withdraw-lending" => aave::plan_withdraw(client, params, signer).await,
+        "borrow" => aave::plan_borrow(client, params, signer).await,
+        "repay" => aave::plan_repay(client, params, signer).await,
+        "set-collateral" => aave::plan_set_collateral(client, params, signer).await,
         "swap-v3" => plan_swap_v3(client, params, signer).await,
         "fx-swap" => plan_fx_swap(client, prices, params, signer).await,
         "deposit-earn-position" => {
@@ -600,11 +604,15 @@ pub fn runs_on(action: &str, client: &ChainClient) -> bool {
         "deposit-earn-position" | "withdraw-earn-position" | "get-earn-position" => {
             !s.vaults.is_empty()
         }
-        "supply-lending" | "get-lending-markets" | "get-lending-position" => {
-            [aave::POOL, aave::DATA_PROVIDER, aave::ORACLE]
-                .iter()
-                .all(|c| s.contracts.contains_key(*c))
-        }
+        "supply-lending"
+        | "withdraw-lending"
+        | "borrow"
+        | "repay"
+        | "set-collateral"
+        | "get-lending-markets"
+        | "get-lending-position" => [aave::POOL, aave::DATA_PROVIDER, aave::ORACLE]
+            .iter()
+            .all(|c| s.contracts.contains_key(*c)),
         _ => false,
     }
 }
@@ -620,6 +628,10 @@ pub const WRITES: &[&str] = &[
     "deposit-earn-position",
     "withdraw-earn-position",
     "supply-lending",
+    "withdraw-lending",
+    "borrow",
+    "repay",
+    "set-collateral",
 ];
 pub const READS: &[&str] = &[
     "get-token-balance",

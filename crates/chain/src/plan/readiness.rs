@@ -14,11 +14,12 @@ use alloy::providers::Provider;
 use alloy::rpc::types::TransactionRequest;
 use alloy::sol_types::SolCall;
 
+use super::aave;
 use super::{
     Token, V2_ROUTER, V3_QUOTER, V3_ROUTER, contract, format_units, resolve_token, rpc_error,
     units, vault, vault_asset, view,
 };
-use crate::bindings::{IERC20, IERC4626, IPausable};
+use crate::bindings::{IAaveDataProvider, IAavePool, IERC20, IERC4626, IPausable};
 use crate::client::ChainClient;
 
 /// An upper estimate of one execution's gas, by action (an approval included where the action may
@@ -28,6 +29,8 @@ fn gas_budget(action: &str) -> u64 {
         "transfer" => 80_000,
         "wrap-native" | "unwrap-native" => 70_000,
         "withdraw-earn-position" => 200_000,
+        // An approval or a credit delegation, then the pool (through the gateway for ETH).
+        "borrow" | "withdraw-lending" | "repay" => 450_000,
         _ => 300_000,
     }
 }
@@ -40,7 +43,7 @@ fn spenders(client: &ChainClient, check: &VenueCheck<'_>, action: &str) -> Vec<A
     match action {
         "swap" => named(V2_ROUTER),
         "swap-v3" | "fx-swap" => named(V3_ROUTER),
-        "supply-lending" => named(super::aave::POOL),
+        "supply-lending" | "repay" => named(super::aave::POOL),
         "deposit-earn-position" => match check.params.map(|p| vault(client, p)) {
             Some(Ok((_, v))) => vec![v],
             Some(Err(_)) => vec![],
@@ -78,6 +81,133 @@ async fn paused(client: &ChainClient, token: Address) -> Result<bool, Error> {
         Err(alloy::transports::RpcError::ErrorResp(_)) => Ok(false),
         Err(e) => Err(rpc_error(client, e)),
     }
+}
+
+/// The writes whose token comes into the wallet instead of leaving it.
+const RECEIVES: &[&str] = &[
+    "borrow",
+    "withdraw-lending",
+    "set-collateral",
+    "withdraw-earn-position",
+];
+
+/// Aave's writes.
+const LENDING: &[&str] = &[
+    "supply-lending",
+    "withdraw-lending",
+    "borrow",
+    "repay",
+    "set-collateral",
+];
+
+/// What blocks Aave's writes of `token` now: a paused reserve (nothing moves), a frozen one (no
+/// supply, no borrow), a supply or borrow cap the amount would pass, borrowing switched off, and a
+/// borrow by a holder with no collateral.
+async fn lending(
+    client: &ChainClient,
+    check: &VenueCheck<'_>,
+    token: Token,
+    amount: Option<U256>,
+    holder: Option<Address>,
+) -> Result<Vec<BlockingReason>, Error> {
+    let mut reasons = Vec::new();
+    let chain_id = client.chain_id;
+    let has = |a: &str| check.actions.contains(&a);
+    let reserve = match aave::reserve_of(client, token).await {
+        Ok(r) => r,
+        // Not a reserve: the action's own INVALID_PARAMS says so.
+        Err(e) if e.code == actiongate_api_types::ErrorCode::InvalidParams => return Ok(reasons),
+        Err(e) => return Err(e),
+    };
+    let symbol = reserve.symbol();
+    if reserve.paused {
+        reasons.push(reason(
+            BlockingCode::VenuePaused,
+            format!("Aave's {symbol} reserve on chain {chain_id} is paused: nothing is supplied, borrowed, repaid or withdrawn."),
+            "Wait until Aave's guardians unpause it.".to_owned(),
+        ));
+        return Ok(reasons);
+    }
+    let (data, caps) = tokio::try_join!(
+        view(
+            client,
+            contract(client, aave::DATA_PROVIDER)?,
+            IAaveDataProvider::getReserveDataCall {
+                asset: reserve.asset
+            }
+        ),
+        view(
+            client,
+            contract(client, aave::DATA_PROVIDER)?,
+            IAaveDataProvider::getReserveCapsCall {
+                asset: reserve.asset
+            }
+        ),
+    )?;
+    let whole = U256::from(10u64).pow(U256::from(reserve.decimals()));
+    let extra = amount.unwrap_or_default();
+    if reserve.config.isFrozen && (has("supply-lending") || has("borrow")) {
+        reasons.push(reason(
+            BlockingCode::VenuePaused,
+            format!("Aave's {symbol} reserve on chain {chain_id} is frozen: it takes no supply and lends nothing (repayments and withdrawals still run)."),
+            "Use another reserve, or wait until Aave unfreezes it.".to_owned(),
+        ));
+    }
+    if has("supply-lending") && !caps.supplyCap.is_zero() {
+        let cap = caps.supplyCap.saturating_mul(whole);
+        if data.totalAToken.saturating_add(extra) > cap {
+            reasons.push(reason(
+                BlockingCode::VenuePaused,
+                format!(
+                    "Aave's {symbol} reserve on chain {chain_id} holds {} of its supply cap of {}: {} more does not fit.",
+                    reserve.human(data.totalAToken),
+                    caps.supplyCap,
+                    reserve.human(extra)
+                ),
+                "Supply less, or another asset.".to_owned(),
+            ));
+        }
+    }
+    if has("borrow") {
+        if !reserve.config.borrowingEnabled {
+            reasons.push(reason(
+                BlockingCode::VenuePaused,
+                format!("Aave's {symbol} reserve on chain {chain_id} does not lend."),
+                "Borrow another asset.".to_owned(),
+            ));
+        }
+        let borrowed = data.totalVariableDebt.saturating_add(data.totalStableDebt);
+        if !caps.borrowCap.is_zero()
+            && borrowed.saturating_add(extra) > caps.borrowCap.saturating_mul(whole)
+        {
+            reasons.push(reason(
+                BlockingCode::VenuePaused,
+                format!(
+                    "Aave's {symbol} reserve on chain {chain_id} has lent {} of its borrow cap of {}: {} more does not fit.",
+                    reserve.human(borrowed),
+                    caps.borrowCap,
+                    reserve.human(extra)
+                ),
+                "Borrow less, or another asset.".to_owned(),
+            ));
+        }
+        if let Some(holder) = holder {
+            let account = view(
+                client,
+                contract(client, aave::POOL)?,
+                IAavePool::getUserAccountDataCall { user: holder },
+            )
+            .await?;
+            if account.totalCollateralBase.is_zero() {
+                reasons.push(reason(
+                    BlockingCode::BalanceShort,
+                    format!("{holder} has no collateral in Aave on chain {chain_id}: nothing can be borrowed against it."),
+                    format!("Supply an asset Aave counts as collateral first (supply-lending), from {holder}."),
+                ));
+            }
+        }
+    }
+    Ok(reasons)
 }
 
 /// What blocks `check` on `client`'s chain now.
@@ -129,6 +259,14 @@ pub async fn readiness(
         (Some(t), Some(a)) if a != "max" => Some(units("amount", a, t.decimals())?),
         _ => None,
     };
+    // Writes whose token comes in (a borrow, a withdrawal) need none of it in the wallet.
+    let spends = check.actions.iter().any(|a| !RECEIVES.contains(a));
+    let holder = check.holder.and_then(|h| h.parse::<Address>().ok());
+    if let Some(token) = &token
+        && check.actions.iter().any(|a| LENDING.contains(a))
+    {
+        reasons.extend(lending(client, check, token.clone(), amount, holder).await?);
+    }
 
     // Gas: the sender pays every transaction (and the native amount it sends).
     if let Some(sender) = check.sender.and_then(|s| s.parse::<Address>().ok()) {
@@ -146,7 +284,7 @@ pub async fn readiness(
         let (max_fee, _) = crate::sender::fees(client).await?;
         let gas = U256::from(budget) * U256::from(max_fee);
         let native = match (&token, amount, check.holder) {
-            (Some(Token::Native), Some(a), Some(_)) => a,
+            (Some(Token::Native), Some(a), Some(_)) if spends => a,
             _ => U256::ZERO,
         };
         let balance = client
@@ -205,8 +343,7 @@ pub async fn readiness(
         ));
     }
 
-    let holder = check.holder.and_then(|h| h.parse::<Address>().ok());
-    if let (Some(holder), Some(amount)) = (holder, amount) {
+    if let (Some(holder), Some(amount), true) = (holder, amount, spends) {
         let balance = view(client, *token_at, IERC20::balanceOfCall { owner: holder }).await?;
         if balance < amount {
             reasons.push(reason(

@@ -18,7 +18,7 @@ use crate::clock::{from_millis, rfc3339, to_millis};
 use crate::crypto::Keyring;
 use crate::crypto::{self, AGENT_KEY_PREFIX, OWNER_SESSION_PREFIX, SecretHash};
 use crate::error::{Error, Result};
-use crate::identity::policy::canonical_names;
+use crate::identity::policy::{canonical_names, health_factor_bps};
 use crate::limits::Limits;
 use crate::mail::{Mailer, OutgoingMail};
 use crate::money::usd_to_micros;
@@ -124,6 +124,7 @@ pub struct Identity {
     default_allowed: Vec<String>,
     default_daily_micros: i64,
     default_per_action_micros: Option<i64>,
+    default_health_factor_bps: i64,
     agents: AgentCache,
 }
 
@@ -155,6 +156,10 @@ impl Identity {
             .max_amount_usd_per_action
             .map(|v| usd_to_micros("policy.default.maxAmountUsdPerAction", v))
             .transpose()?;
+        let default_health_factor_bps = health_factor_bps(
+            "policy.default.minHealthFactor",
+            settings.default_policy.min_health_factor,
+        )?;
         Ok(Self {
             store,
             mailer,
@@ -166,6 +171,7 @@ impl Identity {
             default_allowed,
             default_daily_micros,
             default_per_action_micros,
+            default_health_factor_bps,
             agents: AgentCache::default(),
         })
     }

@@ -20,6 +20,7 @@ impl Identity {
             allowed_actions: self.default_allowed.clone(),
             daily_limit_micros: self.default_daily_micros,
             max_per_action_micros: self.default_per_action_micros,
+            min_health_factor_bps: self.default_health_factor_bps,
             updated_at: to_millis(now),
         }
     }
@@ -59,6 +60,10 @@ impl Identity {
                 .max_amount_usd_per_action
                 .map(|v| usd_to_micros("maxAmountUsdPerAction", v))
                 .transpose()?,
+            min_health_factor_bps: match req.min_health_factor {
+                Some(v) => health_factor_bps("minHealthFactor", v)?,
+                None => self.default_health_factor_bps,
+            },
             updated_at: to_millis(self.clock.now()),
         };
         self.store.put_policy(&policy).await?;
@@ -98,8 +103,21 @@ pub(super) fn policy_view(p: &PolicyRecord) -> PolicyView {
         allowed_actions: p.allowed_actions.clone(),
         daily_limit_usd: micros_to_usd(p.daily_limit_micros),
         max_amount_usd_per_action: p.max_per_action_micros.map(micros_to_usd),
+        min_health_factor: p.min_health_factor_bps as f64 / 10_000.0,
         updated_at: rfc3339(from_millis(p.updated_at)),
     }
+}
+
+/// A minimum health factor (1 to 100, at most four decimals kept) in ten-thousandths.
+pub(crate) fn health_factor_bps(field: &str, value: f64) -> Result<i64> {
+    if !value.is_finite() || !(1.0..=100.0).contains(&value) {
+        return Err(Error::new(
+            ErrorCode::InvalidRequest,
+            format!("{field} must be a number from 1 to 100 (Aave liquidates below 1)."),
+        ));
+    }
+    // In range, so the product fits; ten-thousandths are what a policy keeps.
+    Ok((value * 10_000.0).round() as i64)
 }
 
 /// Resolves names through aliases to canonical names, deduplicated, in the order given.

@@ -52,6 +52,12 @@ impl Intents {
         )
         .await
         .first_refusal()?;
+        if let Some(refused @ Err(_)) = self
+            .health_check(spec, Lane::BuildTx, params, chain_id, &policy, holder)
+            .await
+        {
+            refused?;
+        }
         let provider = self
             .registry
             .provider(spec.name(), Lane::BuildTx)

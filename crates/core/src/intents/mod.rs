@@ -226,6 +226,17 @@ impl Intents {
             )
             .await
             .first_refusal();
+        // A lending write must leave the position's health factor at the policy's minimum.
+        let checked = match checked {
+            Ok(amount) => match self
+                .health_check(spec, lane, &req.params, chain_id, &policy, holder)
+                .await
+            {
+                Some(Err(refused)) => Err(refused),
+                _ => Ok(amount),
+            },
+            other => other,
+        };
         // A write whose venue the chain says is not ready (gas, balance, a pause) is refused before
         // anything is written; credits and delegations are decided by the acceptance.
         let checked = match checked {

@@ -113,6 +113,14 @@ impl Intents {
         for (name, result) in policy_checks.report(lane, chain_id) {
             checks.push(verdict(name, result));
         }
+        // The health factor a lending write leaves, once the checks before it pass.
+        if policy_checks.amount.is_ok()
+            && let Some(result) = self
+                .health_check(spec, lane, &req.params, chain_id, &policy, holder)
+                .await
+        {
+            checks.push(verdict("healthFactor", result));
+        }
         let amount = policy_checks.amount.unwrap_or(0);
         let day = day_of(to_millis(self.clock.now()));
         let used = self.store.daily_usage(&agent.agent.id, day).await?;

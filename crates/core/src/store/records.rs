@@ -72,6 +72,9 @@ pub struct PolicyRecord {
     pub allowed_actions: Vec<String>,
     pub daily_limit_micros: i64,
     pub max_per_action_micros: Option<i64>,
+    /// The lowest health factor a borrow or withdrawal may leave a lending position at, in
+    /// ten-thousandths (1.5 is 15000).
+    pub min_health_factor_bps: i64,
     pub updated_at: i64,
 }
 

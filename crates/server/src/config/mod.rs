@@ -197,6 +197,13 @@ pub struct DefaultPolicySection {
     #[serde(default = "default_daily_limit")]
     pub daily_limit_usd: f64,
     pub max_amount_usd_per_action: Option<f64>,
+    /// The lowest health factor a borrow or withdrawal may leave a lending position at (1.5).
+    #[serde(default = "default_health_factor")]
+    pub min_health_factor: f64,
+}
+
+fn default_health_factor() -> f64 {
+    1.5
 }
 
 fn default_daily_limit() -> f64 {
@@ -369,6 +376,7 @@ impl Config {
                 allowed_actions: p.allowed_actions,
                 daily_limit_usd: p.daily_limit_usd,
                 max_amount_usd_per_action: p.max_amount_usd_per_action,
+                min_health_factor: p.min_health_factor,
             };
         }
         onboarding_settings(&mut settings, &f.onboarding)?;

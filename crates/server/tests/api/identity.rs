@@ -419,6 +419,7 @@ async fn policy_is_read_and_replaced_by_the_owner(backend: Backend) {
     );
     assert_eq!(p["dailyLimitUsd"], json!(1000.0));
     assert_eq!(p["maxAmountUsdPerAction"], json!(null));
+    assert_eq!(p["minHealthFactor"], json!(1.5), "the shipped default");
     assert_eq!(p["agentId"], json!(owner.agent_id));
 
     let put = app
@@ -428,7 +429,8 @@ async fn policy_is_read_and_replaced_by_the_owner(backend: Backend) {
             json!({
                 "allowedActions": ["swap_tokens", "claim_rewards", "swap", "CLAIM-REWARDS"],
                 "dailyLimitUsd": 250.75,
-                "maxAmountUsdPerAction": 100
+                "maxAmountUsdPerAction": 100,
+                "minHealthFactor": 1.75
             }),
         )
         .await;
@@ -440,6 +442,7 @@ async fn policy_is_read_and_replaced_by_the_owner(backend: Backend) {
     );
     assert_eq!(p["dailyLimitUsd"], json!(250.75));
     assert_eq!(p["maxAmountUsdPerAction"], json!(100.0));
+    assert_eq!(p["minHealthFactor"], json!(1.75));
     assert_eq!(app.get_as(&path, &owner.session).await.body["data"], p);
 
     // Refusals change nothing.
@@ -470,6 +473,17 @@ async fn policy_is_read_and_replaced_by_the_owner(backend: Backend) {
             "INVALID_REQUEST",
         ),
         (json!({"allowedActions": ["swap"]}), 400, "INVALID_REQUEST"),
+        // Aave liquidates below 1: a minimum under it protects nothing.
+        (
+            json!({"allowedActions": ["swap"], "dailyLimitUsd": 5, "minHealthFactor": 0.9}),
+            400,
+            "INVALID_REQUEST",
+        ),
+        (
+            json!({"allowedActions": ["swap"], "dailyLimitUsd": 5, "minHealthFactor": "high"}),
+            400,
+            "INVALID_REQUEST",
+        ),
         (
             json!({"allowedActions": ["swap"], "dailyLimitUsd": 5, "surprise": true}),
             400,
