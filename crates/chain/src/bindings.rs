@@ -87,6 +87,8 @@ sol! {
     /// ERC-4626 tokenized vault.
     interface IERC4626 {
         function asset() external view returns (address);
+        function decimals() external view returns (uint8);
+        function totalAssets() external view returns (uint256);
         function balanceOf(address owner) external view returns (uint256);
         function convertToAssets(uint256 shares) external view returns (uint256);
         function maxWithdraw(address owner) external view returns (uint256);

@@ -7,6 +7,7 @@ pub mod amount;
 pub mod bindings;
 pub mod client;
 pub mod delegation;
+pub mod earn;
 pub mod locks;
 pub mod market;
 pub mod payments;
@@ -19,6 +20,7 @@ pub mod uniswap;
 
 pub use client::{ChainClients, ChainOptions};
 pub use delegation::FrameworkChains;
+pub use earn::{EarnOptions, EarnReads};
 pub use market::MarketReads;
 pub use prices::ChainPrices;
 pub use provider::EvmProvider;

@@ -218,10 +218,16 @@ impl Provider for EvmProvider {
     }
 
     async fn health_change(&self, q: &HealthQuery<'_>) -> Result<Option<HealthChange>, Error> {
-        if !crate::plan::aave::LOWERS_HEALTH.contains(&q.action) {
+        // An earn withdrawal from an Aave opportunity is a lending withdrawal.
+        let routed = crate::plan::aave::as_lending(q.action, q.params);
+        let (action, params) = match &routed {
+            Some((a, p)) => (*a, p),
+            None => (q.action, q.params),
+        };
+        if !crate::plan::aave::LOWERS_HEALTH.contains(&action) {
             return Ok(None);
         }
-        let client = self.client(q.chain_id, q.action)?;
+        let client = self.client(q.chain_id, action)?;
         let wallet = q
             .wallet
             .map(|w| {
@@ -229,7 +235,7 @@ impl Provider for EvmProvider {
                     .map_err(|_| Error::invalid(format!("walletAddress {w:?} is not a 0x address")))
             })
             .transpose()?;
-        crate::plan::aave::health_change(client, q.action, q.params, wallet).await
+        crate::plan::aave::health_change(client, action, params, wallet).await
     }
 
     async fn readiness(&self, check: &VenueCheck<'_>) -> Result<Vec<BlockingReason>, Error> {

@@ -321,6 +321,9 @@ pub enum ValueRule {
     },
 }
 
+/// The prefix of an earn opportunity that is an Aave reserve (`aave-v3:USDC`).
+pub const LENDING_OPPORTUNITY: &str = "aave-v3:";
+
 /// Which side of a lending position `max` means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PositionSide {
@@ -610,6 +613,26 @@ impl Prices {
                 (TokenRef::resolve(&text(token)?, chain), text(amount)?)
             }
             ValueRule::Native { amount } => (TokenRef::resolve("ETH", chain), text(amount)?),
+            // An Aave opportunity (`aave-v3:<asset>`) is an amount of its asset; `max` its supply.
+            ValueRule::VaultAsset { vault, amount }
+                if text(vault).is_ok_and(|id| id.starts_with(LENDING_OPPORTUNITY)) =>
+            {
+                let id = text(vault)?;
+                let token = id.trim_start_matches(LENDING_OPPORTUNITY).to_owned();
+                let mut amount = text(amount)?;
+                if amount == "max" {
+                    let Some(holder) = holder else {
+                        return Err(unavailable(
+                            "amount \"max\" cannot be priced here (a fan-out withdraws a different position for each user): state the amount.",
+                        ));
+                    };
+                    amount = self
+                        .reads()?
+                        .lending_position(chain_id, &token, holder, PositionSide::Supplied)
+                        .await?;
+                }
+                (TokenRef::resolve(&token, chain), amount)
+            }
             ValueRule::VaultAsset { vault, amount } => {
                 let id = text(vault)?;
                 let address = chain.vaults.get(&id).ok_or_else(|| {
@@ -1037,6 +1060,15 @@ mod tests {
         assert_eq!(got.map(|v| v.micros).map_err(|e| e.code), Ok(12_250_000));
         let nobody = p.value(&debt, &all, 8453, &c, None, 0).await;
         assert_eq!(nobody.map_err(|e| e.code), Err(ErrorCode::PriceUnavailable));
+        // An Aave opportunity of the earn actions is its asset; max its supply.
+        let aave = serde_json::json!({"opportunityId": "aave-v3:USDC", "amount": "5"});
+        let got = p.value(&vault, &aave, 8453, &c, None, 0).await;
+        assert_eq!(got.map(|v| v.micros).map_err(|e| e.code), Ok(5_000_000));
+        let aave_max = serde_json::json!({"opportunityId": "aave-v3:USDC", "amount": "max"});
+        let got = p
+            .value(&vault, &aave_max, 8453, &c, Some("0xholder"), 0)
+            .await;
+        assert_eq!(got.map(|v| v.micros).map_err(|e| e.code), Ok(12_250_000));
         let stated = serde_json::json!({"asset": "USDC", "amount": "3"});
         let got = p.value(&debt, &stated, 8453, &c, None, 0).await;
         assert_eq!(got.map(|v| v.micros).map_err(|e| e.code), Ok(3_000_000));

@@ -24,6 +24,7 @@ alloy::sol! {
     #[sol(rpc)]
     interface IApprove {
         function approve(address spender, uint256 amount) external returns (bool);
+        function transfer(address to, uint256 amount) external returns (bool);
     }
 }
 
@@ -73,6 +74,49 @@ fn usd(base: U256) -> String {
     let cents = (base / U256::from(1_000_000u64)).to::<u64>();
     let text = format!("{}.{:02}", cents / 100, cents % 100);
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// A borrower straight to the pool (devnet account 5): 10 WETH supplied, 15,000 USDC borrowed.
+async fn borrower_fixture(devnet: &Devnet, pool: Address) -> Address {
+    let (borrower, _) = devnet.account(5);
+    let wallet = devnet.wallet(5);
+    let ten_weth = U256::from(10u64) * U256::from(10u64).pow(U256::from(18u64));
+    IWETH::new(devnet.weth(), &wallet)
+        .deposit()
+        .value(ten_weth)
+        .send()
+        .await
+        .expect("wrap")
+        .get_receipt()
+        .await
+        .expect("wrapped");
+    IApprove::new(devnet.weth(), &wallet)
+        .approve(pool, ten_weth)
+        .send()
+        .await
+        .expect("approve")
+        .get_receipt()
+        .await
+        .expect("approved");
+    let aave_pool = IBorrowerPool::new(pool, &wallet);
+    aave_pool
+        .supply(devnet.weth(), ten_weth, borrower, 0)
+        .send()
+        .await
+        .expect("supply")
+        .get_receipt()
+        .await
+        .expect("supplied");
+    let receipt = aave_pool
+        .borrow(devnet.usdc(), usdc(15_000), U256::from(2u64), 0, borrower)
+        .send()
+        .await
+        .expect("borrow")
+        .get_receipt()
+        .await
+        .expect("borrowed");
+    assert!(receipt.status(), "the fixture's borrow reverted");
+    borrower
 }
 
 #[tokio::test]
@@ -237,44 +281,7 @@ async fn aave_supplies_move_real_tokens_and_the_reads_match_the_pool() {
     // A borrower (a fixture, straight to the pool): 10 WETH supplied, 15,000 USDC borrowed. The
     // position shows the debt and the health factor as the pool computes them, and the debt grows
     // with time.
-    let (borrower, _) = devnet.account(5);
-    let wallet = devnet.wallet(5);
-    let ten_weth = U256::from(10u64) * U256::from(10u64).pow(U256::from(18u64));
-    IWETH::new(devnet.weth(), &wallet)
-        .deposit()
-        .value(ten_weth)
-        .send()
-        .await
-        .expect("wrap")
-        .get_receipt()
-        .await
-        .expect("wrapped");
-    IApprove::new(devnet.weth(), &wallet)
-        .approve(pool, ten_weth)
-        .send()
-        .await
-        .expect("approve")
-        .get_receipt()
-        .await
-        .expect("approved");
-    let aave_pool = IBorrowerPool::new(pool, &wallet);
-    aave_pool
-        .supply(devnet.weth(), ten_weth, borrower, 0)
-        .send()
-        .await
-        .expect("supply")
-        .get_receipt()
-        .await
-        .expect("supplied");
-    let receipt = aave_pool
-        .borrow(devnet.usdc(), usdc(15_000), U256::from(2u64), 0, borrower)
-        .send()
-        .await
-        .expect("borrow")
-        .get_receipt()
-        .await
-        .expect("borrowed");
-    assert!(receipt.status(), "the fixture's borrow reverted");
+    let borrower = borrower_fixture(&devnet, pool).await;
     // Each read its own intent (a repeat within the idempotency window would answer the first).
     let read = |who: Address, key: &'static str| {
         let (gw, agent) = (&gw, &agent);
@@ -815,4 +822,306 @@ async fn borrowing_stays_above_the_policys_health_factor_and_repays_and_withdraw
         (400, json!("INVALID_REQUEST")),
         "{body}"
     );
+}
+
+/// A read for the agent under its own idempotency key (a repeat of the same read within the window
+/// would answer the first): its intent's status body.
+async fn read_keyed(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &str) -> Value {
+    let (_, intent) = post(
+        format!("{}/api/v1/agent/execute-intent", gw.url),
+        json!({"agentApiKey": agent.key, "action": action, "chainId": 84532,
+               "idempotencyKey": key, "params": params}),
+    )
+    .await;
+    let id = intent["intentId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{intent}"));
+    wait_intent(gw, agent, id, 20).await
+}
+
+/// The opportunity ids a discovery read answered, in its order.
+fn ids(read: &Value) -> Vec<String> {
+    read["results"][0]["data"]["opportunities"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{read}"))
+        .iter()
+        .map(|o| o["opportunityId"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn earn_discovery_reads_aave_and_the_vaults_live_and_routes_an_aave_deposit() {
+    let devnet = Devnet::start();
+    let db = devnet.dir.path().join("gw.db");
+    let database_url = format!("sqlite://{}", db.display());
+    // Vault APRs over spans of a minute or more, in a window of a year.
+    let config = devnet.gateway_config_with(
+        "main",
+        &database_url,
+        "[earn]\nsample-seconds = 3600\nmin-span-seconds = 60\napr-window-seconds = 31536000\n",
+    );
+    let gw = start_gateway(&config, false);
+    let agent = onboard(
+        &gw,
+        &database_url,
+        "earn@example.com",
+        &[
+            "get-earn-opportunities",
+            "get-earning-opportunities",
+            "get-earn-provider",
+            "get-earn-position",
+            "get-lending-markets",
+            "deposit-earn-position",
+            "withdraw-earn-position",
+        ],
+    )
+    .await;
+    let pool = devnet.address(&["contracts", "aave", "Pool"]);
+    let a_usdc = devnet.address(&["contracts", "aave", "reserves", "USDC", "aToken"]);
+    let vault = devnet.address(&["vaults", "usdc-vault"]);
+    borrower_fixture(&devnet, pool).await;
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            usdc(2_000),
+        )
+        .await;
+
+    // 1,000 USDC into the vault through the gateway, then a first reading of its share price.
+    let (status, body) = execute_stating(
+        &gw,
+        &agent,
+        "deposit-earn-position",
+        json!({"providerId": "erc4626-vaults", "opportunityId": "usdc-vault", "amount": "1000"}),
+        "earn-1",
+        0.0,
+    )
+    .await;
+    assert_eq!(body["data"]["status"], "confirmed", "{status} {body}");
+    let first = read_keyed(&gw, &agent, "get-earn-opportunities", json!({}), "o-1").await;
+    assert_eq!(first["status"], "completed", "{first}");
+    let opportunities = first["results"][0]["data"]["opportunities"].clone();
+    let vault_now = opportunities
+        .as_array()
+        .and_then(|l| {
+            l.iter()
+                .find(|o| o["opportunityId"] == "usdc-vault")
+                .cloned()
+        })
+        .unwrap_or(Value::Null);
+    assert_eq!(
+        (
+            vault_now["providerId"].clone(),
+            vault_now["asset"].clone(),
+            vault_now["strategyType"].clone(),
+            vault_now["tvlUsd"].clone(),
+        ),
+        (
+            json!("erc4626-vaults"),
+            json!("USDC"),
+            json!("vault"),
+            json!(1000.0)
+        ),
+        "{first}"
+    );
+
+    // The vault earns 1 % in 36.5 days (a donation to it): 10 % a year from its share price.
+    IApprove::new(devnet.usdc(), devnet.wallet(0))
+        .transfer(vault, usdc(10))
+        .send()
+        .await
+        .expect("donate")
+        .get_receipt()
+        .await
+        .expect("donated");
+    rpc(&devnet, "evm_increaseTime", json!([365 * 86_400 / 10])).await;
+    rpc(&devnet, "evm_mine", json!([])).await;
+    let all = read_keyed(&gw, &agent, "get-earn-opportunities", json!({}), "o-2").await;
+    let list = all["results"][0]["data"]["opportunities"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        ids(&all),
+        ["usdc-vault", "aave-v3:USDC", "aave-v3:EURC", "aave-v3:WETH"],
+        "highest APR first, then the deepest: {all}"
+    );
+    let vault_apr = list[0]["apr"].as_f64().unwrap_or_default();
+    assert!((vault_apr - 10.0).abs() < 0.01, "{all}");
+    // Aave's APR is the reserve's liquidity rate, as get-lending-markets reads it (in percent here).
+    let markets = read_keyed(&gw, &agent, "get-lending-markets", json!({}), "m-1").await;
+    let usdc_rate = markets["results"][0]["data"]["markets"][0]["supplyApr"]
+        .as_str()
+        .and_then(|r| r.parse::<f64>().ok())
+        .unwrap_or_default();
+    assert!(
+        usdc_rate > 0.0,
+        "the fixture's borrow pays suppliers: {markets}"
+    );
+    let aave_usdc = &list[1];
+    assert!(
+        (aave_usdc["apr"].as_f64().unwrap_or_default() - usdc_rate * 100.0).abs() < 1e-3,
+        "{aave_usdc} vs {markets}"
+    );
+    assert_eq!(
+        (
+            aave_usdc["providerId"].clone(),
+            aave_usdc["strategyType"].clone(),
+            aave_usdc["executionSupport"].clone(),
+        ),
+        (
+            json!("aave-v3"),
+            json!("lending"),
+            json!(["executeIntent", "execute", "buildTx"]),
+        ),
+        "{aave_usdc}"
+    );
+    // The seed supply with the interest the fixture's debt has paid it since.
+    let tvl = aave_usdc["tvlUsd"].as_f64().unwrap_or_default();
+    assert!((1_000_000.0..1_000_100.0).contains(&tvl), "{aave_usdc}");
+    assert!(
+        aave_usdc["riskNotes"]
+            .as_array()
+            .is_some_and(|n| !n.is_empty()),
+        "{aave_usdc}"
+    );
+
+    // Each filter of SPEC's discovery reads.
+    let cases = [
+        (json!({"asset": "usdc"}), vec!["usdc-vault", "aave-v3:USDC"]),
+        (json!({"asset": "ETH"}), vec!["aave-v3:WETH"]),
+        (json!({"minApr": 5}), vec!["usdc-vault"]),
+        (json!({"chainId": 1}), vec![]),
+        (
+            json!({"chainId": 84532, "limit": 2}),
+            vec!["usdc-vault", "aave-v3:USDC"],
+        ),
+        (
+            json!({"minTvlUsd": 500000}),
+            vec!["aave-v3:USDC", "aave-v3:EURC", "aave-v3:WETH"],
+        ),
+        (json!({"providerId": "erc4626-vaults"}), vec!["usdc-vault"]),
+        (
+            json!({"providerId": "aave-v3"}),
+            vec!["aave-v3:USDC", "aave-v3:EURC", "aave-v3:WETH"],
+        ),
+        (
+            json!({"strategyType": "lending", "asset": "EURC"}),
+            vec!["aave-v3:EURC"],
+        ),
+        (json!({"strategyType": "staking"}), vec![]),
+        (
+            json!({"executionSupport": "buildTx", "asset": "USDC"}),
+            vec!["usdc-vault", "aave-v3:USDC"],
+        ),
+    ];
+    for (i, (params, want)) in cases.into_iter().enumerate() {
+        let read = read_keyed(
+            &gw,
+            &agent,
+            "get-earn-opportunities",
+            params.clone(),
+            &format!("f-{i}"),
+        )
+        .await;
+        assert_eq!(ids(&read), want, "{params}: {read}");
+    }
+    let limited = read_keyed(
+        &gw,
+        &agent,
+        "get-earn-opportunities",
+        json!({"limit": 1}),
+        "f-l",
+    )
+    .await;
+    assert_eq!(
+        limited["results"][0]["data"]["count"],
+        json!(4),
+        "{limited}"
+    );
+    let unknown = read_keyed(
+        &gw,
+        &agent,
+        "get-earn-opportunities",
+        json!({"providerId": "nope"}),
+        "f-x",
+    )
+    .await;
+    assert_eq!(
+        (
+            unknown["status"].clone(),
+            unknown["results"][0]["code"].clone()
+        ),
+        (json!("failed"), json!("INVALID_PARAMS")),
+        "{unknown}"
+    );
+    // The older name answers the same.
+    let twin = read_keyed(&gw, &agent, "get-earning-opportunities", json!({}), "o-3").await;
+    assert_eq!(ids(&twin), ids(&all), "{twin}");
+    let provider = read_keyed(
+        &gw,
+        &agent,
+        "get-earn-provider",
+        json!({"providerId": "aave-v3"}),
+        "p-1",
+    )
+    .await;
+    let p = &provider["results"][0]["data"];
+    assert_eq!(
+        (
+            p["chains"].clone(),
+            p["assets"].clone(),
+            p["strategies"].clone()
+        ),
+        (
+            json!([84532]),
+            json!(["EURC", "USDC", "WETH"]),
+            json!(["lending"])
+        ),
+        "{provider}"
+    );
+
+    // An Aave opportunity deposited through deposit-earn-position is a supply: it shows in
+    // get-earn-position, and withdraw-earn-position takes it back.
+    let (_, body) = execute_stating(
+        &gw,
+        &agent,
+        "deposit-earn-position",
+        json!({"providerId": "aave-v3", "opportunityId": "aave-v3:USDC", "amount": "50"}),
+        "earn-2",
+        0.0,
+    )
+    .await;
+    assert_eq!(body["data"]["status"], "confirmed", "{body}");
+    assert_eq!(devnet.balance(a_usdc, agent.address).await, usdc(50));
+    let position = read_keyed(
+        &gw,
+        &agent,
+        "get-earn-position",
+        json!({"providerId": "earn-router"}),
+        "pos-1",
+    )
+    .await;
+    let held: Vec<(Value, Value)> = position["results"][0]["data"]["positions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| (p["opportunityId"].clone(), p["assets"].clone()))
+        .collect();
+    assert_eq!(held.len(), 2, "{position}");
+    assert_eq!(held[1], (json!("aave-v3:USDC"), json!("50")), "{position}");
+    assert_eq!(held[0].0, json!("usdc-vault"), "{position}");
+    let (_, body) = execute_stating(
+        &gw,
+        &agent,
+        "withdraw-earn-position",
+        json!({"providerId": "aave-v3", "opportunityId": "aave-v3:USDC", "amount": "max"}),
+        "earn-3",
+        0.0,
+    )
+    .await;
+    assert_eq!(body["data"]["status"], "confirmed", "{body}");
+    assert_eq!(devnet.balance(a_usdc, agent.address).await, U256::ZERO);
 }

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use actiongate_chain::payments::{ChainPayments, ChainSettler};
 use actiongate_chain::sender::SendHooks;
-use actiongate_chain::{ChainClients, ChainPrices, EvmProvider, FrameworkChains, MarketReads};
+use actiongate_chain::{
+    ChainClients, ChainPrices, EarnReads, EvmProvider, FrameworkChains, MarketReads,
+};
 use actiongate_core::catalog::{BUILTIN_MANIFEST, Catalog};
 use actiongate_core::clock::{Clock, SystemClock, rfc3339};
 use actiongate_core::crypto::MasterKey;
@@ -58,6 +60,8 @@ pub struct Application {
     sweep_every: std::time::Duration,
     /// `metrics-listen`: `GET /metrics` on its own listener.
     metrics: Option<(TcpListener, axum::Router)>,
+    /// Earn discovery, whose vault share prices are sampled in the background.
+    earn: Arc<EarnReads>,
 }
 
 impl Application {
@@ -141,6 +145,12 @@ impl Application {
         let reads: Arc<dyn PriceReads> = Arc::new(ChainPrices::new(chain_clients.clone()));
         let prices = Arc::new(Prices::new(config.settings.prices.clone(), Some(reads)));
         let market = MarketReads::new(chain_clients.clone(), prices.clone(), clock.clone());
+        let earn = Arc::new(EarnReads::new(
+            chain_clients.clone(),
+            prices.clone(),
+            clock.clone(),
+            config.earn,
+        ));
         let evm = EvmProvider::new(
             chain_clients,
             store.clone(),
@@ -153,6 +163,7 @@ impl Application {
             Arc::new(InternalReads::new(internal, config.settings.chains.clone())),
             Arc::new(evm),
             Arc::new(market),
+            earn.clone(),
         ];
         providers.extend(deps.providers);
         let registry = Arc::new(Registry::new(providers));
@@ -236,6 +247,7 @@ impl Application {
             workers: config.runner_workers,
             settler: chain_settler,
             metrics,
+            earn,
             sweep_every: config.evm.bump_after.clamp(
                 std::time::Duration::from_secs(1),
                 std::time::Duration::from_secs(60),
@@ -273,6 +285,7 @@ impl Application {
             spawn_settlement_sweep(self.settler.clone(), self.sweep_every, stop_rx.clone());
         let prune = spawn_pruning(self.store.clone(), self.gateway.clone(), stop_rx.clone());
         let upkeep = crate::metrics::spawn_upkeep(stop_rx.clone());
+        let sampler = self.earn.spawn_sampler(stop_rx.clone());
         let metrics = self.metrics.map(|(listener, router)| {
             let mut stop = stop_rx.clone();
             tokio::spawn(async move {
@@ -293,6 +306,7 @@ impl Application {
         let _ = settlements.await;
         let _ = prune.await;
         let _ = upkeep.await;
+        let _ = sampler.await;
         if let Some(metrics) = metrics {
             let _ = metrics.await;
         }

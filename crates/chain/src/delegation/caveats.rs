@@ -133,24 +133,40 @@ pub(crate) fn action_scope(action: &str, settings: &ChainSettings) -> Result<Sco
                 action == "wrap-native",
             )
         }
-        "deposit-earn-position" | "withdraw-earn-position" => (
-            [
-                settings
-                    .vaults
-                    .values()
-                    .filter_map(|a| a.parse().ok())
-                    .collect::<Vec<_>>(),
-                tokens,
-            ]
-            .concat(),
-            vec![
+        // The vaults, and Aave's pool where configured (an Aave opportunity routes to a supply or
+        // a withdrawal there).
+        "deposit-earn-position" | "withdraw-earn-position" => {
+            let pool: Vec<Address> = settings
+                .contracts
+                .get(crate::plan::aave::POOL)
+                .and_then(|a| a.parse().ok())
+                .into_iter()
+                .collect();
+            let mut methods = vec![
                 approve,
                 sel::<IERC4626::depositCall>(),
                 sel::<IERC4626::withdrawCall>(),
                 sel::<IERC4626::redeemCall>(),
-            ],
-            false,
-        ),
+            ];
+            if !pool.is_empty() {
+                methods.push(sel::<IAavePool::supplyCall>());
+                methods.push(sel::<IAavePool::withdrawCall>());
+            }
+            (
+                [
+                    settings
+                        .vaults
+                        .values()
+                        .filter_map(|a| a.parse().ok())
+                        .collect::<Vec<_>>(),
+                    pool,
+                    tokens,
+                ]
+                .concat(),
+                methods,
+                false,
+            )
+        }
         // The pool (and the WrappedTokenGateway, with the native coin, where configured) and the
         // listed tokens for the approval.
         "supply-lending" | "repay" => {

@@ -26,6 +26,38 @@ pub const DATA_PROVIDER: &str = "AavePoolDataProvider";
 pub const ORACLE: &str = "AaveOracle";
 pub const GATEWAY: &str = "AaveWrappedTokenGateway";
 
+/// The provider id of the family.
+pub const PROVIDER: &str = "aave-v3";
+
+/// Whether the chain has the pool, its data provider and its oracle configured.
+pub fn configured(client: &ChainClient) -> bool {
+    [POOL, DATA_PROVIDER, ORACLE]
+        .iter()
+        .all(|c| client.settings.contracts.contains_key(*c))
+}
+
+/// The Aave action an earn write with an Aave `opportunityId` (`aave-v3:<asset>`) stands for, with
+/// its params: a deposit supplies for the receiver, a withdrawal withdraws to it.
+pub fn as_lending(action: &str, params: &Value) -> Option<(&'static str, Value)> {
+    let provider = opt_str(params, "providerId")?;
+    let asset = opt_str(params, "opportunityId")?.strip_prefix(crate::earn::AAVE_PREFIX)?;
+    if provider != PROVIDER {
+        return None;
+    }
+    let amount = params.get("amount").cloned().unwrap_or(Value::Null);
+    let receiver = params.get("receiver").cloned();
+    let (name, party) = match action {
+        "deposit-earn-position" => ("supply-lending", "onBehalfOf"),
+        "withdraw-earn-position" => ("withdraw-lending", "to"),
+        _ => return None,
+    };
+    let mut mapped = json!({"asset": asset, "amount": amount});
+    if let Some(r) = receiver {
+        mapped[party] = r;
+    }
+    Some((name, mapped))
+}
+
 /// The oracle's base currency unit: USD with 8 decimals.
 const USD_DECIMALS: u8 = 8;
 
@@ -684,7 +716,7 @@ pub async fn position_amount(
 }
 
 /// Every reserve of the pool with its rates, totals in USD, risk parameters, caps and state.
-pub(super) async fn markets(client: &ChainClient) -> Result<Value, Error> {
+pub async fn markets(client: &ChainClient) -> Result<Value, Error> {
     let pool = contract(client, POOL)?;
     let data_provider = contract(client, DATA_PROVIDER)?;
     let oracle = contract(client, ORACLE)?;

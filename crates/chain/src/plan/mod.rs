@@ -64,14 +64,14 @@ pub enum Token {
 }
 
 impl Token {
-    fn decimals(&self) -> u8 {
+    pub fn decimals(&self) -> u8 {
         match self {
             Token::Native => 18,
             Token::Erc20 { decimals, .. } => *decimals,
         }
     }
 
-    fn symbol(&self) -> String {
+    pub fn symbol(&self) -> String {
         match self {
             Token::Native => "ETH".into(),
             Token::Erc20 { symbol, .. } => symbol.clone(),
@@ -260,7 +260,11 @@ fn vault(client: &ChainClient, params: &Value) -> Result<(String, Address), Erro
     if provider != VAULT_PROVIDER {
         return Err(invalid(
             "providerId",
-            format!("{provider:?} is not an onchain vault provider here; use {VAULT_PROVIDER:?}"),
+            format!(
+                "{provider:?} is not an onchain vault provider here; use {VAULT_PROVIDER:?} (or {:?} with an opportunityId {:?})",
+                aave::PROVIDER,
+                format!("{}USDC", crate::earn::AAVE_PREFIX)
+            ),
         ));
     }
     let id = param_str(params, "opportunityId")?;
@@ -396,6 +400,17 @@ pub async fn plan(
         "set-collateral" => aave::plan_set_collateral(client, params, signer).await,
         "swap-v3" => plan_swap_v3(client, params, signer).await,
         "fx-swap" => plan_fx_swap(client, prices, params, signer).await,
+        "deposit-earn-position" | "withdraw-earn-position"
+            if aave::as_lending(action, params).is_some() =>
+        {
+            match aave::as_lending(action, params) {
+                Some(("supply-lending", mapped)) => {
+                    aave::plan_supply(client, &mapped, signer).await
+                }
+                Some((_, mapped)) => aave::plan_withdraw(client, &mapped, signer).await,
+                None => Err(Error::internal("an Aave opportunity that maps to nothing")),
+            }
+        }
         "deposit-earn-position" => {
             let (id, vault) = vault(client, params)?;
             let asset = vault_asset(client, vault).await?;
@@ -531,56 +546,92 @@ pub async fn read(
                 "raw": raw.to_string(),
             }))
         }
-        "get-earn-position" => {
-            let provider = param_str(params, "providerId")?;
-            if provider != VAULT_PROVIDER {
-                return Err(invalid(
-                    "providerId",
-                    format!("{provider:?} has no onchain positions here; use {VAULT_PROVIDER:?}"),
-                ));
-            }
-            let only = opt_str(params, "opportunityId");
-            if let Some(id) = only
-                && !client.settings.vaults.contains_key(id)
-            {
-                return Err(invalid(
-                    "opportunityId",
-                    format!("{id:?} is not a vault of chain {}", client.chain_id),
-                ));
-            }
-            let mut positions = Vec::new();
-            for (id, text) in &client.settings.vaults {
-                if only.is_some_and(|o| o != id) {
-                    continue;
-                }
-                let vault: Address = text
-                    .parse()
-                    .map_err(|_| Error::internal(format!("vault {id} address is invalid")))?;
-                let asset = vault_asset(client, vault).await?;
-                let shares = view(client, vault, IERC4626::balanceOfCall { owner: who }).await?;
-                let assets = if shares.is_zero() {
-                    U256::ZERO
-                } else {
-                    view(client, vault, IERC4626::convertToAssetsCall { shares }).await?
-                };
-                positions.push(json!({
-                    "opportunityId": id,
-                    "vault": vault,
-                    "asset": asset.symbol(),
-                    "shares": shares.to_string(),
-                    "assets": format_units(assets, asset.decimals()),
-                    "assetsRaw": assets.to_string(),
-                }));
-            }
-            Ok(
-                json!({"chainId": client.chain_id, "walletAddress": who, "providerId": VAULT_PROVIDER, "positions": positions}),
-            )
-        }
+        "get-earn-position" => earn_position(client, params, who).await,
         other => Err(Error::new(
             ErrorCode::NotAvailable,
             format!("{other} is not an EVM read of this build."),
         )),
     }
+}
+
+/// `who`'s positions with an earn provider: shares of the configured vaults (`erc4626-vaults`),
+/// supplies to Aave (`aave-v3`, opportunity ids `aave-v3:<asset>`), or both (`earn-router`).
+async fn earn_position(client: &ChainClient, params: &Value, who: Address) -> Result<Value, Error> {
+    let provider = param_str(params, "providerId")?;
+    let known = [crate::earn::ROUTER, aave::PROVIDER, VAULT_PROVIDER];
+    if !known.contains(&provider) {
+        return Err(invalid(
+            "providerId",
+            format!("{provider:?} has no onchain positions here; use one of {known:?}"),
+        ));
+    }
+    let vaults = provider != aave::PROVIDER;
+    let lending = provider != VAULT_PROVIDER && aave::configured(client);
+    let only = opt_str(params, "opportunityId");
+    if let Some(id) = only {
+        let is_vault = vaults && client.settings.vaults.contains_key(id);
+        let is_reserve = lending && id.starts_with(crate::earn::AAVE_PREFIX);
+        if !is_vault && !is_reserve {
+            return Err(invalid(
+                "opportunityId",
+                format!(
+                    "{id:?} is not an opportunity of {provider} on chain {}",
+                    client.chain_id
+                ),
+            ));
+        }
+    }
+    let mut positions = Vec::new();
+    if vaults {
+        for (id, text) in &client.settings.vaults {
+            if only.is_some_and(|o| o != id) {
+                continue;
+            }
+            let vault: Address = text
+                .parse()
+                .map_err(|_| Error::internal(format!("vault {id} address is invalid")))?;
+            let asset = vault_asset(client, vault).await?;
+            let shares = view(client, vault, IERC4626::balanceOfCall { owner: who }).await?;
+            let assets = if shares.is_zero() {
+                U256::ZERO
+            } else {
+                view(client, vault, IERC4626::convertToAssetsCall { shares }).await?
+            };
+            positions.push(json!({
+                "opportunityId": id,
+                "providerId": VAULT_PROVIDER,
+                "vault": vault,
+                "asset": asset.symbol(),
+                "shares": shares.to_string(),
+                "assets": format_units(assets, asset.decimals()),
+                "assetsRaw": assets.to_string(),
+            }));
+        }
+    }
+    if lending {
+        let held = aave::position(client, who).await?;
+        for r in held["reserves"].as_array().into_iter().flatten() {
+            let id = format!(
+                "{}{}",
+                crate::earn::AAVE_PREFIX,
+                r["symbol"].as_str().unwrap_or_default()
+            );
+            if only.is_some_and(|o| !o.eq_ignore_ascii_case(&id)) || r["supplied"] == "0" {
+                continue;
+            }
+            positions.push(json!({
+                "opportunityId": id,
+                "providerId": aave::PROVIDER,
+                "pool": contract(client, aave::POOL)?,
+                "asset": r["symbol"],
+                "assets": r["supplied"],
+                "usedAsCollateral": r["usedAsCollateral"],
+            }));
+        }
+    }
+    Ok(
+        json!({"chainId": client.chain_id, "walletAddress": who, "providerId": provider, "positions": positions}),
+    )
 }
 
 /// The actions this module plans or reads, and what a chain must have configured for each.
@@ -602,7 +653,7 @@ pub fn runs_on(action: &str, client: &ChainClient) -> bool {
                 && !s.fx_pairs.is_empty()
         }
         "deposit-earn-position" | "withdraw-earn-position" | "get-earn-position" => {
-            !s.vaults.is_empty()
+            !s.vaults.is_empty() || aave::configured(client)
         }
         "supply-lending"
         | "withdraw-lending"
@@ -610,9 +661,7 @@ pub fn runs_on(action: &str, client: &ChainClient) -> bool {
         | "repay"
         | "set-collateral"
         | "get-lending-markets"
-        | "get-lending-position" => [aave::POOL, aave::DATA_PROVIDER, aave::ORACLE]
-            .iter()
-            .all(|c| s.contracts.contains_key(*c)),
+        | "get-lending-position" => aave::configured(client),
         _ => false,
     }
 }

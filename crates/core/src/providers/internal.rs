@@ -2,8 +2,6 @@
 //! (`catalog/internal-data.toml`, or the file named by `internal-data-file`) and from the chains'
 //! configuration (`get-fx-supported-assets`: the tokens of the chain's FX pairs).
 
-use std::collections::BTreeMap;
-
 use actiongate_api_types::ErrorCode;
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -21,7 +19,6 @@ pub const BUILTIN_DATA: &str = include_str!("../../../../catalog/internal-data.t
 pub struct InternalData {
     fx: FxData,
     bridge: BridgeData,
-    earn_providers: BTreeMap<String, toml::Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -108,34 +105,6 @@ impl InternalReads {
                     .collect();
                 ExecutionOutcome::read(json!({ "routes": routes }))
             }
-            "get-earn-provider" => {
-                let id = ctx
-                    .params
-                    .get("providerId")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                match self.data.earn_providers.get(id) {
-                    Some(p) => {
-                        let mut v = to_json(p);
-                        if let Some(obj) = v.as_object_mut() {
-                            obj.insert("providerId".into(), json!(id));
-                        }
-                        ExecutionOutcome::read(v)
-                    }
-                    None => ExecutionOutcome::failed(
-                        ErrorCode::NotFound,
-                        format!(
-                            "No earn provider {id:?}; known: {}.",
-                            self.data
-                                .earn_providers
-                                .keys()
-                                .cloned()
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ),
-                }
-            }
             other => ExecutionOutcome::failed(
                 ErrorCode::NotAvailable,
                 format!("{other} is not an internal read."),
@@ -150,7 +119,6 @@ impl Provider for InternalReads {
         vec![
             ("get-fx-supported-assets", Lane::ExecuteIntent),
             ("get-bridge-tokens", Lane::ExecuteIntent),
-            ("get-earn-provider", Lane::ExecuteIntent),
         ]
     }
 

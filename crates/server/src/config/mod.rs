@@ -76,6 +76,20 @@ pub struct FileConfig {
     pub evm: EvmSection,
     #[serde(default)]
     pub x402: X402Section,
+    #[serde(default)]
+    pub earn: EarnSection,
+}
+
+/// `[earn]`: how vaults' share prices are sampled for their APR.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct EarnSection {
+    /// How often every configured vault's share price is read (default 900).
+    pub sample_seconds: Option<u64>,
+    /// The window an APR is measured over (default 604800, a week).
+    pub apr_window_seconds: Option<u64>,
+    /// The shortest span between two samples an APR is computed from (default 3600).
+    pub min_span_seconds: Option<u64>,
 }
 
 /// `[x402]`: selling credits for a stablecoin.
@@ -294,6 +308,7 @@ pub struct Config {
     pub mcp_allowed_hosts: Vec<String>,
     pub personhood_verify_url: String,
     pub evm: actiongate_chain::ChainOptions,
+    pub earn: actiongate_chain::EarnOptions,
 }
 
 impl std::fmt::Debug for Config {
@@ -402,6 +417,7 @@ impl Config {
             runner_workers: f.intents.workers.unwrap_or(4).max(1),
             metrics_listen: o.metrics_listen.or(f.metrics_listen),
             evm: evm_options(&f.evm),
+            earn: earn_options(&f.earn)?,
             internal_data_file: f.internal_data_file,
             personhood_verify_url: f
                 .personhood
@@ -669,6 +685,22 @@ fn intent_settings(
 }
 
 /// `[evm]`: timeouts, retries, rate limit and fee bumps of every chain client.
+fn earn_options(e: &EarnSection) -> Result<actiongate_chain::EarnOptions, ConfigError> {
+    let d = actiongate_chain::EarnOptions::default();
+    let secs = |v: Option<u64>, default: std::time::Duration, key: &str| match v {
+        Some(0) => Err(ConfigError::Invalid(format!(
+            "[earn] {key} must be above 0"
+        ))),
+        Some(s) => Ok(std::time::Duration::from_secs(s)),
+        None => Ok(default),
+    };
+    Ok(actiongate_chain::EarnOptions {
+        sample_every: secs(e.sample_seconds, d.sample_every, "sample-seconds")?,
+        window: secs(e.apr_window_seconds, d.window, "apr-window-seconds")?,
+        min_span: secs(e.min_span_seconds, d.min_span, "min-span-seconds")?,
+    })
+}
+
 fn evm_options(evm: &EvmSection) -> actiongate_chain::ChainOptions {
     let d = actiongate_chain::ChainOptions::default();
     let secs = |v: Option<u64>, default: std::time::Duration| {
@@ -813,6 +845,25 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                         "QuoterV2".into(),
                         "0x3d4e44Eb1374240CE5F1B871ab261CD16335B76a".into(),
                     ),
+                    // Aave v3 on Base as aave-address-book publishes it (AaveV3Base: POOL,
+                    // AAVE_PROTOCOL_DATA_PROVIDER, ORACLE, WETH_GATEWAY): the lending actions and
+                    // earn discovery run once the chain has an RPC URL.
+                    (
+                        "AavePool".into(),
+                        "0xA238Dd80C259a72e81d7e4664a9801593F98d1c5".into(),
+                    ),
+                    (
+                        "AavePoolDataProvider".into(),
+                        "0x0F43731EB8d45A581f4a36DD74F5f358bc90C73A".into(),
+                    ),
+                    (
+                        "AaveOracle".into(),
+                        "0x2Cc0Fc26eD4563A5ce5e8bdcfe1A2878676Ae156".into(),
+                    ),
+                    (
+                        "AaveWrappedTokenGateway".into(),
+                        "0xa0d9C1E9E48Ca30c8d8C3B5D69FF5dc1f6DFfC24".into(),
+                    ),
                 ]),
                 vaults: BTreeMap::new(),
                 // Chainlink's published Base feeds; each bound is its heartbeat with a margin
@@ -886,6 +937,24 @@ mod tests {
             chains
                 .get(8453)
                 .is_some_and(|c| c.rpc_url.is_none() && c.tokens.contains_key("USDC"))
+        );
+        // Base's published Aave v3 contracts are built in, so an RPC URL is all the family needs.
+        let base = chains
+            .get(8453)
+            .map(|c| c.contracts.clone())
+            .unwrap_or_default();
+        assert_eq!(
+            base.get("AavePool").map(String::as_str),
+            Some("0xA238Dd80C259a72e81d7e4664a9801593F98d1c5")
+        );
+        assert!(
+            [
+                "AavePoolDataProvider",
+                "AaveOracle",
+                "AaveWrappedTokenGateway"
+            ]
+            .iter()
+            .all(|k| base.contains_key(*k))
         );
 
         let o = Overrides {

@@ -191,6 +191,8 @@ async fn actions_list_filters_by_the_agents_policy(backend: Backend) {
     assert_eq!(
         names,
         [
+            "get-earn-opportunities",
+            "get-earning-opportunities",
             "get-earn-provider",
             "get-bridge-tokens",
             "get-fx-supported-assets"

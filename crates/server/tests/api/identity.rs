@@ -411,6 +411,8 @@ async fn policy_is_read_and_replaced_by_the_owner(backend: Backend) {
     assert_eq!(
         p["allowedActions"],
         json!([
+            "get-earn-opportunities",
+            "get-earning-opportunities",
             "get-earn-provider",
             "get-bridge-tokens",
             "get-fx-supported-assets"
