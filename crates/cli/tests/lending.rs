@@ -1,0 +1,306 @@
+//! Lending and earn through the three surfaces on the devnet (issue 24): the CLI (`run`,
+//! `preflight`), REST and MCP (the official Python SDK) give the same answers and the same codes for
+//! the same agent: supplies from each surface land in one position that all three read alike, a
+//! borrow the policy's health factor refuses is refused by each with the same code and message,
+//! and earn discovery answers the same opportunities.
+#![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
+
+mod common;
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use common::Gateway;
+
+fn mcp(g: &Gateway, key: &str, tool: &str, args: Value) -> Value {
+    let out = Command::new(actiongate_testkit::python())
+        .arg(actiongate_testkit::repo_root().join("tests/e2e/mcp_call.py"))
+        .args(["--url", &format!("{}/mcp", g.url), "--tool", tool])
+        .args(["--args", &args.to_string()])
+        .env("ACTIONGATE_KEY", key)
+        .output()
+        .expect("the MCP client runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+async fn post(url: String, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .expect("the gateway answers");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// A read through REST: submitted under `key`, polled until it ends; its first result's data.
+async fn rest_read(g: &Gateway, agent: &str, action: &str, params: Value, key: &str) -> Value {
+    let (_, intent) = post(
+        format!("{}/api/v1/agent/execute-intent", g.url),
+        json!({"agentApiKey": agent, "action": action, "chainId": 84532,
+               "idempotencyKey": key, "params": params}),
+    )
+    .await;
+    let id = intent["intentId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{intent}"))
+        .to_owned();
+    for _ in 0..200 {
+        let status: Value = reqwest::Client::new()
+            .get(format!(
+                "{}/api/v1/agent/execute-intent/status?intentId={id}",
+                g.url
+            ))
+            .header("x-agent-api-key", agent)
+            .send()
+            .await
+            .expect("the gateway answers")
+            .json()
+            .await
+            .unwrap_or(Value::Null);
+        if status["status"] != "queued" {
+            assert_eq!(status["status"], "completed", "{status}");
+            return status["results"][0]["data"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the read {action} did not end");
+}
+
+/// A read through the CLI (`run … --wait`); its first result's data.
+fn cli_read(g: &Gateway, action: &str, params: &[&str]) -> Value {
+    let mut args = vec!["run", action, "--chain-id", "84532", "--wait"];
+    for p in params {
+        args.extend(["--param", p]);
+    }
+    let (code, v) = g.json(&args, &[]);
+    assert_eq!(
+        (code, v["data"]["status"].clone()),
+        (0, json!("completed")),
+        "{v}"
+    );
+    v["data"]["results"][0]["data"].clone()
+}
+
+/// A read through MCP (`agentRun`); its first result's data.
+fn mcp_read(g: &Gateway, agent: &str, action: &str, params: Value, key: &str) -> Value {
+    let v = mcp(
+        g,
+        agent,
+        "agentRun",
+        json!({"action": action, "params": params, "chainId": 84532, "idempotencyKey": key}),
+    );
+    assert_eq!(v["isError"], json!(false), "{v}");
+    assert_eq!(v["structuredContent"]["status"], "completed", "{v}");
+    v["structuredContent"]["results"][0]["data"].clone()
+}
+
+#[tokio::test]
+async fn rest_mcp_and_the_cli_agree_on_lending_and_earn() {
+    let devnet = actiongate_testkit::devnet::DevnetProcess::start();
+    let g = Gateway::start_with_config(&devnet.toml());
+    let key = g.login("lend-parity@example.com").await;
+    let stored: Value = serde_json::from_str(
+        &std::fs::read_to_string(g.home.path().join("credentials.json")).unwrap_or_default(),
+    )
+    .unwrap_or(Value::Null);
+    let (agent_id, session, address) = (
+        stored["agentId"].as_str().unwrap_or_default(),
+        stored["ownerSession"].as_str().unwrap_or_default(),
+        stored["agentAddress"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    );
+    let r = reqwest::Client::new()
+        .put(format!("{}/api/v1/agents/{agent_id}/policy", g.url))
+        .bearer_auth(session)
+        .json(
+            &json!({"allowedActions": ["supply-lending", "borrow", "get-lending-position",
+                                          "get-lending-markets", "get-earn-opportunities"],
+                      "dailyLimitUsd": 100000}),
+        )
+        .send()
+        .await
+        .expect("the gateway answers");
+    assert_eq!(r.status().as_u16(), 200);
+    // Gas and 1 ETH for the agent's wallet.
+    let funded: Value = reqwest::Client::new()
+        .post(&devnet.url)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "anvil_setBalance",
+                      "params": [address, "0xde0b6b3a7640000"]}),
+        )
+        .send()
+        .await
+        .expect("anvil answers")
+        .json()
+        .await
+        .unwrap_or(Value::Null);
+    assert!(funded.get("error").is_none(), "{funded}");
+
+    // A supply of 0.1 ETH from each surface, each confirmed.
+    let (code, cli) = g.json(
+        &[
+            "run",
+            "supply-lending",
+            "--direct",
+            "--chain-id",
+            "84532",
+            "--param",
+            "asset=ETH",
+            "--param",
+            "amount=0.1",
+            "--idempotency-key",
+            "s-cli",
+            "--confirm-writes",
+        ],
+        &[],
+    );
+    assert_eq!(
+        (code, cli["data"]["status"].clone()),
+        (0, json!("confirmed")),
+        "{cli}"
+    );
+    let (status, rest) = post(
+        format!("{}/api/v1/agent/execute", g.url),
+        json!({"agentApiKey": key, "action": "supply-lending", "chainId": 84532,
+               "idempotencyKey": "s-rest", "params": {"asset": "ETH", "amount": "0.1"}}),
+    )
+    .await;
+    assert_eq!(
+        (status, rest["data"]["status"].clone()),
+        (200, json!("confirmed")),
+        "{rest}"
+    );
+    let via_mcp = mcp(
+        &g,
+        &key,
+        "walletExecute",
+        json!({"action": "supply-lending", "chainId": 84532, "idempotencyKey": "s-mcp",
+               "params": {"asset": "ETH", "amount": "0.1"}}),
+    );
+    assert_eq!(
+        (
+            via_mcp["isError"].clone(),
+            via_mcp["structuredContent"]["data"]["status"].clone()
+        ),
+        (json!(false), json!("confirmed")),
+        "{via_mcp}"
+    );
+
+    // The position: 0.3 WETH supplied, the same on all three.
+    let p_rest = rest_read(&g, &key, "get-lending-position", json!({}), "p-rest").await;
+    let p_cli = cli_read(&g, "get-lending-position", &[]);
+    let p_mcp = mcp_read(&g, &key, "get-lending-position", json!({}), "p-mcp");
+    assert_eq!(p_rest["reserves"][0]["supplied"], json!("0.3"), "{p_rest}");
+    assert_eq!(p_cli, p_rest);
+    assert_eq!(p_mcp, p_rest);
+
+    // A borrow the policy's health factor refuses (900 USD against 0.3 WETH's 747 USD weighted):
+    // the same code and message everywhere, and preflight names the check.
+    let (code, cli) = g.json(
+        &[
+            "run",
+            "borrow",
+            "--direct",
+            "--chain-id",
+            "84532",
+            "--param",
+            "asset=USDC",
+            "--param",
+            "amount=900",
+            "--idempotency-key",
+            "b-cli",
+            "--confirm-writes",
+        ],
+        &[],
+    );
+    assert_eq!(
+        (code, cli["code"].clone()),
+        (2, json!("POLICY_HEALTH_FACTOR")),
+        "{cli}"
+    );
+    let (status, rest) = post(
+        format!("{}/api/v1/agent/execute", g.url),
+        json!({"agentApiKey": key, "action": "borrow", "chainId": 84532,
+               "idempotencyKey": "b-rest", "params": {"asset": "USDC", "amount": "900"}}),
+    )
+    .await;
+    assert_eq!(
+        (status, rest["code"].clone()),
+        (403, json!("POLICY_HEALTH_FACTOR")),
+        "{rest}"
+    );
+    let via_mcp = mcp(
+        &g,
+        &key,
+        "walletExecute",
+        json!({"action": "borrow", "chainId": 84532, "idempotencyKey": "b-mcp",
+               "params": {"asset": "USDC", "amount": "900"}}),
+    );
+    assert_eq!(
+        (
+            via_mcp["isError"].clone(),
+            via_mcp["structuredContent"]["code"].clone()
+        ),
+        (json!(true), json!("POLICY_HEALTH_FACTOR")),
+        "{via_mcp}"
+    );
+    assert!(
+        rest["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("minimum of 1.5")),
+        "{rest}"
+    );
+    assert_eq!(via_mcp["structuredContent"]["message"], rest["message"]);
+    let (code, pre) = g.json(
+        &[
+            "preflight",
+            "borrow",
+            "--direct",
+            "--chain-id",
+            "84532",
+            "--param",
+            "asset=USDC",
+            "--param",
+            "amount=900",
+        ],
+        &[],
+    );
+    // A preflight that finds a refusal exits 2 with its code and message.
+    assert_eq!(
+        (code, pre["code"].clone(), pre["data"]["message"].clone()),
+        (2, json!("POLICY_HEALTH_FACTOR"), rest["message"].clone()),
+        "{pre}"
+    );
+
+    // Earn discovery: the same opportunities on all three.
+    let o_rest = rest_read(
+        &g,
+        &key,
+        "get-earn-opportunities",
+        json!({"strategyType": "lending"}),
+        "o-rest",
+    )
+    .await;
+    let o_cli = cli_read(&g, "get-earn-opportunities", &["strategyType=lending"]);
+    let o_mcp = mcp_read(
+        &g,
+        &key,
+        "get-earn-opportunities",
+        json!({"strategyType": "lending"}),
+        "o-mcp",
+    );
+    assert_eq!(o_rest["count"], json!(3), "{o_rest}");
+    assert_eq!(o_cli, o_rest);
+    assert_eq!(o_mcp, o_rest);
+}
