@@ -1,9 +1,12 @@
-//! Lending on Aave v3 (the devnet deploys it from @aave/core-v3's artifacts): the markets read
-//! against the pool's data provider, supplies from the agent's wallet (USDC, and native ETH through
-//! the WrappedTokenGateway) checked by the aToken balances onchain, the position read against the
-//! pool's `getUserAccountData` (a fixture borrower's debt and health factor too, and the debt grown a
-//! year later), a build-tx supply signed and sent by viem, and a fan-out supply to an
-//! EIP-7702 EOA and a HybridDeleGator through their delegations, once each.
+//! Lending and earn on Aave v3 (the devnet deploys it from @aave/core-v3's artifacts), checked
+//! onchain: the markets read against the pool's data provider; supplies from the agent's wallet (USDC,
+//! and native ETH through the WrappedTokenGateway) by the aToken balances; the position against the
+//! pool's `getUserAccountData` (a fixture borrower's debt and health factor, and the debt grown a year
+//! later); a build-tx supply signed and sent by viem; a fan-out supply to an EIP-7702 EOA and a
+//! HybridDeleGator, once each, and a fan-out repayment of a delegator's debt; borrowing held to the
+//! policy's minimum health factor, repaying and withdrawing in full (ERC-20 and ETH); readiness
+//! (a frozen reserve, a supply cap, no collateral); and live earn discovery with each filter, an
+//! Aave deposit through deposit-earn-position shown by get-earn-position.
 #![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 mod common;
@@ -382,20 +385,20 @@ async fn aave_supplies_move_real_tokens_and_the_reads_match_the_pool() {
     assert_eq!(devnet.balance(a_usdc, user).await, usdc(100));
 }
 
-/// Creates an agent's `supply-lending` delegation for `delegator` and activates it, signed with
-/// viem (`sign`, an EIP-7702 EOA) or the MetaMask kit (`sign-kit`, a HybridDeleGator through its
-/// owner `key`).
+/// Creates an agent's delegation for `action` by `delegator` and activates it, signed with viem
+/// (`sign`, an EIP-7702 EOA) or the MetaMask kit (`sign-kit`, a HybridDeleGator through its owner
+/// `key`).
 async fn delegate(
     gw: &Gateway,
     agent: &Agent,
     devnet_json: &str,
-    delegator: Address,
+    (delegator, action): (Address, &str),
     key: &str,
     kit: bool,
 ) {
     let (status, created) = post(
         format!("{}/api/v1/agent/delegation/create", gw.url),
-        json!({"agentApiKey": agent.key, "delegator": delegator, "chainId": 84532, "action": "supply-lending"}),
+        json!({"agentApiKey": agent.key, "delegator": delegator, "chainId": 84532, "action": action}),
     )
     .await;
     assert_eq!(status, 200, "{created}");
@@ -418,6 +421,21 @@ async fn delegate(
     )
     .await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// Devnet account 4 upgraded to the stateless DeleGator (EIP-7702) and sent 100 USDC: its address
+/// and key.
+async fn upgraded_eoa(devnet: &Devnet, devnet_json: &str) -> (Address, String) {
+    let (eoa, eoa_key) = devnet.account(4);
+    let up = node(&["upgrade", devnet_json, &eoa_key], None);
+    assert!(
+        up["code"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("0xef0100")),
+        "{up}"
+    );
+    devnet.fund(eoa, U256::ZERO, usdc(100)).await;
+    (eoa, eoa_key)
 }
 
 #[tokio::test]
@@ -445,15 +463,7 @@ async fn a_fan_out_supplies_for_each_delegator_once() {
         .await;
 
     // An EOA upgraded to the stateless DeleGator (EIP-7702), and the devnet's HybridDeleGator.
-    let (eoa, eoa_key) = devnet.account(4);
-    let up = node(&["upgrade", &devnet_json, &eoa_key], None);
-    assert!(
-        up["code"]
-            .as_str()
-            .is_some_and(|c| c.starts_with("0xef0100")),
-        "{up}"
-    );
-    devnet.fund(eoa, U256::ZERO, usdc(100)).await;
+    let (eoa, eoa_key) = upgraded_eoa(&devnet, &devnet_json).await;
     let eoa_usdc = devnet.balance(devnet.usdc(), eoa).await;
     let hybrid: Address = devnet.spec["smartAccounts"][0]["address"]
         .as_str()
@@ -463,8 +473,24 @@ async fn a_fan_out_supplies_for_each_delegator_once() {
         .as_u64()
         .unwrap_or(7) as usize;
     let (_, owner_key) = devnet.account(owner);
-    delegate(&gw, &agent, &devnet_json, eoa, &eoa_key, false).await;
-    delegate(&gw, &agent, &devnet_json, hybrid, &owner_key, true).await;
+    delegate(
+        &gw,
+        &agent,
+        &devnet_json,
+        (eoa, "supply-lending"),
+        &eoa_key,
+        false,
+    )
+    .await;
+    delegate(
+        &gw,
+        &agent,
+        &devnet_json,
+        (hybrid, "supply-lending"),
+        &owner_key,
+        true,
+    )
+    .await;
 
     // The supply goes to each delegator: naming anyone else is refused at submit, nothing runs.
     let (status, refused) = post(
@@ -1124,4 +1150,242 @@ async fn earn_discovery_reads_aave_and_the_vaults_live_and_routes_an_aave_deposi
     .await;
     assert_eq!(body["data"]["status"], "confirmed", "{body}");
     assert_eq!(devnet.balance(a_usdc, agent.address).await, U256::ZERO);
+}
+
+alloy::sol! {
+    #[sol(rpc)]
+    interface IPoolConfigurator {
+        function setReserveFreeze(address asset, bool freeze) external;
+        function setSupplyCap(address asset, uint256 newSupplyCap) external;
+    }
+}
+
+/// The codes and messages of the aave-v3 venue's readiness for the agent on the execute lane.
+async fn aave_readiness(
+    gw: &Gateway,
+    agent: &Agent,
+    token: &str,
+    amount: &str,
+) -> Vec<(String, String)> {
+    let (status, body) = get(
+        format!(
+            "{}/api/v1/agent/venues/readiness?venue=aave-v3&chainId=84532&lane=execute&token={token}&amount={amount}",
+            gw.url
+        ),
+        &agent.key,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["data"]["blockingReasons"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            (
+                r["code"].as_str().unwrap_or_default().to_owned(),
+                r["message"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn aave_readiness_names_frozen_reserves_caps_and_a_borrower_without_collateral() {
+    let devnet = Devnet::start();
+    let db = devnet.dir.path().join("gw.db");
+    let database_url = format!("sqlite://{}", db.display());
+    let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
+    let agent = onboard(
+        &gw,
+        &database_url,
+        "ready-lend@example.com",
+        &["supply-lending", "borrow", "get-earn-opportunities"],
+    )
+    .await;
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            usdc(100),
+        )
+        .await;
+    let configurator = IPoolConfigurator::new(
+        devnet.address(&["contracts", "aave", "PoolConfigurator"]),
+        devnet.wallet(0),
+    );
+    let eurc = devnet.address(&["contracts", "aave", "reserves", "EURC", "asset"]);
+
+    // Gas and USDC in the wallet, but no collateral in the pool: a borrow cannot run.
+    let reasons = aave_readiness(&gw, &agent, "USDC", "10").await;
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert_eq!(reasons[0].0, "BALANCE_SHORT", "{reasons:?}");
+    assert!(reasons[0].1.contains("no collateral"), "{reasons:?}");
+
+    // The risk admin freezes EURC: supplies of it are refused before anything is sent, and earn
+    // discovery no longer offers it.
+    configurator
+        .setReserveFreeze(eurc, true)
+        .send()
+        .await
+        .expect("freeze")
+        .get_receipt()
+        .await
+        .expect("frozen");
+    let (status, refused) = lend(
+        &gw,
+        &agent,
+        "supply-lending",
+        json!({"asset": "EURC", "amount": "10"}),
+        "frozen-1",
+    )
+    .await;
+    assert_eq!(
+        (status, refused["code"].clone()),
+        (422, json!("VENUE_NOT_READY")),
+        "{refused}"
+    );
+    let frozen = refused["detail"]["blockingReasons"]
+        .as_array()
+        .is_some_and(|r| {
+            r.iter().any(|x| {
+                x["code"] == "VENUE_PAUSED"
+                    && x["message"].as_str().is_some_and(|m| m.contains("frozen"))
+            })
+        });
+    assert!(frozen, "{refused}");
+    let eurc_offers = read_for(
+        &gw,
+        &agent,
+        "get-earn-opportunities",
+        json!({"asset": "EURC"}),
+    )
+    .await;
+    assert_eq!(ids(&eurc_offers), Vec::<String>::new(), "{eurc_offers}");
+
+    // A supply cap the pool already holds (the seed's 1,000,000 USDC): 10 more do not fit.
+    configurator
+        .setSupplyCap(devnet.usdc(), U256::from(1_000_000u64))
+        .send()
+        .await
+        .expect("cap")
+        .get_receipt()
+        .await
+        .expect("capped");
+    let (status, refused) = lend(
+        &gw,
+        &agent,
+        "supply-lending",
+        json!({"asset": "USDC", "amount": "10"}),
+        "capped-1",
+    )
+    .await;
+    assert_eq!(
+        (status, refused["code"].clone()),
+        (422, json!("VENUE_NOT_READY")),
+        "{refused}"
+    );
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("supply cap")),
+        "{refused}"
+    );
+    assert_eq!(
+        devnet.balance(devnet.usdc(), agent.address).await,
+        usdc(100)
+    );
+}
+
+#[tokio::test]
+async fn a_fan_out_repays_a_delegators_debt_onchain() {
+    let devnet = Devnet::start();
+    let db = devnet.dir.path().join("gw.db");
+    let database_url = format!("sqlite://{}", db.display());
+    let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
+    let agent = onboard(&gw, &database_url, "fan-repay@example.com", &["repay"]).await;
+    let devnet_json = devnet.dir.path().join("devnet.json").display().to_string();
+    let pool = devnet.address(&["contracts", "aave", "Pool"]);
+    let usdc_debt = devnet.address(&["contracts", "aave", "reserves", "USDC", "variableDebtToken"]);
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            U256::ZERO,
+        )
+        .await;
+
+    // An EIP-7702 EOA that supplied 100 USDC and borrowed 20 against it, straight to the pool.
+    let (eoa, eoa_key) = upgraded_eoa(&devnet, &devnet_json).await;
+    let wallet = devnet.wallet(4);
+    IApprove::new(devnet.usdc(), &wallet)
+        .approve(pool, U256::MAX)
+        .send()
+        .await
+        .expect("approve")
+        .get_receipt()
+        .await
+        .expect("approved");
+    let own_pool = IBorrowerPool::new(pool, &wallet);
+    own_pool
+        .supply(devnet.usdc(), usdc(100), eoa, 0)
+        .send()
+        .await
+        .expect("supply")
+        .get_receipt()
+        .await
+        .expect("supplied");
+    let receipt = own_pool
+        .borrow(devnet.usdc(), usdc(20), U256::from(2u64), 0, eoa)
+        .send()
+        .await
+        .expect("borrow")
+        .get_receipt()
+        .await
+        .expect("borrowed");
+    assert!(receipt.status(), "the EOA's borrow reverted");
+    delegate(&gw, &agent, &devnet_json, (eoa, "repay"), &eoa_key, false).await;
+
+    // A fan-out cannot price each delegator's whole debt, and repays only for the delegator.
+    for (params, code) in [
+        (
+            json!({"asset": "USDC", "amount": "max"}),
+            "PRICE_UNAVAILABLE",
+        ),
+        (
+            json!({"asset": "USDC", "amount": "5", "onBehalfOf": agent.address}),
+            "INVALID_PARAMS",
+        ),
+    ] {
+        let (_, refused) = post(
+            format!("{}/api/v1/agent/execute-intent", gw.url),
+            json!({"agentApiKey": agent.key, "action": "repay", "chainId": 84532, "params": params}),
+        )
+        .await;
+        assert_eq!(refused["code"], json!(code), "{refused}");
+    }
+
+    // 5 USDC of the debt repaid from the delegator's own USDC, through its delegation, once.
+    let owed = devnet.balance(usdc_debt, eoa).await;
+    let cash = devnet.balance(devnet.usdc(), eoa).await;
+    let (status, submitted) = post(
+        format!("{}/api/v1/agent/execute-intent", gw.url),
+        json!({"agentApiKey": agent.key, "action": "repay", "chainId": 84532,
+               "idempotencyKey": "fan-repay-1", "params": {"asset": "USDC", "amount": "5"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{submitted}");
+    let id = submitted["intentId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{submitted}"));
+    let done = wait_ended(&gw.url, &agent.key, id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["results"].as_array().map(Vec::len), Some(1), "{done}");
+    assert_eq!(done["results"][0]["success"], json!(true), "{done}");
+    let left = devnet.balance(usdc_debt, eoa).await;
+    assert!(
+        left + usdc(5) >= owed && left + usdc(5) < owed + usdc(1) / U256::from(1000u64),
+        "5 USDC repaid: {owed} then {left}"
+    );
+    assert_eq!(cash - devnet.balance(devnet.usdc(), eoa).await, usdc(5));
 }
