@@ -31,6 +31,9 @@ pub enum BlockingCode {
     CreditsShort,
     /// This deployment does not run the venue's actions through the lane.
     VenueUnavailable,
+    /// A lending write of the amount would leave the holder's health factor below the policy's
+    /// minimum (`POLICY_HEALTH_FACTOR` at submit).
+    HealthFactorLow,
 }
 
 impl BlockingCode {
@@ -47,6 +50,7 @@ impl BlockingCode {
             Self::CredentialsMissing => "CREDENTIALS_MISSING",
             Self::CreditsShort => "CREDITS_SHORT",
             Self::VenueUnavailable => "VENUE_UNAVAILABLE",
+            Self::HealthFactorLow => "HEALTH_FACTOR_LOW",
         }
     }
 }

@@ -20,8 +20,9 @@ use crate::chains::{Chains, DEFAULT_CHAIN_ID};
 use crate::clock::{Clock, rfc3339, to_millis};
 use crate::delegation_chain::DelegationChain;
 use crate::error::{Error, Result};
-use crate::execution::{Provider, Registry, VenueCheck};
+use crate::execution::{HealthQuery, Provider, Registry, VenueCheck};
 use crate::identity::Identity;
+use crate::intents::check_health;
 use crate::ledger::{Cover, day_of};
 use crate::prices::{Prices, TokenRef, ValueRule};
 use crate::settings::Settings;
@@ -404,6 +405,33 @@ impl Venues {
                 params: subject.params,
             };
             reasons.extend(provider.readiness(&check).await?);
+        }
+        // The venue as a whole, for a token and an amount: each lending write of that amount the
+        // policy's health factor would refuse.
+        if let (Scope::All, Some(token), Some(amount)) = (scope, subject.token, subject.amount) {
+            let params = json!({"asset": token, "amount": amount});
+            let policy = self.identity.policy_of(&agent.id).await?;
+            for spec in &writes {
+                let Some(provider) = self.registry.provider(spec.name(), lane) else {
+                    continue;
+                };
+                let query = HealthQuery {
+                    action: spec.name(),
+                    params: &params,
+                    chain_id,
+                    wallet: holder,
+                };
+                // A position that cannot be read here is the submit's refusal, not a reason.
+                if let Ok(Some(change)) = provider.health_change(&query).await
+                    && let Err(e) = check_health(&change, policy.min_health_factor_bps)
+                {
+                    reasons.push(reason(
+                        BlockingCode::HealthFactorLow,
+                        format!("{} of {amount} {token}: {}", spec.name(), e.message),
+                        "Supply more collateral or repay first, or ask the owner for a lower minHealthFactor.",
+                    ));
+                }
+            }
         }
         Ok(reasons)
     }

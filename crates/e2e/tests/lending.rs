@@ -1216,11 +1216,16 @@ async fn aave_readiness_names_frozen_reserves_caps_and_a_borrower_without_collat
     );
     let eurc = devnet.address(&["contracts", "aave", "reserves", "EURC", "asset"]);
 
-    // Gas and USDC in the wallet, but no collateral in the pool: a borrow cannot run.
+    // Gas and USDC in the wallet, but no collateral in the pool: a borrow cannot run, and one of 10
+    // USDC would leave a health factor of 0, below the policy's 1.5.
     let reasons = aave_readiness(&gw, &agent, "USDC", "10").await;
-    assert_eq!(reasons.len(), 1, "{reasons:?}");
-    assert_eq!(reasons[0].0, "BALANCE_SHORT", "{reasons:?}");
+    let codes: Vec<&str> = reasons.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(codes, ["BALANCE_SHORT", "HEALTH_FACTOR_LOW"], "{reasons:?}");
     assert!(reasons[0].1.contains("no collateral"), "{reasons:?}");
+    assert!(
+        reasons[1].1.starts_with("borrow of 10 USDC:") && reasons[1].1.contains("minimum of 1.5"),
+        "{reasons:?}"
+    );
 
     // The risk admin freezes EURC: supplies of it are refused before anything is sent, and earn
     // discovery no longer offers it.
