@@ -16,6 +16,7 @@ pub mod delegations;
 pub mod error;
 pub mod execution;
 pub mod gateway;
+pub mod health;
 pub mod identity;
 pub mod intents;
 pub mod ledger;

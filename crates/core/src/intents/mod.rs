@@ -14,7 +14,6 @@ use actiongate_api_types::intents::{DirectExecution, ExecuteIntentRequest, Inten
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-pub(crate) use checks::check_health;
 use views::parse_code;
 pub use views::{has_ended, intent_view};
 
