@@ -4,7 +4,8 @@
 // MetaMask Delegation Framework from @metamask/delegation-abis) and two contracts compiled here with
 // solc against @openzeppelin/contracts (an EIP-3009 USDC with Base Sepolia's EIP-712 domain, and an
 // ERC-4626 vault over it), and Chainlink's MockV3Aggregator (from @chainlink/contracts, see
-// scripts/devnet) as the ETH/USD and USDC/USD price feeds. Funds the test accounts, seeds a USDC/WETH pool, checks a swap, writes
+// scripts/devnet) as the ETH/USD and USDC/USD price feeds; Aave v3 and Gnosis Conditional Tokens with
+// three fixed-product prediction markets (packed by scripts/devnet). Funds the test accounts, seeds a USDC/WETH pool, checks a swap, writes
 // OUT/devnet.json and OUT/devnet.toml, prints "devnet ready", and runs until SIGINT/SIGTERM.
 //
 //   node devnet/devnet.mjs [--port 8545] [--out DIR]
@@ -14,7 +15,7 @@ import path from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import solc from "solc";
-import { createPublicClient, createWalletClient, getAddress, http, parseEther, parseUnits, zeroAddress } from "viem";
+import { createPublicClient, createWalletClient, getAddress, http, keccak256, parseEther, parseEventLogs, parseUnits, toHex, zeroAddress } from "viem";
 import { mnemonicToAccount } from "viem/accounts";
 import { deploySmartAccountsEnvironment } from "@metamask/smart-accounts-kit/utils";
 import { Implementation, toMetaMaskSmartAccount } from "@metamask/smart-accounts-kit";
@@ -125,6 +126,7 @@ async function send(client, contract, fn, args, value) {
   const hash = await client.writeContract({ address: contract.address, abi: contract.abi, functionName: fn, args, value, gas: SEND_GAS });
   const receipt = await pub.waitForTransactionReceipt({ hash });
   if (receipt.status !== "success") fail(`${fn} reverted`);
+  return receipt;
 }
 
 const compiled = compile();
@@ -380,6 +382,50 @@ for (const [token, amount] of seeds) {
   await send(w, aavePool, "supply", [token.address, amount, deployer.address, 0]);
 }
 
+// --- Prediction markets: Gnosis Conditional Tokens and the fixed-product market maker factory, from
+// the truffle builds (solc 0.5.10) in @gnosis.pm/conditional-tokens-contracts 1.0.3 and
+// @gnosis.pm/conditional-tokens-market-makers 1.8.1 (packed and checked by scripts/devnet). Three
+// binary conditions prepared for a devnet oracle account, each with its FPMM from the factory (2 %
+// fee) funded with 10,000 USDC at even odds.
+const gnosis = (name) => {
+  const file = path.join(packs, "gnosis", `${name}.json`);
+  if (!fs.existsSync(file)) fail(`Gnosis's ${name} artifact is missing: run ./scripts/devnet --install`);
+  const a = JSON.parse(fs.readFileSync(file, "utf8"));
+  return { abi: a.abi, bytecode: a.bytecode };
+};
+const ctArt = gnosis("ConditionalTokens");
+const fpmmFactoryArt = gnosis("FixedProductMarketMakerFactory");
+const fpmmArt = gnosis("FixedProductMarketMaker");
+addr.ConditionalTokens = await deploy(ctArt);
+addr.FPMMFactory = await deploy(fpmmFactoryArt);
+const conditionalTokens = { address: addr.ConditionalTokens, abi: ctArt.abi };
+const fpmmFactory = { address: addr.FPMMFactory, abi: fpmmFactoryArt.abi };
+const ORACLE_INDEX = 6;
+const oracle = accounts[ORACLE_INDEX];
+const FPMM_FUNDING = parseUnits("10000", 6);
+const endsAt = new Date((Math.floor(Date.now() / 1000) + 30 * 86_400) * 1000).toISOString().replace(/\.\d{3}Z$/, "Z");
+const questions = [
+  "Will ETH close above 4,000 USD on 2026-12-31?",
+  "Will the ECB cut its deposit rate at its January 2027 meeting?",
+  "Will Base process more than 10 million transactions on 2027-01-15?",
+];
+await send(w, usdc, "mint", [deployer.address, FPMM_FUNDING * BigInt(questions.length)]);
+const predictionMarkets = [];
+for (const question of questions) {
+  const questionId = keccak256(toHex(question));
+  await send(w, conditionalTokens, "prepareCondition", [oracle.address, questionId, 2n]);
+  const conditionId = await pub.readContract({ ...conditionalTokens, functionName: "getConditionId", args: [oracle.address, questionId, 2n] });
+  const created = await send(w, fpmmFactory, "createFixedProductMarketMaker", [addr.ConditionalTokens, addr.USDC, [conditionId], parseUnits("0.02", 18)]);
+  const [event] = parseEventLogs({ abi: fpmmFactoryArt.abi, logs: created.logs, eventName: "FixedProductMarketMakerCreation" });
+  if (!event) fail("the FPMM factory created no market");
+  const marketId = getAddress(event.args.fixedProductMarketMaker);
+  const market = { address: marketId, abi: fpmmArt.abi };
+  await send(w, usdc, "approve", [marketId, FPMM_FUNDING]);
+  await send(w, market, "addFunding", [FPMM_FUNDING, [1n, 1n]]);
+  predictionMarkets.push({ marketId, conditionId, questionId, question, outcomes: ["Yes", "No"], endsAt });
+}
+const prediction = { conditionalTokens: addr.ConditionalTokens, factory: addr.FPMMFactory, oracle: oracle.address, oracleIndex: ORACLE_INDEX, markets: predictionMarkets };
+
 // --- MetaMask Delegation Framework (ERC-7710): DelegationManager, the DeleGator implementations, the
 // factory and every caveat enforcer, from the bytecode @metamask/delegation-abis publishes (deployed
 // by @metamask/smart-accounts-kit's own helper).
@@ -426,6 +472,7 @@ const devnet = {
   x402: { recipient: x402Recipient },
   accounts: accounts.map((a, i) => ({ address: a.address, privateKey: keyOf(i) })),
   smartAccounts,
+  prediction,
 };
 fs.mkdirSync(out, { recursive: true });
 fs.writeFileSync(path.join(out, "devnet.json"), JSON.stringify(devnet, null, 2));
@@ -471,6 +518,13 @@ const toml = [
   "twap-seconds = 60",
   `[chains.${CHAIN_ID}.fx-pairs]`,
   `"EURC/USDC" = "${addr.UniswapV3Pool_USDC_EURC_100}"`,
+  // The prediction markets' questions, by condition id.
+  ...predictionMarkets.flatMap((m) => [
+    `[chains.${CHAIN_ID}.prediction-questions."${m.conditionId}"]`,
+    `question = ${JSON.stringify(m.question)}`,
+    `outcomes = ${JSON.stringify(m.outcomes)}`,
+    `ends-at = "${m.endsAt}"`,
+  ]),
   "",
   "[x402]",
   `chain-id = ${CHAIN_ID}`,

@@ -162,4 +162,33 @@ sol! {
         function approveDelegation(address delegatee, uint256 amount) external;
         function borrowAllowance(address fromUser, address toUser) external view returns (uint256);
     }
+
+    /// Gnosis Conditional Tokens (ERC-1155 outcome positions of conditions an oracle reports).
+    interface IConditionalTokens {
+        function getOutcomeSlotCount(bytes32 conditionId) external view returns (uint256);
+        function getCollectionId(bytes32 parentCollectionId, bytes32 conditionId, uint256 indexSet) external view returns (bytes32);
+        function getPositionId(address collateralToken, bytes32 collectionId) external pure returns (uint256);
+        function balanceOf(address owner, uint256 id) external view returns (uint256);
+        function balanceOfBatch(address[] owners, uint256[] ids) external view returns (uint256[]);
+        function payoutNumerators(bytes32 conditionId, uint256 index) external view returns (uint256);
+        function payoutDenominator(bytes32 conditionId) external view returns (uint256);
+        function isApprovedForAll(address owner, address operator) external view returns (bool);
+        function setApprovalForAll(address operator, bool approved) external;
+        function redeemPositions(address collateralToken, bytes32 parentCollectionId, bytes32 conditionId, uint256[] indexSets) external;
+    }
+
+    /// Gnosis's FixedProductMarketMaker (one condition's outcomes against a collateral).
+    interface IFixedProductMarketMaker {
+        function calcBuyAmount(uint256 investmentAmount, uint256 outcomeIndex) external view returns (uint256);
+        function calcSellAmount(uint256 returnAmount, uint256 outcomeIndex) external view returns (uint256);
+        function buy(uint256 investmentAmount, uint256 outcomeIndex, uint256 minOutcomeTokensToBuy) external;
+        function sell(uint256 returnAmount, uint256 outcomeIndex, uint256 maxOutcomeTokensToSell) external;
+        event FPMMBuy(address indexed buyer, uint256 investmentAmount, uint256 feeAmount, uint256 indexed outcomeIndex, uint256 outcomeTokensBought);
+        event FPMMSell(address indexed seller, uint256 returnAmount, uint256 feeAmount, uint256 indexed outcomeIndex, uint256 outcomeTokensSold);
+    }
+
+    /// Gnosis's FixedProductMarketMakerFactory: the markets are its creation events.
+    interface IFPMMFactory {
+        event FixedProductMarketMakerCreation(address indexed creator, address fixedProductMarketMaker, address indexed conditionalTokens, address indexed collateralToken, bytes32[] conditionIds, uint256 fee);
+    }
 }

@@ -73,6 +73,13 @@ impl PriceReads for ChainPrices {
         Ok(format_units(assets, decimals))
     }
 
+    async fn market_collateral(&self, chain_id: u64, market: &str) -> Result<String> {
+        let client = self.client(chain_id)?;
+        Ok(crate::plan::ctf::collateral_of(client, market)
+            .await?
+            .to_string())
+    }
+
     async fn lending_position(
         &self,
         chain_id: u64,

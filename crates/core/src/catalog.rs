@@ -125,6 +125,7 @@ struct ActionEntry {
 enum ValueEntry {
     Word(String),
     Position(PositionValueEntry),
+    Market(MarketValueEntry),
     Token(TokenValueEntry),
     Native(NativeValueEntry),
     Vault(VaultValueEntry),
@@ -146,6 +147,14 @@ struct PositionValueEntry {
     amount: String,
     max: String,
     owner: Option<String>,
+}
+
+/// `{ market, amount }`: an amount of a prediction market's collateral.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MarketValueEntry {
+    market: String,
+    amount: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -306,6 +315,10 @@ fn value_rule(
             amount: t.amount,
         },
         Some(ValueEntry::Native(n)) => ValueRule::Native { amount: n.native },
+        Some(ValueEntry::Market(m)) => ValueRule::MarketCollateral {
+            market: m.market,
+            amount: m.amount,
+        },
         Some(ValueEntry::Position(p)) => ValueRule::Position {
             token: p.token,
             amount: p.amount,

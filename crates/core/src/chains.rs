@@ -31,6 +31,18 @@ pub struct ChainSettings {
     pub price_pools: BTreeMap<String, PricePool>,
     /// FX pairs (`[chains.<id>.fx-pairs]`): the Uniswap V3 pool each pair trades through.
     pub fx_pairs: Vec<FxPair>,
+    /// Prediction markets' questions by condition id (`[chains.<id>.prediction-questions]`,
+    /// lower-case 0x hex).
+    pub prediction_questions: BTreeMap<String, Question>,
+}
+
+/// What a prediction market's condition asks: the question, its outcomes in order, and when the
+/// market ends (seconds since the epoch; no new trade after it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    pub question: String,
+    pub outcomes: Vec<String>,
+    pub ends_at: Option<u64>,
 }
 
 /// A Uniswap V3 pool configured to price a token: `[chains.<id>.price-pools.<TOKEN>]`.

@@ -209,6 +209,8 @@ pub trait PriceReads: Send + Sync {
     /// What `holder`'s whole position in the vault is worth in asset units (a decimal string):
     /// `convertToAssets(balanceOf(holder))`.
     async fn vault_position(&self, chain_id: u64, vault: &str, holder: &str) -> Result<String>;
+    /// The collateral token (its address) of the prediction market at `market`.
+    async fn market_collateral(&self, chain_id: u64, market: &str) -> Result<String>;
     /// What `owner` supplies or owes of `token` (a token param: symbol, `ETH` or address) in the
     /// chain's lending pool, in token units (a decimal string).
     async fn lending_position(
@@ -311,6 +313,9 @@ pub enum ValueRule {
     /// The `amount` param (or `max`: the holder's whole position), in units of the asset of the
     /// ERC-4626 vault the `vault` param names (an id of `[chains.<id>.vaults]`).
     VaultAsset { vault: String, amount: String },
+    /// The `amount` param in units of the collateral of the prediction market the `market` param
+    /// names (read onchain).
+    MarketCollateral { market: String, amount: String },
     /// The `amount` param in units of the token the `token` param names, where `max` is a lending
     /// position in it: what the `owner` param (else the wallet the write runs for) supplies or owes.
     Position {
@@ -342,6 +347,7 @@ impl ValueRule {
             ValueRule::Native { amount } => vec![amount],
             ValueRule::VaultAsset { vault, amount } => vec![vault, amount],
             ValueRule::Position { token, amount, .. } => vec![token, amount],
+            ValueRule::MarketCollateral { market, amount } => vec![market, amount],
         }
     }
 }
@@ -653,6 +659,13 @@ impl Prices {
                 }
                 (TokenRef::resolve(&asset, chain), amount)
             }
+            ValueRule::MarketCollateral { market, amount } => {
+                let collateral = self
+                    .reads()?
+                    .market_collateral(chain_id, &text(market)?)
+                    .await?;
+                (TokenRef::resolve(&collateral, chain), text(amount)?)
+            }
             ValueRule::Position {
                 token,
                 amount,
@@ -793,6 +806,7 @@ mod tests {
             price_feeds: BTreeMap::new(),
             price_pools: BTreeMap::new(),
             fx_pairs: vec![],
+            prediction_questions: BTreeMap::new(),
         }
     }
 
@@ -908,6 +922,9 @@ mod tests {
             _: PositionSide,
         ) -> Result<String> {
             Ok("12.25".to_owned())
+        }
+        async fn market_collateral(&self, _: u64, _: &str) -> Result<String> {
+            Ok(USDC.to_owned())
         }
         async fn pool_twap(&self, _: u64, _: &str, _: &str, _: u32) -> Result<PoolTwap> {
             // 1 EURC = 1.0812 USDC in the pool.

@@ -135,7 +135,9 @@ fn moved<'a>(spec: &ActionSpec, params: &'a Value) -> (Option<&'a str>, Option<&
             (get(token), get(amount))
         }
         Some(ValueRule::Native { amount }) => (Some("ETH"), get(amount)),
-        Some(ValueRule::VaultAsset { amount, .. }) => (None, get(amount)),
+        Some(ValueRule::VaultAsset { amount, .. } | ValueRule::MarketCollateral { amount, .. }) => {
+            (None, get(amount))
+        }
         Some(ValueRule::Nothing) | None => (None, None),
     }
 }

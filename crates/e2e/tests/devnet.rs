@@ -292,6 +292,49 @@ async fn the_devnet_deploys_funds_and_configures_the_gateway() {
         Some(2_680_000 * 100_000_000)
     );
 
+    // Prediction markets: Conditional Tokens and the market maker factory have code; three markets
+    // with their questions, each a market maker of the factory holding 10,000 of each outcome.
+    let prediction = &spec["prediction"];
+    for name in ["conditionalTokens", "factory"] {
+        let address = prediction[name].as_str().unwrap_or_default();
+        let code = rpc(&url, "eth_getCode", json!([address, "latest"])).await;
+        assert!(
+            code.as_str().is_some_and(|c| c.len() > 2),
+            "prediction.{name} has no code"
+        );
+    }
+    let markets = prediction["markets"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(markets.len(), 3, "{prediction}");
+    for m in &markets {
+        assert!(
+            m["question"].as_str().is_some_and(|q| q.ends_with('?')),
+            "{m}"
+        );
+        let market = m["marketId"].as_str().unwrap_or_default();
+        let ct = call(market, "conditionalTokens()", &[]).await;
+        assert_eq!(
+            ct,
+            word(prediction["conditionalTokens"].as_str().unwrap_or_default()),
+            "{m}"
+        );
+        let condition = call(market, "conditionIds(uint256)", &["0x0"]).await;
+        assert_eq!(
+            format!("0x{condition}"),
+            m["conditionId"].as_str().unwrap_or_default(),
+            "{m}"
+        );
+        // 10,000 USDC of funding at even odds: 10,000 pool shares.
+        let shares = call(market, "totalSupply()", &[]).await;
+        assert_eq!(
+            u128::from_str_radix(&shares, 16).ok(),
+            Some(10_000_000_000),
+            "{m}"
+        );
+    }
+
     // devnet.toml is a complete gateway config for this chain.
     // Top-level keys first, then the devnet's file as it is.
     let config = format!(

@@ -582,6 +582,7 @@ mod tests {
             price_feeds: BTreeMap::new(),
             price_pools: BTreeMap::new(),
             fx_pairs: vec![],
+            prediction_questions: BTreeMap::new(),
         };
         let framework = Framework::of(84532, &settings).unwrap_or_else(|| panic!("defaults"));
         (framework, settings)

@@ -62,7 +62,7 @@ pub fn as_lending(action: &str, params: &Value) -> Option<(&'static str, Value)>
 const USD_DECIMALS: u8 = 8;
 
 /// `text` (a decimal string) cut to at most `places` decimals, without trailing zeros.
-fn cut(text: &str, places: usize) -> String {
+pub(super) fn cut(text: &str, places: usize) -> String {
     let Some((whole, fraction)) = text.split_once('.') else {
         return text.to_owned();
     };

@@ -3,6 +3,7 @@
 //! that a second plan of the same wallet sees the first one's transactions. Reads answer JSON.
 
 pub mod aave;
+pub mod ctf;
 mod fx;
 mod readiness;
 mod swap;
@@ -394,6 +395,9 @@ pub async fn plan(
         }
         "swap" => plan_swap(client, params, signer).await,
         "supply-lending" => aave::plan_supply(client, params, signer).await,
+        "buy-prediction-outcome" => ctf::plan_buy(client, params, signer).await,
+        "sell-prediction-outcome" => ctf::plan_sell(client, params, signer).await,
+        "redeem-prediction-positions" => ctf::plan_redeem(client, params, signer).await,
         "withdraw-lending" => aave::plan_withdraw(client, params, signer).await,
         "borrow" => aave::plan_borrow(client, params, signer).await,
         "repay" => aave::plan_repay(client, params, signer).await,
@@ -524,6 +528,8 @@ pub async fn read(
     };
     match action {
         "get-lending-markets" => aave::markets(client).await,
+        "get-prediction-markets" => ctf::markets(client, params).await,
+        "get-prediction-positions" => ctf::positions(client, who).await,
         "get-lending-position" => aave::position(client, who).await,
         "get-token-balance" => {
             let token = resolve_token(client, "token", param_str(params, "token")?).await?;
@@ -662,6 +668,11 @@ pub fn runs_on(action: &str, client: &ChainClient) -> bool {
         | "set-collateral"
         | "get-lending-markets"
         | "get-lending-position" => aave::configured(client),
+        "buy-prediction-outcome"
+        | "sell-prediction-outcome"
+        | "redeem-prediction-positions"
+        | "get-prediction-markets"
+        | "get-prediction-positions" => ctf::configured(client),
         _ => false,
     }
 }
@@ -681,10 +692,15 @@ pub const WRITES: &[&str] = &[
     "borrow",
     "repay",
     "set-collateral",
+    "buy-prediction-outcome",
+    "sell-prediction-outcome",
+    "redeem-prediction-positions",
 ];
 pub const READS: &[&str] = &[
     "get-token-balance",
     "get-earn-position",
     "get-lending-markets",
     "get-lending-position",
+    "get-prediction-markets",
+    "get-prediction-positions",
 ];

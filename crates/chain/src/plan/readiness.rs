@@ -218,6 +218,21 @@ pub async fn readiness(
     let mut reasons = Vec::new();
     let chain_id = client.chain_id;
 
+    // A prediction market that is resolved or past its end takes no buy or sell.
+    if let Some(p) = check.params
+        && check
+            .actions
+            .iter()
+            .any(|a| ["buy-prediction-outcome", "sell-prediction-outcome"].contains(a))
+        && let Some(why) = super::ctf::closed(client, p).await?
+    {
+        reasons.push(reason(
+            BlockingCode::VenuePaused,
+            why,
+            "Trade another market (get-prediction-markets with status open); a resolved one redeems with redeem-prediction-positions.".to_owned(),
+        ));
+    }
+
     // The configured routers must be contracts.
     for name in [V2_ROUTER, V3_ROUTER, V3_QUOTER] {
         let needed = check.actions.iter().any(|a| match *a {

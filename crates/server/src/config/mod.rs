@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use actiongate_core::chains::{ChainSettings, Chains, FxPair, Token};
+use actiongate_core::chains::{ChainSettings, Chains, FxPair, Question, Token};
 use actiongate_core::prices::{
     DEFAULT_FEED_MAX_AGE_SECS, DEFAULT_TWAP_SECS, PriceBook, PriceFeed, PricePool, is_address,
     token_key,
@@ -257,6 +257,20 @@ pub struct ChainConfig {
     /// FX pairs: `"BASE/QUOTE" = "<Uniswap V3 pool>"`, both symbols of the token list.
     #[serde(default)]
     pub fx_pairs: BTreeMap<String, String>,
+    /// Prediction markets' questions by condition id: `{ question, outcomes, ends-at }`.
+    #[serde(default)]
+    pub prediction_questions: BTreeMap<String, QuestionConfig>,
+}
+
+/// A question of `[chains.<id>.prediction-questions."<conditionId>"]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct QuestionConfig {
+    pub question: String,
+    /// The outcomes in the condition's order; `["Yes", "No"]` when omitted.
+    pub outcomes: Option<Vec<String>>,
+    /// RFC 3339: no new trade after it.
+    pub ends_at: Option<String>,
 }
 
 /// A pool of `[chains.<id>.price-pools]`.
@@ -541,6 +555,45 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
                         Ok(FxPair { base, quote, pool })
                     })
                     .collect::<Result<_, ConfigError>>()?;
+                let prediction_questions = c
+                    .prediction_questions
+                    .into_iter()
+                    .map(|(condition, q)| {
+                        let valid = condition.len() == 66
+                            && condition.starts_with("0x")
+                            && condition[2..].chars().all(|c| c.is_ascii_hexdigit());
+                        if !valid {
+                            return Err(ConfigError::Invalid(format!(
+                                "[chains.{id}.prediction-questions]: {condition:?} is not a condition id (0x and 64 hex digits)"
+                            )));
+                        }
+                        let ends_at = q
+                            .ends_at
+                            .map(|t| {
+                                time::OffsetDateTime::parse(
+                                    &t,
+                                    &time::format_description::well_known::Rfc3339,
+                                )
+                                .map(|t| u64::try_from(t.unix_timestamp()).unwrap_or(0))
+                                .map_err(|_| {
+                                    ConfigError::Invalid(format!(
+                                        "[chains.{id}.prediction-questions.{condition:?}]: ends-at {t:?} is not RFC 3339"
+                                    ))
+                                })
+                            })
+                            .transpose()?;
+                        Ok((
+                            condition.to_ascii_lowercase(),
+                            Question {
+                                question: q.question,
+                                outcomes: q
+                                    .outcomes
+                                    .unwrap_or_else(|| vec!["Yes".into(), "No".into()]),
+                                ends_at,
+                            },
+                        ))
+                    })
+                    .collect::<Result<_, ConfigError>>()?;
                 Ok((
                     id,
                     ChainSettings {
@@ -552,6 +605,7 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
                         price_feeds,
                         price_pools,
                         fx_pairs,
+                        prediction_questions,
                     },
                 ))
             })
@@ -880,6 +934,7 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 ]),
                 price_pools: BTreeMap::new(),
                 fx_pairs: BTreeMap::new(),
+                prediction_questions: BTreeMap::new(),
             },
         ),
         (
@@ -899,6 +954,7 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 price_feeds: BTreeMap::new(),
                 price_pools: BTreeMap::new(),
                 fx_pairs: BTreeMap::new(),
+                prediction_questions: BTreeMap::new(),
             },
         ),
     ])
