@@ -79,6 +79,9 @@ error_codes! {
     NotFound = "NOT_FOUND", 404, NotFound, "No such resource (or it belongs to someone else).";
     MethodNotAllowed = "METHOD_NOT_ALLOWED", 405, InvalidRequest, "The route exists but not with this HTTP method.";
     IdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED", 409, Conflict, "The idempotencyKey was used before with a different request.";
+    OrderNotOpen = "ORDER_NOT_OPEN", 409, Conflict, "The prediction order is not open any more (filled, expired, failed, or being filled now): nothing was cancelled; the message says its state.";
+    OrderCancelled = "ORDER_CANCELLED", 409, Conflict, "A held prediction order's end: its agent cancelled it before it filled; its daily-limit share and credits were released.";
+    OrderExpired = "ORDER_EXPIRED", 409, Conflict, "A held GTD prediction order's end: its expiration passed before it filled; its daily-limit share and credits were released.";
     PersonhoodDepositReceiptAlreadyUsed = "PERSONHOOD_DEPOSIT_RECEIPT_ALREADY_USED", 409, PersonhoodRejected, "The deposit receipt was consumed before.";
     PaymentAlreadyUsed = "PAYMENT_ALREADY_USED", 409, Conflict, "The payment transaction already paid an invoice.";
     WalletLinkInvalid = "WALLET_LINK_INVALID", 409, Conflict, "No open sign-in message matches: it expired, was used, or was issued to another account.";
@@ -90,6 +93,7 @@ error_codes! {
     UnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE", 415, InvalidRequest, "The body must be sent as application/json.";
     ActionDisabled = "ACTION_DISABLED", 422, InvalidRequest, "The action exists but is not enabled in this deployment.";
     VenueNotReady = "VENUE_NOT_READY", 422, IntentRejected, "The venue needs funding, credentials or approvals first.";
+    OrderNotFilled = "ORDER_NOT_FILLED", 422, IntentRejected, "A FOK or FAK prediction order found nothing to fill at or better than its price now: nothing was sent, its daily-limit share and credits were released.";
     PriceUnavailable = "PRICE_UNAVAILABLE", 422, IntentRejected, "The gateway cannot price this write (no price source for its token, a stale feed, or an amount that does not fit): nothing was written or charged.";
     ChainNotConfigured = "CHAIN_NOT_CONFIGURED", 422, InvalidRequest, "The action needs a chain this gateway has no RPC URL for.";
     ExecutionReverted = "EXECUTION_REVERTED", 422, IntentRejected, "A simulation failed; the message carries the decoded revert reason.";

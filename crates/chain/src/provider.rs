@@ -16,14 +16,17 @@ use actiongate_core::error::Error;
 use actiongate_core::execution::{
     ExecutionContext, ExecutionOutcome, HealthChange, HealthQuery, Provider, Reconciled, VenueCheck,
 };
+use actiongate_core::orders;
 use actiongate_core::prices::Prices;
 use actiongate_core::store::Store;
 use alloy::primitives::{Address, B256};
 use alloy::signers::local::PrivateKeySigner;
 use async_trait::async_trait;
+use serde_json::json;
 
 use crate::client::{ChainClient, ChainClients};
 use crate::delegation::{Framework, Parsed, is_disabled, redeem_call};
+use crate::plan::ctf::{OrderFill, order_fill};
 use crate::plan::{Plan, READS, WRITES, plan, read, readiness, runs_on};
 use crate::sender::{SendHooks, WalletSender, fees, outcome_of, pending_nonce, quantity, simulate};
 
@@ -95,6 +98,7 @@ impl EvmProvider {
             ));
         }
         match ctx.lane {
+            Lane::Execute if ctx.action == orders::PLACE => self.place_order(ctx, client).await,
             Lane::Execute => {
                 let signer = self.signer(ctx).await?;
                 let from = signer.address();
@@ -119,6 +123,76 @@ impl EvmProvider {
                 ),
             )),
         }
+    }
+
+    /// A prediction order from the agent's wallet ([`actiongate_core::orders`]): when the market
+    /// meets its price now, the buy or sell that fills it (bounded to fill at or better than the
+    /// price) goes through the wallet's sender under the order's execution key, like any write;
+    /// when it does not, a held order (GTC, GTD) answers `held` and sends nothing, and a FOK or FAK
+    /// order ends `ORDER_NOT_FILLED`.
+    async fn place_order(
+        &self,
+        ctx: &ExecutionContext,
+        client: &ChainClient,
+    ) -> Result<ExecutionOutcome, Error> {
+        let terms = orders::terms(&ctx.params)?;
+        let held = terms.order_type.held();
+        let waiting = |why: &str| {
+            ExecutionOutcome::held(json!({
+                "orderId": ctx.intent_id,
+                "status": orders::OrderStatus::Open.as_str(),
+                "waiting": why,
+            }))
+        };
+        let signer = self.signer(ctx).await?;
+        let from = signer.address();
+        let (action, params) = match order_fill(client, &ctx.params, from).await? {
+            OrderFill::Now { action, params } => (action, params),
+            OrderFill::Not(why) if held => return Ok(waiting(&why)),
+            OrderFill::Not(why) => {
+                return Ok(ExecutionOutcome::failed(
+                    ErrorCode::OrderNotFilled,
+                    format!(
+                        "{} order {}: {why}; nothing was sent.",
+                        terms.order_type.as_str(),
+                        ctx.intent_id
+                    ),
+                ));
+            }
+        };
+        let mut outcome = self
+            .sender
+            .execute(
+                client,
+                &signer,
+                from,
+                &ctx.execution_key,
+                ctx.lease.as_ref(),
+                || plan(client, &self.prices, action, &params, from),
+            )
+            .await;
+        // The market moved between the look and the plan, which refused the bound before
+        // anything was signed: a held order waits on.
+        let refused_bound = !outcome.success
+            && !outcome.pending
+            && outcome.tx_hash.is_none()
+            && outcome
+                .error
+                .as_ref()
+                .is_some_and(|(code, _)| *code == ErrorCode::InvalidParams);
+        if held && refused_bound {
+            return Ok(waiting(
+                "the market moved away from the price while the fill was planned",
+            ));
+        }
+        if outcome.success
+            && let Some(data) = outcome.data.as_mut()
+        {
+            data["orderId"] = json!(ctx.intent_id);
+            data["status"] = json!(orders::OrderStatus::Filled.as_str());
+            data["fill"] = json!({"action": action, "params": params});
+        }
+        Ok(outcome)
     }
 
     /// Fan-out: the action's calls run from the user's account, each as one `redeemDelegations`

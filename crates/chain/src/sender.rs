@@ -542,6 +542,7 @@ impl WalletSender {
             data: Some(json!({"transactions": hashes, "plan": summary})),
             error: None,
             pending: false,
+            held: false,
         }
     }
 

@@ -155,6 +155,9 @@ struct PositionValueEntry {
 struct MarketValueEntry {
     market: String,
     amount: String,
+    /// A price per unit of `amount` (an order's size in shares at its limit price).
+    #[serde(default)]
+    price: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -318,6 +321,7 @@ fn value_rule(
         Some(ValueEntry::Market(m)) => ValueRule::MarketCollateral {
             market: m.market,
             amount: m.amount,
+            price: m.price,
         },
         Some(ValueEntry::Position(p)) => ValueRule::Position {
             token: p.token,

@@ -70,6 +70,10 @@ pub struct ExecutionOutcome {
     /// has not ended. The runner leaves it started and looks at it again later (the provider's
     /// `reconcile` re-sends, bumps and waits), never records it failed.
     pub pending: bool,
+    /// Nothing was sent and nothing will be for this attempt: a held order (a GTC or GTD
+    /// prediction order) whose limit the market does not meet now. The runner puts the execution
+    /// back to pending and looks at it again later; `data` is what the order says meanwhile.
+    pub held: bool,
 }
 
 impl ExecutionOutcome {
@@ -80,6 +84,7 @@ impl ExecutionOutcome {
             data: Some(data),
             error: None,
             pending: false,
+            held: false,
         }
     }
 
@@ -90,6 +95,7 @@ impl ExecutionOutcome {
             data: None,
             error: Some((code, message.into())),
             pending: false,
+            held: false,
         }
     }
 
@@ -101,6 +107,19 @@ impl ExecutionOutcome {
             data: None,
             error: None,
             pending: true,
+            held: false,
+        }
+    }
+
+    /// Not ended, nothing sent: a held order waits for its limit ([`ExecutionOutcome::held`]).
+    pub fn held(data: serde_json::Value) -> Self {
+        Self {
+            success: false,
+            tx_hash: None,
+            data: Some(data),
+            error: None,
+            pending: false,
+            held: true,
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod limits;
 pub mod mail;
 pub mod metrics;
 pub mod money;
+pub mod orders;
 pub mod params;
 pub mod payments;
 pub mod personhood;

@@ -57,6 +57,8 @@ pub fn intent_ended(status: IntentStatus) {
 pub fn execution(outcome: &ExecutionOutcome, read: bool) {
     let result = if outcome.pending {
         "pending"
+    } else if outcome.held {
+        "held"
     } else if outcome.success {
         "succeeded"
     } else {

@@ -314,8 +314,13 @@ pub enum ValueRule {
     /// ERC-4626 vault the `vault` param names (an id of `[chains.<id>.vaults]`).
     VaultAsset { vault: String, amount: String },
     /// The `amount` param in units of the collateral of the prediction market the `market` param
-    /// names (read onchain).
-    MarketCollateral { market: String, amount: String },
+    /// names (read onchain); with `price`, the `amount` param times the `price` param (an order's
+    /// size in shares at its limit price, [`crate::orders::decimal_product`]).
+    MarketCollateral {
+        market: String,
+        amount: String,
+        price: Option<String>,
+    },
     /// The `amount` param in units of the token the `token` param names, where `max` is a lending
     /// position in it: what the `owner` param (else the wallet the write runs for) supplies or owes.
     Position {
@@ -347,7 +352,15 @@ impl ValueRule {
             ValueRule::Native { amount } => vec![amount],
             ValueRule::VaultAsset { vault, amount } => vec![vault, amount],
             ValueRule::Position { token, amount, .. } => vec![token, amount],
-            ValueRule::MarketCollateral { market, amount } => vec![market, amount],
+            ValueRule::MarketCollateral {
+                market,
+                amount,
+                price,
+            } => [market, amount]
+                .into_iter()
+                .chain(price)
+                .map(String::as_str)
+                .collect(),
         }
     }
 }
@@ -659,12 +672,23 @@ impl Prices {
                 }
                 (TokenRef::resolve(&asset, chain), amount)
             }
-            ValueRule::MarketCollateral { market, amount } => {
+            ValueRule::MarketCollateral {
+                market,
+                amount,
+                price,
+            } => {
+                let mut amount = text(amount)?;
+                if let Some(price) = price {
+                    let per = crate::orders::decimal_price(params.get(price.as_str()))?;
+                    amount = crate::orders::decimal_product(&amount, &per).ok_or_else(|| {
+                        unavailable(format!("{amount} at {per} does not fit a price."))
+                    })?;
+                }
                 let collateral = self
                     .reads()?
                     .market_collateral(chain_id, &text(market)?)
                     .await?;
-                (TokenRef::resolve(&collateral, chain), text(amount)?)
+                (TokenRef::resolve(&collateral, chain), amount)
             }
             ValueRule::Position {
                 token,

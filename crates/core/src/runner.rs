@@ -18,7 +18,7 @@ use crate::clock::{Clock, to_millis};
 use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, ExecutionOutcome, Grant, Reconciled, Registry, Subject};
 use crate::states::{DelegationStatus, ExecutionState, IntentStatus};
-use crate::store::{ExecutionFinish, ExecutionRecord, IntentRecord, LeaseFence, Store};
+use crate::store::{ExecutionFinish, ExecutionRecord, IntentRecord, LeaseFence, OrderEnd, Store};
 
 /// Aborts a task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -36,6 +36,9 @@ const HANDED_BATCH: usize = 256;
 /// How soon an intent whose execution is sent and not mined yet is looked at again (by whichever
 /// process claims it then): its provider re-sends, bumps and waits again.
 const PENDING_RECHECK: time::Duration = time::Duration::seconds(2);
+/// How soon a held order whose limit the market did not meet is looked at again (by whichever
+/// process claims it then): the runner is the orders' watcher.
+const HELD_RECHECK: time::Duration = time::Duration::seconds(1);
 
 fn finish_of(outcome: ExecutionOutcome) -> ExecutionFinish {
     ExecutionFinish {
@@ -466,11 +469,24 @@ impl IntentRunner {
             }
             ExecutionState::Succeeded | ExecutionState::Failed => return Ok(true),
         };
-        self.record(&execution, outcome).await
+        self.record(intent, &execution, outcome).await
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
-        let outcome = self.attempt(ctx).await;
+        // A held order past its expiration ends here, without its venue: nothing is sent.
+        let expired = crate::orders::held_order(&ctx.action, &ctx.params)
+            .filter(|terms| terms.expired(to_millis(self.clock.now())));
+        let outcome = match expired {
+            Some(terms) => ExecutionOutcome::failed(
+                ErrorCode::OrderExpired,
+                format!(
+                    "Order {} reached its expiration (Unix time {}) before the market met its price; nothing was sent.",
+                    ctx.intent_id,
+                    terms.expiration.unwrap_or_default()
+                ),
+            ),
+            None => self.attempt(ctx).await,
+        };
         crate::metrics::execution(&outcome, ctx.read);
         outcome
     }
@@ -576,7 +592,58 @@ impl IntentRunner {
 
     /// Records how an execution ended; false when it has not ended (pending), or when this worker
     /// no longer holds the intent's lease (its new holder records it).
-    async fn record(&self, execution: &ExecutionRecord, outcome: ExecutionOutcome) -> Result<bool> {
+    async fn record(
+        &self,
+        intent: &IntentRecord,
+        execution: &ExecutionRecord,
+        outcome: ExecutionOutcome,
+    ) -> Result<bool> {
+        if outcome.held {
+            // A held order sent nothing: back to pending, looked at again after HELD_RECHECK.
+            let data = outcome.data.map(|d| d.to_string()).unwrap_or_default();
+            let until = to_millis(self.clock.now() + HELD_RECHECK);
+            if !self
+                .store
+                .hold_execution(
+                    &execution.intent_id,
+                    execution.seq,
+                    &self.owner,
+                    &data,
+                    until,
+                )
+                .await?
+            {
+                tracing::warn!(
+                    intent_id = execution.intent_id,
+                    "a held order's execution is another worker's now"
+                );
+            }
+            return Ok(false);
+        }
+        if let Some((code, _)) = &outcome.error
+            && crate::orders::releases_daily_share(*code)
+        {
+            // An order that filled nothing: ended, and its daily-limit share given back, at once.
+            let (day, release_micros) = crate::orders::daily_share(intent);
+            let end = OrderEnd {
+                intent_id: execution.intent_id.clone(),
+                seq: execution.seq,
+                owner: Some(self.owner.clone()),
+                agent_id: intent.agent_id.clone(),
+                day,
+                release_micros,
+                finish: finish_of(outcome),
+                now: to_millis(self.clock.now()),
+            };
+            if !self.store.end_order(&end).await? {
+                tracing::warn!(
+                    intent_id = execution.intent_id,
+                    "order already ended, or its intent's lease is another worker's"
+                );
+                return Ok(false);
+            }
+            return Ok(true);
+        }
         if outcome.pending {
             tracing::info!(
                 intent_id = execution.intent_id,

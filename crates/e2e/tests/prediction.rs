@@ -2,7 +2,10 @@
 //! deploys them from the gnosis.pm packages' truffle builds), checked onchain: the markets listed
 //! from the factory with the devnet's questions, a buy whose ERC-1155 balance equals the market
 //! maker's quote and moves the prices, a sell back for collateral, the positions read, the oracle's
-//! report, buys refused after it, and redemption paying the winning shares in USDC.
+//! report, buys refused after it, and redemption paying the winning shares in USDC; and orders:
+//! a FOK that finds nothing, a GTC held until another account's buy moves the market through its
+//! price and then filled once, a GTC cancelled before it would have filled, a GTD that expires, each
+//! unfilled one giving its daily-limit share back.
 #![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
 
 mod common;
@@ -24,6 +27,12 @@ alloy::sol! {
     interface IFPMM {
         function calcBuyAmount(uint256 investmentAmount, uint256 outcomeIndex) external view returns (uint256);
         function calcSellAmount(uint256 returnAmount, uint256 outcomeIndex) external view returns (uint256);
+        function buy(uint256 investmentAmount, uint256 outcomeIndex, uint256 minOutcomeTokensToBuy) external;
+        event FPMMBuy(address indexed buyer, uint256 investmentAmount, uint256 feeAmount, uint256 indexed outcomeIndex, uint256 outcomeTokensBought);
+    }
+    #[sol(rpc)]
+    interface IApprove {
+        function approve(address spender, uint256 amount) external returns (bool);
     }
 }
 
@@ -31,15 +40,90 @@ fn decimal(v: &Value) -> f64 {
     v.as_str().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN)
 }
 
-#[tokio::test]
-async fn a_prediction_market_is_bought_sold_resolved_and_redeemed_onchain() {
+/// A devnet, a gateway on it, an agent allowed `actions` and funded with 1 ETH and 500 USDC, and the
+/// devnet's first market (its market maker, condition, question and YES position).
+struct Predicting {
+    devnet: Devnet,
+    gw: Gateway,
+    agent: Agent,
+    market: Address,
+    question: B256,
+    ct_at: Address,
+    yes: U256,
+}
+
+async fn predicting(email: &str, actions: &[&str]) -> Predicting {
     let devnet = Devnet::start();
     let db = devnet.dir.path().join("gw.db");
     let database_url = format!("sqlite://{}", db.display());
     let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
-    let agent = onboard(
-        &gw,
-        &database_url,
+    let agent = onboard(&gw, &database_url, email, actions).await;
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            usdc(500),
+        )
+        .await;
+    let first = devnet.spec["prediction"]["markets"][0].clone();
+    let field = |name: &str| -> B256 {
+        first[name]
+            .as_str()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("the devnet's first market has a {name}"))
+    };
+    let (condition, question) = (field("conditionId"), field("questionId"));
+    let market: Address = first["marketId"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .expect("a market");
+    let ct_at: Address = devnet.address(&["prediction", "conditionalTokens"]);
+    let ct = ICT::new(ct_at, &devnet.provider);
+    let collection = ct
+        .getCollectionId(B256::ZERO, condition, U256::from(1u64))
+        .call()
+        .await
+        .expect("collection");
+    let yes = ct
+        .getPositionId(devnet.usdc(), collection)
+        .call()
+        .await
+        .expect("position");
+    Predicting {
+        devnet,
+        gw,
+        agent,
+        market,
+        question,
+        ct_at,
+        yes,
+    }
+}
+
+/// A direct execution's refusal: (HTTP status, code, message).
+async fn refusal(
+    gw: &Gateway,
+    agent: &Agent,
+    action: &str,
+    params: Value,
+    key: &str,
+) -> (u16, String, String) {
+    let (status, body) = execute_stating(gw, agent, action, params, key, 0.0).await;
+    let text = |f: &str| body[f].as_str().unwrap_or_default().to_owned();
+    (status, text("code"), text("message"))
+}
+
+#[tokio::test]
+async fn a_prediction_market_is_bought_sold_resolved_and_redeemed_onchain() {
+    let Predicting {
+        devnet,
+        gw,
+        agent,
+        market,
+        question,
+        ct_at,
+        yes,
+    } = predicting(
         "predict@example.com",
         &[
             "get-prediction-markets",
@@ -50,41 +134,10 @@ async fn a_prediction_market_is_bought_sold_resolved_and_redeemed_onchain() {
         ],
     )
     .await;
-    devnet
-        .fund(
-            agent.address,
-            U256::from(10u64).pow(U256::from(18u64)),
-            usdc(500),
-        )
-        .await;
     let spec = devnet.spec["prediction"].clone();
-    let ct_at: Address = devnet.address(&["prediction", "conditionalTokens"]);
     let first = spec["markets"][0].clone();
-    let market: Address = first["marketId"]
-        .as_str()
-        .and_then(|a| a.parse().ok())
-        .expect("a market");
-    let condition: B256 = first["conditionId"]
-        .as_str()
-        .and_then(|c| c.parse().ok())
-        .expect("a condition");
-    let question: B256 = first["questionId"]
-        .as_str()
-        .and_then(|c| c.parse().ok())
-        .expect("a question");
     let ct = ICT::new(ct_at, &devnet.provider);
     let fpmm = IFPMM::new(market, &devnet.provider);
-    let yes = {
-        let collection = ct
-            .getCollectionId(B256::ZERO, condition, U256::from(1u64))
-            .call()
-            .await
-            .expect("collection");
-        ct.getPositionId(devnet.usdc(), collection)
-            .call()
-            .await
-            .expect("position")
-    };
 
     // The factory's three markets with the devnet's questions, even odds, 10,000 USDC each.
     let listed = read_for(&gw, &agent, "get-prediction-markets", json!({})).await;
@@ -219,26 +272,20 @@ async fn a_prediction_market_is_bought_sold_resolved_and_redeemed_onchain() {
         .await
         .expect("reported");
     assert!(receipt.status(), "reportPayouts reverted");
-    let (status, refused) = execute_stating(
+    let (status, code, message) = refusal(
         &gw,
         &agent,
         "buy-prediction-outcome",
         json!({"marketId": market, "outcomeIndex": 1, "amount": "10"}),
         "buy-2",
-        0.0,
     )
     .await;
     assert_eq!(
-        (status, refused["code"].clone()),
-        (422, json!("VENUE_NOT_READY")),
-        "{refused}"
+        (status, code.as_str()),
+        (422, "VENUE_NOT_READY"),
+        "{message}"
     );
-    assert!(
-        refused["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("resolved")),
-        "{refused}"
-    );
+    assert!(message.contains("resolved"), "{message}");
     let (status, body) = execute_stating(
         &gw,
         &agent,
@@ -277,4 +324,283 @@ async fn a_prediction_market_is_bought_sold_resolved_and_redeemed_onchain() {
         .unwrap_or_default();
     assert_eq!(list.len(), 1, "{resolved}");
     assert_eq!(list[0]["payouts"], json!(["1", "0"]), "{resolved}");
+}
+
+/// The `FPMMBuy` events of `buyer` on `market`.
+async fn buys_of(devnet: &Devnet, market: Address, buyer: Address) -> usize {
+    let filter = alloy::rpc::types::Filter::new()
+        .address(market)
+        .event_signature(<IFPMM::FPMMBuy as alloy::sol_types::SolEvent>::SIGNATURE_HASH)
+        .topic1(buyer.into_word())
+        .from_block(0);
+    alloy::providers::Provider::get_logs(&devnet.provider, &filter)
+        .await
+        .expect("logs")
+        .len()
+}
+
+#[tokio::test]
+async fn orders_fill_once_when_the_market_meets_them_and_unfilled_ones_give_back_their_share() {
+    let actions = [
+        "place-prediction-order",
+        "cancel-prediction-order",
+        "get-prediction-orders",
+    ];
+    let Predicting {
+        devnet,
+        gw,
+        agent,
+        market,
+        ct_at,
+        yes,
+        ..
+    } = predicting("orders@example.com", &actions).await;
+    set_policy(
+        &gw,
+        &agent,
+        json!({"allowedActions": actions, "dailyLimitUsd": 100}),
+    )
+    .await;
+    let ct = ICT::new(ct_at, &devnet.provider);
+    let order = |price: f64, size: &str, kind: &str| json!({"marketId": market, "outcomeIndex": 0, "side": "buy", "price": price, "size": size, "orderType": kind});
+
+    // FOK at 0.40 while YES trades at 0.50: nothing fills, nothing is sent.
+    let (status, body) = execute_stating(
+        &gw,
+        &agent,
+        "place-prediction-order",
+        order(0.4, "100", "FOK"),
+        "fok-1",
+        0.0,
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].clone()),
+        (422, json!("ORDER_NOT_FILLED")),
+        "{body}"
+    );
+    // GTC at 0.45 for 100 shares: held, open, nothing sent.
+    let (status, body) = execute_stating(
+        &gw,
+        &agent,
+        "place-prediction-order",
+        order(0.45, "100", "GTC"),
+        "gtc-1",
+        0.0,
+    )
+    .await;
+    assert_eq!(
+        (
+            status,
+            body["data"]["status"].clone(),
+            body["data"]["data"]["status"].clone()
+        ),
+        (200, json!("pending"), json!("open")),
+        "{body}"
+    );
+    let gtc = body["data"]["data"]["orderId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"))
+        .to_owned();
+    assert_eq!(
+        body["data"]["intentId"].as_str(),
+        Some(gtc.as_str()),
+        "{body}"
+    );
+    // A second GTC at 0.44 that would fill after the move: cancelled first, and cancelled again.
+    let (_, body) = execute_stating(
+        &gw,
+        &agent,
+        "place-prediction-order",
+        order(0.44, "50", "GTC"),
+        "gtc-2",
+        0.0,
+    )
+    .await;
+    let cancelled = body["data"]["data"]["orderId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"))
+        .to_owned();
+    for key in ["cancel-1", "cancel-2"] {
+        let (status, body) = execute_stating(
+            &gw,
+            &agent,
+            "cancel-prediction-order",
+            json!({"orderId": cancelled}),
+            key,
+            0.0,
+        )
+        .await;
+        assert_eq!(
+            (
+                status,
+                body["data"]["data"]["status"].clone(),
+                body["data"]["data"]["orderId"].clone()
+            ),
+            (200, json!("cancelled"), json!(cancelled)),
+            "{key}: {body}"
+        );
+    }
+    // A GTD at 0.20 that expires in 3 seconds without a fill.
+    let expiration = now_secs() + 3;
+    let mut gtd = order(0.2, "10", "GTD");
+    gtd["expiration"] = json!(expiration);
+    let (_, body) = execute_stating(&gw, &agent, "place-prediction-order", gtd, "gtd-1", 0.0).await;
+    let gtd = body["data"]["data"]["orderId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"))
+        .to_owned();
+    assert_eq!(
+        devnet.balance(devnet.usdc(), agent.address).await,
+        usdc(500)
+    );
+    // Still open a few looks later.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let listed = read_for(
+        &gw,
+        &agent,
+        "get-prediction-orders",
+        json!({"status": "open"}),
+    )
+    .await;
+    let open: Vec<Value> = listed["results"][0]["data"]["orders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(open.len(), 2, "{listed}");
+    assert!(open.iter().all(|o| o["waiting"].is_string()), "{listed}");
+
+    // Another account buys NO for 3,000 USDC: YES falls to about 0.37, through the GTC's 0.45.
+    let (other, _) = devnet.account(7);
+    devnet
+        .fund(other, U256::from(10u64).pow(U256::from(18u64)), usdc(3_000))
+        .await;
+    let whale = devnet.wallet(7);
+    IApprove::new(devnet.usdc(), &whale)
+        .approve(market, usdc(3_000))
+        .send()
+        .await
+        .expect("approve")
+        .get_receipt()
+        .await
+        .expect("approved");
+    let bought = IFPMM::new(market, &whale)
+        .buy(usdc(3_000), U256::from(1u64), U256::ZERO)
+        .send()
+        .await
+        .expect("buy")
+        .get_receipt()
+        .await
+        .expect("bought");
+    assert!(bought.status(), "the other account's buy reverted");
+
+    // The watcher fills the GTC: 45 USDC for at least 100 YES, once.
+    let ended = wait_intent(&gw, &agent, &gtc, 30).await;
+    assert_eq!(ended["status"], json!("completed"), "{ended}");
+    assert_eq!(
+        devnet.balance(devnet.usdc(), agent.address).await,
+        usdc(455)
+    );
+    let shares = ct
+        .balanceOf(agent.address, yes)
+        .call()
+        .await
+        .expect("balance");
+    assert!(shares >= usdc(100), "{shares}");
+    // The GTD expires unfilled.
+    let expired = wait_intent(&gw, &agent, &gtd, 30).await;
+    assert_eq!(
+        (
+            expired["status"].clone(),
+            expired["results"][0]["code"].clone()
+        ),
+        (json!("failed"), json!("ORDER_EXPIRED")),
+        "{expired}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(buys_of(&devnet, market, agent.address).await, 1);
+    assert_eq!(
+        devnet.balance(devnet.usdc(), agent.address).await,
+        usdc(455)
+    );
+    let listed = read_for(&gw, &agent, "get-prediction-orders", json!({})).await;
+    let orders: Vec<(String, String)> = listed["results"][0]["data"]["orders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|o| {
+            (
+                o["orderType"].as_str().unwrap_or("").to_owned(),
+                o["status"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+    assert_eq!(
+        orders,
+        [
+            pair("GTD", "expired"),
+            pair("GTC", "cancelled"),
+            pair("GTC", "filled"),
+            pair("FOK", "unfilled"),
+        ],
+        "{listed}"
+    );
+    // A filled order is not open any more; an order this agent does not have is not found.
+    let (status, code, message) = refusal(
+        &gw,
+        &agent,
+        "cancel-prediction-order",
+        json!({"orderId": gtc}),
+        "cancel-3",
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (409, "ORDER_NOT_OPEN"),
+        "{message}"
+    );
+    assert!(message.contains("filled"), "{message}");
+    let (status, code, message) = refusal(
+        &gw,
+        &agent,
+        "cancel-prediction-order",
+        json!({"orderId": "0190f0a0-0000-7000-8000-000000000000"}),
+        "cancel-4",
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (404, "NOT_FOUND"), "{message}");
+
+    // The daily limit (100 USD) counts only the filled 45: the unfilled FOK (40), the cancelled GTC
+    // (22) and the expired GTD (2) gave their shares back, so a 55 USD order fits exactly, and one
+    // dollar more does not.
+    let (status, body) = execute_stating(
+        &gw,
+        &agent,
+        "place-prediction-order",
+        order(0.05, "1100", "GTC"),
+        "gtc-3",
+        0.0,
+    )
+    .await;
+    assert_eq!(
+        (status, body["data"]["data"]["status"].clone()),
+        (200, json!("open")),
+        "{body}"
+    );
+    let (status, body) = execute_stating(
+        &gw,
+        &agent,
+        "place-prediction-order",
+        order(0.5, "2", "FOK"),
+        "fok-2",
+        0.0,
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].clone()),
+        (403, json!("POLICY_DAILY_LIMIT")),
+        "{body}"
+    );
 }

@@ -21,6 +21,7 @@ use actiongate_core::mail::Mailer;
 use actiongate_core::personhood::{ProofVerifier, RpSigner};
 use actiongate_core::prices::{PriceReads, Prices};
 use actiongate_core::providers::internal::{BUILTIN_DATA, InternalData, InternalReads};
+use actiongate_core::providers::orders::OrderBook;
 use actiongate_core::purchases::{AuthorizationSettler, PaymentVerifier};
 use actiongate_core::{Gateway, PersonhoodPorts, Ports};
 use actiongate_store::SqlStore;
@@ -161,6 +162,7 @@ impl Application {
         );
         let mut providers: Vec<Arc<dyn Provider>> = vec![
             Arc::new(InternalReads::new(internal, config.settings.chains.clone())),
+            Arc::new(OrderBook::new(store.clone(), clock.clone())),
             Arc::new(evm),
             Arc::new(market),
             earn.clone(),

@@ -7,7 +7,7 @@ use actiongate_core::states::ExecutionState;
 use actiongate_core::states::IntentStatus;
 use actiongate_core::store::{
     AcceptOutcome, CreditAccount, ExecutionFinish, ExecutionRecord, IdempotencyRecord, IntentDraft,
-    IntentRecord, IntentStore, StoreError,
+    IntentRecord, IntentStore, OrderEnd, StoreError,
 };
 use async_trait::async_trait;
 use sqlx::Row;
@@ -264,6 +264,112 @@ impl IntentStore for SqlStore {
                 .map_err(err)?;
             tx.commit().await.map_err(err)?;
             row.as_ref().map(intent_from_row).transpose()
+        })
+    }
+    async fn hold_execution(
+        &self,
+        intent_id: &str,
+        seq: u32,
+        owner: &str,
+        data: &str,
+        until: i64,
+    ) -> Result<bool, StoreError> {
+        let seq = i32::try_from(seq).map_err(err)?;
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let held = sqlx::query(
+                "UPDATE intent_executions SET state = 'pending', started_at = NULL, data = $4
+                 WHERE intent_id = $1 AND seq = $2 AND state = 'started'
+                   AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $3 AND status = 'queued')",
+            )
+            .bind(intent_id)
+            .bind(seq)
+            .bind(owner)
+            .bind(data)
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?
+            .rows_affected()
+                == 1;
+            if held {
+                sqlx::query(
+                    "UPDATE intents SET lease_owner = NULL, lease_until = $3 WHERE id = $1 AND lease_owner = $2",
+                )
+                .bind(intent_id)
+                .bind(owner)
+                .bind(until)
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?;
+            }
+            tx.commit().await.map_err(err)?;
+            Ok(held)
+        })
+    }
+
+    async fn end_order(&self, end: &OrderEnd) -> Result<bool, StoreError> {
+        let seq = i32::try_from(end.seq).map_err(err)?;
+        let f = &end.finish;
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let ended = sqlx::query(
+                "UPDATE intent_executions SET state = 'failed', tx_hash = $4, error_code = $5, error_message = $6,
+                     data = $7, finished_at = $8
+                 WHERE intent_id = $1 AND seq = $2
+                   AND ((CAST($3 AS TEXT) IS NULL AND state = 'pending'
+                         AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND status = 'queued'))
+                     OR (state = 'started'
+                         AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $3 AND status = 'queued')))",
+            )
+            .bind(&end.intent_id)
+            .bind(seq)
+            .bind(end.owner.as_deref())
+            .bind(&f.tx_hash)
+            .bind(&f.error_code)
+            .bind(&f.error_message)
+            .bind(&f.data)
+            .bind(end.now)
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?
+            .rows_affected()
+                == 1;
+            if ended {
+                sqlx::query(
+                    "UPDATE agent_daily_usage
+                     SET used_micros = CASE WHEN used_micros > $3 THEN used_micros - $3 ELSE 0 END
+                     WHERE agent_id = $1 AND day = $2",
+                )
+                .bind(&end.agent_id)
+                .bind(end.day)
+                .bind(end.release_micros)
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?;
+            }
+            tx.commit().await.map_err(err)?;
+            Ok(ended)
+        })
+    }
+
+    async fn list_agent_intents(
+        &self,
+        agent_id: &str,
+        action: &str,
+        limit: u32,
+    ) -> Result<Vec<IntentRecord>, StoreError> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(concat!(
+                "SELECT ", intent_columns!(),
+                " FROM intents WHERE agent_id = $1 AND action = $2 ORDER BY created_at DESC, id DESC LIMIT $3"
+            ))
+            .bind(agent_id)
+            .bind(action)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+            .map_err(err)?;
+            rows.iter().map(intent_from_row).collect()
         })
     }
 }

@@ -1164,6 +1164,166 @@ async fn signing_and_ending_an_execution_are_fenced_by_the_intents_lease() {
     }
 }
 
+/// A held order (issue 26): its lease's holder puts its execution back to pending and frees the
+/// intent until the next look; a cancellation ends a pending one and gives its daily-limit share back
+/// once, a worker ends a started one only under its lease; the agent's orders are listed newest first.
+#[tokio::test]
+async fn held_orders_wait_end_once_and_give_their_daily_share_back() {
+    use actiongate_core::store::{ExecutionFinish, OrderEnd};
+    for (name, f) in backends().await {
+        let s = &f.store;
+        onboarded(s, "orders@example.com").await;
+        s.grant_credits("acc1", 100, "grant", "test", 2_500)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let order = |n: u32| {
+            let mut d = read_draft(n, "acc1", 1);
+            d.action = "place-prediction-order".into();
+            d.lane = actiongate_core::states::Lane::Execute;
+            d.is_write = true;
+            d.amount_micros = 5_000_000;
+            d.lease = Some(("w1".into(), 10_000));
+            d.now = 3_000 + i64::from(n);
+            d
+        };
+        for n in [1, 2] {
+            assert!(
+                matches!(
+                    s.accept_intent(&order(n)).await,
+                    Ok(AcceptOutcome::Accepted { .. })
+                ),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            s.daily_usage("ag1", 0).await.ok(),
+            Some(10_000_000),
+            "{name}"
+        );
+        assert_eq!(
+            s.start_execution("intent-1", 0, "w1", 4_000).await.ok(),
+            Some(true),
+            "{name}"
+        );
+        // Only the lease's holder holds it; then nobody claims it before `until`.
+        let data = r#"{"status":"open"}"#;
+        assert_eq!(
+            s.hold_execution("intent-1", 0, "thief", data, 5_000)
+                .await
+                .ok(),
+            Some(false),
+            "{name}"
+        );
+        assert_eq!(
+            s.hold_execution("intent-1", 0, "w1", data, 5_000)
+                .await
+                .ok(),
+            Some(true),
+            "{name}"
+        );
+        let e = s.list_executions("intent-1").await.unwrap_or_default();
+        assert_eq!(
+            (e[0].state.as_str(), e[0].data.as_deref()),
+            ("pending", Some(data)),
+            "{name}"
+        );
+        let claimed = |now: i64| async move {
+            s.claim_intents("w2", now, now + 1_000, 10)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .into_iter()
+                .map(|i| i.id)
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            !claimed(4_500).await.contains(&"intent-1".to_owned()),
+            "{name}"
+        );
+        assert!(
+            claimed(5_001).await.contains(&"intent-1".to_owned()),
+            "{name}"
+        );
+        // A cancellation ends the pending execution once, whoever holds the lease.
+        let end = |owner: Option<&str>, id: &str| OrderEnd {
+            intent_id: id.into(),
+            seq: 0,
+            owner: owner.map(str::to_owned),
+            agent_id: "ag1".into(),
+            day: 0,
+            release_micros: 5_000_000,
+            finish: ExecutionFinish {
+                success: false,
+                tx_hash: None,
+                error_code: Some("ORDER_CANCELLED".into()),
+                error_message: Some("cancelled".into()),
+                data: None,
+            },
+            now: 5_100,
+        };
+        assert_eq!(
+            s.end_order(&end(None, "intent-1")).await.ok(),
+            Some(true),
+            "{name}"
+        );
+        assert_eq!(
+            s.end_order(&end(None, "intent-1")).await.ok(),
+            Some(false),
+            "{name}"
+        );
+        assert_eq!(
+            s.daily_usage("ag1", 0).await.ok(),
+            Some(5_000_000),
+            "{name}"
+        );
+        let finished = s
+            .finish_intent("intent-1", 5_200)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            finished.map(|i| i.status.to_string()),
+            Some("failed".to_owned()),
+            "{name}"
+        );
+        // A started execution ends only under its lease (a pending-only end does not touch it).
+        assert_eq!(
+            s.start_execution("intent-2", 0, "w1", 5_300).await.ok(),
+            Some(true),
+            "{name}"
+        );
+        for owner in [None, Some("thief")] {
+            assert_eq!(
+                s.end_order(&end(owner, "intent-2")).await.ok(),
+                Some(false),
+                "{name}: {owner:?}"
+            );
+        }
+        assert_eq!(
+            s.daily_usage("ag1", 0).await.ok(),
+            Some(5_000_000),
+            "{name}"
+        );
+        assert_eq!(
+            s.end_order(&end(Some("w1"), "intent-2")).await.ok(),
+            Some(true),
+            "{name}"
+        );
+        assert_eq!(s.daily_usage("ag1", 0).await.ok(), Some(0), "{name}");
+        let listed: Vec<String> = s
+            .list_agent_intents("ag1", "place-prediction-order", 10)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        assert_eq!(listed, ["intent-2", "intent-1"], "{name}");
+        assert_eq!(
+            s.list_agent_intents("ag1", "swap", 10).await.ok(),
+            Some(vec![]),
+            "{name}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn drafts_accepted_together_fail_and_go_stale_one_by_one() {
     for (name, f) in backends().await {

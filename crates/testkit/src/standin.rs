@@ -127,6 +127,7 @@ impl StandInVenue {
             data: None,
             error: None,
             pending: false,
+            held: false,
         }
     }
 }

@@ -706,3 +706,189 @@ pub async fn closed(client: &ChainClient, params: &Value) -> Result<Option<Strin
         Err(e) => return Err(e),
     })
 }
+
+/// How an order (`place-prediction-order`) fills against the market maker now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OrderFill {
+    /// The market meets the order's price for this much: the buy or the sell to send, bounded so
+    /// that it fills at or better than the price.
+    Now { action: &'static str, params: Value },
+    /// It meets it for nothing now (why, for the order's holder).
+    Not(String),
+}
+
+/// The rational price `units / 10^6` of an order.
+fn order_price(params: &Value) -> Result<U256, Error> {
+    let text = actiongate_core::orders::price_text(params)?;
+    units(
+        "price",
+        &text,
+        actiongate_core::orders::PRICE_DECIMALS as u8,
+    )
+}
+
+const PRICE_ONE: u64 = 1_000_000;
+
+/// What an order `{marketId, outcomeIndex, side, price, size, orderType}` fills now: whole (FOK,
+/// GTC, GTD: all `size` shares at an average price at or better than `price`, or nothing), or the
+/// most that does (FAK, found by bisection over the market maker's own quotes). A buy spends at
+/// most `size × price` of the collateral for at least as many shares as that buys at `price`; a
+/// sell gives at most `size` shares for at least `size × price`.
+pub async fn order_fill(
+    client: &ChainClient,
+    params: &Value,
+    signer: Address,
+) -> Result<OrderFill, Error> {
+    let terms = actiongate_core::orders::terms(params)?;
+    let buy = match param_str(params, "side")? {
+        "buy" => true,
+        "sell" => false,
+        other => return Err(invalid("side", format!("{other:?} is not buy or sell"))),
+    };
+    let (m, s, i) = tradable(client, params).await?;
+    let price = order_price(params)?;
+    let one = U256::from(PRICE_ONE);
+    let size = units("size", param_str(params, "size")?, s.decimals)?;
+    let notional = size.saturating_mul(price) / one;
+    if notional.is_zero() {
+        return Err(invalid(
+            "size",
+            "times price is less than one unit of the collateral",
+        ));
+    }
+    let outcome = U256::from(i);
+    let shown = |v: U256| format_units(v, s.decimals);
+    let held = match buy {
+        true => U256::ZERO,
+        false => {
+            let ct = contract(client, CONDITIONAL_TOKENS)?;
+            view(
+                client,
+                ct,
+                IConditionalTokens::balanceOfCall {
+                    owner: signer,
+                    id: s.positions[i],
+                },
+            )
+            .await?
+        }
+    };
+    // Whether `x` of the collateral fills at or better than the price: the shares a buy of `x`
+    // gets are worth at least `x` at the price; the shares a sell of `x` takes are worth at most
+    // `x` at it, and the signer holds them.
+    let fills = |x: U256| async move {
+        match buy {
+            true => view(
+                client,
+                m.address,
+                IFixedProductMarketMaker::calcBuyAmountCall {
+                    investmentAmount: x,
+                    outcomeIndex: outcome,
+                },
+            )
+            .await
+            .map(|shares| shares.saturating_mul(price) >= x.saturating_mul(one))
+            .unwrap_or(false),
+            false => view(
+                client,
+                m.address,
+                IFixedProductMarketMaker::calcSellAmountCall {
+                    returnAmount: x,
+                    outcomeIndex: outcome,
+                },
+            )
+            .await
+            .map(|shares| shares.saturating_mul(price) <= x.saturating_mul(one) && shares <= held)
+            .unwrap_or(false),
+        }
+    };
+    let amount = if fills(notional).await {
+        notional
+    } else if terms.order_type.whole() {
+        return Ok(OrderFill::Not(format!(
+            "the market does not {} {} shares of outcome {i} at {} {} or better now",
+            if buy { "sell" } else { "buy" },
+            shown(size),
+            format_units(price, 6),
+            s.symbol
+        )));
+    } else {
+        // The most that fills: the average price worsens as the amount grows.
+        let (mut lo, mut hi) = (U256::ZERO, notional);
+        while hi - lo > U256::from(1u64) {
+            let mid = (lo + hi) / U256::from(2u64);
+            if fills(mid).await {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    };
+    // The shares at the price: the fewest a buy takes, the most a sell gives.
+    let shares = amount.saturating_mul(one) / price;
+    if amount.is_zero() || shares.is_zero() {
+        return Ok(OrderFill::Not(format!(
+            "nothing of outcome {i} {} at {} {} or better now",
+            if buy { "sells" } else { "buys" },
+            format_units(price, 6),
+            s.symbol
+        )));
+    }
+    let mut params = json!({"marketId": m.address.to_string(), "outcomeIndex": i});
+    let action = if buy {
+        params["amount"] = json!(shown(amount));
+        params["minShares"] = json!(shown(shares));
+        "buy-prediction-outcome"
+    } else {
+        params["returnAmount"] = json!(shown(amount));
+        params["maxShares"] = json!(shown(shares.min(size)));
+        "sell-prediction-outcome"
+    };
+    Ok(OrderFill::Now { action, params })
+}
+
+/// What a buy of the market the params name needs of the collateral that `holder` lacks now:
+/// (holder's balance, what it needs, symbol, decimals), `None` when it has it or the params name no
+/// buy of a market of the factory.
+pub async fn collateral_short(
+    client: &ChainClient,
+    action: &str,
+    params: &Value,
+    holder: Address,
+) -> Result<Option<(String, String, String)>, Error> {
+    let needed_text = match action {
+        "buy-prediction-outcome" => opt_str_owned(params, "amount"),
+        "place-prediction-order" if super::opt_str(params, "side") == Some("buy") => {
+            actiongate_core::orders::notional(params).ok()
+        }
+        _ => None,
+    };
+    let Some(needed_text) = needed_text else {
+        return Ok(None);
+    };
+    let Ok(m) = market(client, params).await else {
+        return Ok(None);
+    };
+    let s = state(client, &m).await?;
+    let Ok(needed) = units("amount", &needed_text, s.decimals) else {
+        return Ok(None);
+    };
+    let balance = view(
+        client,
+        m.collateral,
+        IERC20::balanceOfCall { owner: holder },
+    )
+    .await?;
+    Ok((balance < needed).then(|| {
+        (
+            format_units(balance, s.decimals),
+            format_units(needed, s.decimals),
+            s.symbol.clone(),
+        )
+    }))
+}
+
+fn opt_str_owned(params: &Value, field: &str) -> Option<String> {
+    super::opt_str(params, field).map(str::to_owned)
+}

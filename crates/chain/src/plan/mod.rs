@@ -671,6 +671,7 @@ pub fn runs_on(action: &str, client: &ChainClient) -> bool {
         "buy-prediction-outcome"
         | "sell-prediction-outcome"
         | "redeem-prediction-positions"
+        | "place-prediction-order"
         | "get-prediction-markets"
         | "get-prediction-positions" => ctf::configured(client),
         _ => false,
@@ -695,6 +696,7 @@ pub const WRITES: &[&str] = &[
     "buy-prediction-outcome",
     "sell-prediction-outcome",
     "redeem-prediction-positions",
+    "place-prediction-order",
 ];
 pub const READS: &[&str] = &[
     "get-token-balance",

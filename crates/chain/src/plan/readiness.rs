@@ -36,6 +36,13 @@ fn gas_budget(action: &str) -> u64 {
 }
 const REDEMPTION_GAS: u64 = 200_000;
 
+/// The prediction-market writes that trade (a resolved or ended market takes none).
+const PREDICTION_TRADES: &[&str] = &[
+    "buy-prediction-outcome",
+    "sell-prediction-outcome",
+    "place-prediction-order",
+];
+
 /// The contract that spends the holder's tokens for `action` (the one an approval is for), when
 /// the action needs an approval.
 fn spenders(client: &ChainClient, check: &VenueCheck<'_>, action: &str) -> Vec<Address> {
@@ -220,10 +227,7 @@ pub async fn readiness(
 
     // A prediction market that is resolved or past its end takes no buy or sell.
     if let Some(p) = check.params
-        && check
-            .actions
-            .iter()
-            .any(|a| ["buy-prediction-outcome", "sell-prediction-outcome"].contains(a))
+        && check.actions.iter().any(|a| PREDICTION_TRADES.contains(a))
         && let Some(why) = super::ctf::closed(client, p).await?
     {
         reasons.push(reason(
@@ -231,6 +235,27 @@ pub async fn readiness(
             why,
             "Trade another market (get-prediction-markets with status open); a resolved one redeems with redeem-prediction-positions.".to_owned(),
         ));
+    }
+    // A buy (or a buy order) needs its collateral in the holder's wallet.
+    if let (Some(p), Some(holder)) = (
+        check.params,
+        check.holder.and_then(|h| h.parse::<Address>().ok()),
+    ) {
+        for action in check
+            .actions
+            .iter()
+            .filter(|a| PREDICTION_TRADES.contains(a))
+        {
+            if let Some((has, needs, symbol)) =
+                super::ctf::collateral_short(client, action, p, holder).await?
+            {
+                reasons.push(reason(
+                    BlockingCode::BalanceShort,
+                    format!("{holder} holds {has} {symbol} on chain {chain_id}, less than the {needs} {symbol} this buys with."),
+                    format!("Send at least {needs} {symbol} to {holder} on chain {chain_id}, or buy less."),
+                ));
+            }
+        }
     }
 
     // The configured routers must be contracts.

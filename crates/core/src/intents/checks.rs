@@ -102,7 +102,16 @@ impl Intents {
         let verdicts = [
             (PolicyCheck::Allowed, check_allowed(spec, policy)),
             (PolicyCheck::Enabled, check_lane(spec, lane)),
-            (PolicyCheck::Params, check_params(spec, params)),
+            (
+                PolicyCheck::Params,
+                check_params(spec, params).and_then(|()| {
+                    crate::orders::check_placement(
+                        spec.name(),
+                        params,
+                        crate::clock::to_millis(self.clock.now()),
+                    )
+                }),
+            ),
             (PolicyCheck::Chain, self.check_chain(spec, chain_id)),
         ];
         // A write is priced only when the checks before the amount pass (its params and chain are

@@ -224,6 +224,34 @@ pub trait IntentStore: Send + Sync + 'static {
         intent_id: &str,
         now: i64,
     ) -> Result<Option<IntentRecord>, StoreError>;
+
+    /// A held order's execution sent nothing and waits for its limit: by the holder of its intent's
+    /// lease (`owner`), puts the started execution back to pending with `data` (what the order
+    /// says meanwhile) and frees the lease until `until`, when any process may claim the intent
+    /// again. One transaction; false when the execution was not started or the lease is another's.
+    async fn hold_execution(
+        &self,
+        intent_id: &str,
+        seq: u32,
+        owner: &str,
+        data: &str,
+        until: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Ends an order's execution that filled nothing (cancelled, expired, nothing to fill) and
+    /// gives its share back to the agent's daily usage, in one transaction: a pending execution of
+    /// a queued intent when `end.owner` is `None`, else a started one whose intent's lease
+    /// `end.owner` holds. False when neither: nothing changed. The intent is settled after, with
+    /// [`IntentStore::finish_intent`].
+    async fn end_order(&self, end: &OrderEnd) -> Result<bool, StoreError>;
+
+    /// The agent's intents of `action`, newest first, at most `limit`.
+    async fn list_agent_intents(
+        &self,
+        agent_id: &str,
+        action: &str,
+        limit: u32,
+    ) -> Result<Vec<IntentRecord>, StoreError>;
 }
 
 /// Credit accounts, grants, the ledger and daily usage.

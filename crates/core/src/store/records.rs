@@ -297,6 +297,22 @@ impl ExecutionFinish {
     }
 }
 
+/// An order's execution ended without a fill ([`IntentStore::end_order`]): failed with `finish`,
+/// and `release_micros` given back from the agent's daily usage of `day`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderEnd {
+    pub intent_id: String,
+    pub seq: u32,
+    /// The holder of the intent's lease ending a started execution; `None`: a pending one is
+    /// ended (a cancellation), whoever holds the lease.
+    pub owner: Option<String>,
+    pub agent_id: String,
+    pub day: i64,
+    pub release_micros: i64,
+    pub finish: ExecutionFinish,
+    pub now: i64,
+}
+
 /// An account's credits.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CreditAccount {

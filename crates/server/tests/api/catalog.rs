@@ -195,7 +195,8 @@ async fn actions_list_filters_by_the_agents_policy(backend: Backend) {
             "get-earning-opportunities",
             "get-earn-provider",
             "get-bridge-tokens",
-            "get-fx-supported-assets"
+            "get-fx-supported-assets",
+            "get-prediction-orders"
         ]
     );
 

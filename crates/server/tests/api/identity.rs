@@ -415,7 +415,8 @@ async fn policy_is_read_and_replaced_by_the_owner(backend: Backend) {
             "get-earning-opportunities",
             "get-earn-provider",
             "get-bridge-tokens",
-            "get-fx-supported-assets"
+            "get-fx-supported-assets",
+            "get-prediction-orders"
         ]),
         "catalog order"
     );
