@@ -7,28 +7,9 @@
 
 mod common;
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 
 use common::Gateway;
-
-fn mcp(g: &Gateway, key: &str, tool: &str, args: Value) -> Value {
-    let out = Command::new(actiongate_testkit::python())
-        .arg(actiongate_testkit::repo_root().join("tests/e2e/mcp_call.py"))
-        .args(["--url", &format!("{}/mcp", g.url), "--tool", tool])
-        .args(["--args", &args.to_string()])
-        .env("ACTIONGATE_KEY", key)
-        .output()
-        .expect("the MCP client runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
-}
 
 async fn post(url: String, body: Value) -> (u16, Value) {
     let r = reqwest::Client::new()
@@ -92,8 +73,7 @@ fn cli_read(g: &Gateway, action: &str, params: &[&str]) -> Value {
 
 /// A read through MCP (`agentRun`); its first result's data.
 fn mcp_read(g: &Gateway, agent: &str, action: &str, params: Value, key: &str) -> Value {
-    let v = mcp(
-        g,
+    let v = g.mcp(
         agent,
         "agentRun",
         json!({"action": action, "params": params, "chainId": 84532, "idempotencyKey": key}),
@@ -107,45 +87,19 @@ fn mcp_read(g: &Gateway, agent: &str, action: &str, params: Value, key: &str) ->
 async fn rest_mcp_and_the_cli_agree_on_lending_and_earn() {
     let devnet = actiongate_testkit::devnet::DevnetProcess::start();
     let g = Gateway::start_with_config(&devnet.toml());
-    let key = g.login("lend-parity@example.com").await;
-    let stored: Value = serde_json::from_str(
-        &std::fs::read_to_string(g.home.path().join("credentials.json")).unwrap_or_default(),
-    )
-    .unwrap_or(Value::Null);
-    let (agent_id, session, address) = (
-        stored["agentId"].as_str().unwrap_or_default(),
-        stored["ownerSession"].as_str().unwrap_or_default(),
-        stored["agentAddress"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-    );
-    let r = reqwest::Client::new()
-        .put(format!("{}/api/v1/agents/{agent_id}/policy", g.url))
-        .bearer_auth(session)
-        .json(
-            &json!({"allowedActions": ["supply-lending", "borrow", "get-lending-position",
-                                          "get-lending-markets", "get-earn-opportunities"],
-                      "dailyLimitUsd": 100000}),
+    let (key, _) = g
+        .devnet_agent(
+            "lend-parity@example.com",
+            &[
+                "supply-lending",
+                "borrow",
+                "get-lending-position",
+                "get-lending-markets",
+                "get-earn-opportunities",
+            ],
+            &devnet.url,
         )
-        .send()
-        .await
-        .expect("the gateway answers");
-    assert_eq!(r.status().as_u16(), 200);
-    // Gas and 1 ETH for the agent's wallet.
-    let funded: Value = reqwest::Client::new()
-        .post(&devnet.url)
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "anvil_setBalance",
-                      "params": [address, "0xde0b6b3a7640000"]}),
-        )
-        .send()
-        .await
-        .expect("anvil answers")
-        .json()
-        .await
-        .unwrap_or(Value::Null);
-    assert!(funded.get("error").is_none(), "{funded}");
+        .await;
 
     // A supply of 0.1 ETH from each surface, each confirmed.
     let (code, cli) = g.json(
@@ -181,8 +135,7 @@ async fn rest_mcp_and_the_cli_agree_on_lending_and_earn() {
         (200, json!("confirmed")),
         "{rest}"
     );
-    let via_mcp = mcp(
-        &g,
+    let via_mcp = g.mcp(
         &key,
         "walletExecute",
         json!({"action": "supply-lending", "chainId": 84532, "idempotencyKey": "s-mcp",
@@ -240,8 +193,7 @@ async fn rest_mcp_and_the_cli_agree_on_lending_and_earn() {
         (403, json!("POLICY_HEALTH_FACTOR")),
         "{rest}"
     );
-    let via_mcp = mcp(
-        &g,
+    let via_mcp = g.mcp(
         &key,
         "walletExecute",
         json!({"action": "borrow", "chainId": 84532, "idempotencyKey": "b-mcp",

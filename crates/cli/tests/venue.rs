@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 
 use common::Gateway;
@@ -30,23 +28,6 @@ async fn rest(g: &Gateway, key: &str, path: &str, query: &[(&str, &str)]) -> Val
     assert_eq!(r.status().as_u16(), 200);
     let body: Value = r.json().await.unwrap_or(Value::Null);
     body["data"].clone()
-}
-
-fn mcp(g: &Gateway, key: &str, tool: &str, args: Value) -> Value {
-    let out = Command::new(actiongate_testkit::python())
-        .arg(actiongate_testkit::repo_root().join("tests/e2e/mcp_call.py"))
-        .args(["--url", &format!("{}/mcp", g.url), "--tool", tool])
-        .args(["--args", &args.to_string()])
-        .env("ACTIONGATE_KEY", key)
-        .output()
-        .expect("the MCP client runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
 #[tokio::test]
@@ -80,9 +61,7 @@ async fn the_cli_rest_and_mcp_agree_on_a_venue() {
         ("amount", "5"),
     ];
     let via_rest = rest(&g, &key, "/api/v1/agent/venues/readiness", &query).await;
-    let via_mcp = mcp(
-        &g,
-        &key,
+    let via_mcp = g.mcp(&key,
         "getVenueReadiness",
         json!({"venue": "uniswap-v2", "chainId": 84532, "lane": "execute", "token": "USDC", "amount": "5"}),
     );
@@ -116,8 +95,7 @@ async fn the_cli_rest_and_mcp_agree_on_a_venue() {
     assert_eq!(timeless(cli["data"].clone()), timeless(via_rest));
 
     // A key in the arguments that is not the connection's is refused.
-    let refused = mcp(
-        &g,
+    let refused = g.mcp(
         &key,
         "getVenueReadiness",
         json!({"venue": "uniswap-v2", "agentKey": "agent-not-this-one"}),

@@ -326,6 +326,37 @@ async fn a_prediction_market_is_bought_sold_resolved_and_redeemed_onchain() {
     assert_eq!(list[0]["payouts"], json!(["1", "0"]), "{resolved}");
 }
 
+/// Devnet account 7 (funded here) buys NO of `market` for `amount` USDC straight from the market
+/// maker, moving YES's price down.
+async fn buy_no(devnet: &Devnet, market: Address, amount: u64) {
+    let (other, _) = devnet.account(7);
+    devnet
+        .fund(
+            other,
+            U256::from(10u64).pow(U256::from(18u64)),
+            usdc(amount),
+        )
+        .await;
+    let whale = devnet.wallet(7);
+    IApprove::new(devnet.usdc(), &whale)
+        .approve(market, usdc(amount))
+        .send()
+        .await
+        .expect("approve")
+        .get_receipt()
+        .await
+        .expect("approved");
+    let bought = IFPMM::new(market, &whale)
+        .buy(usdc(amount), U256::from(1u64), U256::ZERO)
+        .send()
+        .await
+        .expect("buy")
+        .get_receipt()
+        .await
+        .expect("bought");
+    assert!(bought.status(), "the other account's buy reverted");
+}
+
 /// The `FPMMBuy` events of `buyer` on `market`.
 async fn buys_of(devnet: &Devnet, market: Address, buyer: Address) -> usize {
     let filter = alloy::rpc::types::Filter::new()
@@ -471,28 +502,7 @@ async fn orders_fill_once_when_the_market_meets_them_and_unfilled_ones_give_back
     assert!(open.iter().all(|o| o["waiting"].is_string()), "{listed}");
 
     // Another account buys NO for 3,000 USDC: YES falls to about 0.37, through the GTC's 0.45.
-    let (other, _) = devnet.account(7);
-    devnet
-        .fund(other, U256::from(10u64).pow(U256::from(18u64)), usdc(3_000))
-        .await;
-    let whale = devnet.wallet(7);
-    IApprove::new(devnet.usdc(), &whale)
-        .approve(market, usdc(3_000))
-        .send()
-        .await
-        .expect("approve")
-        .get_receipt()
-        .await
-        .expect("approved");
-    let bought = IFPMM::new(market, &whale)
-        .buy(usdc(3_000), U256::from(1u64), U256::ZERO)
-        .send()
-        .await
-        .expect("buy")
-        .get_receipt()
-        .await
-        .expect("bought");
-    assert!(bought.status(), "the other account's buy reverted");
+    buy_no(&devnet, market, 3_000).await;
 
     // The watcher fills the GTC: 45 USDC for at least 100 YES, once.
     let ended = wait_intent(&gw, &agent, &gtc, 30).await;
@@ -603,4 +613,84 @@ async fn orders_fill_once_when_the_market_meets_them_and_unfilled_ones_give_back
         (403, json!("POLICY_DAILY_LIMIT")),
         "{body}"
     );
+}
+
+/// A held order fills once across a crash mid-fill and a second process (two gateways on one
+/// PostgreSQL database): the first dies right after handing the fill to the node, the second takes
+/// the order over when the lease runs out, finds the fill by its execution key, and sends nothing
+/// again.
+#[tokio::test]
+async fn a_held_order_fills_once_across_a_crash_and_a_second_process() {
+    let devnet = Devnet::start();
+    let database_url = actiongate_testkit::fresh_postgres_url()
+        .await
+        .expect("fresh postgres url");
+    let config = devnet.gateway_config("orders-crash", &database_url);
+    let mut a = start_gateway(&config, true);
+    let agent = onboard(
+        &a,
+        &database_url,
+        "orders-crash@example.com",
+        &["place-prediction-order"],
+    )
+    .await;
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            usdc(500),
+        )
+        .await;
+    let market: Address = devnet.spec["prediction"]["markets"][0]["marketId"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .expect("a market");
+    let (status, body) = execute_stating(
+        &a,
+        &agent,
+        "place-prediction-order",
+        json!({"marketId": market, "outcomeIndex": 0, "side": "buy", "price": 0.45, "size": "100"}),
+        "gtc-crash",
+        0.0,
+    )
+    .await;
+    assert_eq!(
+        (status, body["data"]["data"]["status"].clone()),
+        (200, json!("open")),
+        "{body}"
+    );
+    let id = body["data"]["data"]["orderId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"))
+        .to_owned();
+
+    // The market moves through the price: the first process's watcher fills and dies at the send.
+    buy_no(&devnet, market, 3_000).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let exited = loop {
+        if let Some(status) = a.process.0.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first gateway did not fill the order"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(
+        !exited.success(),
+        "the first gateway was to die at the send"
+    );
+
+    // The second process takes it over and ends it filled, with nothing sent twice.
+    let b = start_gateway(&config, false);
+    let ended = wait_intent(&b, &agent, &id, 40).await;
+    assert_eq!(ended["status"], json!("completed"), "{ended}");
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(buys_of(&devnet, market, agent.address).await, 1);
+    assert_eq!(
+        devnet.balance(devnet.usdc(), agent.address).await,
+        usdc(455)
+    );
+    drop(b);
 }

@@ -174,6 +174,65 @@ impl Gateway {
             .unwrap_or_default()
             .to_owned()
     }
+
+    /// Logs in as a new owner whose agent may run `actions` (daily limit 100,000 USD) and whose
+    /// execution wallet holds 1 ETH on the devnet at `rpc_url`: (the agent key, its wallet address).
+    pub async fn devnet_agent(
+        &self,
+        email: &str,
+        actions: &[&str],
+        rpc_url: &str,
+    ) -> (String, String) {
+        let key = self.login(email).await;
+        let stored: Value = serde_json::from_str(
+            &std::fs::read_to_string(self.home.path().join("credentials.json")).unwrap_or_default(),
+        )
+        .unwrap_or(Value::Null);
+        let text = |f: &str| stored[f].as_str().unwrap_or_default().to_owned();
+        let (agent_id, session, address) =
+            (text("agentId"), text("ownerSession"), text("agentAddress"));
+        let r = reqwest::Client::new()
+            .put(format!("{}/api/v1/agents/{agent_id}/policy", self.url))
+            .bearer_auth(session)
+            .json(&json!({"allowedActions": actions, "dailyLimitUsd": 100000}))
+            .send()
+            .await
+            .expect("the gateway answers");
+        assert_eq!(r.status().as_u16(), 200);
+        let funded: Value = reqwest::Client::new()
+            .post(rpc_url)
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "anvil_setBalance",
+                          "params": [address, "0xde0b6b3a7640000"]}),
+            )
+            .send()
+            .await
+            .expect("anvil answers")
+            .json()
+            .await
+            .unwrap_or(Value::Null);
+        assert!(funded.get("error").is_none(), "{funded}");
+        (key, address)
+    }
+
+    /// One MCP tool call through the official Python SDK (`tests/e2e/mcp_call.py`) as the agent
+    /// `key`: the tool result.
+    pub fn mcp(&self, key: &str, tool: &str, args: Value) -> Value {
+        let out = Command::new(actiongate_testkit::python())
+            .arg(actiongate_testkit::repo_root().join("tests/e2e/mcp_call.py"))
+            .args(["--url", &format!("{}/mcp", self.url), "--tool", tool])
+            .args(["--args", &args.to_string()])
+            .env("ACTIONGATE_KEY", key)
+            .output()
+            .expect("the MCP client runs");
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "{stdout} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    }
 }
 
 impl Drop for Gateway {
