@@ -582,6 +582,30 @@ async fn orders_fill_once_when_the_market_meets_them_and_unfilled_ones_give_back
     .await;
     assert_eq!((status, code.as_str()), (404, "NOT_FOUND"), "{message}");
 
+    // A buy order for more than the wallet holds (500 USDC against 455) is refused before anything
+    // is written: the venue is not ready, the balance named.
+    let (status, body) = execute_stating(
+        &gw,
+        &agent,
+        "place-prediction-order",
+        order(0.5, "1000", "GTC"),
+        "gtc-short",
+        0.0,
+    )
+    .await;
+    let reasons: Vec<Value> = body["detail"]["blockingReasons"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| r["code"].clone())
+        .collect();
+    assert_eq!(
+        (status, body["code"].clone(), reasons),
+        (422, json!("VENUE_NOT_READY"), vec![json!("BALANCE_SHORT")]),
+        "{body}"
+    );
+
     // The daily limit (100 USD) counts only the filled 45: the unfilled FOK (40), the cancelled GTC
     // (22) and the expired GTD (2) gave their shares back, so a 55 USD order fits exactly, and one
     // dollar more does not.
