@@ -716,5 +716,92 @@ async fn a_held_order_fills_once_across_a_crash_and_a_second_process() {
         devnet.balance(devnet.usdc(), agent.address).await,
         usdc(455)
     );
+
+    // FAK at 0.38 for 1,000 shares with YES near 0.374: the part that fills at 0.38 or better on
+    // average is bought, the rest dropped; at 0.01 nothing fills.
+    let (status, body) = execute_stating(
+        &b,
+        &agent,
+        "place-prediction-order",
+        json!({"marketId": market, "outcomeIndex": 0, "side": "buy", "price": 0.38, "size": "1000",
+               "orderType": "FAK"}),
+        "fak-1",
+        0.0,
+    )
+    .await;
+    assert_eq!(
+        (
+            status,
+            body["data"]["status"].clone(),
+            body["data"]["data"]["status"].clone()
+        ),
+        (200, json!("confirmed"), json!("filled")),
+        "{body}"
+    );
+    let spent = usdc(455) - devnet.balance(devnet.usdc(), agent.address).await;
+    let ct_at: Address = devnet.address(&["prediction", "conditionalTokens"]);
+    let condition: B256 = devnet.spec["prediction"]["markets"][0]["conditionId"]
+        .as_str()
+        .and_then(|c| c.parse().ok())
+        .expect("a condition");
+    let ct = ICT::new(ct_at, &devnet.provider);
+    let collection = ct
+        .getCollectionId(B256::ZERO, condition, U256::from(1u64))
+        .call()
+        .await
+        .expect("collection");
+    let yes = ct
+        .getPositionId(devnet.usdc(), collection)
+        .call()
+        .await
+        .expect("position");
+    let shares = ct
+        .balanceOf(agent.address, yes)
+        .call()
+        .await
+        .expect("balance");
+    let first = body["data"]["data"]["fill"]["params"].clone();
+    assert!(
+        spent > U256::ZERO && spent < usdc(380),
+        "a part of the 380 USDC: {spent} {body}"
+    );
+    // The part bought at 0.38 or better: its shares are worth at least what it cost at 0.38.
+    let fak_shares = shares - first_fill_shares(&devnet, market, agent.address).await;
+    assert!(
+        fak_shares * U256::from(38u64) >= spent * U256::from(100u64),
+        "{fak_shares} shares for {spent}: {first}"
+    );
+    let (status, body) = execute_stating(
+        &b,
+        &agent,
+        "place-prediction-order",
+        json!({"marketId": market, "outcomeIndex": 0, "side": "buy", "price": 0.01, "size": "1000",
+               "orderType": "FAK"}),
+        "fak-2",
+        0.0,
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].clone()),
+        (422, json!("ORDER_NOT_FILLED")),
+        "{body}"
+    );
+    assert_eq!(buys_of(&devnet, market, agent.address).await, 2);
     drop(b);
+}
+
+/// The outcome tokens the first `FPMMBuy` of `buyer` on `market` bought.
+async fn first_fill_shares(devnet: &Devnet, market: Address, buyer: Address) -> U256 {
+    let filter = alloy::rpc::types::Filter::new()
+        .address(market)
+        .event_signature(<IFPMM::FPMMBuy as alloy::sol_types::SolEvent>::SIGNATURE_HASH)
+        .topic1(buyer.into_word())
+        .from_block(0);
+    let logs = alloy::providers::Provider::get_logs(&devnet.provider, &filter)
+        .await
+        .expect("logs");
+    let first = logs.first().expect("a first buy");
+    <IFPMM::FPMMBuy as alloy::sol_types::SolEvent>::decode_log_data(first.data())
+        .expect("an FPMMBuy")
+        .outcomeTokensBought
 }
