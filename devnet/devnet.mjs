@@ -5,7 +5,8 @@
 // solc against @openzeppelin/contracts (an EIP-3009 USDC with Base Sepolia's EIP-712 domain, and an
 // ERC-4626 vault over it), and Chainlink's MockV3Aggregator (from @chainlink/contracts, see
 // scripts/devnet) as the ETH/USD and USDC/USD price feeds; Aave v3 and Gnosis Conditional Tokens with
-// three fixed-product prediction markets (packed by scripts/devnet). Funds the test accounts, seeds a USDC/WETH pool, checks a swap, writes
+// three fixed-product prediction markets (packed by scripts/devnet); a peer chain 11155420 with Across
+// V3 spokes on both chains and a relayer (across.mjs). Funds the test accounts, seeds a USDC/WETH pool, checks a swap, writes
 // OUT/devnet.json and OUT/devnet.toml, prints "devnet ready", and runs until SIGINT/SIGTERM.
 //
 //   node devnet/devnet.mjs [--port 8545] [--out DIR]
@@ -19,6 +20,7 @@ import { createPublicClient, createWalletClient, getAddress, http, keccak256, pa
 import { mnemonicToAccount } from "viem/accounts";
 import { deploySmartAccountsEnvironment } from "@metamask/smart-accounts-kit/utils";
 import { Implementation, toMetaMaskSmartAccount } from "@metamask/smart-accounts-kit";
+import { deployAcross } from "./across.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -456,6 +458,15 @@ for (const ownerIndex of [7, 8]) {
   smartAccounts.push({ address: getAddress(account.address), implementation: "HybridDeleGator", ownerIndex, owner: owner.address });
 }
 
+// --- Across V3 (bridges): a peer chain 11155420 with its own USDC and WETH, a SpokePool behind an
+// ERC1967Proxy on each chain, and the devnet's relayer (see across.mjs).
+const across = await deployAcross({
+  here, fail, anvilBin, mnemonic: MNEMONIC, accountCount: ACCOUNTS,
+  main: { chainId: CHAIN_ID, rpcUrl, weth: addr.WETH9, usdc: addr.USDC },
+  stablecoin: compiled.stablecoin, weth9,
+});
+addr.AcrossSpokePool = across.spoke;
+
 // --- outputs -----------------------------------------------------------------------------------
 // Credit purchases (x402) are paid to an address no test account uses.
 const x402Recipient = mnemonicToAccount(MNEMONIC, { addressIndex: 100 }).address;
@@ -473,6 +484,9 @@ const devnet = {
   accounts: accounts.map((a, i) => ({ address: a.address, privateKey: keyOf(i) })),
   smartAccounts,
   prediction,
+  // The peer chain and the bridge's relayer (its control endpoint: across.mjs).
+  peers: [across.peer],
+  across: { relayer: across.relayer, spokeAbi: across.spokeAbi },
 };
 fs.mkdirSync(out, { recursive: true });
 fs.writeFileSync(path.join(out, "devnet.json"), JSON.stringify(devnet, null, 2));
@@ -525,6 +539,17 @@ const toml = [
     `outcomes = ${JSON.stringify(m.outcomes)}`,
     `ends-at = "${m.endsAt}"`,
   ]),
+  "",
+  `[chains.${across.peer.chainId}]`,
+  'name = "devnet-peer"',
+  `rpc-url = "${across.peer.rpcUrl}"`,
+  ...Object.entries(across.peer.tokens).flatMap(([symbol, t]) => [
+    `[chains.${across.peer.chainId}.tokens.${symbol}]`,
+    `address = "${t.address}"`,
+    `decimals = ${t.decimals}`,
+  ]),
+  `[chains.${across.peer.chainId}.contracts]`,
+  ...Object.entries(across.peer.contracts).map(([k, v]) => `${k} = "${v}"`),
   "",
   "[x402]",
   `chain-id = ${CHAIN_ID}`,
