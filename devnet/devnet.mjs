@@ -539,6 +539,18 @@ const toml = [
     `outcomes = ${JSON.stringify(m.outcomes)}`,
     `ends-at = "${m.endsAt}"`,
   ]),
+  // Across routes both ways: USDC for USDC, a 5 bps fee, fills in about two seconds.
+  ...[
+    [CHAIN_ID, across.peer.chainId, across.peer.contracts.AcrossSpokePool, across.peer.tokens.USDC.address],
+    [across.peer.chainId, CHAIN_ID, addr.AcrossSpokePool, addr.USDC],
+  ].flatMap(([from, to, spoke, usdcOut]) => [
+    `[chains.${from}.bridge-routes.${to}]`,
+    `destination-spoke = "${spoke}"`,
+    "fee-bps = 5",
+    "fill-seconds = 2",
+    `[chains.${from}.bridge-routes.${to}.tokens]`,
+    `USDC = "${usdcOut}"`,
+  ]),
   "",
   `[chains.${across.peer.chainId}]`,
   'name = "devnet-peer"',

@@ -94,6 +94,7 @@ error_codes! {
     ActionDisabled = "ACTION_DISABLED", 422, InvalidRequest, "The action exists but is not enabled in this deployment.";
     VenueNotReady = "VENUE_NOT_READY", 422, IntentRejected, "The venue needs funding, credentials or approvals first.";
     OrderNotFilled = "ORDER_NOT_FILLED", 422, IntentRejected, "A FOK or FAK prediction order found nothing to fill at or better than its price now: nothing was sent, its daily-limit share and credits were released.";
+    RouteNotSupported = "ROUTE_NOT_SUPPORTED", 422, IntentRejected, "No configured bridge route carries this token between these chains.";
     PriceUnavailable = "PRICE_UNAVAILABLE", 422, IntentRejected, "The gateway cannot price this write (no price source for its token, a stale feed, or an amount that does not fit): nothing was written or charged.";
     ChainNotConfigured = "CHAIN_NOT_CONFIGURED", 422, InvalidRequest, "The action needs a chain this gateway has no RPC URL for.";
     ExecutionReverted = "EXECUTION_REVERTED", 422, IntentRejected, "A simulation failed; the message carries the decoded revert reason.";

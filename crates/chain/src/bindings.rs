@@ -192,3 +192,43 @@ sol! {
         event FixedProductMarketMakerCreation(address indexed creator, address fixedProductMarketMaker, address indexed conditionalTokens, address indexed collateralToken, bytes32[] conditionIds, uint256 fee);
     }
 }
+
+/// Across's SpokePool: its deposit and events carry more than seven fields, as Across wrote them.
+#[allow(clippy::too_many_arguments)]
+mod across {
+    alloy::sol! {
+        /// Across V3's SpokePool (5.x: bytes32 addresses, uint256 deposit ids): deposits, fills,
+        /// relayer refunds.
+        interface IAcrossSpokePool {
+            struct V3RelayData {
+                bytes32 depositor;
+                bytes32 recipient;
+                bytes32 exclusiveRelayer;
+                bytes32 inputToken;
+                bytes32 outputToken;
+                uint256 inputAmount;
+                uint256 outputAmount;
+                uint256 originChainId;
+                uint256 depositId;
+                uint32 fillDeadline;
+                uint32 exclusivityDeadline;
+                bytes message;
+            }
+            struct V3RelayExecutionEventInfo {
+                bytes32 updatedRecipient;
+                bytes32 updatedMessageHash;
+                uint256 updatedOutputAmount;
+                uint8 fillType;
+            }
+            function deposit(bytes32 depositor, bytes32 recipient, bytes32 inputToken, bytes32 outputToken, uint256 inputAmount, uint256 outputAmount, uint256 destinationChainId, bytes32 exclusiveRelayer, uint32 quoteTimestamp, uint32 fillDeadline, uint32 exclusivityParameter, bytes message) external payable;
+            function getV3RelayHash(V3RelayData relayData) external view returns (bytes32);
+            function fillStatuses(bytes32 relayHash) external view returns (uint256);
+            function pausedDeposits() external view returns (bool);
+            function fillDeadlineBuffer() external view returns (uint32);
+            event FundsDeposited(bytes32 inputToken, bytes32 outputToken, uint256 inputAmount, uint256 outputAmount, uint256 indexed destinationChainId, uint256 indexed depositId, uint32 quoteTimestamp, uint32 fillDeadline, uint32 exclusivityDeadline, bytes32 indexed depositor, bytes32 recipient, bytes32 exclusiveRelayer, bytes message);
+            event FilledRelay(bytes32 inputToken, bytes32 outputToken, uint256 inputAmount, uint256 outputAmount, uint256 repaymentChainId, uint256 indexed originChainId, uint256 indexed depositId, uint32 fillDeadline, uint32 exclusivityDeadline, bytes32 exclusiveRelayer, bytes32 indexed relayer, bytes32 depositor, bytes32 recipient, bytes32 messageHash, V3RelayExecutionEventInfo relayExecutionInfo);
+            event ExecutedRelayerRefundRoot(uint256 amountToReturn, uint256 indexed chainId, uint256[] refundAmounts, uint32 indexed rootBundleId, uint32 indexed leafId, address l2TokenAddress, address[] refundAddresses, bool deferredRefunds, address caller);
+        }
+    }
+}
+pub use across::IAcrossSpokePool;

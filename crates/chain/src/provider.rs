@@ -26,6 +26,7 @@ use serde_json::json;
 
 use crate::client::{ChainClient, ChainClients};
 use crate::delegation::{Framework, Parsed, is_disabled, redeem_call};
+use crate::plan::across;
 use crate::plan::ctf::{OrderFill, order_fill};
 use crate::plan::{Plan, READS, WRITES, plan, read, readiness, runs_on};
 use crate::sender::{SendHooks, WalletSender, fees, outcome_of, pending_nonce, quantity, simulate};
@@ -86,7 +87,21 @@ impl EvmProvider {
     }
 
     async fn run(&self, ctx: &ExecutionContext) -> Result<ExecutionOutcome, Error> {
-        let client = self.client(ctx.chain_id, &ctx.action)?;
+        // A bridge's reads name their source chain (`fromChain`; the request's when omitted).
+        let chain_id = match ctx.action.as_str() {
+            "check-bridge-status" | "get-bridge-quote" => ctx
+                .params
+                .get("fromChain")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(ctx.chain_id),
+            _ => ctx.chain_id,
+        };
+        let client = self.client(chain_id, &ctx.action)?;
+        if ctx.read && ctx.action == "check-bridge-status" {
+            return Ok(ExecutionOutcome::read(
+                across::status(client, &self.clients, &ctx.params).await?,
+            ));
+        }
         if ctx.read {
             let wallet: Address = ctx
                 .subject
@@ -102,7 +117,7 @@ impl EvmProvider {
             Lane::Execute => {
                 let signer = self.signer(ctx).await?;
                 let from = signer.address();
-                Ok(self
+                let mut outcome = self
                     .sender
                     .execute(
                         client,
@@ -112,7 +127,11 @@ impl EvmProvider {
                         ctx.lease.as_ref(),
                         || plan(client, &self.prices, &ctx.action, &ctx.params, from),
                     )
-                    .await)
+                    .await;
+                if ctx.action == "bridge-tokens" {
+                    with_deposit(client, &mut outcome).await;
+                }
+                Ok(outcome)
             }
             Lane::ExecuteIntent => self.delegated(ctx, client).await,
             Lane::BuildTx => Err(Error::new(
@@ -259,6 +278,40 @@ impl EvmProvider {
             )
             .await;
         Ok(outcome)
+    }
+}
+
+/// A bridge's execution result names its deposit, read from the mined deposit's receipt:
+/// `data.bridge {depositId, fromChain, toChain, outputAmount, fillDeadline}`.
+async fn with_deposit(client: &ChainClient, outcome: &mut ExecutionOutcome) {
+    let Some(hash) = outcome
+        .tx_hash
+        .as_deref()
+        .filter(|_| outcome.success)
+        .and_then(|h| h.parse::<B256>().ok())
+    else {
+        return;
+    };
+    match across::deposit_of_tx(client, hash).await {
+        Ok(Some(d)) => {
+            if let Some(data) = outcome.data.as_mut() {
+                let output = data["plan"]["outputAmount"].clone();
+                data["bridge"] = json!({
+                    "bridge": across::PROVIDER,
+                    "depositId": d.depositId.to_string(),
+                    "fromChain": client.chain_id,
+                    "toChain": u64::try_from(d.destinationChainId).unwrap_or(u64::MAX),
+                    "outputAmount": output,
+                    "fillDeadline": d.fillDeadline,
+                });
+            }
+        }
+        Ok(None) => {
+            tracing::warn!(tx_hash = %hash, "a mined bridge deposit has no FundsDeposited event")
+        }
+        Err(e) => {
+            tracing::warn!(tx_hash = %hash, error = %e.message, "the bridge deposit's receipt could not be read")
+        }
     }
 }
 

@@ -34,6 +34,19 @@ pub struct ChainSettings {
     /// Prediction markets' questions by condition id (`[chains.<id>.prediction-questions]`,
     /// lower-case 0x hex).
     pub prediction_questions: BTreeMap<String, Question>,
+    /// Bridge routes from this chain by destination chain id (`[chains.<id>.bridge-routes.<to>]`).
+    pub bridge_routes: BTreeMap<u64, BridgeRoute>,
+}
+
+/// An Across route from a chain to `<to>`: the destination's SpokePool, the output token on the
+/// destination of each input token it carries, the route's fee and its usual fill time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BridgeRoute {
+    pub destination_spoke: String,
+    /// Input token symbol (upper-case, of this chain's list) -> output token address.
+    pub tokens: BTreeMap<String, String>,
+    pub fee_bps: u32,
+    pub fill_seconds: u32,
 }
 
 /// What a prediction market's condition asks: the question, its outcomes in order, and when the

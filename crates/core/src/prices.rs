@@ -831,6 +831,7 @@ mod tests {
             price_pools: BTreeMap::new(),
             fx_pairs: vec![],
             prediction_questions: BTreeMap::new(),
+            bridge_routes: BTreeMap::new(),
         }
     }
 

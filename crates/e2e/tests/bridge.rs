@@ -260,3 +260,245 @@ async fn across_spokes_and_the_devnet_relayer_fill_wait_and_refund() {
     assert_eq!(devnet.balance(devnet.usdc(), who).await, before);
     assert_eq!(peer_balance().await, start_peer + U256::from(99_500_000u64));
 }
+
+/// A read for the agent under its own idempotency key (a fresh reading each time): its first
+/// result.
+async fn read_keyed(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &str) -> Value {
+    let (_, intent) = post(
+        format!("{}/api/v1/agent/execute-intent", gw.url),
+        json!({"agentApiKey": agent.key, "action": action, "chainId": 84532, "params": params,
+               "idempotencyKey": key}),
+    )
+    .await;
+    let id = intent["intentId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{intent}"))
+        .to_owned();
+    wait_intent(gw, agent, &id, 20).await["results"][0].clone()
+}
+
+#[tokio::test]
+async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_one_refunded() {
+    let devnet = Devnet::start();
+    let c = chains(&devnet);
+    let db = devnet.dir.path().join("gw.db");
+    let database_url = format!("sqlite://{}", db.display());
+    let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
+    let agent = onboard(
+        &gw,
+        &database_url,
+        "bridger@example.com",
+        &["get-bridge-quote", "bridge-tokens", "check-bridge-status"],
+    )
+    .await;
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            usdc(500),
+        )
+        .await;
+    let on_peer = || async {
+        IToken::new(c.peer_usdc, &c.peer)
+            .balanceOf(agent.address)
+            .call()
+            .await
+            .expect("balance")
+    };
+    let mut reads = 0;
+    let mut status = |params: Value| {
+        reads += 1;
+        let key = format!("status-{reads}");
+        let (gw, agent) = (&gw, &agent);
+        async move { read_keyed(gw, agent, "check-bridge-status", params, &key).await }
+    };
+
+    // The quote: 100 USDC less the route's 5 bps.
+    let quoted = read_keyed(
+        &gw,
+        &agent,
+        "get-bridge-quote",
+        json!({"token": "USDC", "amount": "100", "toChain": PEER}),
+        "quote-1",
+    )
+    .await;
+    let q = &quoted["data"];
+    assert_eq!(
+        (
+            q["inputAmount"].clone(),
+            q["outputAmount"].clone(),
+            q["feeBps"].clone(),
+            q["feeAmount"].clone(),
+            q["route"]["destinationSpoke"]
+                .as_str()
+                .map(str::to_ascii_lowercase),
+            q["route"]["outputToken"]
+                .as_str()
+                .map(str::to_ascii_lowercase),
+        ),
+        (
+            json!("100"),
+            json!("99.95"),
+            json!(5),
+            json!("0.05"),
+            Some(c.peer_spoke.to_string().to_ascii_lowercase()),
+            Some(c.peer_usdc.to_string().to_ascii_lowercase()),
+        ),
+        "{quoted}"
+    );
+    let refused = read_keyed(
+        &gw,
+        &agent,
+        "get-bridge-quote",
+        json!({"token": "USDC", "amount": "100", "toChain": 1}),
+        "quote-2",
+    )
+    .await;
+    assert_eq!(refused["code"], json!("ROUTE_NOT_SUPPORTED"), "{refused}");
+
+    // Bridged while the relayer is paused: pending on the destination.
+    assert_eq!(control(&c.relayer, "/pause", json!({})).await.0, 200);
+    let (code, body) = execute_stating(
+        &gw,
+        &agent,
+        "bridge-tokens",
+        json!({"token": "USDC", "amount": "100", "toChainId": PEER}),
+        "bridge-1",
+        0.0,
+    )
+    .await;
+    assert_eq!(
+        (code, body["data"]["status"].clone()),
+        (200, json!("confirmed")),
+        "{body}"
+    );
+    let bridge = body["data"]["data"]["bridge"].clone();
+    assert_eq!(
+        (bridge["toChain"].clone(), bridge["outputAmount"].clone()),
+        (json!(PEER), json!("99.95")),
+        "{body}"
+    );
+    let tx = body["data"]["txHash"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        devnet.balance(devnet.usdc(), agent.address).await,
+        usdc(400)
+    );
+    let pending = status(json!({"fromChain": 84532, "transactionHash": tx})).await;
+    assert_eq!(
+        (
+            pending["data"]["status"].clone(),
+            pending["data"]["substatus"].clone(),
+            pending["data"]["depositId"].clone(),
+            pending["data"]["sending"]["amount"].clone(),
+            pending["data"]["receiving"].clone(),
+        ),
+        (
+            json!("PENDING"),
+            json!("WAIT_DESTINATION_TRANSACTION"),
+            bridge["depositId"].clone(),
+            json!("100"),
+            Value::Null
+        ),
+        "{pending}"
+    );
+
+    // Resumed: filled; DONE only once the recipient has the output on the destination.
+    assert_eq!(control(&c.relayer, "/resume", json!({})).await.0, 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let done = loop {
+        let s = status(json!({"fromChain": 84532, "depositId": bridge["depositId"].clone()})).await;
+        if s["data"]["status"] == "DONE" {
+            break s;
+        }
+        assert_eq!(s["data"]["status"], json!("PENDING"), "{s}");
+        assert!(std::time::Instant::now() < deadline, "never filled: {s}");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    };
+    assert_eq!(
+        (
+            done["data"]["substatus"].clone(),
+            done["data"]["receiving"]["amount"].clone(),
+            done["data"]["receiving"]["chainId"].clone(),
+        ),
+        (json!("COMPLETED"), json!("99.95"), json!(PEER)),
+        "{done}"
+    );
+    assert_eq!(on_peer().await, U256::from(99_950_000u64));
+
+    // A deposit left unfilled past its deadline (the destination's clock moved on an hour):
+    // FAILED / EXPIRED, then FAILED / REFUNDED once the refund ran, the depositor paid back.
+    assert_eq!(control(&c.relayer, "/pause", json!({})).await.0, 200);
+    let (code, body) = execute_stating(
+        &gw,
+        &agent,
+        "bridge-tokens",
+        json!({"token": "USDC", "amount": "50", "toChainId": PEER}),
+        "bridge-2",
+        0.0,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let late = body["data"]["data"]["bridge"]["depositId"].clone();
+    assert_eq!(
+        devnet.balance(devnet.usdc(), agent.address).await,
+        usdc(350)
+    );
+    for (method, params) in [("evm_increaseTime", json!([3700])), ("evm_mine", json!([]))] {
+        c.peer
+            .raw_request::<_, Value>(method.into(), params)
+            .await
+            .expect("the peer's clock moves");
+    }
+    let expired = status(json!({"fromChain": 84532, "depositId": late})).await;
+    assert_eq!(
+        (
+            expired["data"]["status"].clone(),
+            expired["data"]["substatus"].clone()
+        ),
+        (json!("FAILED"), json!("EXPIRED")),
+        "{expired}"
+    );
+    let (code, refund) = control(
+        &c.relayer,
+        "/refund",
+        json!({"chainId": 84532, "depositId": late.as_str().unwrap_or_default()}),
+    )
+    .await;
+    assert_eq!(code, 200, "{refund}");
+    let refunded = status(json!({"fromChain": 84532, "depositId": late})).await;
+    assert_eq!(
+        (
+            refunded["data"]["status"].clone(),
+            refunded["data"]["substatus"].clone(),
+            refunded["data"]["refund"]["txHash"].clone(),
+        ),
+        (json!("FAILED"), json!("REFUNDED"), refund["txHash"].clone()),
+        "{refunded}"
+    );
+    assert_eq!(
+        devnet.balance(devnet.usdc(), agent.address).await,
+        usdc(400)
+    );
+    assert_eq!(on_peer().await, U256::from(99_950_000u64), "never filled");
+
+    // A hash no chain knows, and a transaction that is no deposit: NOT_FOUND, never DONE.
+    let unknown =
+        status(json!({"fromChain": 84532, "transactionHash": format!("0x{}", "ab".repeat(32))}))
+            .await;
+    assert_eq!(unknown["data"]["status"], json!("NOT_FOUND"), "{unknown}");
+    let approval = body["data"]["data"]["transactions"][0]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let other = status(json!({"fromChain": 84532, "transactionHash": approval})).await;
+    assert_eq!(other["data"]["status"], json!("NOT_FOUND"), "{other}");
+    assert!(
+        other["data"]["substatusMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("no Across deposit")),
+        "{other}"
+    );
+}

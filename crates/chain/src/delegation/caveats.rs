@@ -583,6 +583,7 @@ mod tests {
             price_pools: BTreeMap::new(),
             fx_pairs: vec![],
             prediction_questions: BTreeMap::new(),
+            bridge_routes: BTreeMap::new(),
         };
         let framework = Framework::of(84532, &settings).unwrap_or_else(|| panic!("defaults"));
         (framework, settings)

@@ -241,13 +241,7 @@ fn ended(client: &ChainClient, condition: B256, now: u64) -> bool {
 
 /// The chain's latest block time.
 async fn now_on(client: &ChainClient) -> Result<u64, Error> {
-    let block = client
-        .provider
-        .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
-        .await
-        .map_err(|e| super::rpc_error(client, e))?
-        .ok_or_else(|| super::rpc_error(client, "no latest block"))?;
-    Ok(block.header.timestamp)
+    super::block_time(client, alloy::eips::BlockNumberOrTag::Latest).await
 }
 
 /// The collateral traded on a market so far: every buy's investment and every sell's return.

@@ -3,6 +3,7 @@
 //! that a second plan of the same wallet sees the first one's transactions. Reads answer JSON.
 
 pub mod aave;
+pub mod across;
 pub mod ctf;
 mod fx;
 mod readiness;
@@ -324,6 +325,21 @@ async fn approval(
     }))
 }
 
+/// The time of the chain's block at `tag`: `Latest` the last mined one's, `Pending` the time a
+/// block mined now would have (an idle chain's latest block is older).
+async fn block_time(
+    client: &ChainClient,
+    tag: alloy::eips::BlockNumberOrTag,
+) -> Result<u64, Error> {
+    let block = client
+        .provider
+        .get_block_by_number(tag)
+        .await
+        .map_err(|e| rpc_error(client, e))?
+        .ok_or_else(|| rpc_error(client, format!("no {tag} block")))?;
+    Ok(block.header.timestamp)
+}
+
 fn now_seconds() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -395,6 +411,7 @@ pub async fn plan(
         }
         "swap" => plan_swap(client, params, signer).await,
         "supply-lending" => aave::plan_supply(client, params, signer).await,
+        "bridge-tokens" => across::plan_bridge(client, params, signer).await,
         "buy-prediction-outcome" => ctf::plan_buy(client, params, signer).await,
         "sell-prediction-outcome" => ctf::plan_sell(client, params, signer).await,
         "redeem-prediction-positions" => ctf::plan_redeem(client, params, signer).await,
@@ -528,6 +545,7 @@ pub async fn read(
     };
     match action {
         "get-lending-markets" => aave::markets(client).await,
+        "get-bridge-quote" => across::quote(client, params).await,
         "get-prediction-markets" => ctf::markets(client, params).await,
         "get-prediction-positions" => ctf::positions(client, who).await,
         "get-lending-position" => aave::position(client, who).await,
@@ -674,6 +692,7 @@ pub fn runs_on(action: &str, client: &ChainClient) -> bool {
         | "place-prediction-order"
         | "get-prediction-markets"
         | "get-prediction-positions" => ctf::configured(client),
+        "bridge-tokens" | "get-bridge-quote" | "check-bridge-status" => across::configured(client),
         _ => false,
     }
 }
@@ -697,6 +716,7 @@ pub const WRITES: &[&str] = &[
     "sell-prediction-outcome",
     "redeem-prediction-positions",
     "place-prediction-order",
+    "bridge-tokens",
 ];
 pub const READS: &[&str] = &[
     "get-token-balance",
@@ -705,4 +725,6 @@ pub const READS: &[&str] = &[
     "get-lending-position",
     "get-prediction-markets",
     "get-prediction-positions",
+    "get-bridge-quote",
+    "check-bridge-status",
 ];

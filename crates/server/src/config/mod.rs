@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use actiongate_core::chains::{ChainSettings, Chains, FxPair, Question, Token};
+use actiongate_core::chains::{BridgeRoute, ChainSettings, Chains, FxPair, Question, Token};
 use actiongate_core::prices::{
     DEFAULT_FEED_MAX_AGE_SECS, DEFAULT_TWAP_SECS, PriceBook, PriceFeed, PricePool, is_address,
     token_key,
@@ -260,6 +260,29 @@ pub struct ChainConfig {
     /// Prediction markets' questions by condition id: `{ question, outcomes, ends-at }`.
     #[serde(default)]
     pub prediction_questions: BTreeMap<String, QuestionConfig>,
+    /// Bridge routes by destination chain id: `{ destination-spoke, tokens, fee-bps, fill-seconds }`.
+    #[serde(default)]
+    pub bridge_routes: BTreeMap<String, BridgeRouteConfig>,
+}
+
+/// A route of `[chains.<id>.bridge-routes.<toChainId>]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct BridgeRouteConfig {
+    /// The destination chain's Across SpokePool.
+    pub destination_spoke: String,
+    /// Input token symbol (of this chain's list) = output token address on the destination.
+    pub tokens: BTreeMap<String, String>,
+    /// The route's fee in basis points of the input amount (0 to 10,000).
+    #[serde(default)]
+    pub fee_bps: u32,
+    /// How long a fill usually takes, for quotes.
+    #[serde(default = "default_fill_seconds")]
+    pub fill_seconds: u32,
+}
+
+fn default_fill_seconds() -> u32 {
+    10
 }
 
 /// A question of `[chains.<id>.prediction-questions."<conditionId>"]`.
@@ -594,6 +617,48 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
                         ))
                     })
                     .collect::<Result<_, ConfigError>>()?;
+                let bridge_routes = c
+                    .bridge_routes
+                    .into_iter()
+                    .map(|(to, r)| {
+                        let here = format!("[chains.{id}.bridge-routes.{to}]");
+                        let to: u64 = to.parse().map_err(|_| {
+                            ConfigError::Invalid(format!("{here}: {to:?} is not a chain id"))
+                        })?;
+                        let mut addresses = vec![("destination-spoke", &r.destination_spoke)];
+                        addresses.extend(r.tokens.values().map(|a| ("tokens", a)));
+                        if let Some((what, bad)) = addresses.iter().find(|(_, a)| !is_address(a)) {
+                            return Err(ConfigError::Invalid(format!(
+                                "{here}: {what} {bad:?} is not a 0x address"
+                            )));
+                        }
+                        if let Some(symbol) = r.tokens.keys().find(|s| !tokens.contains_key(&s.to_ascii_uppercase())) {
+                            return Err(ConfigError::Invalid(format!(
+                                "{here}: {symbol} is not in chain {id}'s token list ({})",
+                                tokens_of(&tokens).join(", ")
+                            )));
+                        }
+                        if r.fee_bps > 10_000 {
+                            return Err(ConfigError::Invalid(format!(
+                                "{here}: fee-bps {} is above 10000",
+                                r.fee_bps
+                            )));
+                        }
+                        Ok((
+                            to,
+                            BridgeRoute {
+                                destination_spoke: r.destination_spoke,
+                                tokens: r
+                                    .tokens
+                                    .into_iter()
+                                    .map(|(k, v)| (k.to_ascii_uppercase(), v))
+                                    .collect(),
+                                fee_bps: r.fee_bps,
+                                fill_seconds: r.fill_seconds,
+                            },
+                        ))
+                    })
+                    .collect::<Result<_, ConfigError>>()?;
                 Ok((
                     id,
                     ChainSettings {
@@ -606,6 +671,7 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
                         price_pools,
                         fx_pairs,
                         prediction_questions,
+                        bridge_routes,
                     },
                 ))
             })
@@ -935,6 +1001,7 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 price_pools: BTreeMap::new(),
                 fx_pairs: BTreeMap::new(),
                 prediction_questions: BTreeMap::new(),
+                bridge_routes: BTreeMap::new(),
             },
         ),
         (
@@ -955,6 +1022,7 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 price_pools: BTreeMap::new(),
                 fx_pairs: BTreeMap::new(),
                 prediction_questions: BTreeMap::new(),
+                bridge_routes: BTreeMap::new(),
             },
         ),
     ])
