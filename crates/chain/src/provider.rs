@@ -367,10 +367,29 @@ impl Provider for EvmProvider {
 
     async fn readiness(&self, check: &VenueCheck<'_>) -> Result<Vec<BlockingReason>, Error> {
         // A chain without a client is the core's CHAIN_NOT_CONFIGURED (the action's chains).
-        match self.clients.get(check.chain_id) {
-            Some(client) => readiness(client, check).await,
-            None => Ok(Vec::new()),
+        let mut reasons = match self.clients.get(check.chain_id) {
+            Some(client) => readiness(client, check).await?,
+            None => return Ok(Vec::new()),
+        };
+        // A bridge's destination must be a chain this gateway reads (its fill is tracked there).
+        let to = check
+            .params
+            .filter(|_| check.actions.contains(&"bridge-tokens"))
+            .and_then(|p| p.get("toChainId"))
+            .and_then(serde_json::Value::as_u64);
+        if let Some(to) = to
+            && self.clients.get(to).is_none()
+        {
+            reasons.push(BlockingReason::new(
+                actiongate_api_types::venues::BlockingCode::ChainNotConfigured,
+                format!("Chain {to}, the bridge's destination, has no RPC URL here: its fill could not be tracked."),
+                actiongate_api_types::venues::Fix {
+                    text: format!("The operator sets [chains.{to}] rpc-url."),
+                    ..actiongate_api_types::venues::Fix::default()
+                },
+            ));
         }
+        Ok(reasons)
     }
 
     async fn reconcile(&self, ctx: &ExecutionContext) -> Reconciled {

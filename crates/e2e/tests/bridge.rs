@@ -36,6 +36,7 @@ alloy::sol! {
         function deposit(bytes32 depositor, bytes32 recipient, bytes32 inputToken, bytes32 outputToken, uint256 inputAmount, uint256 outputAmount, uint256 destinationChainId, bytes32 exclusiveRelayer, uint32 quoteTimestamp, uint32 fillDeadline, uint32 exclusivityParameter, bytes message) external payable;
         function getV3RelayHash(V3RelayData relayData) external view returns (bytes32);
         function fillStatuses(bytes32) external view returns (uint256);
+        function pauseDeposits(bool pause) external;
         event FundsDeposited(bytes32 inputToken, bytes32 outputToken, uint256 inputAmount, uint256 outputAmount, uint256 indexed destinationChainId, uint256 indexed depositId, uint32 quoteTimestamp, uint32 fillDeadline, uint32 exclusivityDeadline, bytes32 indexed depositor, bytes32 recipient, bytes32 exclusiveRelayer, bytes message);
     }
     #[sol(rpc)]
@@ -428,6 +429,64 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
     );
     assert_eq!(on_peer().await, U256::from(99_950_000u64));
 
+    // build-tx for a user's wallet: the approval first, then the deposit; viem signs and sends them,
+    // and the relayer fills it for the user on the peer.
+    let (user, user_key) = devnet.account(4);
+    let (code, built) = post(
+        format!("{}/api/v1/agent/build-tx", gw.url),
+        json!({"agentApiKey": agent.key, "action": "bridge-tokens", "chainId": 84532,
+               "walletAddress": user.to_string(),
+               "params": {"token": "USDC", "amount": "20", "toChainId": PEER}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{built}");
+    let txs = built["data"]["transactions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(txs.len(), 2, "{built}");
+    assert!(
+        txs[0]["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("Approve")),
+        "{built}"
+    );
+    assert_eq!(
+        txs[1]["to"].as_str().map(str::to_ascii_lowercase),
+        Some(c.home_spoke.to_string().to_ascii_lowercase()),
+        "{built}"
+    );
+    let user_before = IToken::new(c.peer_usdc, &c.peer)
+        .balanceOf(user)
+        .call()
+        .await
+        .expect("balance");
+    let sent = sign_and_send(&devnet, &user_key, &built["data"]);
+    let results = sent["results"].as_array().cloned().unwrap_or_default();
+    assert!(
+        results.len() == 2 && results.iter().all(|x| x["status"] == "success"),
+        "{sent}"
+    );
+    let deposit_tx = results[1]["hash"].as_str().unwrap_or_default().to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let s = status(json!({"fromChain": 84532, "transactionHash": deposit_tx})).await;
+        if s["data"]["status"] == "DONE" {
+            break;
+        }
+        assert_eq!(s["data"]["status"], json!("PENDING"), "{s}");
+        assert!(std::time::Instant::now() < deadline, "never filled: {s}");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    assert_eq!(
+        IToken::new(c.peer_usdc, &c.peer)
+            .balanceOf(user)
+            .call()
+            .await
+            .expect("balance"),
+        user_before + U256::from(19_990_000u64)
+    );
+
     // A deposit left unfilled past its deadline (the destination's clock moved on an hour):
     // FAILED / EXPIRED, then FAILED / REFUNDED once the refund ran, the depositor paid back.
     assert_eq!(control(&c.relayer, "/pause", json!({})).await.0, 200);
@@ -442,6 +501,10 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
     .await;
     assert_eq!(code, 200, "{body}");
     let late = body["data"]["data"]["bridge"]["depositId"].clone();
+    let late_approval = body["data"]["data"]["transactions"][0]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert_eq!(
         devnet.balance(devnet.usdc(), agent.address).await,
         usdc(350)
@@ -484,15 +547,77 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
     );
     assert_eq!(on_peer().await, U256::from(99_950_000u64), "never filled");
 
+    // Readiness refuses before anything is written: a route not configured (to chain 1, which
+    // this gateway does not read either), and a spoke whose admin paused deposits.
+    let reasons = |body: &Value| -> Vec<Value> {
+        body["detail"]["blockingReasons"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| r["code"].clone())
+            .collect()
+    };
+    let (code, body) = execute_stating(
+        &gw,
+        &agent,
+        "bridge-tokens",
+        json!({"token": "USDC", "amount": "10", "toChainId": 1}),
+        "bridge-3",
+        0.0,
+    )
+    .await;
+    assert_eq!(
+        (code, body["code"].clone(), reasons(&body)),
+        (
+            422,
+            json!("VENUE_NOT_READY"),
+            vec![json!("VENUE_UNAVAILABLE"), json!("CHAIN_NOT_CONFIGURED")]
+        ),
+        "{body}"
+    );
+    let admin = devnet.wallet(0);
+    let pause = |on: bool| {
+        let spoke = ISpoke::new(c.home_spoke, &admin);
+        async move {
+            let r = spoke
+                .pauseDeposits(on)
+                .send()
+                .await
+                .expect("pauseDeposits")
+                .get_receipt()
+                .await
+                .expect("mined");
+            assert!(r.status(), "pauseDeposits reverted");
+        }
+    };
+    pause(true).await;
+    let (code, body) = execute_stating(
+        &gw,
+        &agent,
+        "bridge-tokens",
+        json!({"token": "USDC", "amount": "10", "toChainId": PEER}),
+        "bridge-4",
+        0.0,
+    )
+    .await;
+    assert_eq!(
+        (code, body["code"].clone(), reasons(&body)),
+        (422, json!("VENUE_NOT_READY"), vec![json!("VENUE_PAUSED")]),
+        "{body}"
+    );
+    pause(false).await;
+    assert_eq!(
+        devnet.balance(devnet.usdc(), agent.address).await,
+        usdc(400)
+    );
+
     // A hash no chain knows, and a transaction that is no deposit: NOT_FOUND, never DONE.
     let unknown =
         status(json!({"fromChain": 84532, "transactionHash": format!("0x{}", "ab".repeat(32))}))
             .await;
     assert_eq!(unknown["data"]["status"], json!("NOT_FOUND"), "{unknown}");
-    let approval = body["data"]["data"]["transactions"][0]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let approval = late_approval;
     let other = status(json!({"fromChain": 84532, "transactionHash": approval})).await;
     assert_eq!(other["data"]["status"], json!("NOT_FOUND"), "{other}");
     assert!(

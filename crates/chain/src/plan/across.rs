@@ -7,6 +7,7 @@
 //! memory: a refund is never `DONE`.
 
 use actiongate_api_types::ErrorCode;
+use actiongate_api_types::venues::BlockingCode;
 use actiongate_core::chains::BridgeRoute;
 use actiongate_core::error::Error;
 use alloy::primitives::{Address, B256, Bytes, U256};
@@ -540,4 +541,75 @@ async fn refund_of(
         pays.then(|| l.transaction_hash.map(|h| h.to_string()))
             .flatten()
     }))
+}
+
+/// What blocks a bridge of the params from this chain now, as readiness tells it: (code, message,
+/// fix). The route not configured for the token and destination; the origin spoke without code or
+/// not taking deposits (`pausedDeposits`).
+pub async fn blockers(
+    client: &ChainClient,
+    params: &Value,
+) -> Result<Vec<(BlockingCode, String, String)>, Error> {
+    let (Some(token), Ok(to_chain)) = (opt_str(params, "token"), to_chain_of(params, "toChainId"))
+    else {
+        return Ok(Vec::new());
+    };
+    let from = client.chain_id;
+    let r = match route(client, token, to_chain).await {
+        Ok(r) => r,
+        Err(e) if e.code == ErrorCode::RouteNotSupported => {
+            let served: Vec<String> = client
+                .settings
+                .bridge_routes
+                .iter()
+                .map(|(to, r)| {
+                    format!(
+                        "to {to}: {}",
+                        r.tokens.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )
+                })
+                .collect();
+            return Ok(vec![(
+                BlockingCode::VenueUnavailable,
+                e.message,
+                match served.is_empty() {
+                    true => format!("Chain {from} has no Across route configured here."),
+                    false => format!("Routes from chain {from}: {}.", served.join("; ")),
+                },
+            )]);
+        }
+        Err(e) => return Err(e),
+    };
+    let code = client
+        .provider
+        .get_code_at(r.origin_spoke)
+        .await
+        .map_err(|e| super::rpc_error(client, e))?;
+    if code.is_empty() {
+        return Ok(vec![(
+            BlockingCode::ChainNotConfigured,
+            format!(
+                "Chain {from}'s {SPOKE} is configured at {}, where there is no contract.",
+                r.origin_spoke
+            ),
+            format!("The operator sets [chains.{from}.contracts] {SPOKE} to the deployed spoke."),
+        )]);
+    }
+    let paused = view(
+        client,
+        r.origin_spoke,
+        IAcrossSpokePool::pausedDepositsCall {},
+    )
+    .await?;
+    Ok(match paused {
+        true => vec![(
+            BlockingCode::VenuePaused,
+            format!(
+                "Across's spoke {} on chain {from} takes no deposits now (paused by its admin).",
+                r.origin_spoke
+            ),
+            "Wait until Across resumes deposits, or bridge another way.".to_owned(),
+        )],
+        false => Vec::new(),
+    })
 }

@@ -51,6 +51,7 @@ fn spenders(client: &ChainClient, check: &VenueCheck<'_>, action: &str) -> Vec<A
         "swap" => named(V2_ROUTER),
         "swap-v3" | "fx-swap" => named(V3_ROUTER),
         "supply-lending" | "repay" => named(super::aave::POOL),
+        "bridge-tokens" => named(super::across::SPOKE),
         "deposit-earn-position" => match check.params.map(|p| vault(client, p)) {
             Some(Ok((_, v))) => vec![v],
             Some(Err(_)) => vec![],
@@ -256,6 +257,18 @@ pub async fn readiness(
                 ));
             }
         }
+    }
+
+    // A bridge: its route configured, and the origin spoke taking deposits.
+    if let Some(p) = check.params
+        && check.actions.contains(&"bridge-tokens")
+    {
+        reasons.extend(
+            super::across::blockers(client, p)
+                .await?
+                .into_iter()
+                .map(|(code, message, fix)| reason(code, message, fix)),
+        );
     }
 
     // The configured routers must be contracts.
