@@ -23,66 +23,6 @@ async fn post(url: String, body: Value) -> (u16, Value) {
 }
 
 /// A read through REST: submitted under `key`, polled until it ends; its first result's data.
-async fn rest_read(g: &Gateway, agent: &str, action: &str, params: Value, key: &str) -> Value {
-    let (_, intent) = post(
-        format!("{}/api/v1/agent/execute-intent", g.url),
-        json!({"agentApiKey": agent, "action": action, "chainId": 84532,
-               "idempotencyKey": key, "params": params}),
-    )
-    .await;
-    let id = intent["intentId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{intent}"))
-        .to_owned();
-    for _ in 0..200 {
-        let status: Value = reqwest::Client::new()
-            .get(format!(
-                "{}/api/v1/agent/execute-intent/status?intentId={id}",
-                g.url
-            ))
-            .header("x-agent-api-key", agent)
-            .send()
-            .await
-            .expect("the gateway answers")
-            .json()
-            .await
-            .unwrap_or(Value::Null);
-        if status["status"] != "queued" {
-            assert_eq!(status["status"], "completed", "{status}");
-            return status["results"][0]["data"].clone();
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("the read {action} did not end");
-}
-
-/// A read through the CLI (`run … --wait`); its first result's data.
-fn cli_read(g: &Gateway, action: &str, params: &[&str]) -> Value {
-    let mut args = vec!["run", action, "--chain-id", "84532", "--wait"];
-    for p in params {
-        args.extend(["--param", p]);
-    }
-    let (code, v) = g.json(&args, &[]);
-    assert_eq!(
-        (code, v["data"]["status"].clone()),
-        (0, json!("completed")),
-        "{v}"
-    );
-    v["data"]["results"][0]["data"].clone()
-}
-
-/// A read through MCP (`agentRun`); its first result's data.
-fn mcp_read(g: &Gateway, agent: &str, action: &str, params: Value, key: &str) -> Value {
-    let v = g.mcp(
-        agent,
-        "agentRun",
-        json!({"action": action, "params": params, "chainId": 84532, "idempotencyKey": key}),
-    );
-    assert_eq!(v["isError"], json!(false), "{v}");
-    assert_eq!(v["structuredContent"]["status"], "completed", "{v}");
-    v["structuredContent"]["results"][0]["data"].clone()
-}
-
 #[tokio::test]
 async fn rest_mcp_and_the_cli_agree_on_lending_and_earn() {
     let devnet = actiongate_testkit::devnet::DevnetProcess::start();
@@ -151,9 +91,10 @@ async fn rest_mcp_and_the_cli_agree_on_lending_and_earn() {
     );
 
     // The position: 0.3 WETH supplied, the same on all three.
-    let p_rest = rest_read(&g, &key, "get-lending-position", json!({}), "p-rest").await;
-    let p_cli = cli_read(&g, "get-lending-position", &[]);
-    let p_mcp = mcp_read(&g, &key, "get-lending-position", json!({}), "p-mcp");
+    let [p_cli, p_rest, p_mcp] = g
+        .read_everywhere(&key, "get-lending-position", json!({}), &[], "p")
+        .await
+        .map(|r| r["data"].clone());
     assert_eq!(p_rest["reserves"][0]["supplied"], json!("0.3"), "{p_rest}");
     assert_eq!(p_cli, p_rest);
     assert_eq!(p_mcp, p_rest);
@@ -236,22 +177,16 @@ async fn rest_mcp_and_the_cli_agree_on_lending_and_earn() {
     );
 
     // Earn discovery: the same opportunities on all three.
-    let o_rest = rest_read(
-        &g,
-        &key,
-        "get-earn-opportunities",
-        json!({"strategyType": "lending"}),
-        "o-rest",
-    )
-    .await;
-    let o_cli = cli_read(&g, "get-earn-opportunities", &["strategyType=lending"]);
-    let o_mcp = mcp_read(
-        &g,
-        &key,
-        "get-earn-opportunities",
-        json!({"strategyType": "lending"}),
-        "o-mcp",
-    );
+    let [o_cli, o_rest, o_mcp] = g
+        .read_everywhere(
+            &key,
+            "get-earn-opportunities",
+            json!({"strategyType": "lending"}),
+            &["strategyType=lending"],
+            "o",
+        )
+        .await
+        .map(|r| r["data"].clone());
     assert_eq!(o_rest["count"], json!(3), "{o_rest}");
     assert_eq!(o_cli, o_rest);
     assert_eq!(o_mcp, o_rest);

@@ -10,125 +10,11 @@ use serde_json::{Value, json};
 
 use common::Gateway;
 
-async fn rpc(url: &str, method: &str, params: Value) -> Value {
-    let v: Value = reqwest::Client::new()
-        .post(url)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-        .send()
-        .await
-        .expect("anvil answers")
-        .json()
-        .await
-        .unwrap_or(Value::Null);
-    assert!(v.get("error").is_none(), "{method}: {v}");
-    v["result"].clone()
-}
-
-/// One action on all three surfaces, as each answers it: (CLI exit code and JSON, REST status and
-/// body, the MCP tool result). `flags` are the CLI's `--param k=v` pairs of `params`.
-async fn everywhere(
-    g: &Gateway,
-    key: &str,
-    action: &str,
-    params: Value,
-    flags: &[&str],
-    idempotency: &str,
-) -> ((i32, Value), (u16, Value), Value) {
-    let cli_key = format!("{idempotency}-cli");
-    let mut args = vec![
-        "run",
-        action,
-        "--direct",
-        "--chain-id",
-        "84532",
-        "--idempotency-key",
-        &cli_key,
-        "--confirm-writes",
-    ];
-    for f in flags {
-        args.extend(["--param", f]);
-    }
-    let cli = g.json(&args, &[]);
-    let r = reqwest::Client::new()
-        .post(format!("{}/api/v1/agent/execute", g.url))
-        .json(
-            &json!({"agentApiKey": key, "action": action, "chainId": 84532,
-                      "idempotencyKey": format!("{idempotency}-rest"), "params": params}),
-        )
-        .send()
-        .await
-        .expect("the gateway answers");
-    let rest = (r.status().as_u16(), r.json().await.unwrap_or(Value::Null));
-    let via_mcp = g.mcp(
-        key,
-        "walletExecute",
-        json!({"action": action, "chainId": 84532, "params": params,
-               "idempotencyKey": format!("{idempotency}-mcp")}),
-    );
-    (cli, rest, via_mcp)
-}
-
-/// The orders through each surface's read (`get-prediction-orders`).
-/// Each read under its own idempotency key (`tag`), so that it is a new reading.
+/// The orders through each surface's read (`get-prediction-orders`), each a new reading (`tag`).
 async fn orders_everywhere(g: &Gateway, key: &str, tag: &str) -> [Value; 3] {
-    let cli_key = format!("orders-{tag}-cli");
-    let (code, cli) = g.json(
-        &[
-            "run",
-            "get-prediction-orders",
-            "--chain-id",
-            "84532",
-            "--idempotency-key",
-            &cli_key,
-            "--wait",
-        ],
-        &[],
-    );
-    assert_eq!(code, 0, "{cli}");
-    let r = reqwest::Client::new()
-        .post(format!("{}/api/v1/agent/execute-intent", g.url))
-        .json(
-            &json!({"agentApiKey": key, "action": "get-prediction-orders", "chainId": 84532,
-                      "idempotencyKey": format!("orders-{tag}-rest"), "params": {}}),
-        )
-        .send()
+    g.read_everywhere(key, "get-prediction-orders", json!({}), &[], tag)
         .await
-        .expect("the gateway answers");
-    let submitted: Value = r.json().await.unwrap_or(Value::Null);
-    let id = submitted["intentId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let mut rest = Value::Null;
-    for _ in 0..100 {
-        rest = reqwest::Client::new()
-            .get(format!(
-                "{}/api/v1/agent/execute-intent/status?intentId={id}",
-                g.url
-            ))
-            .header("x-agent-api-key", key)
-            .send()
-            .await
-            .expect("the gateway answers")
-            .json()
-            .await
-            .unwrap_or(Value::Null);
-        if rest["status"] != "queued" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    let via_mcp = g.mcp(
-        key,
-        "agentRun",
-        json!({"action": "get-prediction-orders", "params": {}, "chainId": 84532,
-               "idempotencyKey": format!("orders-{tag}-mcp")}),
-    );
-    [
-        cli["data"]["results"][0]["data"]["orders"].clone(),
-        rest["results"][0]["data"]["orders"].clone(),
-        via_mcp["structuredContent"]["results"][0]["data"]["orders"].clone(),
-    ]
+        .map(|r| r["data"]["orders"].clone())
 }
 
 #[tokio::test]
@@ -147,32 +33,7 @@ async fn rest_mcp_and_the_cli_agree_on_prediction_orders() {
         )
         .await;
     // 100 USDC from the devnet's first (unlocked) account.
-    let (funder, _) = devnet.account(0);
-    let usdc = devnet.spec["tokens"]["USDC"]["address"]
-        .as_str()
-        .or_else(|| devnet.spec["tokens"]["USDC"].as_str())
-        .expect("the devnet's USDC")
-        .to_owned();
-    let transfer = format!(
-        "0xa9059cbb{:0>64}{:064x}",
-        address.trim_start_matches("0x").to_ascii_lowercase(),
-        100_000_000u64
-    );
-    let hash = rpc(
-        &devnet.url,
-        "eth_sendTransaction",
-        json!([{"from": funder, "to": usdc, "data": transfer}]),
-    )
-    .await;
-    for _ in 0..50 {
-        if !rpc(&devnet.url, "eth_getTransactionReceipt", json!([hash]))
-            .await
-            .is_null()
-        {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    common::fund_usdc(&devnet, &address, 100).await;
     let market = devnet.spec["prediction"]["markets"][0]["marketId"]
         .as_str()
         .expect("a market")
@@ -189,8 +50,9 @@ async fn rest_mcp_and_the_cli_agree_on_prediction_orders() {
         "price=0.3",
         "size=10",
     ];
-    let ((code, cli), (status, rest), via_mcp) =
-        everywhere(&g, &key, "place-prediction-order", gtc, &gtc_flags, "gtc").await;
+    let ((code, cli), (status, rest), via_mcp) = g
+        .execute_everywhere(&key, "place-prediction-order", gtc, &gtc_flags, "gtc")
+        .await;
     let open = |data: &Value| (data["status"].clone(), data["data"]["status"].clone());
     assert_eq!(code, 0, "{cli}");
     assert_eq!(status, 200, "{rest}");
@@ -229,8 +91,9 @@ async fn rest_mcp_and_the_cli_agree_on_prediction_orders() {
     let fok = json!({"marketId": market, "outcomeIndex": 0, "side": "buy", "price": 0.3, "size": "10", "orderType": "FOK"});
     let mut fok_flags = gtc_flags.to_vec();
     fok_flags.push("orderType=FOK");
-    let ((code, cli), (status, rest), via_mcp) =
-        everywhere(&g, &key, "place-prediction-order", fok, &fok_flags, "fok").await;
+    let ((code, cli), (status, rest), via_mcp) = g
+        .execute_everywhere(&key, "place-prediction-order", fok, &fok_flags, "fok")
+        .await;
     assert_eq!(
         (code, cli["code"].clone()),
         (2, json!("ORDER_NOT_FILLED")),
@@ -253,15 +116,15 @@ async fn rest_mcp_and_the_cli_agree_on_prediction_orders() {
     // An order this agent does not have: NOT_FOUND with one message everywhere.
     let unknown = "0190f0a0-0000-7000-8000-000000000000";
     let unknown_flag = format!("orderId={unknown}");
-    let ((code, cli), (status, rest), via_mcp) = everywhere(
-        &g,
-        &key,
-        "cancel-prediction-order",
-        json!({ "orderId": unknown }),
-        &[unknown_flag.as_str()],
-        "unknown",
-    )
-    .await;
+    let ((code, cli), (status, rest), via_mcp) = g
+        .execute_everywhere(
+            &key,
+            "cancel-prediction-order",
+            json!({ "orderId": unknown }),
+            &[unknown_flag.as_str()],
+            "unknown",
+        )
+        .await;
     assert_eq!(
         (code, cli["code"].clone()),
         (2, json!("NOT_FOUND")),
@@ -282,15 +145,15 @@ async fn rest_mcp_and_the_cli_agree_on_prediction_orders() {
     // Each surface cancels one order, and the listing says so everywhere.
     for (n, id) in ids.iter().enumerate() {
         let flag = format!("orderId={id}");
-        let ((code, cli), (status, rest), via_mcp) = everywhere(
-            &g,
-            &key,
-            "cancel-prediction-order",
-            json!({ "orderId": id }),
-            &[flag.as_str()],
-            &format!("cancel-{n}"),
-        )
-        .await;
+        let ((code, cli), (status, rest), via_mcp) = g
+            .execute_everywhere(
+                &key,
+                "cancel-prediction-order",
+                json!({ "orderId": id }),
+                &[flag.as_str()],
+                &format!("cancel-{n}"),
+            )
+            .await;
         // The first surface cancels it; the other two answer the same cancelled order.
         for data in [
             &cli["data"],

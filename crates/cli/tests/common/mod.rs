@@ -212,7 +212,146 @@ impl Gateway {
             .await
             .unwrap_or(Value::Null);
         assert!(funded.get("error").is_none(), "{funded}");
+        // 10,000 credits, granted as an operator does (`actiongate admin grant-credits` on the
+        // gateway's own database), so the test is not bound by the free daily requests.
+        let me: Value = reqwest::Client::new()
+            .get(format!("{}/api/v1/agent/me", self.url))
+            .header("x-agent-api-key", &key)
+            .send()
+            .await
+            .expect("the gateway answers")
+            .json()
+            .await
+            .unwrap_or(Value::Null);
+        let account = me["data"]["accountId"].as_str().unwrap_or_default();
+        let out = Command::new(BIN)
+            .args(["admin", "grant-credits", "--dev", "--account-id", account])
+            .args(["--credits", "10000", "--reason", "test grant"])
+            .current_dir(self._dir.path())
+            .output()
+            .expect("the admin command runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         (key, address)
+    }
+
+    /// One direct execution (lane execute) on all three surfaces, as each answers it: (the CLI's
+    /// exit code and JSON, REST's status and body, the MCP `walletExecute` tool result). `flags` are
+    /// the CLI's `--param k=v` pairs of `params`; each surface takes its own idempotency key.
+    pub async fn execute_everywhere(
+        &self,
+        key: &str,
+        action: &str,
+        params: Value,
+        flags: &[&str],
+        idempotency: &str,
+    ) -> ((i32, Value), (u16, Value), Value) {
+        let cli_key = format!("{idempotency}-cli");
+        let mut args = vec![
+            "run",
+            action,
+            "--direct",
+            "--chain-id",
+            "84532",
+            "--idempotency-key",
+            &cli_key,
+            "--confirm-writes",
+        ];
+        for f in flags {
+            args.extend(["--param", f]);
+        }
+        let cli = self.json(&args, &[]);
+        let r = reqwest::Client::new()
+            .post(format!("{}/api/v1/agent/execute", self.url))
+            .json(
+                &json!({"agentApiKey": key, "action": action, "chainId": 84532,
+                          "idempotencyKey": format!("{idempotency}-rest"), "params": params}),
+            )
+            .send()
+            .await
+            .expect("the gateway answers");
+        let rest = (r.status().as_u16(), r.json().await.unwrap_or(Value::Null));
+        let via_mcp = self.mcp(
+            key,
+            "walletExecute",
+            json!({"action": action, "chainId": 84532, "params": params,
+                   "idempotencyKey": format!("{idempotency}-mcp")}),
+        );
+        (cli, rest, via_mcp)
+    }
+
+    /// One read for the agent on all three surfaces (CLI `run --wait`, REST execute-intent polled
+    /// to its end, MCP `agentRun`), each a new reading under its own idempotency key (`tag`): each
+    /// one's first result (`{success, data}` or `{success, code, error}`).
+    pub async fn read_everywhere(
+        &self,
+        key: &str,
+        action: &str,
+        params: Value,
+        flags: &[&str],
+        tag: &str,
+    ) -> [Value; 3] {
+        let cli_key = format!("{action}-{tag}-cli");
+        let mut args = vec![
+            "run",
+            action,
+            "--chain-id",
+            "84532",
+            "--idempotency-key",
+            &cli_key,
+            "--wait",
+        ];
+        for f in flags {
+            args.extend(["--param", f]);
+        }
+        let (_, cli) = self.json(&args, &[]);
+        let r = reqwest::Client::new()
+            .post(format!("{}/api/v1/agent/execute-intent", self.url))
+            .json(
+                &json!({"agentApiKey": key, "action": action, "chainId": 84532,
+                          "idempotencyKey": format!("{action}-{tag}-rest"), "params": params}),
+            )
+            .send()
+            .await
+            .expect("the gateway answers");
+        let submitted: Value = r.json().await.unwrap_or(Value::Null);
+        let id = submitted["intentId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let mut rest = Value::Null;
+        for _ in 0..100 {
+            rest = reqwest::Client::new()
+                .get(format!(
+                    "{}/api/v1/agent/execute-intent/status?intentId={id}",
+                    self.url
+                ))
+                .header("x-agent-api-key", key)
+                .send()
+                .await
+                .expect("the gateway answers")
+                .json()
+                .await
+                .unwrap_or(Value::Null);
+            if rest["status"] != "queued" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let via_mcp = self.mcp(
+            key,
+            "agentRun",
+            json!({"action": action, "params": params, "chainId": 84532,
+                   "idempotencyKey": format!("{action}-{tag}-mcp")}),
+        );
+        [
+            cli["data"]["results"][0].clone(),
+            rest["results"][0].clone(),
+            via_mcp["structuredContent"]["results"][0].clone(),
+        ]
     }
 
     /// One MCP tool call through the official Python SDK (`tests/e2e/mcp_call.py`) as the agent
@@ -240,4 +379,50 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// One JSON-RPC call to a node; its result (an error fails the test).
+pub async fn rpc(url: &str, method: &str, params: Value) -> Value {
+    let v: Value = reqwest::Client::new()
+        .post(url)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("the node answers")
+        .json()
+        .await
+        .unwrap_or(Value::Null);
+    assert!(v.get("error").is_none(), "{method}: {v}");
+    v["result"].clone()
+}
+
+/// Sends `units` USDC on the devnet's chain to `to` from its first account (unlocked in anvil),
+/// and waits for it to be mined.
+pub async fn fund_usdc(devnet: &actiongate_testkit::devnet::DevnetProcess, to: &str, units: u64) {
+    let (funder, _) = devnet.account(0);
+    let usdc = devnet.spec["tokens"]["USDC"]["address"]
+        .as_str()
+        .expect("the devnet's USDC")
+        .to_owned();
+    let transfer = format!(
+        "0xa9059cbb{:0>64}{:064x}",
+        to.trim_start_matches("0x").to_ascii_lowercase(),
+        u128::from(units) * 1_000_000
+    );
+    let hash = rpc(
+        &devnet.url,
+        "eth_sendTransaction",
+        json!([{"from": funder, "to": usdc, "data": transfer}]),
+    )
+    .await;
+    for _ in 0..50 {
+        if !rpc(&devnet.url, "eth_getTransactionReceipt", json!([hash]))
+            .await
+            .is_null()
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the USDC funding {hash} was not mined");
 }
