@@ -133,7 +133,13 @@ impl EvmProvider {
                 }
                 Ok(outcome)
             }
-            Lane::ExecuteIntent => self.delegated(ctx, client).await,
+            Lane::ExecuteIntent => {
+                let mut outcome = self.delegated(ctx, client).await?;
+                if ctx.action == "bridge-tokens" {
+                    with_deposit(client, &mut outcome).await;
+                }
+                Ok(outcome)
+            }
             Lane::BuildTx => Err(Error::new(
                 ErrorCode::NotAvailable,
                 format!(

@@ -627,3 +627,134 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         "{other}"
     );
 }
+
+#[tokio::test]
+async fn a_fan_out_bridge_pays_each_delegator_on_the_destination_once() {
+    let devnet = Devnet::start();
+    let c = chains(&devnet);
+    let db = devnet.dir.path().join("gw.db");
+    let database_url = format!("sqlite://{}", db.display());
+    let gw = start_gateway(&devnet.gateway_config("main", &database_url), false);
+    let agent = onboard(
+        &gw,
+        &database_url,
+        "fan-bridge@example.com",
+        &["bridge-tokens"],
+    )
+    .await;
+    let devnet_json = devnet.dir.path().join("devnet.json").display().to_string();
+    // The agent pays the gas of the redemptions.
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            U256::ZERO,
+        )
+        .await;
+    // An EOA upgraded to the stateless DeleGator (EIP-7702), and the devnet's HybridDeleGator.
+    let (eoa, eoa_key) = upgraded_eoa(&devnet, &devnet_json).await;
+    let hybrid: Address = devnet.spec["smartAccounts"][0]["address"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no smart account"));
+    let owner = devnet.spec["smartAccounts"][0]["ownerIndex"]
+        .as_u64()
+        .unwrap_or(7) as usize;
+    let (_, owner_key) = devnet.account(owner);
+    delegate(
+        &gw,
+        &agent,
+        &devnet_json,
+        (eoa, "bridge-tokens"),
+        &eoa_key,
+        false,
+    )
+    .await;
+    delegate(
+        &gw,
+        &agent,
+        &devnet_json,
+        (hybrid, "bridge-tokens"),
+        &owner_key,
+        true,
+    )
+    .await;
+    let on_peer = |who: Address| {
+        let peer = c.peer.clone();
+        let token = c.peer_usdc;
+        async move {
+            IToken::new(token, &peer)
+                .balanceOf(who)
+                .call()
+                .await
+                .expect("balance")
+        }
+    };
+    let (eoa_before, hybrid_before) = (on_peer(eoa).await, on_peer(hybrid).await);
+    let (eoa_home, hybrid_home) = (
+        devnet.balance(devnet.usdc(), eoa).await,
+        devnet.balance(devnet.usdc(), hybrid).await,
+    );
+
+    // Naming another recipient is refused at submit: each delegator receives its own.
+    let (status, refused) = post(
+        format!("{}/api/v1/agent/execute-intent", gw.url),
+        json!({"agentApiKey": agent.key, "action": "bridge-tokens", "chainId": 84532,
+               "params": {"token": "USDC", "amount": "10", "toChainId": PEER, "recipient": agent.address}}),
+    )
+    .await;
+    assert_eq!(
+        (status, refused["code"].clone()),
+        (400, json!("INVALID_PARAMS")),
+        "{refused}"
+    );
+    let (status, submitted) = post(
+        format!("{}/api/v1/agent/execute-intent", gw.url),
+        json!({"agentApiKey": agent.key, "action": "bridge-tokens", "chainId": 84532,
+               "idempotencyKey": "fan-bridge-1",
+               "params": {"token": "USDC", "amount": "10", "toChainId": PEER}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{submitted}");
+    let id = submitted["intentId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{submitted}"))
+        .to_owned();
+    let done = wait_ended(&gw.url, &agent.key, &id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let results = done["results"].as_array().cloned().unwrap_or_default();
+    assert_eq!(results.len(), 2, "{done}");
+    for r in &results {
+        assert_eq!(r["success"], json!(true), "{done}");
+        assert_eq!(
+            r["data"]["bridge"]["outputAmount"],
+            json!("9.995"),
+            "{done}"
+        );
+    }
+    // Each delegator paid 10 on the origin and receives 9.995 on the peer, once.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while on_peer(eoa).await == eoa_before || on_peer(hybrid).await == hybrid_before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the relayer did not fill both"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    for (who, before, home) in [
+        (eoa, eoa_before, eoa_home),
+        (hybrid, hybrid_before, hybrid_home),
+    ] {
+        assert_eq!(
+            on_peer(who).await,
+            before + U256::from(9_995_000u64),
+            "{who}"
+        );
+        assert_eq!(
+            devnet.balance(devnet.usdc(), who).await,
+            home - usdc(10),
+            "{who}"
+        );
+    }
+}

@@ -391,59 +391,6 @@ async fn aave_supplies_move_real_tokens_and_the_reads_match_the_pool() {
     assert_eq!(devnet.balance(a_usdc, user).await, usdc(100));
 }
 
-/// Creates an agent's delegation for `action` by `delegator` and activates it, signed with viem
-/// (`sign`, an EIP-7702 EOA) or the MetaMask kit (`sign-kit`, a HybridDeleGator through its owner
-/// `key`).
-async fn delegate(
-    gw: &Gateway,
-    agent: &Agent,
-    devnet_json: &str,
-    (delegator, action): (Address, &str),
-    key: &str,
-    kit: bool,
-) {
-    let (status, created) = post(
-        format!("{}/api/v1/agent/delegation/create", gw.url),
-        json!({"agentApiKey": agent.key, "delegator": delegator, "chainId": 84532, "action": action}),
-    )
-    .await;
-    assert_eq!(status, 200, "{created}");
-    let mut delegation = created["data"]["delegation"].clone();
-    let signed = if kit {
-        node(
-            &["sign-kit", devnet_json, key, &delegator.to_string()],
-            Some(&delegation.to_string()),
-        )
-    } else {
-        node(
-            &["sign", key],
-            Some(&created["data"]["typedData"].to_string()),
-        )
-    };
-    delegation["signature"] = signed["signature"].clone();
-    let (status, body) = post(
-        format!("{}/api/v1/agent/delegation/activate", gw.url),
-        json!({"agentApiKey": agent.key, "delegation": delegation, "chainId": 84532}),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-}
-
-/// Devnet account 4 upgraded to the stateless DeleGator (EIP-7702) and sent 100 USDC: its address
-/// and key.
-async fn upgraded_eoa(devnet: &Devnet, devnet_json: &str) -> (Address, String) {
-    let (eoa, eoa_key) = devnet.account(4);
-    let up = node(&["upgrade", devnet_json, &eoa_key], None);
-    assert!(
-        up["code"]
-            .as_str()
-            .is_some_and(|c| c.starts_with("0xef0100")),
-        "{up}"
-    );
-    devnet.fund(eoa, U256::ZERO, usdc(100)).await;
-    (eoa, eoa_key)
-}
-
 #[tokio::test]
 async fn a_fan_out_supplies_for_each_delegator_once() {
     let devnet = Devnet::start();

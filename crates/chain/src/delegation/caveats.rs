@@ -194,6 +194,15 @@ pub(crate) fn action_scope(action: &str, settings: &ChainSettings) -> Result<Sco
                 native,
             )
         }
+        // The origin's Across spoke, and the listed tokens for the approval.
+        "bridge-tokens" => (
+            [vec![contract(crate::plan::across::SPOKE)?], tokens].concat(),
+            vec![
+                approve,
+                sel::<crate::bindings::IAcrossSpokePool::depositCall>(),
+            ],
+            false,
+        ),
         other => {
             return Err(Error::invalid(format!(
                 "{other} does not run under a delegation here; name allowedTargets and allowedMethods instead."
