@@ -96,6 +96,11 @@ impl EvmProvider {
                 .unwrap_or(ctx.chain_id),
             _ => ctx.chain_id,
         };
+        if ctx.read && ctx.action == "get-bridge-tokens" {
+            return Ok(ExecutionOutcome::read(
+                across::routes(&self.clients, &ctx.params).await?,
+            ));
+        }
         let client = self.client(chain_id, &ctx.action)?;
         if ctx.read && ctx.action == "check-bridge-status" {
             return Ok(ExecutionOutcome::read(

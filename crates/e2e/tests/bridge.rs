@@ -289,7 +289,12 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         &gw,
         &database_url,
         "bridger@example.com",
-        &["get-bridge-quote", "bridge-tokens", "check-bridge-status"],
+        &[
+            "get-bridge-quote",
+            "bridge-tokens",
+            "check-bridge-status",
+            "get-bridge-tokens",
+        ],
     )
     .await;
     devnet
@@ -591,7 +596,45 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
             assert!(r.status(), "pauseDeposits reverted");
         }
     };
+    // The routes the spokes serve, both ways; a paused spoke's route is listed as unavailable.
+    let listed = read_keyed(&gw, &agent, "get-bridge-tokens", json!({}), "routes-1").await;
+    let routes: Vec<(Value, Value, Value)> = listed["data"]["routes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            (
+                r["fromChain"].clone(),
+                r["toChain"].clone(),
+                r["token"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            (json!(84532), json!(PEER), json!("USDC")),
+            (json!(PEER), json!(84532), json!("USDC"))
+        ],
+        "{listed}"
+    );
     pause(true).await;
+    let listed = read_keyed(
+        &gw,
+        &agent,
+        "get-bridge-tokens",
+        json!({"fromChain": 84532}),
+        "routes-2",
+    )
+    .await;
+    assert_eq!(listed["data"]["routes"], json!([]), "{listed}");
+    assert!(
+        listed["data"]["unavailable"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("paused")),
+        "{listed}"
+    );
     let (code, body) = execute_stating(
         &gw,
         &agent,

@@ -580,12 +580,7 @@ pub async fn blockers(
         }
         Err(e) => return Err(e),
     };
-    let code = client
-        .provider
-        .get_code_at(r.origin_spoke)
-        .await
-        .map_err(|e| super::rpc_error(client, e))?;
-    if code.is_empty() {
+    if !has_code(client, r.origin_spoke).await? {
         return Ok(vec![(
             BlockingCode::ChainNotConfigured,
             format!(
@@ -612,4 +607,72 @@ pub async fn blockers(
         )],
         false => Vec::new(),
     })
+}
+
+/// Whether there is a contract at `at` on the chain.
+async fn has_code(client: &ChainClient, at: Address) -> Result<bool, Error> {
+    client
+        .provider
+        .get_code_at(at)
+        .await
+        .map(|c| !c.is_empty())
+        .map_err(|e| super::rpc_error(client, e))
+}
+
+/// `get-bridge-tokens {fromChain?, toChain?}`: the routes of every chain with a spoke, checked
+/// onchain now. A route is listed when its origin spoke has code and takes deposits and its
+/// destination spoke has code on a chain this gateway reads; the others are in `unavailable` with
+/// the reason.
+pub async fn routes(clients: &ChainClients, params: &Value) -> Result<Value, Error> {
+    let from = opt_u64(params, "fromChain")?;
+    let to = opt_u64(params, "toChain")?;
+    let (mut served, mut unavailable) = (Vec::new(), Vec::new());
+    for client in clients.iter().filter(|c| configured(c)) {
+        if from.is_some_and(|f| f != client.chain_id) {
+            continue;
+        }
+        let spoke = contract(client, SPOKE)?;
+        let origin = match has_code(client, spoke).await? {
+            false => Some(format!("no contract at the spoke {spoke}")),
+            true => view(client, spoke, IAcrossSpokePool::pausedDepositsCall {})
+                .await?
+                .then(|| format!("the spoke {spoke} takes no deposits (paused)")),
+        };
+        for (dest, route) in &client.settings.bridge_routes {
+            if to.is_some_and(|t| t != *dest) {
+                continue;
+            }
+            let dest_spoke: Address = route
+                .destination_spoke
+                .parse()
+                .map_err(|_| Error::internal("a route's destination-spoke is not an address"))?;
+            let destination = match clients.get(*dest) {
+                None => Some(format!("chain {dest} has no RPC URL here")),
+                Some(d) => (!has_code(d, dest_spoke).await?)
+                    .then(|| format!("no contract at chain {dest}'s spoke {dest_spoke}")),
+            };
+            for (symbol, output) in &route.tokens {
+                let input = client
+                    .settings
+                    .tokens
+                    .get(symbol)
+                    .map(|t| t.address.clone());
+                let row = json!({
+                    "bridge": PROVIDER, "fromChain": client.chain_id, "toChain": dest,
+                    "token": symbol, "inputToken": input, "outputToken": output,
+                    "originSpoke": spoke.to_string(), "destinationSpoke": dest_spoke.to_string(),
+                    "feeBps": route.fee_bps, "estimatedFillSeconds": route.fill_seconds,
+                });
+                match origin.clone().or_else(|| destination.clone()) {
+                    None => served.push(row),
+                    Some(reason) => {
+                        let mut row = row;
+                        row["reason"] = json!(reason);
+                        unavailable.push(row);
+                    }
+                }
+            }
+        }
+    }
+    Ok(json!({"routes": served, "unavailable": unavailable}))
 }

@@ -692,7 +692,9 @@ pub fn runs_on(action: &str, client: &ChainClient) -> bool {
         | "place-prediction-order"
         | "get-prediction-markets"
         | "get-prediction-positions" => ctf::configured(client),
-        "bridge-tokens" | "get-bridge-quote" | "check-bridge-status" => across::configured(client),
+        "bridge-tokens" | "get-bridge-quote" | "check-bridge-status" | "get-bridge-tokens" => {
+            across::configured(client)
+        }
         _ => false,
     }
 }
@@ -727,4 +729,5 @@ pub const READS: &[&str] = &[
     "get-prediction-positions",
     "get-bridge-quote",
     "check-bridge-status",
+    "get-bridge-tokens",
 ];

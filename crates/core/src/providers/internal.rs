@@ -18,19 +18,12 @@ pub const BUILTIN_DATA: &str = include_str!("../../../../catalog/internal-data.t
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InternalData {
     fx: FxData,
-    bridge: BridgeData,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FxData {
     assets: Vec<toml::Value>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BridgeData {
-    routes: Vec<toml::Value>,
 }
 
 impl InternalData {
@@ -88,23 +81,8 @@ impl InternalReads {
     }
 
     fn answer(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
-        let to_json = |v: &toml::Value| serde_json::to_value(v).unwrap_or(Value::Null);
         match ctx.action.as_str() {
             "get-fx-supported-assets" => ExecutionOutcome::read(self.fx_assets(ctx.chain_id)),
-            "get-bridge-tokens" => {
-                let from = ctx.params.get("fromChain").and_then(Value::as_u64);
-                let to = ctx.params.get("toChain").and_then(Value::as_u64);
-                let routes: Vec<Value> = self
-                    .data
-                    .bridge
-                    .routes
-                    .iter()
-                    .map(to_json)
-                    .filter(|r| from.is_none_or(|f| r["fromChain"].as_u64() == Some(f)))
-                    .filter(|r| to.is_none_or(|t| r["toChain"].as_u64() == Some(t)))
-                    .collect();
-                ExecutionOutcome::read(json!({ "routes": routes }))
-            }
             other => ExecutionOutcome::failed(
                 ErrorCode::NotAvailable,
                 format!("{other} is not an internal read."),
@@ -116,10 +94,7 @@ impl InternalReads {
 #[async_trait]
 impl Provider for InternalReads {
     fn lanes(&self) -> Vec<(&'static str, Lane)> {
-        vec![
-            ("get-fx-supported-assets", Lane::ExecuteIntent),
-            ("get-bridge-tokens", Lane::ExecuteIntent),
-        ]
+        vec![("get-fx-supported-assets", Lane::ExecuteIntent)]
     }
 
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome {
@@ -140,8 +115,7 @@ mod tests {
     fn builtin_data_parses() {
         let data = InternalData::parse(BUILTIN_DATA).map_err(|e| e.to_string());
         assert!(
-            data.as_ref()
-                .is_ok_and(|d| !d.fx.assets.is_empty() && !d.bridge.routes.is_empty()),
+            data.as_ref().is_ok_and(|d| !d.fx.assets.is_empty()),
             "{data:?}"
         );
     }

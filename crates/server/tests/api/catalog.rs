@@ -194,7 +194,6 @@ async fn actions_list_filters_by_the_agents_policy(backend: Backend) {
             "get-earn-opportunities",
             "get-earning-opportunities",
             "get-earn-provider",
-            "get-bridge-tokens",
             "get-fx-supported-assets",
             "get-prediction-orders"
         ]

@@ -414,7 +414,6 @@ async fn policy_is_read_and_replaced_by_the_owner(backend: Backend) {
             "get-earn-opportunities",
             "get-earning-opportunities",
             "get-earn-provider",
-            "get-bridge-tokens",
             "get-fx-supported-assets",
             "get-prediction-orders"
         ]),

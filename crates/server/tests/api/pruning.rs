@@ -20,7 +20,7 @@ async fn what_has_outlived_its_use_is_pruned(backend: Backend) {
     let submitted = app
         .post(
             "/api/v1/agent/execute-intent",
-            json!({"agentApiKey": owner.agent_key, "action": "get-bridge-tokens", "params": {},
+            json!({"agentApiKey": owner.agent_key, "action": "get-fx-supported-assets", "params": {},
                    "idempotencyKey": "kept-1"}),
         )
         .await;
