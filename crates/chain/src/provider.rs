@@ -355,6 +355,25 @@ impl Provider for EvmProvider {
         self.run(ctx).await.unwrap_or_else(outcome_of)
     }
 
+    /// A bridge's fill on its destination, read from both chains now (`check-bridge-status` of
+    /// the deposit the execution recorded).
+    async fn follow(
+        &self,
+        action: &str,
+        chain_id: u64,
+        data: &serde_json::Value,
+    ) -> Result<Option<serde_json::Value>, Error> {
+        let deposit = &data["bridge"]["depositId"];
+        if action != "bridge-tokens" || deposit.is_null() {
+            return Ok(None);
+        }
+        let client = self.client(chain_id, action)?;
+        let params = json!({"fromChain": chain_id, "depositId": deposit});
+        across::status(client, &self.clients, &params)
+            .await
+            .map(Some)
+    }
+
     async fn health_change(&self, q: &HealthQuery<'_>) -> Result<Option<HealthChange>, Error> {
         // An earn withdrawal from an Aave opportunity is a lending withdrawal.
         let routed = crate::plan::aave::as_lending(q.action, q.params);

@@ -240,6 +240,19 @@ pub trait Provider: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// What happens after a write that succeeded, when the action goes on elsewhere (a bridge's
+    /// deposit is filled on its destination): read from the venue now, given the execution's
+    /// chain and its recorded data; `None` when there is nothing to follow. Its `status` is one of
+    /// `NOT_FOUND`, `PENDING`, `DONE`, `FAILED` (the bridge vocabulary); only `PENDING` is open.
+    async fn follow(
+        &self,
+        _action: &str,
+        _chain_id: u64,
+        _data: &serde_json::Value,
+    ) -> Result<Option<serde_json::Value>, crate::error::Error> {
+        Ok(None)
+    }
+
     /// Runs one execution. Never panics; a failure is an outcome with a code. A fan-out execution
     /// carries its `grant`; answering `DELEGATION_REVOKED` for it tells the core the grant is dead.
     async fn execute(&self, ctx: &ExecutionContext) -> ExecutionOutcome;

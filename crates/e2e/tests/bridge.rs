@@ -411,6 +411,37 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         "{pending}"
     );
 
+    // The intent shows the bridge leg: queued while the deposit waits for its fill.
+    let intent_id = body["data"]["intentId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let intent_status = || async {
+        get(
+            format!(
+                "{}/api/v1/agent/execute-intent/status?intentId={intent_id}",
+                gw.url
+            ),
+            &agent.key,
+        )
+        .await
+        .1
+    };
+    let waiting = intent_status().await;
+    assert_eq!(
+        (
+            waiting["status"].clone(),
+            waiting["results"][0]["data"]["leg"]["status"].clone(),
+            waiting["results"][0]["data"]["leg"]["substatus"].clone(),
+        ),
+        (
+            json!("queued"),
+            json!("PENDING"),
+            json!("WAIT_DESTINATION_TRANSACTION")
+        ),
+        "{waiting}"
+    );
+
     // Resumed: filled; DONE only once the recipient has the output on the destination.
     assert_eq!(control(&c.relayer, "/resume", json!({})).await.0, 200);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -433,6 +464,15 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         "{done}"
     );
     assert_eq!(on_peer().await, U256::from(99_950_000u64));
+    let ended = wait_ended(&gw.url, &agent.key, &intent_id).await;
+    assert_eq!(
+        (
+            ended["status"].clone(),
+            ended["results"][0]["data"]["leg"]["status"].clone()
+        ),
+        (json!("completed"), json!("DONE")),
+        "{ended}"
+    );
 
     // build-tx for a user's wallet: the approval first, then the deposit; viem signs and sends them,
     // and the relayer fills it for the user on the peer.

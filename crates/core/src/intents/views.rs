@@ -17,7 +17,34 @@ impl Intents {
     /// The intent, for the agent that submitted it; 404 for anyone else.
     pub async fn intent_status(&self, agent_key: Option<&str>, intent_id: &str) -> Result<Intent> {
         let (intent, executions) = self.agent_intent(agent_key, intent_id).await?;
-        Ok(intent_view(&intent, &executions))
+        let mut view = intent_view(&intent, &executions);
+        self.follow_legs(&intent, &mut view).await;
+        Ok(view)
+    }
+
+    /// Adds to each successful result the leg its venue still runs elsewhere (a bridge's fill on
+    /// its destination, read from the chains now) as `data.leg`, and shows the intent `queued`
+    /// while a leg is open (`PENDING`, or not readable now): an agent waits on one thing.
+    async fn follow_legs(&self, intent: &IntentRecord, view: &mut Intent) {
+        let Some(provider) = self.registry.provider(&intent.action, intent.lane) else {
+            return;
+        };
+        let mut open = false;
+        for r in view.results.iter_mut().filter(|r| r.success) {
+            let Some(data) = r.data.as_mut() else {
+                continue;
+            };
+            let leg = match provider.follow(&intent.action, r.chain_id, data).await {
+                Ok(None) => continue,
+                Ok(Some(leg)) => leg,
+                Err(e) => serde_json::json!({"status": "UNKNOWN", "substatusMessage": e.message}),
+            };
+            open |= matches!(leg["status"].as_str(), Some("PENDING" | "UNKNOWN"));
+            data["leg"] = leg;
+        }
+        if open && intent.status == IntentStatus::Completed {
+            view.status = IntentStatus::Queued.to_string();
+        }
     }
 
     /// The intent and its executions, for the agent that submitted it; 404 for anyone else.
@@ -55,8 +82,12 @@ impl Intents {
             tokio::pin!(ended);
             ended.as_mut().enable();
             let (intent, executions) = self.agent_intent(agent_key, intent_id).await?;
-            if intent.status.is_ended() || tokio::time::Instant::now() >= deadline {
-                return Ok(intent_view(&intent, &executions));
+            let mut view = intent_view(&intent, &executions);
+            if intent.status.is_ended() {
+                self.follow_legs(&intent, &mut view).await;
+            }
+            if has_ended(&view) || tokio::time::Instant::now() >= deadline {
+                return Ok(view);
             }
             tokio::select! {
                 () = ended => {}
