@@ -189,7 +189,9 @@ async function startRelayer({ chains, relayer, admin, art, fail }) {
     }
   }, 200).unref();
 
-  // The refund of an expired, unfilled deposit on its origin spoke, through the admin's root bundle.
+  // The refund of an expired, unfilled deposit on its origin spoke, through the admin's root bundle
+  // (once: a second ask is refused).
+  const refunded = new Set();
   const refund = async (chainId, depositId) => {
     const origin = chains.get(chainId);
     const [found] = origin
@@ -197,8 +199,10 @@ async function startRelayer({ chains, relayer, admin, art, fail }) {
         args: { depositId: BigInt(depositId) }, fromBlock: 0n })
       : [];
     if (!found) return { status: 404, body: { error: `no deposit ${depositId} on chain ${chainId}'s spoke` } };
+    if (refunded.has(`${chainId}:${depositId}`)) return { status: 409, body: { error: "the deposit was refunded already" } };
     const a = found.args;
     const dest = chains.get(Number(a.destinationChainId));
+    if (!dest) return { status: 404, body: { error: `the deposit's destination ${a.destinationChainId} is not a chain of this devnet` } };
     const data = relayData(chainId, a);
     const hash = await dest.c.pub.readContract({ address: dest.spoke, abi: art.spoke.abi, functionName: "getV3RelayHash", args: [data] });
     const status = await dest.c.pub.readContract({ address: dest.spoke, abi: art.spoke.abi, functionName: "fillStatuses", args: [hash] });
@@ -214,6 +218,7 @@ async function startRelayer({ chains, relayer, admin, art, fail }) {
     const relayed = await onChain(chainId, () => origin.c.send(w, origin.spoke, art.spoke.abi, "relayRootBundle", [root, `0x${"0".repeat(64)}`]));
     const [bundle] = parseEventLogs({ abi: art.spoke.abi, logs: relayed.logs, eventName: "RelayedRootBundle" });
     const executed = await onChain(chainId, () => origin.c.send(w, origin.spoke, art.spoke.abi, "executeRelayerRefundLeaf", [bundle.args.rootBundleId, leaf, []]));
+    refunded.add(`${chainId}:${depositId}`);
     return { status: 200, body: { txHash: executed.transactionHash, rootBundleId: bundle.args.rootBundleId } };
   };
 

@@ -176,7 +176,19 @@ impl EvmProvider {
         };
         let signer = self.signer(ctx).await?;
         let from = signer.address();
-        let (action, params) = match order_fill(client, &ctx.params, from).await? {
+        let fill = match order_fill(client, &ctx.params, from).await {
+            // A held order outlives a node that does not answer: it is looked at again.
+            Err(e) if held && crate::plan::ctf::transient(&e) => {
+                tracing::warn!(
+                    order_id = ctx.intent_id,
+                    detail = e.detail.as_deref().unwrap_or(""),
+                    "a held order's market could not be read; looking again"
+                );
+                return Ok(waiting("the market could not be read just now"));
+            }
+            other => other?,
+        };
+        let (action, params) = match fill {
             OrderFill::Now { action, params } => (action, params),
             OrderFill::Not(why) if held => return Ok(waiting(&why)),
             OrderFill::Not(why) => {
@@ -429,9 +441,17 @@ impl Provider for EvmProvider {
         let found = async {
             let client = self.client(ctx.chain_id, &ctx.action)?;
             let signer = self.signer(ctx).await?;
-            self.sender
+            let mut found = self
+                .sender
                 .reconcile(client, &signer, &ctx.execution_key, ctx.lease.as_ref())
-                .await
+                .await?;
+            // A bridge found mined after a takeover names its deposit, as when it ran here.
+            if let Some(outcome) = found.as_mut()
+                && ctx.action == "bridge-tokens"
+            {
+                with_deposit(client, outcome).await;
+            }
+            Ok::<_, Error>(found)
         };
         match found.await {
             Ok(None) => Reconciled::NotSent,

@@ -259,6 +259,15 @@ async fn across_spokes_and_the_devnet_relayer_fill_wait_and_refund() {
     assert_eq!(status, 200, "{body}");
     assert!(body["txHash"].is_string(), "{body}");
     assert_eq!(devnet.balance(devnet.usdc(), who).await, before);
+    // Once: a second refund of the same deposit is refused and pays nothing.
+    let (status, body) = control(
+        &c.relayer,
+        "/refund",
+        json!({"chainId": 84532, "depositId": expiring.depositId.to_string()}),
+    )
+    .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(devnet.balance(devnet.usdc(), who).await, before);
     assert_eq!(peer_balance().await, start_peer + U256::from(99_500_000u64));
 }
 

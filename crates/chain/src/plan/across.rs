@@ -533,7 +533,9 @@ async fn refund_of(
         let e = IAcrossSpokePool::ExecutedRelayerRefundRoot::decode_log(&l.inner)
             .ok()?
             .data;
-        let pays = e.l2TokenAddress == token
+        // A deferred refund paid nothing yet.
+        let pays = !e.deferredRefunds
+            && e.l2TokenAddress == token
             && e.refundAddresses
                 .iter()
                 .zip(&e.refundAmounts)

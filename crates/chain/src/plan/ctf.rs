@@ -701,6 +701,12 @@ pub async fn closed(client: &ChainClient, params: &Value) -> Result<Option<Strin
     })
 }
 
+/// Whether an error is the node not answering (worth a later look), not the chain's answer (a
+/// revert is the chain's answer).
+pub fn transient(e: &Error) -> bool {
+    e.code == ErrorCode::NotAvailable && e.detail.as_deref().is_some_and(|d| !d.contains("revert"))
+}
+
 /// How an order (`place-prediction-order`) fills against the market maker now.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OrderFill {
@@ -770,8 +776,10 @@ pub async fn order_fill(
     // Whether `x` of the collateral fills at or better than the price: the shares a buy of `x`
     // gets are worth at least `x` at the price; the shares a sell of `x` takes are worth at most
     // `x` at it, and the signer holds them.
+    // A quote the market maker refuses (a sell beyond its pool reverts) does not fill; a node that
+    // does not answer is an error, not "nothing fills".
     let fills = |x: U256| async move {
-        match buy {
+        let quoted = match buy {
             true => view(
                 client,
                 m.address,
@@ -781,8 +789,7 @@ pub async fn order_fill(
                 },
             )
             .await
-            .map(|shares| shares.saturating_mul(price) >= x.saturating_mul(one))
-            .unwrap_or(false),
+            .map(|shares| shares.saturating_mul(price) >= x.saturating_mul(one)),
             false => view(
                 client,
                 m.address,
@@ -792,11 +799,14 @@ pub async fn order_fill(
                 },
             )
             .await
-            .map(|shares| shares.saturating_mul(price) <= x.saturating_mul(one) && shares <= held)
-            .unwrap_or(false),
+            .map(|shares| shares.saturating_mul(price) <= x.saturating_mul(one) && shares <= held),
+        };
+        match quoted {
+            Err(e) if transient(&e) => Err(e),
+            other => Ok(other.unwrap_or(false)),
         }
     };
-    let amount = if fills(notional).await {
+    let amount = if fills(notional).await? {
         notional
     } else if terms.order_type.whole() {
         return Ok(OrderFill::Not(format!(
@@ -811,7 +821,7 @@ pub async fn order_fill(
         let (mut lo, mut hi) = (U256::ZERO, notional);
         while hi - lo > U256::from(1u64) {
             let mid = (lo + hi) / U256::from(2u64);
-            if fills(mid).await {
+            if fills(mid).await? {
                 lo = mid;
             } else {
                 hi = mid;
@@ -819,8 +829,12 @@ pub async fn order_fill(
         }
         lo
     };
-    // The shares at the price: the fewest a buy takes, the most a sell gives.
-    let shares = amount.saturating_mul(one) / price;
+    // The shares at the price: the fewest a buy takes (rounded up, so its average price is never
+    // above the limit), the most a sell gives (rounded down, so never below it).
+    let shares = match buy {
+        true => amount.saturating_mul(one).div_ceil(price),
+        false => amount.saturating_mul(one) / price,
+    };
     if amount.is_zero() || shares.is_zero() {
         return Ok(OrderFill::Not(format!(
             "nothing of outcome {i} {} at {} {} or better now",
