@@ -133,16 +133,12 @@ impl EvmProvider {
                         || plan(client, &self.prices, &ctx.action, &ctx.params, from),
                     )
                     .await;
-                if ctx.action == "bridge-tokens" {
-                    with_deposit(client, &mut outcome).await;
-                }
+                with_deposit(&ctx.action, client, &mut outcome).await;
                 Ok(outcome)
             }
             Lane::ExecuteIntent => {
                 let mut outcome = self.delegated(ctx, client).await?;
-                if ctx.action == "bridge-tokens" {
-                    with_deposit(client, &mut outcome).await;
-                }
+                with_deposit(&ctx.action, client, &mut outcome).await;
                 Ok(outcome)
             }
             Lane::BuildTx => Err(Error::new(
@@ -305,8 +301,11 @@ impl EvmProvider {
 }
 
 /// A bridge's execution result names its deposit, read from the mined deposit's receipt:
-/// `data.bridge {depositId, fromChain, toChain, outputAmount, fillDeadline}`.
-async fn with_deposit(client: &ChainClient, outcome: &mut ExecutionOutcome) {
+/// `data.bridge {depositId, fromChain, toChain, outputAmount, fillDeadline}` (other actions: as is).
+async fn with_deposit(action: &str, client: &ChainClient, outcome: &mut ExecutionOutcome) {
+    if action != across::BRIDGE {
+        return;
+    }
     let Some(hash) = outcome
         .tx_hash
         .as_deref()
@@ -376,7 +375,7 @@ impl Provider for EvmProvider {
         data: &serde_json::Value,
     ) -> Result<Option<serde_json::Value>, Error> {
         let deposit = &data["bridge"]["depositId"];
-        if action != "bridge-tokens" || deposit.is_null() {
+        if action != across::BRIDGE || deposit.is_null() {
             return Ok(None);
         }
         let client = self.client(chain_id, action)?;
@@ -416,7 +415,7 @@ impl Provider for EvmProvider {
         // A bridge's destination must be a chain this gateway reads (its fill is tracked there).
         let to = check
             .params
-            .filter(|_| check.actions.contains(&"bridge-tokens"))
+            .filter(|_| check.actions.contains(&across::BRIDGE))
             .and_then(|p| p.get("toChainId"))
             .and_then(serde_json::Value::as_u64);
         if let Some(to) = to
@@ -446,10 +445,8 @@ impl Provider for EvmProvider {
                 .reconcile(client, &signer, &ctx.execution_key, ctx.lease.as_ref())
                 .await?;
             // A bridge found mined after a takeover names its deposit, as when it ran here.
-            if let Some(outcome) = found.as_mut()
-                && ctx.action == "bridge-tokens"
-            {
-                with_deposit(client, outcome).await;
+            if let Some(outcome) = found.as_mut() {
+                with_deposit(&ctx.action, client, outcome).await;
             }
             Ok::<_, Error>(found)
         };

@@ -7,22 +7,10 @@
 
 mod common;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use common::Gateway;
 
-async fn post(url: String, body: Value) -> (u16, Value) {
-    let r = reqwest::Client::new()
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .expect("the gateway answers");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-/// A read through REST: submitted under `key`, polled until it ends; its first result's data.
 #[tokio::test]
 async fn rest_mcp_and_the_cli_agree_on_lending_and_earn() {
     let devnet = actiongate_testkit::devnet::DevnetProcess::start();
@@ -42,44 +30,24 @@ async fn rest_mcp_and_the_cli_agree_on_lending_and_earn() {
         .await;
 
     // A supply of 0.1 ETH from each surface, each confirmed.
-    let (code, cli) = g.json(
-        &[
-            "run",
+    let ((code, cli), (status, rest), via_mcp) = g
+        .execute_everywhere(
+            &key,
             "supply-lending",
-            "--direct",
-            "--chain-id",
-            "84532",
-            "--param",
-            "asset=ETH",
-            "--param",
-            "amount=0.1",
-            "--idempotency-key",
-            "s-cli",
-            "--confirm-writes",
-        ],
-        &[],
-    );
+            json!({"asset": "ETH", "amount": "0.1"}),
+            &["asset=ETH", "amount=0.1"],
+            "s",
+        )
+        .await;
     assert_eq!(
         (code, cli["data"]["status"].clone()),
         (0, json!("confirmed")),
         "{cli}"
     );
-    let (status, rest) = post(
-        format!("{}/api/v1/agent/execute", g.url),
-        json!({"agentApiKey": key, "action": "supply-lending", "chainId": 84532,
-               "idempotencyKey": "s-rest", "params": {"asset": "ETH", "amount": "0.1"}}),
-    )
-    .await;
     assert_eq!(
         (status, rest["data"]["status"].clone()),
         (200, json!("confirmed")),
         "{rest}"
-    );
-    let via_mcp = g.mcp(
-        &key,
-        "walletExecute",
-        json!({"action": "supply-lending", "chainId": 84532, "idempotencyKey": "s-mcp",
-               "params": {"asset": "ETH", "amount": "0.1"}}),
     );
     assert_eq!(
         (
@@ -101,44 +69,24 @@ async fn rest_mcp_and_the_cli_agree_on_lending_and_earn() {
 
     // A borrow the policy's health factor refuses (900 USD against 0.3 WETH's 747 USD weighted):
     // the same code and message everywhere, and preflight names the check.
-    let (code, cli) = g.json(
-        &[
-            "run",
+    let ((code, cli), (status, rest), via_mcp) = g
+        .execute_everywhere(
+            &key,
             "borrow",
-            "--direct",
-            "--chain-id",
-            "84532",
-            "--param",
-            "asset=USDC",
-            "--param",
-            "amount=900",
-            "--idempotency-key",
-            "b-cli",
-            "--confirm-writes",
-        ],
-        &[],
-    );
+            json!({"asset": "USDC", "amount": "900"}),
+            &["asset=USDC", "amount=900"],
+            "b",
+        )
+        .await;
     assert_eq!(
         (code, cli["code"].clone()),
         (2, json!("POLICY_HEALTH_FACTOR")),
         "{cli}"
     );
-    let (status, rest) = post(
-        format!("{}/api/v1/agent/execute", g.url),
-        json!({"agentApiKey": key, "action": "borrow", "chainId": 84532,
-               "idempotencyKey": "b-rest", "params": {"asset": "USDC", "amount": "900"}}),
-    )
-    .await;
     assert_eq!(
         (status, rest["code"].clone()),
         (403, json!("POLICY_HEALTH_FACTOR")),
         "{rest}"
-    );
-    let via_mcp = g.mcp(
-        &key,
-        "walletExecute",
-        json!({"action": "borrow", "chainId": 84532, "idempotencyKey": "b-mcp",
-               "params": {"asset": "USDC", "amount": "900"}}),
     );
     assert_eq!(
         (

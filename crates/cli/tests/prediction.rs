@@ -140,6 +140,7 @@ async fn rest_mcp_and_the_cli_agree_on_prediction_orders() {
         json!("NOT_FOUND"),
         "{via_mcp}"
     );
+    assert!(rest["message"].is_string(), "{rest}");
     assert_eq!(via_mcp["structuredContent"]["message"], rest["message"]);
 
     // Each surface cancels one order, and the listing says so everywhere.
@@ -155,6 +156,8 @@ async fn rest_mcp_and_the_cli_agree_on_prediction_orders() {
             )
             .await;
         // The first surface cancels it; the other two answer the same cancelled order.
+        assert_eq!((code, status), (0, 200), "{cli} {rest}");
+        assert_eq!(via_mcp["isError"], json!(false), "{via_mcp}");
         for data in [
             &cli["data"],
             &rest["data"],

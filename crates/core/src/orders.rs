@@ -17,6 +17,7 @@
 use actiongate_api_types::ErrorCode;
 use serde_json::{Value, json};
 
+use crate::acceptance::counted_usage;
 use crate::clock::{from_millis, rfc3339};
 use crate::error::{Error, Result};
 use crate::ledger::day_of;
@@ -226,13 +227,12 @@ pub fn releases_daily_share(code: ErrorCode) -> bool {
 }
 
 /// The daily usage an order of `intent` gives back when it ends without a fill: (the UTC day it
-/// was counted on, the micro-dollars counted).
+/// was counted on, the micro-dollars its acceptance counted, [`counted_usage`]).
 pub fn daily_share(intent: &IntentRecord) -> (i64, i64) {
+    let users = usize::try_from(intent.total.max(1)).unwrap_or(usize::MAX);
     (
         day_of(intent.created_at),
-        intent
-            .amount_micros
-            .saturating_mul(i64::from(intent.total.max(1))),
+        counted_usage(intent.amount_micros, users),
     )
 }
 

@@ -8,10 +8,8 @@
 
 mod common;
 
-use alloy::network::EthereumWallet;
 use alloy::primitives::{Address, B256, Bytes, U256};
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
-use alloy::signers::local::PrivateKeySigner;
 use serde_json::{Value, json};
 
 use common::*;
@@ -38,11 +36,6 @@ alloy::sol! {
         function fillStatuses(bytes32) external view returns (uint256);
         function pauseDeposits(bool pause) external;
         event FundsDeposited(bytes32 inputToken, bytes32 outputToken, uint256 inputAmount, uint256 outputAmount, uint256 indexed destinationChainId, uint256 indexed depositId, uint32 quoteTimestamp, uint32 fillDeadline, uint32 exclusivityDeadline, bytes32 indexed depositor, bytes32 recipient, bytes32 exclusiveRelayer, bytes message);
-    }
-    #[sol(rpc)]
-    interface IToken {
-        function approve(address spender, uint256 amount) external returns (bool);
-        function balanceOf(address owner) external view returns (uint256);
     }
 }
 
@@ -107,13 +100,9 @@ async fn deposit(
     output: U256,
     deadline_in: u32,
 ) -> ISpoke::V3RelayData {
-    let (who, key) = devnet.account(from);
-    let signer: PrivateKeySigner = key.parse().expect("a devnet key");
-    let wallet = ProviderBuilder::new()
-        .wallet(EthereumWallet::from(signer))
-        .connect_http(devnet.url.parse().expect("the devnet URL"))
-        .erased();
-    IToken::new(devnet.usdc(), &wallet)
+    let (who, _) = devnet.account(from);
+    let wallet = devnet.wallet(from);
+    IERC20::new(devnet.usdc(), &wallet)
         .approve(c.home_spoke, amount)
         .send()
         .await
@@ -194,7 +183,7 @@ async fn across_spokes_and_the_devnet_relayer_fill_wait_and_refund() {
     let c = chains(&devnet);
     let (who, _) = devnet.account(3);
     let peer_balance = || async {
-        IToken::new(c.peer_usdc, &c.peer)
+        IERC20::new(c.peer_usdc, &c.peer)
             .balanceOf(who)
             .call()
             .await
@@ -271,20 +260,9 @@ async fn across_spokes_and_the_devnet_relayer_fill_wait_and_refund() {
     assert_eq!(peer_balance().await, start_peer + U256::from(99_500_000u64));
 }
 
-/// A read for the agent under its own idempotency key (a fresh reading each time): its first
-/// result.
-async fn read_keyed(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &str) -> Value {
-    let (_, intent) = post(
-        format!("{}/api/v1/agent/execute-intent", gw.url),
-        json!({"agentApiKey": agent.key, "action": action, "chainId": 84532, "params": params,
-               "idempotencyKey": key}),
-    )
-    .await;
-    let id = intent["intentId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{intent}"))
-        .to_owned();
-    wait_intent(gw, agent, &id, 20).await["results"][0].clone()
+/// A read under its own idempotency key (a fresh reading each time): its first result.
+async fn read_first(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &str) -> Value {
+    read_keyed(gw, agent, action, params, key).await["results"][0].clone()
 }
 
 #[tokio::test]
@@ -314,7 +292,7 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         )
         .await;
     let on_peer = || async {
-        IToken::new(c.peer_usdc, &c.peer)
+        IERC20::new(c.peer_usdc, &c.peer)
             .balanceOf(agent.address)
             .call()
             .await
@@ -325,11 +303,11 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         reads += 1;
         let key = format!("status-{reads}");
         let (gw, agent) = (&gw, &agent);
-        async move { read_keyed(gw, agent, "check-bridge-status", params, &key).await }
+        async move { read_first(gw, agent, "check-bridge-status", params, &key).await }
     };
 
     // The quote: 100 USDC less the route's 5 bps.
-    let quoted = read_keyed(
+    let quoted = read_first(
         &gw,
         &agent,
         "get-bridge-quote",
@@ -361,7 +339,7 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         ),
         "{quoted}"
     );
-    let refused = read_keyed(
+    let refused = read_first(
         &gw,
         &agent,
         "get-bridge-quote",
@@ -510,7 +488,7 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         Some(c.home_spoke.to_string().to_ascii_lowercase()),
         "{built}"
     );
-    let user_before = IToken::new(c.peer_usdc, &c.peer)
+    let user_before = IERC20::new(c.peer_usdc, &c.peer)
         .balanceOf(user)
         .call()
         .await
@@ -533,7 +511,7 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
     assert_eq!(
-        IToken::new(c.peer_usdc, &c.peer)
+        IERC20::new(c.peer_usdc, &c.peer)
             .balanceOf(user)
             .call()
             .await
@@ -646,7 +624,7 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         }
     };
     // The routes the spokes serve, both ways; a paused spoke's route is listed as unavailable.
-    let listed = read_keyed(&gw, &agent, "get-bridge-tokens", json!({}), "routes-1").await;
+    let listed = read_first(&gw, &agent, "get-bridge-tokens", json!({}), "routes-1").await;
     let routes: Vec<(Value, Value, Value)> = listed["data"]["routes"]
         .as_array()
         .cloned()
@@ -669,7 +647,7 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         "{listed}"
     );
     pause(true).await;
-    let listed = read_keyed(
+    let listed = read_first(
         &gw,
         &agent,
         "get-bridge-tokens",
@@ -775,7 +753,7 @@ async fn a_fan_out_bridge_pays_each_delegator_on_the_destination_once() {
         let peer = c.peer.clone();
         let token = c.peer_usdc;
         async move {
-            IToken::new(token, &peer)
+            IERC20::new(token, &peer)
                 .balanceOf(who)
                 .call()
                 .await

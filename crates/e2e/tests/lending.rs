@@ -24,11 +24,6 @@ alloy::sol! {
         function supply(address asset, uint256 amount, address onBehalfOf, uint16 referralCode) external;
         function borrow(address asset, uint256 amount, uint256 interestRateMode, uint16 referralCode, address onBehalfOf) external;
     }
-    #[sol(rpc)]
-    interface IApprove {
-        function approve(address spender, uint256 amount) external returns (bool);
-        function transfer(address to, uint256 amount) external returns (bool);
-    }
 }
 
 /// The gas limit of the fixtures' own pool calls: an estimate made in one second and mined in the
@@ -97,7 +92,7 @@ async fn borrower_fixture(devnet: &Devnet, pool: Address) -> Address {
         .get_receipt()
         .await
         .expect("wrapped");
-    IApprove::new(devnet.weth(), &wallet)
+    IERC20::new(devnet.weth(), &wallet)
         .approve(pool, ten_weth)
         .send()
         .await
@@ -803,21 +798,6 @@ async fn borrowing_stays_above_the_policys_health_factor_and_repays_and_withdraw
     );
 }
 
-/// A read for the agent under its own idempotency key (a repeat of the same read within the window
-/// would answer the first): its intent's status body.
-async fn read_keyed(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &str) -> Value {
-    let (_, intent) = post(
-        format!("{}/api/v1/agent/execute-intent", gw.url),
-        json!({"agentApiKey": agent.key, "action": action, "chainId": 84532,
-               "idempotencyKey": key, "params": params}),
-    )
-    .await;
-    let id = intent["intentId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{intent}"));
-    wait_intent(gw, agent, id, 20).await
-}
-
 /// The opportunity ids a discovery read answered, in its order.
 fn ids(read: &Value) -> Vec<String> {
     read["results"][0]["data"]["opportunities"]
@@ -906,7 +886,7 @@ async fn earn_discovery_reads_aave_and_the_vaults_live_and_routes_an_aave_deposi
     );
 
     // The vault earns 1 % in 36.5 days (a donation to it): 10 % a year from its share price.
-    IApprove::new(devnet.usdc(), devnet.wallet(0))
+    IERC20::new(devnet.usdc(), devnet.wallet(0))
         .transfer(vault, usdc(10))
         .send()
         .await
@@ -1276,7 +1256,7 @@ async fn a_fan_out_repays_a_delegators_debt_onchain() {
     // An EIP-7702 EOA that supplied 100 USDC and borrowed 20 against it, straight to the pool.
     let (eoa, eoa_key) = upgraded_eoa(&devnet, &devnet_json).await;
     let wallet = devnet.wallet(4);
-    IApprove::new(devnet.usdc(), &wallet)
+    IERC20::new(devnet.usdc(), &wallet)
         .approve(pool, U256::MAX)
         .send()
         .await

@@ -30,10 +30,6 @@ alloy::sol! {
         function buy(uint256 investmentAmount, uint256 outcomeIndex, uint256 minOutcomeTokensToBuy) external;
         event FPMMBuy(address indexed buyer, uint256 investmentAmount, uint256 feeAmount, uint256 indexed outcomeIndex, uint256 outcomeTokensBought);
     }
-    #[sol(rpc)]
-    interface IApprove {
-        function approve(address spender, uint256 amount) external returns (bool);
-    }
 }
 
 fn decimal(v: &Value) -> f64 {
@@ -338,7 +334,7 @@ async fn buy_no(devnet: &Devnet, market: Address, amount: u64) {
         )
         .await;
     let whale = devnet.wallet(7);
-    IApprove::new(devnet.usdc(), &whale)
+    IERC20::new(devnet.usdc(), &whale)
         .approve(market, usdc(amount))
         .send()
         .await

@@ -195,7 +195,7 @@ pub(crate) fn action_scope(action: &str, settings: &ChainSettings) -> Result<Sco
             )
         }
         // The origin's Across spoke, and the listed tokens for the approval.
-        "bridge-tokens" => (
+        crate::plan::across::BRIDGE => (
             [vec![contract(crate::plan::across::SPOKE)?], tokens].concat(),
             vec![
                 approve,

@@ -28,6 +28,8 @@ use crate::client::{ChainClient, ChainClients};
 pub const SPOKE: &str = "AcrossSpokePool";
 /// The provider id of the family.
 pub const PROVIDER: &str = "across";
+/// The write that bridges.
+pub const BRIDGE: &str = "bridge-tokens";
 /// How long after its quote a deposit may be filled (the spoke allows up to its
 /// `fillDeadlineBuffer`, six hours as Across deploys it).
 pub const FILL_WINDOW_SECS: u64 = 3600;

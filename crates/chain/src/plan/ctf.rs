@@ -22,7 +22,7 @@ use crate::client::ChainClient;
 pub const CONDITIONAL_TOKENS: &str = "ConditionalTokens";
 pub const FACTORY: &str = "FPMMFactory";
 /// The provider id of the family.
-pub const PROVIDER: &str = "ctf-amm";
+pub const PROVIDER: &str = actiongate_core::orders::VENUE;
 
 /// The default slippage of a buy or a sell when neither bound nor `slippageBps` is given.
 const DEFAULT_SLIPPAGE_BPS: u64 = 100;
@@ -857,7 +857,7 @@ pub async fn order_fill(
 }
 
 /// What a buy of the market the params name needs of the collateral that `holder` lacks now:
-/// (holder's balance, what it needs, symbol, decimals), `None` when it has it or the params name no
+/// (holder's balance, what it needs, symbol), `None` when it has it or the params name no
 /// buy of a market of the factory.
 pub async fn collateral_short(
     client: &ChainClient,
@@ -866,8 +866,8 @@ pub async fn collateral_short(
     holder: Address,
 ) -> Result<Option<(String, String, String)>, Error> {
     let needed_text = match action {
-        "buy-prediction-outcome" => opt_str_owned(params, "amount"),
-        "place-prediction-order" if super::opt_str(params, "side") == Some("buy") => {
+        "buy-prediction-outcome" => super::opt_str(params, "amount").map(str::to_owned),
+        actiongate_core::orders::PLACE if super::opt_str(params, "side") == Some("buy") => {
             actiongate_core::orders::notional(params).ok()
         }
         _ => None,
@@ -895,8 +895,4 @@ pub async fn collateral_short(
             s.symbol.clone(),
         )
     }))
-}
-
-fn opt_str_owned(params: &Value, field: &str) -> Option<String> {
-    super::opt_str(params, field).map(str::to_owned)
 }

@@ -411,7 +411,7 @@ pub async fn plan(
         }
         "swap" => plan_swap(client, params, signer).await,
         "supply-lending" => aave::plan_supply(client, params, signer).await,
-        "bridge-tokens" => across::plan_bridge(client, params, signer).await,
+        across::BRIDGE => across::plan_bridge(client, params, signer).await,
         "buy-prediction-outcome" => ctf::plan_buy(client, params, signer).await,
         "sell-prediction-outcome" => ctf::plan_sell(client, params, signer).await,
         "redeem-prediction-positions" => ctf::plan_redeem(client, params, signer).await,
@@ -689,10 +689,10 @@ pub fn runs_on(action: &str, client: &ChainClient) -> bool {
         "buy-prediction-outcome"
         | "sell-prediction-outcome"
         | "redeem-prediction-positions"
-        | "place-prediction-order"
+        | actiongate_core::orders::PLACE
         | "get-prediction-markets"
         | "get-prediction-positions" => ctf::configured(client),
-        "bridge-tokens" | "get-bridge-quote" | "check-bridge-status" | "get-bridge-tokens" => {
+        across::BRIDGE | "get-bridge-quote" | "check-bridge-status" | "get-bridge-tokens" => {
             across::configured(client)
         }
         _ => false,
@@ -717,8 +717,8 @@ pub const WRITES: &[&str] = &[
     "buy-prediction-outcome",
     "sell-prediction-outcome",
     "redeem-prediction-positions",
-    "place-prediction-order",
-    "bridge-tokens",
+    actiongate_core::orders::PLACE,
+    across::BRIDGE,
 ];
 pub const READS: &[&str] = &[
     "get-token-balance",

@@ -40,7 +40,7 @@ const REDEMPTION_GAS: u64 = 200_000;
 const PREDICTION_TRADES: &[&str] = &[
     "buy-prediction-outcome",
     "sell-prediction-outcome",
-    "place-prediction-order",
+    actiongate_core::orders::PLACE,
 ];
 
 /// The contract that spends the holder's tokens for `action` (the one an approval is for), when
@@ -51,7 +51,7 @@ fn spenders(client: &ChainClient, check: &VenueCheck<'_>, action: &str) -> Vec<A
         "swap" => named(V2_ROUTER),
         "swap-v3" | "fx-swap" => named(V3_ROUTER),
         "supply-lending" | "repay" => named(super::aave::POOL),
-        "bridge-tokens" => named(super::across::SPOKE),
+        super::across::BRIDGE => named(super::across::SPOKE),
         "deposit-earn-position" => match check.params.map(|p| vault(client, p)) {
             Some(Ok((_, v))) => vec![v],
             Some(Err(_)) => vec![],
@@ -261,7 +261,7 @@ pub async fn readiness(
 
     // A bridge: its route configured, and the origin spoke taking deposits.
     if let Some(p) = check.params
-        && check.actions.contains(&"bridge-tokens")
+        && check.actions.contains(&super::across::BRIDGE)
     {
         reasons.extend(
             super::across::blockers(client, p)

@@ -199,19 +199,12 @@ impl Gateway {
             .await
             .expect("the gateway answers");
         assert_eq!(r.status().as_u16(), 200);
-        let funded: Value = reqwest::Client::new()
-            .post(rpc_url)
-            .json(
-                &json!({"jsonrpc": "2.0", "id": 1, "method": "anvil_setBalance",
-                          "params": [address, "0xde0b6b3a7640000"]}),
-            )
-            .send()
-            .await
-            .expect("anvil answers")
-            .json()
-            .await
-            .unwrap_or(Value::Null);
-        assert!(funded.get("error").is_none(), "{funded}");
+        rpc(
+            rpc_url,
+            "anvil_setBalance",
+            json!([address, "0xde0b6b3a7640000"]),
+        )
+        .await;
         // 10,000 credits, granted as an operator does (`actiongate admin grant-credits` on the
         // gateway's own database), so the test is not bound by the free daily requests.
         let me: Value = reqwest::Client::new()
@@ -341,6 +334,11 @@ impl Gateway {
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
+        assert_ne!(
+            rest["status"],
+            json!("queued"),
+            "the read {action} did not end: {rest}"
+        );
         let via_mcp = self.mcp(
             key,
             "agentRun",

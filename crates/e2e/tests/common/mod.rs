@@ -25,6 +25,7 @@ sol! {
     interface IERC20 {
         function balanceOf(address owner) external view returns (uint256);
         function transfer(address to, uint256 amount) external returns (bool);
+        function approve(address spender, uint256 amount) external returns (bool);
     }
     #[sol(rpc)]
     interface IWETH {
@@ -425,11 +426,34 @@ pub async fn execute_stating(
 
 /// Submits a read for the agent itself on the devnet's chain and waits for its intent to end.
 pub async fn read_for(gw: &Gateway, agent: &Agent, action: &str, params: Value) -> Value {
-    let (_, intent) = post(
-        format!("{}/api/v1/agent/execute-intent", gw.url),
-        json!({"agentApiKey": agent.key, "action": action, "chainId": 84532, "params": params}),
-    )
-    .await;
+    read_with(gw, agent, action, params, None).await
+}
+
+/// [`read_for`] under its own idempotency key: a fresh reading each time (a read repeated within the
+/// derived key's window answers the first reading).
+pub async fn read_keyed(
+    gw: &Gateway,
+    agent: &Agent,
+    action: &str,
+    params: Value,
+    key: &str,
+) -> Value {
+    read_with(gw, agent, action, params, Some(key)).await
+}
+
+async fn read_with(
+    gw: &Gateway,
+    agent: &Agent,
+    action: &str,
+    params: Value,
+    key: Option<&str>,
+) -> Value {
+    let mut body =
+        json!({"agentApiKey": agent.key, "action": action, "chainId": 84532, "params": params});
+    if let Some(key) = key {
+        body["idempotencyKey"] = json!(key);
+    }
+    let (_, intent) = post(format!("{}/api/v1/agent/execute-intent", gw.url), body).await;
     let id = intent["intentId"]
         .as_str()
         .unwrap_or_else(|| panic!("{intent}"))

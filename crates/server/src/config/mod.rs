@@ -804,7 +804,7 @@ fn intent_settings(
     Ok(())
 }
 
-/// `[evm]`: timeouts, retries, rate limit and fee bumps of every chain client.
+/// `[earn]`: how the ERC-4626 vaults' share prices are sampled for their APR.
 fn earn_options(e: &EarnSection) -> Result<actiongate_chain::EarnOptions, ConfigError> {
     let d = actiongate_chain::EarnOptions::default();
     let secs = |v: Option<u64>, default: std::time::Duration, key: &str| match v {
@@ -821,6 +821,7 @@ fn earn_options(e: &EarnSection) -> Result<actiongate_chain::EarnOptions, Config
     })
 }
 
+/// `[evm]`: timeouts, retries, rate limit and fee bumps of every chain client.
 fn evm_options(evm: &EvmSection) -> actiongate_chain::ChainOptions {
     let d = actiongate_chain::ChainOptions::default();
     let secs = |v: Option<u64>, default: std::time::Duration| {

@@ -348,7 +348,7 @@ pub static TOOLS: &[ToolSpec] = &[
         tool: ToolName::GetVenueReadiness,
         description: "Check a venue before a trade, deposit or order: ready, and blockingReasons, each with a code \
             (GAS_SHORT, BALANCE_SHORT, APPROVAL_REQUIRED, DELEGATION_MISSING, PRICE_UNAVAILABLE, VENUE_PAUSED, \
-            CREDENTIALS_MISSING, CREDITS_SHORT, CHAIN_NOT_CONFIGURED, VENUE_UNAVAILABLE), a message and a fix. The \
+            CREDENTIALS_MISSING, CREDITS_SHORT, CHAIN_NOT_CONFIGURED, VENUE_UNAVAILABLE, HEALTH_FACTOR_LOW), a message and a fix. The \
             venue is a providerId of the catalog. When blockingReasons is not empty, do not proceed: tell the user \
             the fix. A write submitted while the chain blocks its venue (gas, balance, a pause) is refused with \
             VENUE_NOT_READY; credits, delegations and prices keep their own refusal codes.",
