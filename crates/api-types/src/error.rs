@@ -82,6 +82,9 @@ error_codes! {
     OrderNotOpen = "ORDER_NOT_OPEN", 409, Conflict, "The prediction order is not open any more (filled, expired, failed, or being filled now): nothing was cancelled; the message says its state.";
     OrderCancelled = "ORDER_CANCELLED", 409, Conflict, "A held prediction order's end: its agent cancelled it before it filled; its daily-limit share and credits were released.";
     OrderExpired = "ORDER_EXPIRED", 409, Conflict, "A held GTD prediction order's end: its expiration passed before it filled; its daily-limit share and credits were released.";
+    ApprovalNotPending = "APPROVAL_NOT_PENDING", 409, Conflict, "The intent's approval is not pending any more (approved, rejected or expired): nothing changed; the message says its state.";
+    ApprovalRejected = "APPROVAL_REJECTED", 409, Conflict, "An intent's end: its owner rejected it before it ran; nothing was sent, its daily-limit share and credits were released.";
+    ApprovalExpired = "APPROVAL_EXPIRED", 409, Conflict, "An intent's end: its owner did not approve it within the approval time; nothing was sent, its daily-limit share and credits were released.";
     PersonhoodDepositReceiptAlreadyUsed = "PERSONHOOD_DEPOSIT_RECEIPT_ALREADY_USED", 409, PersonhoodRejected, "The deposit receipt was consumed before.";
     PaymentAlreadyUsed = "PAYMENT_ALREADY_USED", 409, Conflict, "The payment transaction already paid an invoice.";
     WalletLinkInvalid = "WALLET_LINK_INVALID", 409, Conflict, "No open sign-in message matches: it expired, was used, or was issued to another account.";

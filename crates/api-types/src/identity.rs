@@ -126,6 +126,10 @@ pub struct PolicyRequest {
     /// 100); the server's default (1.5) when omitted.
     #[serde(default)]
     pub min_health_factor: Option<f64>,
+    /// A write the gateway prices above this many USD waits for the owner's approval (null or
+    /// omitted: never).
+    #[serde(default)]
+    pub approval_above_usd: Option<f64>,
 }
 
 /// `data` of the policy routes.
@@ -137,5 +141,6 @@ pub struct PolicyView {
     pub daily_limit_usd: f64,
     pub max_amount_usd_per_action: Option<f64>,
     pub min_health_factor: f64,
+    pub approval_above_usd: Option<f64>,
     pub updated_at: String,
 }

@@ -66,6 +66,61 @@ pub struct Intent {
     /// Number of executions that have ended.
     pub executed: u64,
     pub results: Vec<IntentResult>,
+    /// Present when the intent needed its owner's approval (its amount above the policy's
+    /// `approvalAboveUsd`): it runs only once approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<IntentApproval>,
+}
+
+/// An intent's approval by its owner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IntentApproval {
+    /// pending, approved, rejected or expired.
+    pub state: String,
+    pub requested_at: String,
+    /// Past it, a pending approval ends `expired` and the intent `failed` (APPROVAL_EXPIRED).
+    pub expires_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
+    /// The owner's reason for a rejection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One intent in the owner's approval queue (`GET /api/v1/approvals`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalItem {
+    pub intent_id: String,
+    pub agent_id: String,
+    pub action: String,
+    /// execute (the agent's wallet) or executeIntent (fan-out to delegated users).
+    pub lane: String,
+    pub chain_id: u64,
+    #[schema(value_type = Object)]
+    pub params: serde_json::Value,
+    /// What the gateway priced one execution at, in USD (what the threshold compares).
+    pub amount_usd: f64,
+    /// The intent's status: queued while pending or approved and running, then completed or failed.
+    pub status: String,
+    pub approval: IntentApproval,
+}
+
+/// `data` of `GET /api/v1/approvals`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalList {
+    pub approvals: Vec<ApprovalItem>,
+}
+
+/// Body of `POST /api/v1/approvals/{intentId}/reject`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RejectRequest {
+    /// Shown to the agent in the intent's failure message (at most 500 characters).
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// `data` of `POST /api/v1/agent/execute` (direct execution from the agent's wallet).
@@ -78,12 +133,16 @@ pub struct DirectExecution {
     pub tx_hash: Option<String>,
     pub chain_id: u64,
     pub wallet_address: String,
-    /// confirmed, reverted or pending.
+    /// confirmed, reverted or pending (sent and not mined yet, or waiting for the owner's approval).
     pub status: String,
     /// For a read: what was read.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub data: Option<serde_json::Value>,
+    /// Present when the execution waits for its owner's approval (answered 202): nothing was sent;
+    /// the intent id tells the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<IntentApproval>,
 }
 
 /// `data` of `GET /api/v1/agent/credits/balance`.

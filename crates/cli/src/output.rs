@@ -24,6 +24,9 @@ pub enum Outcome {
     },
     /// Anything else.
     Failed { code: &'static str, message: String },
+    /// Success whose output was the data itself, written to stdout as it came (an export):
+    /// nothing more is printed, with or without `--json`.
+    Streamed,
 }
 
 impl Outcome {
@@ -96,6 +99,7 @@ impl Outcome {
                 }
                 ExitCode::from(2)
             }
+            Outcome::Streamed => ExitCode::SUCCESS,
             Outcome::Failed { code, message } => {
                 if json_mode {
                     println!(

@@ -1,7 +1,7 @@
 //! What an owner calls: sign-in by e-mail, the session, agents and their keys and policies, linking
 //! a paying wallet.
 
-use actiongate_api_types::Health;
+use actiongate_api_types::audit::AuditVerify;
 use actiongate_api_types::credits::{
     WalletLinkBegin, WalletLinkChallenge, WalletLinkRequest, WalletLinked,
 };
@@ -9,9 +9,11 @@ use actiongate_api_types::identity::{
     AgentKeyIssued, AgentListResponse, CreateAgentRequest, EmailCompleteRequest,
     EmailCompleteResponse, EmailStartRequest, EmailStartResponse, PolicyRequest, PolicyView,
 };
+use actiongate_api_types::intents::{ApprovalItem, ApprovalList, RejectRequest};
+use actiongate_api_types::{ErrorBody, Health};
 
 use crate::routes::{self, Route};
-use crate::{As, Client, NONE, Result};
+use crate::{As, Client, ClientError, NONE, Result};
 
 impl Client {
     pub async fn email_start(&self, email: &str) -> Result<EmailStartResponse> {
@@ -71,6 +73,85 @@ impl Client {
     ) -> Result<PolicyView> {
         self.on_agent(routes::POLICY_PUT, session, agent_id, Some(req))
             .await
+    }
+
+    /// The account's approvals in `state` (pending when none), newest first.
+    pub async fn approvals(&self, session: &str, state: Option<&str>) -> Result<ApprovalList> {
+        #[derive(serde::Serialize)]
+        struct Query<'a> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            state: Option<&'a str>,
+        }
+        self.call(
+            routes::APPROVALS,
+            As::Owner(session),
+            Some(&Query { state }),
+        )
+        .await
+    }
+
+    /// Approves a pending intent: it runs at once.
+    pub async fn approve(&self, session: &str, intent_id: &str) -> Result<ApprovalItem> {
+        let path = routes::APPROVE.path.replace("{intentId}", intent_id);
+        self.data(self.request(routes::APPROVE, &path, As::Owner(session), NONE))
+            .await
+    }
+
+    /// Rejects a pending intent: it ends failed (APPROVAL_REJECTED), nothing sent.
+    pub async fn reject(
+        &self,
+        session: &str,
+        intent_id: &str,
+        req: &RejectRequest,
+    ) -> Result<ApprovalItem> {
+        let path = routes::REJECT.path.replace("{intentId}", intent_id);
+        self.data(self.request(routes::REJECT, &path, As::Owner(session), Some(req)))
+            .await
+    }
+
+    /// Whether the account's audit chain is intact, and where not.
+    pub async fn audit_verify(&self, session: &str) -> Result<AuditVerify> {
+        self.call(routes::AUDIT_VERIFY, As::Owner(session), NONE)
+            .await
+    }
+
+    /// Streams the account's audit export (`format` jsonl or csv; `from`/`to` RFC 3339) into `out`
+    /// as it arrives; answers the bytes written.
+    pub async fn audit_export(
+        &self,
+        session: &str,
+        query: &[(&str, &str)],
+        out: &mut (dyn std::io::Write + Send),
+    ) -> Result<u64> {
+        let req = self.request(
+            routes::AUDIT_EXPORT,
+            routes::AUDIT_EXPORT.path,
+            As::Owner(session),
+            Some(query),
+        );
+        let mut resp = req.send().await.map_err(|e| {
+            ClientError::Transport(format!("cannot reach the gateway: {}", e.without_url()))
+        })?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            let bytes = resp
+                .bytes()
+                .await
+                .map_err(|e| ClientError::Transport(e.without_url().to_string()))?;
+            return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+                Ok(body) => ClientError::Refused { status, body },
+                Err(_) => ClientError::Transport(format!("the gateway answered HTTP {status}")),
+            });
+        }
+        let mut written = 0u64;
+        while let Some(chunk) = resp.chunk().await.map_err(|e| {
+            ClientError::Transport(format!("the export was cut short: {}", e.without_url()))
+        })? {
+            out.write_all(&chunk)
+                .map_err(|e| ClientError::Transport(format!("cannot write the export: {e}")))?;
+            written += chunk.len() as u64;
+        }
+        Ok(written)
     }
 
     /// The EIP-4361 message for the wallet to sign.

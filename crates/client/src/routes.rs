@@ -50,6 +50,11 @@ routes! {
     ROTATE_KEY = Post "/api/v1/agents/{agentId}/rotate-key";
     POLICY_GET = Get "/api/v1/agents/{agentId}/policy";
     POLICY_PUT = Put "/api/v1/agents/{agentId}/policy";
+    APPROVALS = Get "/api/v1/approvals";
+    APPROVE = Post "/api/v1/approvals/{intentId}/approve";
+    REJECT = Post "/api/v1/approvals/{intentId}/reject";
+    AUDIT_EXPORT = Get "/api/v1/audit";
+    AUDIT_VERIFY = Get "/api/v1/audit/verify";
     EXECUTE_INTENT = Post "/api/v1/agent/execute-intent";
     INTENT_STATUS = Get "/api/v1/agent/execute-intent/status";
     EXECUTE = Post "/api/v1/agent/execute";

@@ -365,6 +365,7 @@ mod tests {
             daily_limit_micros: 100,
             max_per_action_micros: None,
             min_health_factor_bps: 15_000,
+            approval_above_micros: None,
             updated_at: 1,
         }
     }
@@ -399,6 +400,7 @@ mod tests {
             now: NOON,
             key_hash: SecretHash([7; 32]),
             policy: Some(policy()),
+            approval_expires_at: None,
         }
     }
 

@@ -13,6 +13,7 @@ use actiongate_api_types::delegation::{
     DelegationVerified,
 };
 
+use crate::audit::{actor, delegation_event};
 use crate::catalog::{Catalog, Lane};
 use crate::chains::DEFAULT_CHAIN_ID;
 use crate::clock::{Clock, to_millis};
@@ -25,6 +26,7 @@ use crate::settings::Settings;
 use crate::states::{DelegationStatus, ExecutionState};
 use crate::store::{DelegationRecord, Store};
 use actiongate_api_types::intents::ExecuteIntentRequest;
+use serde_json::json;
 
 pub use crate::delegation_chain::{BuildDelegation, DelegationChain, TokenCap, Validated};
 
@@ -235,7 +237,15 @@ impl Delegations {
                 .map(|s| s.saturating_mul(1000)),
             body: Some(body),
         };
-        self.store.put_delegation(&record).await?;
+        let event = delegation_event(
+            &record.agent_id,
+            &record.hash,
+            record.status,
+            &actor::agent(&record.agent_id),
+            now,
+            json!({"delegator": record.delegator, "chainId": record.chain_id, "expiresAt": record.expires_at}),
+        );
+        self.store.put_delegation(&record, &event).await?;
         tracing::info!(agent_id = %agent.agent.id, chain_id, delegation_hash = %v.hash, "delegation activated");
         Ok(DelegationActivated {
             delegation_hash: v.hash,
@@ -332,8 +342,16 @@ impl Delegations {
             status = DelegationStatus::Invalid;
         }
         if status != record.status {
+            let event = delegation_event(
+                &record.agent_id,
+                &record.hash,
+                status,
+                &actor::agent(&record.agent_id),
+                now,
+                json!({"delegator": record.delegator, "foundBy": "verify"}),
+            );
             self.store
-                .set_delegation_status(&record.hash, status, now)
+                .set_delegation_status(&record.hash, status, now, &event)
                 .await?;
         }
         let valid = status == DelegationStatus::Active && checks.iter().all(|c| c.ok);
@@ -387,8 +405,16 @@ impl Delegations {
         if chain.is_disabled(record.chain_id, &record.hash).await? {
             if record.status != DelegationStatus::Revoked {
                 let now = to_millis(self.clock.now());
+                let event = delegation_event(
+                    &record.agent_id,
+                    &record.hash,
+                    DelegationStatus::Revoked,
+                    &actor::agent(&record.agent_id),
+                    now,
+                    json!({"delegator": record.delegator, "foundBy": "revoke"}),
+                );
                 self.store
-                    .set_delegation_status(&record.hash, DelegationStatus::Revoked, now)
+                    .set_delegation_status(&record.hash, DelegationStatus::Revoked, now, &event)
                     .await?;
                 tracing::info!(delegation_hash = %record.hash, "delegation revoked onchain");
             }
@@ -525,9 +551,17 @@ impl Delegations {
                         }
                     }
                 };
+                let event = delegation_event(
+                    &d.agent_id,
+                    &d.hash,
+                    status,
+                    actor::GATEWAY,
+                    now,
+                    json!({"delegator": d.delegator, "foundBy": "sweep"}),
+                );
                 if self
                     .store
-                    .set_delegation_status(&d.hash, status, now)
+                    .set_delegation_status(&d.hash, status, now, &event)
                     .await?
                 {
                     tracing::info!(delegation_hash = %d.hash, %status, "delegation status from the chain");

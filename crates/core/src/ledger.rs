@@ -396,6 +396,7 @@ mod tests {
             total: 1,
             created_at,
             finished_at: None,
+            approval: None,
         }
     }
 

@@ -7,6 +7,8 @@
 //! [`personhood`]) and renders what they answer; a rule lives here once.
 
 pub mod acceptance;
+pub mod approvals;
+pub mod audit;
 pub mod catalog;
 pub mod chains;
 pub mod clock;

@@ -117,6 +117,11 @@ impl IntentRunner {
         self.ended.notified()
     }
 
+    /// Tells waiters that an intent ended here outside the runner (an approval rejected or expired).
+    pub(crate) fn intent_was_ended(&self) {
+        self.ended.notify_waiters();
+    }
+
     /// The lease a read accepted by this process takes at once, when this process runs intents: it
     /// is then given to [`IntentRunner::hand`] and runs without a claim. Should the process die
     /// first, the lease runs out and any process claims the read as usual.
@@ -318,6 +323,10 @@ impl IntentRunner {
 
     /// Runs every execution of a leased intent that has not ended, then ends the intent.
     pub async fn process(&self, intent: IntentRecord) -> Result<()> {
+        if intent.awaits_approval() {
+            // Never claimed so; an approval only the owner can give comes first.
+            return Ok(());
+        }
         let heartbeat = {
             let store = self.store.clone();
             let (id, owner) = (intent.id.clone(), self.owner.clone());
@@ -525,7 +534,19 @@ impl IntentRunner {
             let now = to_millis(self.clock.now());
             match self
                 .store
-                .set_delegation_status(&hash, DelegationStatus::Revoked, now)
+                .set_delegation_status(
+                    &hash,
+                    DelegationStatus::Revoked,
+                    now,
+                    &crate::audit::delegation_event(
+                        &ctx.agent_id,
+                        &hash,
+                        DelegationStatus::Revoked,
+                        crate::audit::actor::GATEWAY,
+                        now,
+                        serde_json::json!({"delegator": ctx.subject.wallet_address, "foundBy": "execution", "intentId": ctx.intent_id}),
+                    ),
+                )
                 .await
             {
                 Ok(_) => tracing::info!(
@@ -655,6 +676,7 @@ impl IntentRunner {
         }
         let finish = finish_of(outcome);
         let now = to_millis(self.clock.now());
+        let event = crate::audit::execution_event(intent, execution, &finish, now);
         if !self
             .store
             .finish_execution(
@@ -663,6 +685,7 @@ impl IntentRunner {
                 &self.owner,
                 &finish,
                 now,
+                &event,
             )
             .await?
         {

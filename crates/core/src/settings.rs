@@ -57,6 +57,8 @@ pub struct Settings {
     pub personhood: PersonhoodSettings,
     /// Rate limits (`[limits]`).
     pub limits: LimitSettings,
+    /// How long an intent waits for its owner's approval (`[approvals] ttl-seconds`).
+    pub approval_ttl: Duration,
 }
 
 impl Default for Settings {
@@ -77,6 +79,7 @@ impl Default for Settings {
             delegation_sweep: Duration::seconds(30),
             personhood: PersonhoodSettings::default(),
             limits: LimitSettings::default(),
+            approval_ttl: Duration::hours(1),
         }
     }
 }

@@ -63,6 +63,17 @@ states! {
     }
 }
 
+states! {
+    /// Where an owner's approval of an intent stands (issue 27): pending until the owner approves or
+    /// rejects it or its time runs out; only a pending approval keeps the runner off the intent.
+    ApprovalState ("approval state") {
+        Pending = "pending",
+        Approved = "approved",
+        Rejected = "rejected",
+        Expired = "expired",
+    }
+}
+
 impl IntentStatus {
     /// Whether the intent has ended: its status will not change again. The one predicate every
     /// surface that waits for an intent uses.

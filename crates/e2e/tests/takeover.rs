@@ -132,17 +132,29 @@ async fn takeover(database_url: String) {
     // Users who delegated to the agent, and credits, written beside the gateway.
     let store = SqlStore::connect(&database_url).await.expect("connect");
     for i in 0..USERS {
+        let hash = format!("0x{:064x}", i + 1);
+        let event = actiongate_core::audit::delegation_event(
+            &agent_id,
+            &hash,
+            actiongate_core::states::DelegationStatus::Active,
+            "owner",
+            0,
+            serde_json::json!({}),
+        );
         store
-            .put_delegation(&DelegationRecord {
-                hash: format!("0x{:064x}", i + 1),
-                agent_id: agent_id.clone(),
-                delegator: format!("0x{:040x}", 0xfeed00 + i),
-                chain_id: 8453,
-                status: actiongate_core::states::DelegationStatus::Active,
-                created_at: i64::try_from(i).unwrap_or(0),
-                expires_at: None,
-                body: None,
-            })
+            .put_delegation(
+                &DelegationRecord {
+                    hash,
+                    agent_id: agent_id.clone(),
+                    delegator: format!("0x{:040x}", 0xfeed00 + i),
+                    chain_id: 8453,
+                    status: actiongate_core::states::DelegationStatus::Active,
+                    created_at: i64::try_from(i).unwrap_or(0),
+                    expires_at: None,
+                    body: None,
+                },
+                &event,
+            )
             .await
             .expect("put delegation");
     }

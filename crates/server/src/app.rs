@@ -283,6 +283,8 @@ impl Application {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let workers = self.gateway.runner().spawn(self.workers, stop_rx.clone());
         let sweep = spawn_delegation_sweep(self.gateway.clone(), stop_rx.clone());
+        let approvals = spawn_approval_sweep(self.gateway.clone(), stop_rx.clone());
+        let audit = spawn_audit_chain(self.gateway.clone(), stop_rx.clone());
         let settlements =
             spawn_settlement_sweep(self.settler.clone(), self.sweep_every, stop_rx.clone());
         let prune = spawn_pruning(self.store.clone(), self.gateway.clone(), stop_rx.clone());
@@ -305,6 +307,8 @@ impl Application {
             let _ = worker.await;
         }
         let _ = sweep.await;
+        let _ = approvals.await;
+        let _ = audit.await;
         let _ = settlements.await;
         let _ = prune.await;
         let _ = upkeep.await;
@@ -387,6 +391,57 @@ fn spawn_delegation_sweep(
             }
             if let Err(e) = gateway.delegations().sweep_delegations().await {
                 tracing::warn!(code = %e.code, detail = e.detail.as_deref().unwrap_or(""), "delegation sweep failed");
+            }
+        }
+    })
+}
+
+/// Moves the audit events every decision wrote into their accounts' chains, every 200 ms (at once
+/// again while there is a backlog), on every process.
+fn spawn_audit_chain(
+    gateway: Arc<Gateway>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while !*stop.borrow() {
+            let more = match gateway.audit().chain().await {
+                Ok(added) => added.len() >= 1000,
+                Err(e) => {
+                    tracing::warn!(code = %e.code, detail = e.detail.as_deref().unwrap_or(""), "audit chaining failed");
+                    false
+                }
+            };
+            if more {
+                continue;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+                _ = stop.changed() => break,
+            }
+        }
+    })
+}
+
+/// Ends the approvals whose time ran out (APPROVAL_EXPIRED), every few seconds on every process
+/// (at least as often as the approval time itself).
+fn spawn_approval_sweep(
+    gateway: Arc<Gateway>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let every = actiongate_core::approvals::SWEEP_EVERY
+            .min(gateway.settings().approval_ttl.unsigned_abs());
+        while !*stop.borrow() {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = stop.changed() => break,
+            }
+            match gateway.approvals().expire_due().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(intents = n, "approvals expired"),
+                Err(e) => {
+                    tracing::warn!(code = %e.code, detail = e.detail.as_deref().unwrap_or(""), "approval sweep failed")
+                }
             }
         }
     })

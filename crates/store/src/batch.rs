@@ -52,9 +52,11 @@ macro_rules! credit_account {
         let mut ledger = CreditLedger::new(accounts);
         let account = ledger.credit(&credit).map_err(err)?;
         let (credits, ledger) = ledger.into_writes();
+        let events = actiongate_core::audit::batch_events(&[], &[], &ledger, credit.at);
         let rows = BatchRows {
             credits,
             ledger,
+            events,
             ..BatchRows::default()
         };
         BatchWriter::write_rows(&mut *$tx, &rows).await?;
@@ -386,6 +388,17 @@ macro_rules! settle_and_accept {
                 }
             }
             (rows.credits, rows.ledger) = ledger.into_writes();
+            let ended: Vec<_> = rows
+                .finished
+                .iter()
+                .filter_map(|(id, status)| intents.get(*id).map(|(i, _)| (i, *status)))
+                .collect();
+            rows.events = actiongate_core::audit::batch_events(
+                &rows.accepted.intents,
+                &ended,
+                &rows.ledger,
+                now,
+            );
             BatchWriter::write_rows(&mut *$tx, &rows).await?;
             Ok(std::mem::take(&mut rows.accepted.outcomes))
         }

@@ -1,12 +1,12 @@
 //! ERC-7710 delegations to agents.
 
 use actiongate_core::states::DelegationStatus;
-use actiongate_core::store::{DelegationRecord, DelegationStore, StoreError};
+use actiongate_core::store::{AuditEvent, DelegationRecord, DelegationStore, StoreError};
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteConnection;
 
 use crate::error::{closed, err};
-use crate::{Backend, SqlStore};
+use crate::{Backend, Dialect, SqlStore};
 
 macro_rules! delegation_columns {
     () => {
@@ -16,27 +16,38 @@ macro_rules! delegation_columns {
 
 #[async_trait]
 impl DelegationStore for SqlStore {
-    async fn put_delegation(&self, d: &DelegationRecord) -> Result<(), StoreError> {
+    async fn put_delegation(
+        &self,
+        d: &DelegationRecord,
+        event: &AuditEvent,
+    ) -> Result<(), StoreError> {
         let chain = i64::try_from(d.chain_id).map_err(err)?;
-        on_writer!(self, pool => sqlx::query(
-            "INSERT INTO delegations (hash, agent_id, delegator, chain_id, status, created_at, expires_at, body, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $6)
-             ON CONFLICT (hash) DO UPDATE SET status = excluded.status, expires_at = excluded.expires_at,
-                 body = COALESCE(excluded.body, delegations.body), updated_at = excluded.updated_at
-             WHERE delegations.status <> 'revoked' AND delegations.agent_id = excluded.agent_id",
-        )
-        .bind(&d.hash)
-        .bind(&d.agent_id)
-        .bind(&d.delegator)
-        .bind(chain)
-        .bind(d.status.as_str())
-        .bind(d.created_at)
-        .bind(d.expires_at)
-        .bind(&d.body)
-        .execute(pool)
-        .await
-        .map(|_| ())
-        .map_err(err))
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let stored = sqlx::query(
+                "INSERT INTO delegations (hash, agent_id, delegator, chain_id, status, created_at, expires_at, body, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $6)
+                 ON CONFLICT (hash) DO UPDATE SET status = excluded.status, expires_at = excluded.expires_at,
+                     body = COALESCE(excluded.body, delegations.body), updated_at = excluded.updated_at
+                 WHERE delegations.status <> 'revoked' AND delegations.agent_id = excluded.agent_id",
+            )
+            .bind(&d.hash)
+            .bind(&d.agent_id)
+            .bind(&d.delegator)
+            .bind(chain)
+            .bind(d.status.as_str())
+            .bind(d.created_at)
+            .bind(d.expires_at)
+            .bind(&d.body)
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?
+            .rows_affected();
+            if stored > 0 {
+                insert_events!(tx, [event]);
+            }
+            tx.commit().await.map_err(err)
+        })
     }
 
     async fn get_delegation(&self, hash: &str) -> Result<Option<DelegationRecord>, StoreError> {
@@ -112,16 +123,27 @@ impl DelegationStore for SqlStore {
         hash: &str,
         status: DelegationStatus,
         now: i64,
+        event: &AuditEvent,
     ) -> Result<bool, StoreError> {
-        let done = on_writer!(self, pool => sqlx::query("UPDATE delegations SET status = $2, updated_at = $3 WHERE hash = $1")
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let changed = sqlx::query(
+                "UPDATE delegations SET status = $2, updated_at = $3 WHERE hash = $1 AND status <> $2",
+            )
             .bind(hash)
             .bind(status.as_str())
             .bind(now)
-            .execute(pool)
+            .execute(&mut *tx)
             .await
-            .map(|r| r.rows_affected())
-            .map_err(err)?);
-        Ok(done > 0)
+            .map_err(err)?
+            .rows_affected()
+                > 0;
+            if changed {
+                insert_events!(tx, [event]);
+            }
+            tx.commit().await.map_err(err)?;
+            Ok(changed)
+        })
     }
 
     async fn count_active_delegations(

@@ -2,8 +2,8 @@
 
 use actiongate_core::crypto::SecretHash;
 use actiongate_core::store::{
-    AgentRecord, CheckBudget, CodeChecks, EmailChallenge, IdentityStore, NewAgent, Onboarding,
-    OnboardingOutcome, PolicyRecord, SessionRecord, StoreError,
+    AgentRecord, AuditEvent, CheckBudget, CodeChecks, EmailChallenge, IdentityStore, NewAgent,
+    Onboarding, OnboardingOutcome, PolicyRecord, SessionRecord, StoreError,
 };
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteConnection;
@@ -31,8 +31,8 @@ macro_rules! insert_agent_with_policy {
         .await
         .map_err(err)?;
         sqlx::query(
-            "INSERT INTO agent_policies (agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, min_health_factor_bps, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO agent_policies (agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, min_health_factor_bps, updated_at, approval_above_micros)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(&p.agent_id)
         .bind($allowed)
@@ -40,6 +40,7 @@ macro_rules! insert_agent_with_policy {
         .bind(p.max_per_action_micros)
         .bind(p.min_health_factor_bps)
         .bind(p.updated_at)
+        .bind(p.approval_above_micros)
         .execute(&mut *$tx)
         .await
         .map_err(err)?;
@@ -210,6 +211,12 @@ impl IdentityStore for SqlStore {
             .execute(&mut *tx)
             .await
             .map_err(err)?;
+            let created = o.created_events.iter().filter(|_| inserted == 1);
+            let events: Vec<AuditEvent> = created
+                .chain(std::iter::once(&o.login_event))
+                .map(|e| AuditEvent { account_id: Some(account_id.clone()), ..e.clone() })
+                .collect();
+            insert_events!(tx, &events);
             tx.commit().await.map_err(err)?;
             Ok(outcome)
         })
@@ -280,11 +287,25 @@ impl IdentityStore for SqlStore {
         })
     }
 
-    async fn create_agent(&self, a: &NewAgent, p: &PolicyRecord) -> Result<(), StoreError> {
+    async fn account_email(&self, account_id: &str) -> Result<Option<String>, StoreError> {
+        on_pool!(self, pool => sqlx::query_scalar("SELECT email FROM accounts WHERE id = $1")
+            .bind(account_id)
+            .fetch_optional(pool)
+            .await
+            .map_err(err))
+    }
+
+    async fn create_agent(
+        &self,
+        a: &NewAgent,
+        p: &PolicyRecord,
+        event: &AuditEvent,
+    ) -> Result<(), StoreError> {
         let allowed = serde_json::to_string(&p.allowed_actions).map_err(err)?;
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             insert_agent_with_policy!(tx, a, p, &allowed);
+            insert_events!(tx, [event]);
             tx.commit().await.map_err(err)
         })
     }
@@ -294,15 +315,25 @@ impl IdentityStore for SqlStore {
         agent_id: &str,
         key_hash: &SecretHash,
         now: i64,
+        event: &AuditEvent,
     ) -> Result<bool, StoreError> {
-        on_writer!(self, pool => sqlx::query("UPDATE agents SET key_hash = $1, key_rotated_at = $2 WHERE id = $3")
-            .bind(key_hash.0.to_vec())
-            .bind(now)
-            .bind(agent_id)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected() == 1)
-            .map_err(err))
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let rotated = sqlx::query("UPDATE agents SET key_hash = $1, key_rotated_at = $2 WHERE id = $3")
+                .bind(key_hash.0.to_vec())
+                .bind(now)
+                .bind(agent_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?
+                .rows_affected()
+                == 1;
+            if rotated {
+                insert_events!(tx, [event]);
+            }
+            tx.commit().await.map_err(err)?;
+            Ok(rotated)
+        })
     }
 
     async fn agent_wallet_sealed(&self, agent_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
@@ -327,15 +358,18 @@ impl IdentityStore for SqlStore {
         })
     }
 
-    async fn put_policy(&self, p: &PolicyRecord) -> Result<(), StoreError> {
+    async fn put_policy(&self, p: &PolicyRecord, event: &AuditEvent) -> Result<(), StoreError> {
         let allowed = serde_json::to_string(&p.allowed_actions).map_err(err)?;
-        on_writer!(self, pool => sqlx::query(
-            "INSERT INTO agent_policies (agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, min_health_factor_bps, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6)
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query(
+            "INSERT INTO agent_policies (agent_id, allowed_actions, daily_limit_micros, max_per_action_micros, min_health_factor_bps, updated_at, approval_above_micros)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (agent_id) DO UPDATE SET allowed_actions = excluded.allowed_actions,
                  daily_limit_micros = excluded.daily_limit_micros,
                  max_per_action_micros = excluded.max_per_action_micros,
                  min_health_factor_bps = excluded.min_health_factor_bps,
+                 approval_above_micros = excluded.approval_above_micros,
                  updated_at = excluded.updated_at",
         )
         .bind(&p.agent_id)
@@ -344,9 +378,12 @@ impl IdentityStore for SqlStore {
         .bind(p.max_per_action_micros)
         .bind(p.min_health_factor_bps)
         .bind(p.updated_at)
-        .execute(pool)
+        .bind(p.approval_above_micros)
+        .execute(&mut *tx)
         .await
-        .map(|_| ())
-        .map_err(err))
+        .map_err(err)?;
+            insert_events!(tx, [event]);
+            tx.commit().await.map_err(err)
+        })
     }
 }

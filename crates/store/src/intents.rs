@@ -4,10 +4,10 @@ use actiongate_core::acceptance;
 use actiongate_core::acceptance::{AgentNow, Snapshot};
 use actiongate_core::ledger::CreditLedger;
 use actiongate_core::states::ExecutionState;
-use actiongate_core::states::IntentStatus;
+use actiongate_core::states::{ApprovalState, IntentStatus};
 use actiongate_core::store::{
-    AcceptOutcome, CreditAccount, ExecutionFinish, ExecutionRecord, IdempotencyRecord, IntentDraft,
-    IntentRecord, IntentStore, OrderEnd, StoreError,
+    AcceptOutcome, ApprovalEnd, AuditEvent, CreditAccount, ExecutionFinish, ExecutionRecord,
+    IdempotencyRecord, IntentDraft, IntentRecord, IntentStore, OrderEnd, StoreError,
 };
 use async_trait::async_trait;
 use sqlx::Row;
@@ -224,28 +224,38 @@ impl IntentStore for SqlStore {
         owner: &str,
         f: &ExecutionFinish,
         now: i64,
+        event: &AuditEvent,
     ) -> Result<bool, StoreError> {
         let seq = i32::try_from(seq).map_err(err)?;
         let state = f.state().as_str();
-        on_writer!(self, pool => sqlx::query(
-            "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
-                 finished_at = $8
-             WHERE intent_id = $1 AND seq = $2 AND state = 'started'
-               AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $9)",
-        )
-        .bind(intent_id)
-        .bind(seq)
-        .bind(state)
-        .bind(&f.tx_hash)
-        .bind(&f.error_code)
-        .bind(&f.error_message)
-        .bind(&f.data)
-        .bind(now)
-        .bind(owner)
-        .execute(pool)
-        .await
-        .map(|r| r.rows_affected() == 1)
-        .map_err(err))
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let finished = sqlx::query(
+                "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
+                     finished_at = $8
+                 WHERE intent_id = $1 AND seq = $2 AND state = 'started'
+                   AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $9)",
+            )
+            .bind(intent_id)
+            .bind(seq)
+            .bind(state)
+            .bind(&f.tx_hash)
+            .bind(&f.error_code)
+            .bind(&f.error_message)
+            .bind(&f.data)
+            .bind(now)
+            .bind(owner)
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?
+            .rows_affected()
+                == 1;
+            if finished {
+                insert_events!(tx, [event]);
+            }
+            tx.commit().await.map_err(err)?;
+            Ok(finished)
+        })
     }
 
     async fn finish_intent(
@@ -349,6 +359,130 @@ impl IntentStore for SqlStore {
             }
             tx.commit().await.map_err(err)?;
             Ok(ended)
+        })
+    }
+
+    async fn list_approvals(
+        &self,
+        account_id: &str,
+        state: ApprovalState,
+        limit: u32,
+    ) -> Result<Vec<IntentRecord>, StoreError> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(concat!(
+                "SELECT ", intent_columns!(),
+                " FROM intents WHERE account_id = $1 AND approval_state = $2
+                  ORDER BY approval_requested_at DESC, id DESC LIMIT $3"
+            ))
+            .bind(account_id)
+            .bind(state.as_str())
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+            .map_err(err)?;
+            rows.iter().map(intent_from_row).collect()
+        })
+    }
+
+    async fn approve_intent(
+        &self,
+        intent_id: &str,
+        account_id: &str,
+        now: i64,
+        event: &AuditEvent,
+    ) -> Result<bool, StoreError> {
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let approved = sqlx::query(
+                "UPDATE intents SET approval_state = 'approved', approval_decided_at = $3
+                 WHERE id = $1 AND account_id = $2 AND status = 'queued'
+                   AND approval_state = 'pending' AND approval_expires_at > $3",
+            )
+            .bind(intent_id)
+            .bind(account_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?
+            .rows_affected()
+                == 1;
+            if approved {
+                insert_events!(tx, [event]);
+            }
+            tx.commit().await.map_err(err)?;
+            Ok(approved)
+        })
+    }
+
+    async fn end_approval(&self, end: &ApprovalEnd) -> Result<bool, StoreError> {
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let ended = sqlx::query(
+                "UPDATE intents SET approval_state = $3, approval_decided_at = $4, approval_reason = $5
+                 WHERE id = $1 AND (CAST($2 AS TEXT) IS NULL OR account_id = $2)
+                   AND status = 'queued' AND approval_state = 'pending'",
+            )
+            .bind(&end.intent_id)
+            .bind(end.account_id.as_deref())
+            .bind(end.state.as_str())
+            .bind(end.now)
+            .bind(end.reason.as_deref())
+            .execute(&mut *tx)
+            .await
+            .map_err(err)?
+            .rows_affected()
+                == 1;
+            if ended {
+                sqlx::query(
+                    "UPDATE intent_executions SET state = 'failed', error_code = $2, error_message = $3,
+                         finished_at = $4
+                     WHERE intent_id = $1 AND state = 'pending'",
+                )
+                .bind(&end.intent_id)
+                .bind(&end.code)
+                .bind(&end.message)
+                .bind(end.now)
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?;
+                sqlx::query(
+                    "UPDATE agent_daily_usage
+                     SET used_micros = CASE WHEN used_micros > $3 THEN used_micros - $3 ELSE 0 END
+                     WHERE agent_id = $1 AND day = $2",
+                )
+                .bind(&end.agent_id)
+                .bind(end.day)
+                .bind(end.release_micros)
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?;
+                let settle = Settle {
+                    owner: String::new(),
+                    intents: vec![end.intent_id.clone()],
+                    done: Vec::new(),
+                    now: end.now,
+                };
+                settle_and_accept!(tx, std::slice::from_ref(&settle), &[])?;
+                insert_events!(tx, [&end.event]);
+            }
+            tx.commit().await.map_err(err)?;
+            Ok(ended)
+        })
+    }
+
+    async fn due_approvals(&self, now: i64, limit: u32) -> Result<Vec<IntentRecord>, StoreError> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(concat!(
+                "SELECT ", intent_columns!(),
+                " FROM intents WHERE approval_state = 'pending' AND approval_expires_at <= $1
+                  ORDER BY approval_expires_at, id LIMIT $2"
+            ))
+            .bind(now)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+            .map_err(err)?;
+            rows.iter().map(intent_from_row).collect()
         })
     }
 

@@ -66,6 +66,8 @@ mod rows;
 #[macro_use]
 mod write;
 #[macro_use]
+mod audit;
+#[macro_use]
 mod batch;
 mod checkpoint;
 mod credits;
@@ -88,6 +90,18 @@ trait Dialect<'c>: Sized {
     async fn begin_write(self) -> Result<sqlx::Transaction<'c, Self::Db>, StoreError>;
     /// Leases up to `$4` of the oldest runnable intents.
     fn claim_many_sql(&self) -> &'static str;
+    /// Up to `$1` of the oldest audit events waiting to be chained (PostgreSQL: skipping those
+    /// another process is chaining).
+    fn audit_events_sql(&self) -> &'static str;
+}
+
+macro_rules! audit_events_sql {
+    ($lock:literal) => {
+        concat!(
+            "SELECT id, account_id, at, kind, actor, subject, code, data FROM audit_events ORDER BY id LIMIT $1",
+            $lock
+        )
+    };
 }
 
 macro_rules! claim_many_sql {
@@ -95,6 +109,7 @@ macro_rules! claim_many_sql {
         concat!(
             "UPDATE intents SET lease_owner = $1, lease_until = $2 WHERE id IN (",
             "SELECT id FROM intents WHERE status = 'queued' AND (lease_until IS NULL OR lease_until < $3) ",
+            "AND (approval_state IS NULL OR approval_state <> 'pending') ",
             "ORDER BY created_at, id LIMIT $4", $lock, ") RETURNING ", intent_columns!()
         )
     };
@@ -110,6 +125,9 @@ impl<'c> Dialect<'c> for &'c mut SqliteConnection {
     fn claim_many_sql(&self) -> &'static str {
         claim_many_sql!("")
     }
+    fn audit_events_sql(&self) -> &'static str {
+        audit_events_sql!("")
+    }
 }
 
 impl<'c> Dialect<'c> for &'c PgPool {
@@ -119,6 +137,9 @@ impl<'c> Dialect<'c> for &'c PgPool {
     }
     fn claim_many_sql(&self) -> &'static str {
         claim_many_sql!(" FOR UPDATE SKIP LOCKED")
+    }
+    fn audit_events_sql(&self) -> &'static str {
+        audit_events_sql!(" FOR UPDATE SKIP LOCKED")
     }
 }
 

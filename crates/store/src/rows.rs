@@ -2,7 +2,9 @@
 
 use actiongate_core::crypto::SecretHash;
 use actiongate_core::params::Params;
-use actiongate_core::store::{AgentRecord, CreditAccount, IntentRecord, PolicyRecord, StoreError};
+use actiongate_core::store::{
+    AgentRecord, ApprovalRecord, CreditAccount, IntentRecord, PolicyRecord, StoreError,
+};
 use sqlx::Row;
 
 use crate::error::{corrupt, err};
@@ -10,7 +12,8 @@ use crate::error::{corrupt, err};
 macro_rules! intent_columns {
     () => {
         "id, agent_id, account_id, action, lane, params, chain_id, amount_micros, price_per_execution, \
-         reserved_credits, free_request, status, total, created_at, finished_at"
+         reserved_credits, free_request, status, total, created_at, finished_at, approval_state, \
+         approval_requested_at, approval_expires_at, approval_decided_at, approval_reason"
     };
 }
 
@@ -43,6 +46,7 @@ where
             .try_get::<Option<i64>, _>("min_health_factor_bps")
             .map_err(err)?
             .unwrap_or_default(),
+        approval_above_micros: row.try_get("approval_above_micros").map_err(err)?,
         updated_at: row
             .try_get::<Option<i64>, _>("policy_updated_at")
             .map_err(err)?
@@ -53,7 +57,7 @@ where
 /// The policy columns [`policy_from_row`] reads, from `agent_policies p`.
 macro_rules! policy_columns {
     () => {
-        "p.allowed_actions, p.daily_limit_micros, p.max_per_action_micros, p.min_health_factor_bps, p.updated_at AS policy_updated_at"
+        "p.allowed_actions, p.daily_limit_micros, p.max_per_action_micros, p.min_health_factor_bps, p.approval_above_micros, p.updated_at AS policy_updated_at"
     };
 }
 
@@ -65,6 +69,7 @@ where
     i32: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     bool: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
     Option<i64>: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<String>: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
 {
     let chain: i64 = row.try_get("chain_id").map_err(err)?;
     let total: i32 = row.try_get("total").map_err(err)?;
@@ -92,6 +97,25 @@ where
         total: u32::try_from(total).map_err(err)?,
         created_at: row.try_get("created_at").map_err(err)?,
         finished_at: row.try_get("finished_at").map_err(err)?,
+        approval: match row
+            .try_get::<Option<String>, _>("approval_state")
+            .map_err(err)?
+        {
+            None => None,
+            Some(state) => Some(ApprovalRecord {
+                state: state.parse().map_err(err)?,
+                requested_at: row
+                    .try_get::<Option<i64>, _>("approval_requested_at")
+                    .map_err(err)?
+                    .unwrap_or_default(),
+                expires_at: row
+                    .try_get::<Option<i64>, _>("approval_expires_at")
+                    .map_err(err)?
+                    .unwrap_or_default(),
+                decided_at: row.try_get("approval_decided_at").map_err(err)?,
+                reason: row.try_get("approval_reason").map_err(err)?,
+            }),
+        },
     })
 }
 

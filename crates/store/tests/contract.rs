@@ -4,8 +4,8 @@
 use actiongate_core::crypto::SecretHash;
 use actiongate_core::states::DelegationStatus;
 use actiongate_core::store::{
-    AcceptOutcome, AgentRecord, EmailChallenge, ExecutionDraft, IntentDraft, NewAgent, Onboarding,
-    OnboardingOutcome, PolicyRecord, Store,
+    AcceptOutcome, AgentRecord, AuditEvent, EmailChallenge, ExecutionDraft, IntentDraft, NewAgent,
+    Onboarding, OnboardingOutcome, PolicyRecord, Store,
 };
 use actiongate_core::store::{
     CreditStore, DelegationStore, IdentityStore, IntentStore, NonceStore, PaymentStore,
@@ -74,6 +74,7 @@ fn policy(agent_id: &str) -> PolicyRecord {
         daily_limit_micros: 1_000_000_000,
         max_per_action_micros: None,
         min_health_factor_bps: 17_500,
+        approval_above_micros: None,
         updated_at: 1_000,
     }
 }
@@ -96,7 +97,23 @@ fn onboarding(
         first_policy: policy(agent_id),
         session_hash: h(session),
         session_expires_at: 10_000,
+        created_events: vec![audit_event(None, agent_id, "agent.created")],
+        login_event: audit_event(None, agent_id, "owner.login"),
     }
+}
+
+/// An audit event of `kind` about `subject`, for `account` (none: the store's to fill in).
+fn audit_event(account: Option<&str>, subject: &str, kind: &str) -> AuditEvent {
+    let mut e = AuditEvent::new(
+        "",
+        2_000,
+        kind,
+        "owner",
+        subject,
+        serde_json::json!({"k": kind}),
+    );
+    e.account_id = account.map(str::to_owned);
+    e
 }
 
 async fn challenge(store: &SqlStore, email: &str, code: u8) {
@@ -314,14 +331,22 @@ async fn agents_keys_and_policies() {
     for (name, f) in backends().await {
         let s = &f.store;
         onboarded(s, "d@example.com").await;
-        s.create_agent(&agent("ag2", "acc1", 2), &policy("ag2"))
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.create_agent(
+            &agent("ag2", "acc1", 2),
+            &policy("ag2"),
+            &audit_event(Some("acc1"), "ag2", "agent.created"),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
         // A key hash is unique: a second agent with the same hash is refused.
         assert!(
-            s.create_agent(&agent("ag3", "acc1", 2), &policy("ag3"))
-                .await
-                .is_err(),
+            s.create_agent(
+                &agent("ag3", "acc1", 2),
+                &policy("ag3"),
+                &audit_event(Some("acc1"), "ag3", "agent.created")
+            )
+            .await
+            .is_err(),
             "{name}"
         );
         assert!(
@@ -343,7 +368,14 @@ async fn agents_keys_and_policies() {
         );
 
         assert_eq!(
-            s.rotate_agent_key("ag2", &h(5), 3_000).await.ok(),
+            s.rotate_agent_key(
+                "ag2",
+                &h(5),
+                3_000,
+                &audit_event(Some("acc1"), "ag2", "agent.key_rotated")
+            )
+            .await
+            .ok(),
             Some(true),
             "{name}"
         );
@@ -362,7 +394,14 @@ async fn agents_keys_and_policies() {
             "{name}"
         );
         assert_eq!(
-            s.rotate_agent_key("nope", &h(6), 3_000).await.ok(),
+            s.rotate_agent_key(
+                "nope",
+                &h(6),
+                3_000,
+                &audit_event(Some("acc1"), "nope", "agent.key_rotated")
+            )
+            .await
+            .ok(),
             Some(false),
             "{name}"
         );
@@ -376,7 +415,7 @@ async fn agents_keys_and_policies() {
         p.allowed_actions = vec!["swap".into(), "vote".into()];
         p.max_per_action_micros = Some(5);
         p.updated_at = 4_000;
-        s.put_policy(&p)
+        s.put_policy(&p, &audit_event(Some("acc1"), "ag2", "policy.changed"))
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(
@@ -807,9 +846,13 @@ async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() 
     for (name, f) in backends().await {
         let s = &f.store;
         onboarded(s, "g@example.com").await;
-        s.create_agent(&agent("ag2", "acc1", 2), &policy("ag2"))
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.create_agent(
+            &agent("ag2", "acc1", 2),
+            &policy("ag2"),
+            &audit_event(Some("acc1"), "ag2", "agent.created"),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
         let (alice, bob) = (
             "0xA11ce00000000000000000000000000000000001",
             "0xB0b0000000000000000000000000000000000002",
@@ -820,7 +863,7 @@ async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() 
             delegation("0x03", "ag1", bob, 3_000, Some(4_000)),
             delegation("0x04", "ag2", bob, 3_000, None),
         ] {
-            s.put_delegation(&d)
+            s.put_delegation(&d, &audit_event(Some("acc1"), "d", "delegation.activated"))
                 .await
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
         }
@@ -891,16 +934,26 @@ async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() 
         assert_eq!(listed.len(), 1, "{name}");
 
         assert_eq!(
-            s.set_delegation_status("0x02", DelegationStatus::Revoked, 4_000)
-                .await
-                .ok(),
+            s.set_delegation_status(
+                "0x02",
+                DelegationStatus::Revoked,
+                4_000,
+                &audit_event(Some("acc1"), "0x02", "delegation.revoked")
+            )
+            .await
+            .ok(),
             Some(true),
             "{name}"
         );
         assert_eq!(
-            s.set_delegation_status("0xff", DelegationStatus::Revoked, 4_000)
-                .await
-                .ok(),
+            s.set_delegation_status(
+                "0xff",
+                DelegationStatus::Revoked,
+                4_000,
+                &audit_event(Some("acc1"), "0xff", "delegation.revoked")
+            )
+            .await
+            .ok(),
             Some(false),
             "{name}"
         );
@@ -925,12 +978,18 @@ async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() 
             "{name}"
         );
         // Storing a revoked delegation again does not bring it back, nor does another agent take one over.
-        s.put_delegation(&delegation("0x02", "ag1", alice, 9_000, None))
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        s.put_delegation(&delegation("0x01", "ag2", alice, 9_000, None))
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.put_delegation(
+            &delegation("0x02", "ag1", alice, 9_000, None),
+            &audit_event(Some("acc1"), "0x02", "delegation.activated"),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.put_delegation(
+            &delegation("0x01", "ag2", alice, 9_000, None),
+            &audit_event(Some("acc1"), "0x01", "delegation.activated"),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(
             s.get_delegation("0x02")
                 .await
@@ -999,6 +1058,7 @@ fn read_draft(n: u32, account: &str, key: u8) -> IntentDraft {
         now: 3_000,
         key_hash: h(key),
         policy: Some(policy("ag1")),
+        approval_expires_at: None,
     }
 }
 
@@ -1148,16 +1208,30 @@ async fn signing_and_ending_an_execution_are_fenced_by_the_intents_lease() {
             data: None,
         };
         assert_eq!(
-            s.finish_execution("intent-1", 0, "thief", &finish, 4_100)
-                .await
-                .ok(),
+            s.finish_execution(
+                "intent-1",
+                0,
+                "thief",
+                &finish,
+                4_100,
+                &audit_event(Some("acc1"), "intent-1", "execution.ended")
+            )
+            .await
+            .ok(),
             Some(false),
             "{name}"
         );
         assert_eq!(
-            s.finish_execution("intent-1", 0, "w1", &finish, 4_100)
-                .await
-                .ok(),
+            s.finish_execution(
+                "intent-1",
+                0,
+                "w1",
+                &finish,
+                4_100,
+                &audit_event(Some("acc1"), "intent-1", "execution.ended")
+            )
+            .await
+            .ok(),
             Some(true),
             "{name}"
         );
@@ -1402,6 +1476,115 @@ async fn drafts_accepted_together_fail_and_go_stale_one_by_one() {
             s.ledger("acc1").await.unwrap_or_default().len(),
             21,
             "{name}: a grant and 20 reservations"
+        );
+    }
+}
+
+#[tokio::test]
+async fn audit_events_are_written_with_their_decisions_and_chained_once_in_order() {
+    use actiongate_core::audit::{GENESIS, Linker, Verifier};
+    use actiongate_core::crypto::MasterKey;
+    use actiongate_core::store::AuditStore;
+    let linker = Linker::new(
+        MasterKey::from_hex(&"33".repeat(32))
+            .expect("key")
+            .keyring(),
+    );
+    for (name, f) in backends().await {
+        let s = f.store.clone();
+        // Onboarding writes the first agent's creation and the login, with the new account.
+        onboarded(&s, "audit@example.com").await;
+        // A further decision that knows only its agent: the store finds the account.
+        let mut by_agent = audit_event(None, "ag1", "delegation.revoked");
+        by_agent.agent_id = Some("ag1".into());
+        s.append_audit(&[by_agent])
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Two processes chaining at once: every event chained once, one gapless chain.
+        for i in 0..300 {
+            s.append_audit(&[audit_event(
+                Some("acc1"),
+                &format!("x{i}"),
+                "policy.changed",
+            )])
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        let (a, b) = tokio::join!(
+            async {
+                let mut n = 0;
+                while let Ok(added) = s.chain_audit(&linker, 50).await {
+                    if added.is_empty() {
+                        break;
+                    }
+                    n += added.len();
+                }
+                n
+            },
+            async {
+                let mut n = 0;
+                while let Ok(added) = s.chain_audit(&linker, 50).await {
+                    if added.is_empty() {
+                        break;
+                    }
+                    n += added.len();
+                }
+                n
+            }
+        );
+        assert_eq!(a + b, 303, "{name}");
+        let mut all = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = s
+                .audit_page("acc1", after, None, None, 100)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let Some(last) = page.last() else { break };
+            after = last.entry.seq;
+            all.extend(page);
+        }
+        assert_eq!(all.len(), 303, "{name}");
+        assert_eq!(
+            all.iter().map(|e| e.entry.seq).collect::<Vec<_>>(),
+            (1..=303).collect::<Vec<_>>(),
+            "{name}"
+        );
+        assert_eq!(all[0].prev_hash, GENESIS);
+        assert_eq!(
+            (
+                all[0].entry.kind.as_str(),
+                all[1].entry.kind.as_str(),
+                all[2].entry.kind.as_str()
+            ),
+            ("agent.created", "owner.login", "delegation.revoked"),
+            "{name}"
+        );
+        assert!(all.iter().all(|e| e.entry.account_id == "acc1"));
+        let head = s
+            .audit_head("acc1")
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut v = Verifier::new(linker.clone());
+        v.check(&all);
+        let verdict = v.finish(head);
+        assert!(verdict.ok && verdict.entries == 303, "{name}: {verdict:?}");
+        // A time window reads only its entries.
+        let window = s
+            .audit_page("acc1", 0, Some(2_000), Some(2_001), 1000)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(window.len(), 303);
+        let none = s
+            .audit_page("acc1", 0, Some(2_001), None, 1000)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(none.is_empty());
+        // An event for nobody is refused whole.
+        assert!(
+            s.append_audit(&[audit_event(None, "x", "policy.changed")])
+                .await
+                .is_err()
         );
     }
 }

@@ -114,12 +114,70 @@ pub enum AgentCommand {
         #[command(subcommand)]
         command: PersonhoodCommand,
     },
+    /// The owner's approval queue: writes priced above the policy's approvalAboveUsd wait here
+    /// until approved or rejected. Takes the owner session of the stored login; approve and reject
+    /// are writes.
+    ///
+    /// Example: `actiongate approvals list --state pending`
+    Approvals {
+        #[command(subcommand)]
+        command: ApprovalsCommand,
+    },
+    /// The account's audit trail: every decision, hash-chained. `export` streams it (JSON lines or
+    /// CSV) to stdout or --output; `verify` checks the chain. Takes the owner session of the stored
+    /// login.
+    ///
+    /// Example: `actiongate audit export --format csv --output audit.csv`
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
     /// Credits: balance, and buying credits.
     ///
     /// Example: `actiongate credits balance`
     Credits {
         #[command(subcommand)]
         command: CreditsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Stream the entries, in order.
+    Export {
+        /// Entries at or after this instant (RFC 3339).
+        #[arg(long)]
+        from: Option<String>,
+        /// Entries before this instant (RFC 3339).
+        #[arg(long)]
+        to: Option<String>,
+        /// jsonl (default) or csv.
+        #[arg(long)]
+        format: Option<String>,
+        /// Write to this file instead of stdout.
+        #[arg(long)]
+        output: Option<std::path::PathBuf>,
+    },
+    /// Check that every entry follows the one before and matches its hash.
+    Verify,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// The account's approvals in one state, newest first.
+    List {
+        /// pending (default), approved, rejected or expired.
+        #[arg(long)]
+        state: Option<String>,
+    },
+    /// Approve a pending intent: it runs at once.
+    Approve { intent_id: String },
+    /// Reject a pending intent: it ends failed (APPROVAL_REJECTED), nothing sent.
+    Reject {
+        intent_id: String,
+        /// Shown to the agent in the intent's message.
+        #[arg(long)]
+        reason: Option<String>,
     },
 }
 

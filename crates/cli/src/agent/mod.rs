@@ -2,6 +2,7 @@
 //! through `actiongate-client`. Writes need `--confirm-writes`; without it the command prints what it
 //! would send (secrets masked) and sends nothing.
 
+mod approvals;
 mod args;
 mod delegation;
 mod login;
@@ -24,6 +25,7 @@ use serde_json::{Map, Value, json};
 use crate::credentials;
 use crate::output::Outcome;
 
+use approvals::approvals;
 pub use args::*;
 use delegation::delegation;
 use login::login;
@@ -37,6 +39,18 @@ pub(super) fn need_key() -> Result<String, Outcome> {
             error: "UNAUTHORIZED".into(),
             message: "No agent key: sign in with actiongate login, or set ACTIONGATE_API_KEY."
                 .into(),
+        })
+}
+
+/// The owner session of the stored login; `what` says what needs it.
+pub(super) fn need_session(what: &str) -> Result<String, Outcome> {
+    credentials::load()
+        .map(|s| s.owner_session)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| Outcome::Refused {
+            code: "UNAUTHORIZED".into(),
+            error: "UNAUTHORIZED".into(),
+            message: format!("{what} needs the owner's session: sign in with actiongate login."),
         })
 }
 
@@ -498,6 +512,8 @@ async fn dispatch(g: &Global, client: &Client, command: AgentCommand) -> Result<
             Outcome::ok(data, text)
         }
         AgentCommand::Personhood { command } => personhood(g, client, command).await?,
+        AgentCommand::Approvals { command } => approvals(g, client, command).await?,
+        AgentCommand::Audit { command } => approvals::audit(client, command).await?,
         AgentCommand::Credits {
             command: CreditsCommand::Balance,
         } => {

@@ -9,9 +9,8 @@ use serde_json::Value;
 
 use crate::agent::{
     AgentPersonhoodCommand, DepositCommand, Global, OrgCommand, PersonhoodCommand, invalid,
-    need_key, to_value, unconfirmed,
+    need_key, need_session, to_value, unconfirmed,
 };
-use crate::credentials;
 use crate::output::Outcome;
 
 pub(super) fn proof_arg(text: &str) -> Result<Value, Outcome> {
@@ -28,16 +27,7 @@ pub(super) async fn personhood(
     client: &Client,
     command: PersonhoodCommand,
 ) -> Result<Outcome, Outcome> {
-    let stored = credentials::load();
-    let session = stored
-        .as_ref()
-        .map(|s| s.owner_session.clone())
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| Outcome::Refused {
-            code: "UNAUTHORIZED".into(),
-            error: "UNAUTHORIZED".into(),
-            message: "Personhood needs the owner's session: sign in with actiongate login.".into(),
-        })?;
+    let session = need_session("Personhood")?;
     let key = match &command {
         PersonhoodCommand::Agent(_) => need_key()?,
         _ => String::new(),

@@ -1,12 +1,14 @@
 //! The gateway: a thin facade over the capability services. It builds them from the ports once,
-//! in the one order their dependencies allow (identity; venue readiness over identity; intents over
-//! both; delegation over intents; credits over identity; personhood alone), and hands each out. REST, MCP and the CLI
+//! in the one order their dependencies allow (identity; venue readiness over identity; approvals over
+//! identity; intents over the three; delegation over intents; credits over identity; personhood alone), and hands each out. REST, MCP and the CLI
 //! call the services through it and render what they answer.
 
 use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
 
+use crate::approvals::Approvals;
+use crate::audit::Audit;
 use crate::catalog::Catalog;
 use crate::clock::Clock;
 use crate::clock::to_millis;
@@ -68,6 +70,8 @@ pub struct Gateway {
     limits: Arc<Limits>,
     identity: Arc<Identity>,
     venues: Arc<Venues>,
+    audit: Arc<Audit>,
+    approvals: Arc<Approvals>,
     intents: Arc<Intents>,
     delegations: Arc<Delegations>,
     credits: Arc<Credits>,
@@ -104,9 +108,10 @@ impl Gateway {
             settings.fanout_concurrency,
         ));
         let limits = Arc::new(Limits::new(settings.limits.clone()));
+        let linker = crate::audit::Linker::new(keys.clone());
         let identity = Arc::new(Identity::new(
             store.clone(),
-            mailer,
+            mailer.clone(),
             clock.clone(),
             catalog.clone(),
             keys,
@@ -123,9 +128,18 @@ impl Gateway {
             settings.clone(),
             delegations.clone(),
         ));
+        let audit = Arc::new(Audit::new(store.clone(), clock.clone(), linker));
+        let approvals = Arc::new(Approvals::new(
+            store.clone(),
+            clock.clone(),
+            runner.clone(),
+            mailer,
+            settings.clone(),
+        ));
         let intents = Arc::new(Intents::new(
             identity.clone(),
             venues.clone(),
+            approvals.clone(),
             store.clone(),
             clock.clone(),
             catalog.clone(),
@@ -170,6 +184,8 @@ impl Gateway {
             limits,
             identity,
             venues,
+            audit,
+            approvals,
             intents,
             delegations,
             credits,
@@ -186,6 +202,16 @@ impl Gateway {
     /// Venue readiness: what blocks a venue's actions for an agent now.
     pub fn venues(&self) -> &Venues {
         &self.venues
+    }
+
+    /// The audit trail: the chaining step, export and verification.
+    pub fn audit(&self) -> &Audit {
+        &self.audit
+    }
+
+    /// The owner's approval queue: approve, reject, and the expiry of what was left waiting.
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
     }
 
     /// Submit, direct execution, build-tx, preflight, and what an agent reads back.

@@ -10,8 +10,10 @@ use actiongate_api_types::identity::{
     AccountSummary, AgentBootstrap, AgentKeyIssued, AgentListResponse, AgentView,
     EmailCompleteRequest, EmailCompleteResponse, EmailStartResponse, OwnerSession,
 };
+use serde_json::json;
 use zeroize::Zeroizing;
 
+use crate::audit::{actor, kinds};
 use crate::catalog::Catalog;
 use crate::clock::Clock;
 use crate::clock::{from_millis, rfc3339, to_millis};
@@ -25,7 +27,8 @@ use crate::money::usd_to_micros;
 use crate::settings::Settings;
 use crate::store::Store;
 use crate::store::{
-    AgentRecord, CheckBudget, EmailChallenge, NewAgent, Onboarding, OnboardingOutcome, PolicyRecord,
+    AgentRecord, AuditEvent, CheckBudget, EmailChallenge, NewAgent, Onboarding, OnboardingOutcome,
+    PolicyRecord,
 };
 
 const HASH_AGENT_KEY: &str = "agent-key";
@@ -293,6 +296,28 @@ impl Identity {
         let first_policy = self.default_policy(&first_agent.record.id, now);
         let session = crypto::new_token(OWNER_SESSION_PREFIX)?;
         let session_expires = now + self.settings.session_ttl;
+        let at = to_millis(now);
+        // The account is filled in by the store: the new one, or the one signed into.
+        let in_account = |kind: &str, actor: &str, subject: &str, data: serde_json::Value| {
+            let mut e = AuditEvent::new("", at, kind, actor, subject, data);
+            e.account_id = None;
+            e
+        };
+        let created_events = vec![
+            in_account(
+                kinds::AGENT_CREATED,
+                actor::OWNER,
+                &first_agent.record.id,
+                json!({"agentAddress": first_agent.record.wallet_address, "name": first_agent.record.name}),
+            )
+            .with_agent(&first_agent.record.id),
+        ];
+        let login_event = in_account(
+            kinds::LOGIN,
+            actor::OWNER,
+            &email,
+            json!({"method": "email"}),
+        );
         let outcome = self
             .store
             .complete_onboarding(&Onboarding {
@@ -305,6 +330,8 @@ impl Identity {
                 first_policy,
                 session_hash: self.keys.hash_secret(HASH_SESSION, &session),
                 session_expires_at: to_millis(session_expires),
+                created_events,
+                login_event,
             })
             .await?;
         let (account_id, bootstrap) = match outcome {
@@ -554,7 +581,16 @@ impl Identity {
         let now = self.clock.now();
         let (agent, key) = self.new_agent(&owner.account_id, name, now)?;
         let policy = self.default_policy(&agent.record.id, now);
-        self.store.create_agent(&agent, &policy).await?;
+        let event = AuditEvent::new(
+            &owner.account_id,
+            to_millis(now),
+            kinds::AGENT_CREATED,
+            actor::OWNER,
+            &agent.record.id,
+            json!({"agentAddress": agent.record.wallet_address, "name": agent.record.name}),
+        )
+        .with_agent(&agent.record.id);
+        self.store.create_agent(&agent, &policy, &event).await?;
         tracing::info!(
             account_id = owner.account_id,
             agent_id = agent.record.id,
@@ -633,7 +669,20 @@ impl Identity {
         let hash = self.keys.hash_secret(HASH_AGENT_KEY, &key);
         if !self
             .store
-            .rotate_agent_key(agent_id, &hash, to_millis(now))
+            .rotate_agent_key(
+                agent_id,
+                &hash,
+                to_millis(now),
+                &AuditEvent::new(
+                    &owner.account_id,
+                    to_millis(now),
+                    kinds::KEY_ROTATED,
+                    actor::OWNER,
+                    agent_id,
+                    json!({}),
+                )
+                .with_agent(agent_id),
+            )
             .await?
         {
             return Err(Error::not_found(format!(

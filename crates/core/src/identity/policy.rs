@@ -6,11 +6,12 @@ use actiongate_api_types::catalog::ActionList;
 use actiongate_api_types::identity::{PolicyRequest, PolicyView};
 
 use super::{Identity, OwnerContext};
+use crate::audit::{actor, kinds};
 use crate::catalog::Catalog;
 use crate::clock::{from_millis, rfc3339, to_millis};
 use crate::error::{Error, Result};
 use crate::money::{micros_to_usd, usd_to_micros};
-use crate::store::PolicyRecord;
+use crate::store::{AuditEvent, PolicyRecord};
 
 impl Identity {
     /// The policy of an agent that has none stored: the server's `[policy.default]`.
@@ -21,6 +22,7 @@ impl Identity {
             daily_limit_micros: self.default_daily_micros,
             max_per_action_micros: self.default_per_action_micros,
             min_health_factor_bps: self.default_health_factor_bps,
+            approval_above_micros: None,
             updated_at: to_millis(now),
         }
     }
@@ -64,12 +66,26 @@ impl Identity {
                 Some(v) => health_factor_bps("minHealthFactor", v)?,
                 None => self.default_health_factor_bps,
             },
+            approval_above_micros: req
+                .approval_above_usd
+                .map(|v| usd_to_micros("approvalAboveUsd", v))
+                .transpose()?,
             updated_at: to_millis(self.clock.now()),
         };
-        self.store.put_policy(&policy).await?;
+        let view = policy_view(&policy);
+        let event = AuditEvent::new(
+            &owner.account_id,
+            policy.updated_at,
+            kinds::POLICY_CHANGED,
+            actor::OWNER,
+            agent_id,
+            serde_json::to_value(&view).map_err(Error::internal)?,
+        )
+        .with_agent(agent_id);
+        self.store.put_policy(&policy, &event).await?;
         self.agents.forget_agent(agent_id);
         tracing::info!(account_id = owner.account_id, agent_id, "policy replaced");
-        Ok(policy_view(&policy))
+        Ok(view)
     }
 
     // ------------------------------------------------------------------ catalog reads
@@ -104,6 +120,7 @@ pub(super) fn policy_view(p: &PolicyRecord) -> PolicyView {
         daily_limit_usd: micros_to_usd(p.daily_limit_micros),
         max_amount_usd_per_action: p.max_per_action_micros.map(micros_to_usd),
         min_health_factor: p.min_health_factor_bps as f64 / 10_000.0,
+        approval_above_usd: p.approval_above_micros.map(micros_to_usd),
         updated_at: rfc3339(from_millis(p.updated_at)),
     }
 }

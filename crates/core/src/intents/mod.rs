@@ -20,6 +20,8 @@ pub use views::{has_ended, intent_view};
 use crate::acceptance::{
     check_idempotency_key, foreign_recipient_refusal, is_stale_derived_key, recipients, user_did,
 };
+use crate::approvals::{Approvals, approval_view, needs_approval};
+use crate::audit::{actor, kinds};
 use crate::catalog::{Catalog, Lane};
 use crate::chains::DEFAULT_CHAIN_ID;
 use crate::clock::{Clock, to_millis};
@@ -32,9 +34,10 @@ use crate::params::{Params, canonical};
 use crate::prices::Prices;
 use crate::runner::IntentRunner;
 use crate::settings::Settings;
-use crate::states::{ExecutionState, IntentStatus};
+use crate::states::{ApprovalState, ExecutionState, IntentStatus};
 use crate::store::{
-    AcceptOutcome, ExecutionDraft, ExecutionRecord, IntentDraft, IntentRecord, Store,
+    AcceptOutcome, ApprovalRecord, AuditEvent, ExecutionDraft, ExecutionRecord, IntentDraft,
+    IntentRecord, Store,
 };
 use crate::venues::Venues;
 
@@ -42,6 +45,7 @@ use crate::venues::Venues;
 pub struct Intents {
     identity: Arc<Identity>,
     venues: Arc<Venues>,
+    approvals: Arc<Approvals>,
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     catalog: Arc<Catalog>,
@@ -77,6 +81,7 @@ impl Intents {
     pub(crate) fn new(
         identity: Arc<Identity>,
         venues: Arc<Venues>,
+        approvals: Arc<Approvals>,
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         catalog: Arc<Catalog>,
@@ -88,6 +93,7 @@ impl Intents {
         Self {
             identity,
             venues,
+            approvals,
             store,
             clock,
             catalog,
@@ -125,8 +131,14 @@ impl Intents {
         }
         for _ in 0..2 {
             let basis = self.identity.read_agent_basis(key).await?;
-            if let Some(done) = self.submit_with(req, lane, only, basis, true).await? {
-                return Ok(done);
+            let agent = basis.agent.agent.clone();
+            match self.submit_with(req, lane, only, basis, true).await {
+                Ok(Some(done)) => return Ok(done),
+                Ok(None) => {}
+                Err(refused) => {
+                    self.record_refusal(&agent, req, lane, &refused);
+                    return Err(refused);
+                }
             }
         }
         Err(Error::new(
@@ -262,9 +274,14 @@ impl Intents {
         };
 
         let intent_id = uuid::Uuid::now_v7().to_string();
+        // Above the policy's approval threshold, the intent waits for its owner (never in the
+        // request): accepted and reserved as any other, claimed by the runner once approved.
+        let approval_expires_at = needs_approval(&policy, spec, lane, amount)
+            .then(|| self.approvals.expires_at(to_millis(now)));
         // A direct execution or a redemption runs in the request; a read for the agent itself is
         // handed to this process's runner as accepted (no claim); the rest wait to be claimed.
-        let in_request = lane == Lane::Execute || only_delegator.is_some();
+        let in_request =
+            (lane == Lane::Execute || only_delegator.is_some()) && approval_expires_at.is_none();
         let lease = if in_request {
             Some((
                 self.runner.owner().to_owned(),
@@ -310,6 +327,7 @@ impl Intents {
             now: to_millis(now),
             key_hash,
             policy: stored_policy,
+            approval_expires_at,
         };
         let (outcome, draft) = if handed {
             // Accepted and handed over in a task of its own: should the caller go away while the
@@ -409,10 +427,47 @@ impl Intents {
             "intent accepted"
         );
         let record = accepted_record(&draft, total, reserved_credits, free_request);
-        if draft.lease.is_none() {
+        if record.approval.is_some() {
+            self.approvals.requested(&record);
+        } else if draft.lease.is_none() {
             self.runner.wake();
         }
         Ok(Some(Submitted::New(record)))
+    }
+
+    /// Writes a refused submission's audit entry, in a task of its own (a refusal writes nothing
+    /// else; its answer does not wait). A failure of the gateway itself is not a refusal.
+    fn record_refusal(
+        &self,
+        agent: &crate::store::AgentRecord,
+        req: &ExecuteIntentRequest,
+        lane: Lane,
+        refused: &Error,
+    ) {
+        if matches!(refused.code, ErrorCode::NotAvailable | ErrorCode::Internal) {
+            return;
+        }
+        let event = AuditEvent::new(
+            &agent.account_id,
+            to_millis(self.clock.now()),
+            kinds::INTENT_REFUSED,
+            actor::agent(&agent.id),
+            &req.action,
+            json!({
+                "action": req.action,
+                "lane": lane.as_str(),
+                "chainId": req.chain_id.unwrap_or(DEFAULT_CHAIN_ID),
+                "message": refused.message,
+            }),
+        )
+        .with_agent(&agent.id)
+        .with_code(Some(refused.code.as_str()));
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.append_audit(std::slice::from_ref(&event)).await {
+                tracing::warn!(error = %e, "a refusal's audit entry was not written");
+            }
+        });
     }
 
     async fn replay(
@@ -454,6 +509,7 @@ impl Intents {
             total: 0,
             executed: 0,
             results: Vec::new(),
+            approval: submitted.intent().approval.as_ref().map(approval_view),
         })
     }
 
@@ -469,6 +525,9 @@ impl Intents {
         let Submitted::New(record) = submitted else {
             return Ok(());
         };
+        if record.awaits_approval() {
+            return Ok(());
+        }
         let (runner, record) = (self.runner.clone(), record.clone());
         let id = record.id.clone();
         let work = tokio::spawn(async move { runner.process(record).await });
@@ -497,6 +556,7 @@ impl Intents {
             )));
         };
         let data = e.data.as_deref().and_then(|d| serde_json::from_str(d).ok());
+        let approval = intent.approval.as_ref().map(approval_view);
         let status = match e.state {
             ExecutionState::Succeeded => "confirmed",
             // Mined and reverted: the transaction exists. A refused simulation sent nothing and is
@@ -535,6 +595,7 @@ impl Intents {
             wallet_address: e.wallet_address.clone(),
             status: status.to_owned(),
             data,
+            approval,
         })
     }
 }
@@ -569,5 +630,12 @@ fn accepted_record(
         total,
         created_at: draft.now,
         finished_at: None,
+        approval: draft.approval_expires_at.map(|expires_at| ApprovalRecord {
+            state: ApprovalState::Pending,
+            requested_at: draft.now,
+            expires_at,
+            decided_at: None,
+            reason: None,
+        }),
     }
 }

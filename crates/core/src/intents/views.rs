@@ -186,6 +186,10 @@ pub fn intent_view(intent: &IntentRecord, executions: &[ExecutionRecord]) -> Int
         total: u64::from(intent.total),
         executed: results.len() as u64,
         results,
+        approval: intent
+            .approval
+            .as_ref()
+            .map(crate::approvals::approval_view),
     }
 }
 

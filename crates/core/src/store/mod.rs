@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 
 use crate::crypto::SecretHash;
-use crate::states::DelegationStatus;
+use crate::states::{ApprovalState, DelegationStatus};
 
 mod records;
 
@@ -121,8 +121,17 @@ pub trait IdentityStore: Send + Sync + 'static {
 
     async fn list_agents(&self, account_id: &str) -> Result<Vec<AgentRecord>, StoreError>;
 
-    async fn create_agent(&self, agent: &NewAgent, policy: &PolicyRecord)
-    -> Result<(), StoreError>;
+    /// The e-mail address an account signed up with.
+    async fn account_email(&self, account_id: &str) -> Result<Option<String>, StoreError>;
+
+    /// Creates an agent with its policy, and writes `event` (its audit entry) in the same
+    /// transaction.
+    async fn create_agent(
+        &self,
+        agent: &NewAgent,
+        policy: &PolicyRecord,
+        event: &AuditEvent,
+    ) -> Result<(), StoreError>;
 
     /// Replaces the agent's key hash; the old key stops working in the same statement.
     async fn rotate_agent_key(
@@ -130,6 +139,7 @@ pub trait IdentityStore: Send + Sync + 'static {
         agent_id: &str,
         key_hash: &SecretHash,
         now: i64,
+        event: &AuditEvent,
     ) -> Result<bool, StoreError>;
 
     /// The sealed execution-wallet key of an agent.
@@ -137,7 +147,9 @@ pub trait IdentityStore: Send + Sync + 'static {
 
     async fn get_policy(&self, agent_id: &str) -> Result<Option<PolicyRecord>, StoreError>;
 
-    async fn put_policy(&self, policy: &PolicyRecord) -> Result<(), StoreError>;
+    /// Replaces the agent's policy and writes `event` (its audit entry) in the same transaction.
+    async fn put_policy(&self, policy: &PolicyRecord, event: &AuditEvent)
+    -> Result<(), StoreError>;
 }
 
 /// Intents and their executions: acceptance (the batcher), leases, outcomes, settlement.
@@ -215,6 +227,7 @@ pub trait IntentStore: Send + Sync + 'static {
         owner: &str,
         finish: &ExecutionFinish,
         now: i64,
+        event: &AuditEvent,
     ) -> Result<bool, StoreError>;
 
     /// Ends a queued intent whose executions have all ended: sets its status, captures the credits of
@@ -244,6 +257,32 @@ pub trait IntentStore: Send + Sync + 'static {
     /// `end.owner` holds. False when neither: nothing changed. The intent is settled after, with
     /// [`IntentStore::finish_intent`].
     async fn end_order(&self, end: &OrderEnd) -> Result<bool, StoreError>;
+
+    /// The account's intents whose approval is in `state`, newest request first, at most `limit`.
+    async fn list_approvals(
+        &self,
+        account_id: &str,
+        state: ApprovalState,
+        limit: u32,
+    ) -> Result<Vec<IntentRecord>, StoreError>;
+
+    /// Approves a pending approval of one of the account's queued intents that has not expired by
+    /// `now`; false when there is none such (nothing changed). The runner claims it after.
+    async fn approve_intent(
+        &self,
+        intent_id: &str,
+        account_id: &str,
+        now: i64,
+        event: &AuditEvent,
+    ) -> Result<bool, StoreError>;
+
+    /// Ends a pending approval without a run ([`ApprovalEnd`]), in one transaction; false when the
+    /// approval was not pending (nothing changed). The intent is settled after, with
+    /// [`IntentStore::finish_intent`] (the runner also settles one found so after a crash).
+    async fn end_approval(&self, end: &ApprovalEnd) -> Result<bool, StoreError>;
+
+    /// Pending approvals whose time ran out by `now`, oldest first, at most `limit`.
+    async fn due_approvals(&self, now: i64, limit: u32) -> Result<Vec<IntentRecord>, StoreError>;
 
     /// The agent's intents of `action`, newest first, at most `limit`.
     async fn list_agent_intents(
@@ -278,7 +317,13 @@ pub trait CreditStore: Send + Sync + 'static {
 #[async_trait]
 pub trait DelegationStore: Send + Sync + 'static {
     /// Stores a delegation; storing one with a known hash again updates its status and body.
-    async fn put_delegation(&self, delegation: &DelegationRecord) -> Result<(), StoreError>;
+    /// Stores a delegation (a new one, or its status and window again) and writes `event` (its
+    /// audit entry) in the same transaction.
+    async fn put_delegation(
+        &self,
+        delegation: &DelegationRecord,
+        event: &AuditEvent,
+    ) -> Result<(), StoreError>;
 
     async fn get_delegation(&self, hash: &str) -> Result<Option<DelegationRecord>, StoreError>;
 
@@ -312,6 +357,7 @@ pub trait DelegationStore: Send + Sync + 'static {
         hash: &str,
         status: DelegationStatus,
         now: i64,
+        event: &AuditEvent,
     ) -> Result<bool, StoreError>;
 
     /// Delegators with an active, unexpired delegation to the agent on the chain.
@@ -525,6 +571,36 @@ pub trait McpSessionStore: Send + Sync + 'static {
     async fn prune_mcp_sessions(&self, before: i64) -> Result<u64, StoreError>;
 }
 
+/// The audit trail: events written beside the decisions, moved into per-account hash chains.
+#[async_trait]
+pub trait AuditStore: Send + Sync + 'static {
+    /// Writes events in a transaction of their own (a decision that writes nothing else).
+    async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError>;
+
+    /// Moves up to `limit` waiting events, oldest first, into their accounts' chains in one
+    /// transaction (each account's head row locked, in account order; events another process is
+    /// chaining are skipped); answers the entries added.
+    async fn chain_audit(
+        &self,
+        linker: &dyn ChainLinker,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// The account's entries after seq `after`, in order, whose instant is in `[from, to)` when
+    /// given; at most `limit`.
+    async fn audit_page(
+        &self,
+        account_id: &str,
+        after: i64,
+        from: Option<i64>,
+        to: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError>;
+
+    /// The account's chain head as stored: its last entry's seq and hash.
+    async fn audit_head(&self, account_id: &str) -> Result<Option<(i64, [u8; 32])>, StoreError>;
+}
+
 /// What [`Store::operations`] reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Operations {
@@ -546,6 +622,7 @@ pub trait Store:
     + PaymentStore
     + NonceStore
     + PersonhoodStore
+    + AuditStore
 {
     /// Answers when the database answers.
     async fn ping(&self) -> Result<(), StoreError>;

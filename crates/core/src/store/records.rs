@@ -4,7 +4,7 @@
 use crate::crypto::SecretHash;
 use crate::params::Params;
 use crate::states::{
-    ChainTxState, DelegationStatus, ExecutionState, IntentStatus, Lane, LedgerKind,
+    ApprovalState, ChainTxState, DelegationStatus, ExecutionState, IntentStatus, Lane, LedgerKind,
 };
 
 /// A pending e-mail code.
@@ -75,6 +75,8 @@ pub struct PolicyRecord {
     /// The lowest health factor a borrow or withdrawal may leave a lending position at, in
     /// ten-thousandths (1.5 is 15000).
     pub min_health_factor_bps: i64,
+    /// A write priced above this waits for the owner's approval; none: never.
+    pub approval_above_micros: Option<i64>,
     pub updated_at: i64,
 }
 
@@ -100,6 +102,10 @@ pub struct Onboarding {
     pub first_policy: PolicyRecord,
     pub session_hash: SecretHash,
     pub session_expires_at: i64,
+    /// Audit events written when the account is new (its first agent's), with its account.
+    pub created_events: Vec<AuditEvent>,
+    /// The sign-in's audit event, written with the account signed into.
+    pub login_event: AuditEvent,
 }
 
 /// What [`Store::complete_onboarding`] did.
@@ -167,6 +173,8 @@ pub struct IntentDraft {
     /// either is no longer the agent's, so that a submit may check against a cached copy.
     pub key_hash: SecretHash,
     pub policy: Option<PolicyRecord>,
+    /// Accepted waiting for the owner's approval until this instant (none: runs as accepted).
+    pub approval_expires_at: Option<i64>,
 }
 
 /// What [`Store::accept_intent`] decided.
@@ -227,6 +235,48 @@ pub struct IntentRecord {
     pub total: u32,
     pub created_at: i64,
     pub finished_at: Option<i64>,
+    /// The owner's approval, for an intent that needed one.
+    pub approval: Option<ApprovalRecord>,
+}
+
+impl IntentRecord {
+    /// Whether the intent waits for its owner's approval now: nothing of it may run.
+    pub fn awaits_approval(&self) -> bool {
+        self.approval
+            .as_ref()
+            .is_some_and(|a| a.state == ApprovalState::Pending)
+    }
+}
+
+/// An intent's approval by its owner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRecord {
+    pub state: ApprovalState,
+    pub requested_at: i64,
+    pub expires_at: i64,
+    pub decided_at: Option<i64>,
+    /// The owner's reason for a rejection.
+    pub reason: Option<String>,
+}
+
+/// An approval ended without a run (rejected by the owner, or expired): by [`IntentStore::end_approval`]
+/// in one transaction, the approval moved from pending to `state`, every pending execution of the
+/// intent failed with `code` and `message`, and its share of the agent's daily usage given back.
+#[derive(Debug, Clone)]
+pub struct ApprovalEnd {
+    pub intent_id: String,
+    /// Only an intent of this account (an owner's decision); none: any (the expiry sweep).
+    pub account_id: Option<String>,
+    pub state: ApprovalState,
+    pub reason: Option<String>,
+    pub code: String,
+    pub message: String,
+    pub agent_id: String,
+    pub day: i64,
+    pub release_micros: i64,
+    pub now: i64,
+    /// Its audit entry, written in the same transaction.
+    pub event: AuditEvent,
 }
 
 /// An execution row.
@@ -511,4 +561,104 @@ pub enum ConsumeOutcome {
     Consumed { consumed_at: i64 },
     AlreadyUsed,
     NotFound,
+}
+
+/// One decision to record, written in the transaction that makes it. `account_id` may be left to
+/// the store to find from `agent_id` (a decision that knows only the agent, such as a delegation
+/// the sweep finds revoked).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEvent {
+    pub account_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub at: i64,
+    /// `intent.accepted`, `approval.rejected`, `credits.capture`, … (dotted, lower case).
+    pub kind: String,
+    pub actor: String,
+    /// What it is about: an intent, an agent, a delegation hash, an account.
+    pub subject: String,
+    /// The refusal's or failure's code, when there is one.
+    pub code: Option<String>,
+    /// Canonical JSON text of the details.
+    pub data: String,
+}
+
+impl AuditEvent {
+    pub fn new(
+        account_id: &str,
+        at: i64,
+        kind: impl Into<String>,
+        actor: impl Into<String>,
+        subject: impl Into<String>,
+        data: serde_json::Value,
+    ) -> Self {
+        Self {
+            account_id: Some(account_id.to_owned()),
+            agent_id: None,
+            at,
+            kind: kind.into(),
+            actor: actor.into(),
+            subject: subject.into(),
+            code: None,
+            data: crate::params::canonical(&data).to_string(),
+        }
+    }
+
+    /// For a decision that knows the agent but not its account.
+    pub fn for_agent(
+        agent_id: &str,
+        at: i64,
+        kind: impl Into<String>,
+        actor: impl Into<String>,
+        subject: impl Into<String>,
+        data: serde_json::Value,
+    ) -> Self {
+        Self {
+            account_id: None,
+            ..Self::new("", at, kind, actor, subject, data).with_agent(agent_id)
+        }
+    }
+
+    pub fn with_agent(mut self, agent_id: &str) -> Self {
+        self.agent_id = Some(agent_id.to_owned());
+        self
+    }
+
+    pub fn with_code(mut self, code: Option<&str>) -> Self {
+        self.code = code.map(str::to_owned);
+        self
+    }
+}
+
+/// An entry of an account's audit chain without its link: what the link hash covers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    pub account_id: String,
+    pub seq: i64,
+    pub at: i64,
+    pub kind: String,
+    pub actor: String,
+    pub subject: String,
+    pub code: Option<String>,
+    pub data: String,
+}
+
+/// An entry of an account's audit chain: the entry, the previous entry's hash and its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEntry {
+    pub entry: AuditRecord,
+    pub prev_hash: [u8; 32],
+    pub hash: [u8; 32],
+}
+
+/// Links audit events into an account's chain (the core's rule, `audit::Linker`), for the store's
+/// chaining transaction.
+pub trait ChainLinker: Send + Sync {
+    /// Links `events` of one account after its head `(seq, hash)`; answers the entries and the new
+    /// head.
+    fn extend(
+        &self,
+        account_id: &str,
+        head: (i64, [u8; 32]),
+        events: &[AuditEvent],
+    ) -> (Vec<AuditEntry>, (i64, [u8; 32]));
 }

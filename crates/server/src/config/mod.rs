@@ -64,6 +64,8 @@ pub struct FileConfig {
     pub intents: IntentsSection,
     #[serde(default)]
     pub delegation: DelegationSection,
+    #[serde(default)]
+    pub approvals: ApprovalsSection,
     /// Data of the internal provider's reads; default `catalog/internal-data.toml` (built in).
     pub internal_data_file: Option<PathBuf>,
     #[serde(default)]
@@ -183,6 +185,15 @@ pub struct IntentsSection {
     pub fanout_concurrency: Option<usize>,
     /// Intent runner workers per process.
     pub workers: Option<usize>,
+}
+
+/// `[approvals]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ApprovalsSection {
+    /// How long an intent waits for its owner's approval before it ends APPROVAL_EXPIRED
+    /// (default 3600).
+    pub ttl_seconds: Option<u64>,
 }
 
 /// `[delegation]`.
@@ -437,6 +448,14 @@ impl Config {
         credit_settings(&mut settings, f.credits, &f.x402)?;
         settings.prices = price_book(f.prices)?;
         intent_settings(&mut settings, &f.intents, &f.delegation)?;
+        if let Some(s) = f.approvals.ttl_seconds {
+            if s == 0 {
+                return Err(ConfigError::Invalid(
+                    "approvals.ttl-seconds must be at least 1".into(),
+                ));
+            }
+            settings.approval_ttl = seconds(s)?;
+        }
         settings.personhood = personhood_settings(&f.personhood)?;
         settings.limits = limit_settings(&f.limits)?;
         Ok(Self {

@@ -9,7 +9,7 @@ use actiongate_api_types::{Envelope, ErrorBody};
 use actiongate_core::catalog::Lane;
 use axum::Json;
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -98,6 +98,7 @@ pub async fn intent_status(
     request_body = ExecuteIntentRequest,
     responses(
         (status = 200, body = Envelope<DirectExecution>),
+        (status = 202, description = "Waiting for the owner's approval (the policy's approvalAboveUsd): nothing sent; data.approval and the intent id tell the rest", body = Envelope<DirectExecution>),
         (status = 400, description = "WALLET_IDEMPOTENCY_KEY_REQUIRED, INVALID_PARAMS", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 402, description = "INSUFFICIENT_CREDITS, DAILY_FREE_LIMIT_EXCEEDED", body = ErrorBody),
@@ -108,10 +109,15 @@ pub async fn intent_status(
 pub async fn execute_direct(
     State(state): State<AppState>,
     body: Result<ApiJson<ExecuteIntentRequest>, ApiError>,
-) -> Result<Json<Envelope<DirectExecution>>, ApiError> {
+) -> Result<(StatusCode, Json<Envelope<DirectExecution>>), ApiError> {
     let ApiJson(req) = body.map_err(ApiError::as_intent_rejection)?;
     let done = state.gateway.intents().execute_direct(&req).await?;
-    Ok(Json(Envelope::new(done)))
+    // Waiting for its owner's approval: accepted, not run (202 with the intent id).
+    let status = match done.approval.as_ref().is_some_and(|a| a.state == "pending") {
+        true => StatusCode::ACCEPTED,
+        false => StatusCode::OK,
+    };
+    Ok((status, Json(Envelope::new(done))))
 }
 
 /// Builds the unsigned transactions of an action for a wallet to sign locally (Model B): an ordered

@@ -2,6 +2,8 @@
 //!
 //! Invariant: handlers parse, call one `Gateway` method, and render; they decide nothing.
 
+pub mod approvals;
+pub mod audit;
 pub mod catalog;
 pub mod credits;
 pub mod delegation;
@@ -179,6 +181,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(identity::list_agents, identity::create_agent))
         .routes(routes!(identity::rotate_key))
         .routes(routes!(identity::get_policy, identity::put_policy))
+        .routes(routes!(approvals::list))
+        .routes(routes!(approvals::approve))
+        .routes(routes!(approvals::reject))
+        .routes(routes!(audit::export))
+        .routes(routes!(audit::verify))
         .routes(routes!(intents::execute_intent))
         .routes(routes!(intents::intent_status))
         .routes(routes!(intents::execute_direct))

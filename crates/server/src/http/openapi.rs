@@ -63,6 +63,9 @@ use utoipa::{Modify, OpenApi};
         actiongate_api_types::venues::BlockingCode, actiongate_api_types::venues::Fix,
         actiongate_api_types::venues::VenueList, actiongate_api_types::venues::VenueSummary,
         actiongate_api_types::venues::ReadinessQuery,
+        actiongate_api_types::intents::IntentApproval, actiongate_api_types::intents::ApprovalItem,
+        actiongate_api_types::intents::ApprovalList, actiongate_api_types::intents::RejectRequest,
+        actiongate_api_types::audit::AuditEntryView, actiongate_api_types::audit::AuditVerify,
     )),
     modifiers(&Security),
     tags(
@@ -71,6 +74,8 @@ use utoipa::{Modify, OpenApi};
         (name = "agents", description = "An owner's agents and their keys"),
         (name = "policy", description = "What an agent may do"),
         (name = "intents", description = "Check, execute and track actions"),
+        (name = "audit", description = "The owner's audit trail: every decision, hash-chained per account; export and verify"),
+        (name = "approvals", description = "The owner's approval queue: writes above the policy's approvalAboveUsd wait here"),
         (name = "credits", description = "What actions cost and what is left"),
         (name = "venues", description = "Check: venue readiness, what blocks a venue's actions and what fixes it"),
         (name = "delegation", description = "ERC-7710 delegations on the MetaMask Delegation Framework: create, activate, check, verify, inspect, balance, revoke, redeem"),

@@ -14,7 +14,7 @@ const SUBMIT: &str = "/api/v1/agent/execute-intent";
 const DIRECT: &str = "/api/v1/agent/execute";
 
 /// Chain 8453 with an RPC URL (the stand-in venue never calls it) and a USDC price.
-fn chain_config(extra: &str) -> String {
+pub(crate) fn chain_config(extra: &str) -> String {
     format!(
         r#"
         [chains.8453]
@@ -54,21 +54,33 @@ async fn allow(app: &TestApp, owner: &Owner, actions: &[&str], daily: f64) {
     .assert_ok();
 }
 
-async fn delegate(app: &TestApp, owner: &Owner, n: usize) -> Vec<String> {
+pub(crate) async fn delegate(app: &TestApp, owner: &Owner, n: usize) -> Vec<String> {
     let mut users = Vec::new();
     for i in 0..n {
         let delegator = format!("0x{:040x}", 0xabc000 + i);
+        let hash = format!("0x{:064x}", i + 1);
+        let event = actiongate_core::audit::delegation_event(
+            &owner.agent_id,
+            &hash,
+            actiongate_core::states::DelegationStatus::Active,
+            "owner",
+            0,
+            json!({}),
+        );
         app.store()
-            .put_delegation(&DelegationRecord {
-                hash: format!("0x{:064x}", i + 1),
-                agent_id: owner.agent_id.clone(),
-                delegator: delegator.clone(),
-                chain_id: 8453,
-                status: actiongate_core::states::DelegationStatus::Active,
-                created_at: i64::try_from(i).unwrap_or(0),
-                expires_at: None,
-                body: None,
-            })
+            .put_delegation(
+                &DelegationRecord {
+                    hash,
+                    agent_id: owner.agent_id.clone(),
+                    delegator: delegator.clone(),
+                    chain_id: 8453,
+                    status: actiongate_core::states::DelegationStatus::Active,
+                    created_at: i64::try_from(i).unwrap_or(0),
+                    expires_at: None,
+                    body: None,
+                },
+                &event,
+            )
             .await
             .expect("put delegation");
         users.push(delegator);
@@ -89,7 +101,7 @@ fn transfer(key: &str, amount: &str, idem: Option<&str>) -> Value {
 }
 
 /// A fan-out write whose output stays with each delegator (no recipient param).
-fn swap(key: &str, amount: &str, idem: Option<&str>) -> Value {
+pub(crate) fn swap(key: &str, amount: &str, idem: Option<&str>) -> Value {
     let mut body = json!({
         "agentApiKey": key,
         "action": "swap",
@@ -567,6 +579,14 @@ async fn fan_out_runs_each_user_under_the_delegation_live_at_execution(backend: 
             &hash(1),
             actiongate_core::states::DelegationStatus::Revoked,
             actiongate_core::clock::to_millis(START),
+            &actiongate_core::audit::delegation_event(
+                &owner.agent_id,
+                &hash(1),
+                actiongate_core::states::DelegationStatus::Revoked,
+                "owner",
+                0,
+                json!({}),
+            ),
         )
         .await;
     assert!(matches!(revoked, Ok(true)), "{revoked:?}");

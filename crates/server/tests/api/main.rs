@@ -3,6 +3,8 @@
 
 mod helpers;
 
+mod approvals;
+mod audit;
 mod catalog;
 mod errors;
 mod health;

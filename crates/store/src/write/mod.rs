@@ -4,7 +4,7 @@
 use actiongate_core::acceptance::Acceptance;
 use actiongate_core::ledger::LedgerRow;
 use actiongate_core::states::IntentStatus;
-use actiongate_core::store::{CreditAccount, ExecutionFinish, StoreError};
+use actiongate_core::store::{AuditEvent, CreditAccount, ExecutionFinish, StoreError};
 
 /// Everything a batch writes, decided in memory by the core ([`CreditLedger::settle`],
 /// [`acceptance::decide`]) and written at its end by [`BatchWriter::write_rows`], inside the
@@ -24,6 +24,9 @@ pub(crate) struct BatchRows<'a> {
     /// Credit rows that changed, as they are now.
     pub(crate) credits: Vec<(&'a str, CreditAccount)>,
     pub(crate) ledger: Vec<LedgerRow<'a>>,
+    /// The audit events of the batch's decisions ([`actiongate_core::audit::batch_events`]), each
+    /// with its account.
+    pub(crate) events: Vec<AuditEvent>,
 }
 
 /// Writes a batch's rows ([`BatchRows`]) on a connection inside its open transaction.

@@ -26,13 +26,16 @@ WITH ended_reads AS (
     WHERE intents.id = v.id
 ), new_intents AS (
     INSERT INTO intents (id, agent_id, account_id, action, lane, params, chain_id, amount_micros,
-        price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at)
+        price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at,
+        approval_state, approval_requested_at, approval_expires_at)
     SELECT id, agent_id, account_id, action, lane, params, chain_id, amount_micros, price_per_execution,
-        reserved_credits, free_request, 'queued', total, lease_owner, lease_until, created_at
+        reserved_credits, free_request, 'queued', total, lease_owner, lease_until, created_at,
+        CASE WHEN approval_expires_at IS NULL THEN NULL ELSE 'pending' END,
+        CASE WHEN approval_expires_at IS NULL THEN NULL ELSE created_at END, approval_expires_at
     FROM unnest($12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::int8[], $19::int8[],
-        $20::int8[], $21::int8[], $22::bool[], $23::int4[], $24::text[], $25::int8[], $26::int8[])
+        $20::int8[], $21::int8[], $22::bool[], $23::int4[], $24::text[], $25::int8[], $26::int8[], $55::int8[])
         AS v (id, agent_id, account_id, action, lane, params, chain_id, amount_micros, price_per_execution,
-            reserved_credits, free_request, total, lease_owner, lease_until, created_at)
+            reserved_credits, free_request, total, lease_owner, lease_until, created_at, approval_expires_at)
 ), new_keys AS (
     INSERT INTO idempotency_keys (agent_id, key, request_hash, intent_id, created_at)
     SELECT * FROM unnest($13::text[], $27::text[], $28::bytea[], $12::text[], $26::int8[])
@@ -54,6 +57,9 @@ WITH ended_reads AS (
         reserved_before, reserved_after, created_at, invoice_id)
     SELECT * FROM unnest($43::text[], $44::text[], $45::text[], $46::text[], $47::text[], $48::text[], $49::int8[],
         $50::int8[], $51::int8[], $52::int8[], $53::int8[], $54::text[])
+), events AS (
+    INSERT INTO audit_events (account_id, at, kind, actor, subject, code, data)
+    SELECT * FROM unnest($56::text[], $57::int8[], $58::text[], $59::text[], $60::text[], $61::text[], $62::text[])
 )
 SELECT 1";
 
@@ -82,6 +88,7 @@ impl BatchWriter for sqlx::PgConnection {
         let (reads, ledger) = (&rows.reads[..], &rows.ledger[..]);
         let (intents, execs) = (&rows.accepted.intents[..], &rows.accepted.executions[..]);
         let usage = &rows.accepted.usage[..];
+        let events = &rows.events[..];
         let seqs: Vec<i32> = ints(reads, |r| r.1)?;
         let intent_chains: Vec<i64> = ints(intents, |i| i.draft.chain_id)?;
         let totals: Vec<i32> = ints(intents, |i| i.total)?;
@@ -145,6 +152,14 @@ impl BatchWriter for sqlx::PgConnection {
             .bind(column(ledger, |l| l.after.reserved))
             .bind(column(ledger, |l| l.at))
             .bind(column(ledger, |l| l.invoice_id))
+            .bind(column(intents, |i| i.draft.approval_expires_at))
+            .bind(column(events, |e| e.account_id.as_deref()))
+            .bind(column(events, |e| e.at))
+            .bind(column(events, |e| e.kind.as_str()))
+            .bind(column(events, |e| e.actor.as_str()))
+            .bind(column(events, |e| e.subject.as_str()))
+            .bind(column(events, |e| e.code.as_deref()))
+            .bind(column(events, |e| e.data.as_str()))
             .execute(self)
             .await
             .map_err(err)?;

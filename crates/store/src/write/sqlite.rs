@@ -1,6 +1,6 @@
 //! SQLite: one multi-row statement per table.
 
-use actiongate_core::states::{ExecutionState, IntentStatus};
+use actiongate_core::states::{ApprovalState, ExecutionState, IntentStatus};
 use actiongate_core::store::StoreError;
 use sqlx::sqlite::SqliteConnection;
 
@@ -60,7 +60,8 @@ impl BatchWriter for SqliteConnection {
         if !accepted.intents.is_empty() {
             let mut q = sqlx::QueryBuilder::new(
                 "INSERT INTO intents (id, agent_id, account_id, action, lane, params, chain_id, amount_micros,
-                     price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at) ",
+                     price_per_execution, reserved_credits, free_request, status, total, lease_owner, lease_until, created_at,
+                     approval_state, approval_requested_at, approval_expires_at) ",
             );
             let mut chain_ids = Vec::with_capacity(accepted.intents.len());
             for i in &accepted.intents {
@@ -85,7 +86,13 @@ impl BatchWriter for SqliteConnection {
                         .push_bind(i64::from(i.total))
                         .push_bind(d.lease.as_ref().map(|(o, _)| o.as_str()))
                         .push_bind(d.lease.as_ref().map(|(_, u)| *u))
-                        .push_bind(d.now);
+                        .push_bind(d.now)
+                        .push_bind(
+                            d.approval_expires_at
+                                .map(|_| ApprovalState::Pending.as_str()),
+                        )
+                        .push_bind(d.approval_expires_at.map(|_| d.now))
+                        .push_bind(d.approval_expires_at);
                 },
             );
             q.build().execute(&mut *conn).await.map_err(err)?;
@@ -168,6 +175,22 @@ impl BatchWriter for SqliteConnection {
                     .push_bind(r.after.reserved)
                     .push_bind(r.at)
                     .push_bind(r.invoice_id);
+            });
+            q.build().execute(&mut *conn).await.map_err(err)?;
+        }
+        // Seven variables an event: chunks stay under SQLite's 32766.
+        for chunk in rows.events.chunks(4000) {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO audit_events (account_id, at, kind, actor, subject, code, data) ",
+            );
+            q.push_values(chunk, |mut b, e| {
+                b.push_bind(e.account_id.as_deref())
+                    .push_bind(e.at)
+                    .push_bind(&e.kind)
+                    .push_bind(&e.actor)
+                    .push_bind(&e.subject)
+                    .push_bind(e.code.as_deref())
+                    .push_bind(&e.data);
             });
             q.build().execute(&mut *conn).await.map_err(err)?;
         }
