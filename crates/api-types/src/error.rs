@@ -58,6 +58,7 @@ error_codes! {
     InvalidParams = "INVALID_PARAMS", 400, InvalidRequest, "params do not match the action's paramsSchema; the message names the field.";
     WalletIdempotencyKeyRequired = "WALLET_IDEMPOTENCY_KEY_REQUIRED", 400, InvalidRequest, "A write from the agent wallet needs an explicit idempotencyKey.";
     WalletSignatureInvalid = "WALLET_SIGNATURE_INVALID", 400, InvalidRequest, "The signature is not the wallet's signature of the issued sign-in message.";
+    WebhookUrlRefused = "WEBHOOK_URL_REFUSED", 400, InvalidRequest, "The webhook URL names a private, loopback or link-local address (or does not resolve): the gateway does not call it.";
     UnknownChain = "UNKNOWN_CHAIN", 400, InvalidRequest, "The chainId is not one this gateway knows.";
     TermsNotAccepted = "TERMS_NOT_ACCEPTED", 400, InvalidRequest, "Onboarding completes only with acceptTerms true.";
     Unauthorized = "UNAUTHORIZED", 401, Unauthorized, "The agent key or owner session is missing, invalid, revoked or expired.";

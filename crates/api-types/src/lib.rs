@@ -12,6 +12,7 @@ pub mod identity;
 pub mod intents;
 pub mod personhood;
 pub mod venues;
+pub mod webhooks;
 
 pub use error::{ErrorBody, ErrorCode, ErrorFamily};
 

@@ -55,6 +55,12 @@ routes! {
     REJECT = Post "/api/v1/approvals/{intentId}/reject";
     AUDIT_EXPORT = Get "/api/v1/audit";
     AUDIT_VERIFY = Get "/api/v1/audit/verify";
+    WEBHOOKS = Get "/api/v1/webhooks";
+    WEBHOOK_CREATE = Post "/api/v1/webhooks";
+    WEBHOOK_DELETE = Delete "/api/v1/webhooks/{id}";
+    WEBHOOK_ROTATE = Post "/api/v1/webhooks/{id}/rotate-secret";
+    WEBHOOK_DELIVERIES = Get "/api/v1/webhooks/{id}/deliveries";
+    EVENTS = Get "/api/v1/events";
     EXECUTE_INTENT = Post "/api/v1/agent/execute-intent";
     INTENT_STATUS = Get "/api/v1/agent/execute-intent/status";
     EXECUTE = Post "/api/v1/agent/execute";

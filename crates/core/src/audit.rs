@@ -49,11 +49,21 @@ pub mod actor {
 #[derive(Clone, Debug)]
 pub struct Linker {
     keys: Keyring,
+    /// A ledger entry that takes the balance below this many credits is a `credits.low` event.
+    credits_low_below: i64,
 }
 
 impl Linker {
     pub fn new(keys: Keyring) -> Self {
-        Self { keys }
+        Self {
+            keys,
+            credits_low_below: 100,
+        }
+    }
+
+    pub fn with_credits_low_below(mut self, credits: i64) -> Self {
+        self.credits_low_below = credits;
+        self
     }
 
     /// The hash of an entry: the previous entry's hash and every field of this one, each
@@ -104,6 +114,10 @@ impl ChainLinker for Linker {
             prev = hash;
         }
         (out, (seq, prev))
+    }
+
+    fn events_of(&self, entry: &AuditEntry) -> Vec<(String, String)> {
+        events_of(entry, self.credits_low_below)
     }
 }
 
@@ -335,6 +349,55 @@ pub fn delegation_event(
     AuditEvent::for_agent(agent_id, at, kind, actor, hash, data)
 }
 
+/// The event types a webhook endpoint may subscribe to (and the event stream carries).
+pub const EVENT_TYPES: &[&str] = &[
+    "intent.completed",
+    "intent.failed",
+    "approval.requested",
+    "delegation.revoked",
+    "credits.low",
+];
+/// The events an audit entry makes, as (type, payload): the entry's own kind when it is an event
+/// type, and `credits.low` for a ledger entry that takes the balance below `credits_low_below`.
+pub fn events_of(entry: &AuditEntry, credits_low_below: i64) -> Vec<(String, String)> {
+    let e = &entry.entry;
+    let data: Value = serde_json::from_str(&e.data).unwrap_or(Value::Null);
+    let mut kinds = Vec::new();
+    if EVENT_TYPES.contains(&e.kind.as_str()) {
+        kinds.push(e.kind.clone());
+    }
+    if e.kind.starts_with("credits.") {
+        let before = data["balanceBefore"].as_i64().unwrap_or(i64::MIN);
+        let after = data["balanceAfter"].as_i64().unwrap_or(i64::MAX);
+        if before >= credits_low_below && after < credits_low_below {
+            kinds.push("credits.low".to_owned());
+        }
+    }
+    kinds
+        .into_iter()
+        .map(|kind| {
+            let id = event_id(entry, &kind);
+            let payload = json!({
+                "id": id,
+                "type": kind,
+                "createdAt": rfc3339(from_millis(e.at)),
+                "accountId": e.account_id,
+                "subject": e.subject,
+                "code": e.code,
+                "data": data,
+                "auditSeq": e.seq,
+            });
+            (kind, payload.to_string())
+        })
+        .collect()
+}
+
+/// An event's id: stable (a retry and the stream carry the same), unique per account entry and type.
+pub fn event_id(entry: &AuditEntry, kind: &str) -> String {
+    let suffix = if kind == "credits.low" { "_low" } else { "" };
+    format!("evt_{}{suffix}", &hex::encode(entry.hash)[..32])
+}
+
 /// The kinds other modules name (webhooks subscribe to some of them).
 pub mod kinds {
     pub const INTENT_COMPLETED: &str = "intent.completed";
@@ -413,6 +476,20 @@ impl Audit {
         }
         let head = self.store.audit_head(account_id).await?;
         Ok(verifier.finish(head))
+    }
+
+    /// The seq of the account's last chained entry (0: none yet).
+    pub async fn head_seq(&self, account_id: &str) -> Result<i64> {
+        Ok(self
+            .store
+            .audit_head(account_id)
+            .await?
+            .map_or(0, |(seq, _)| seq))
+    }
+
+    /// The webhook events an entry makes, as the webhooks receive them.
+    pub fn events_of(&self, entry: &AuditEntry) -> Vec<(String, String)> {
+        self.linker.events_of(entry)
     }
 
     /// Parses an export bound: an RFC 3339 instant.

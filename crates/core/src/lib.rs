@@ -39,6 +39,7 @@ pub mod settings;
 pub mod states;
 pub mod store;
 pub mod venues;
+pub mod webhooks;
 
 pub use error::{Error, Result};
 pub use gateway::{Gateway, PersonhoodPorts, Ports};

@@ -59,6 +59,12 @@ pub struct Settings {
     pub limits: LimitSettings,
     /// How long an intent waits for its owner's approval (`[approvals] ttl-seconds`).
     pub approval_ttl: Duration,
+    /// A ledger entry that takes an account's balance below this is a `credits.low` event
+    /// (`[webhooks] credits-low-below`).
+    pub credits_low_below: i64,
+    /// Whether webhooks may be posted to private, loopback and link-local addresses
+    /// (`[webhooks] allow-private`; never in production).
+    pub webhooks_allow_private: bool,
 }
 
 impl Default for Settings {
@@ -80,6 +86,8 @@ impl Default for Settings {
             personhood: PersonhoodSettings::default(),
             limits: LimitSettings::default(),
             approval_ttl: Duration::hours(1),
+            credits_low_below: 100,
+            webhooks_allow_private: false,
         }
     }
 }

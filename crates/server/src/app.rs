@@ -201,6 +201,9 @@ impl Application {
                     delegations: Some(delegations),
                     prices: Some(prices),
                     personhood: PersonhoodPorts { signer, verifier },
+                    webhooks: Some(Arc::new(crate::webhooks::HttpTransport::new(
+                        config.settings.webhooks_allow_private,
+                    ))),
                 },
                 catalog,
                 registry,
@@ -285,6 +288,7 @@ impl Application {
         let sweep = spawn_delegation_sweep(self.gateway.clone(), stop_rx.clone());
         let approvals = spawn_approval_sweep(self.gateway.clone(), stop_rx.clone());
         let audit = spawn_audit_chain(self.gateway.clone(), stop_rx.clone());
+        let deliveries = spawn_deliveries(self.gateway.clone(), stop_rx.clone());
         let settlements =
             spawn_settlement_sweep(self.settler.clone(), self.sweep_every, stop_rx.clone());
         let prune = spawn_pruning(self.store.clone(), self.gateway.clone(), stop_rx.clone());
@@ -309,6 +313,7 @@ impl Application {
         let _ = sweep.await;
         let _ = approvals.await;
         let _ = audit.await;
+        let _ = deliveries.await;
         let _ = settlements.await;
         let _ = prune.await;
         let _ = upkeep.await;
@@ -416,6 +421,32 @@ fn spawn_audit_chain(
             }
             tokio::select! {
                 () = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+                _ = stop.changed() => break,
+            }
+        }
+    })
+}
+
+/// Posts the webhook deliveries that are due, every 500 ms (at once again while there were some),
+/// on every process (each claimed by one).
+fn spawn_deliveries(
+    gateway: Arc<Gateway>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while !*stop.borrow() {
+            let more = match gateway.webhooks().deliver_due().await {
+                Ok(n) => n > 0,
+                Err(e) => {
+                    tracing::warn!(code = %e.code, detail = e.detail.as_deref().unwrap_or(""), "webhook deliveries failed");
+                    false
+                }
+            };
+            if more {
+                continue;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
                 _ = stop.changed() => break,
             }
         }

@@ -3,11 +3,13 @@
 
 pub mod app;
 pub mod config;
+pub mod console;
 pub mod http;
 pub mod mail;
 pub mod mcp;
 pub mod metrics;
 pub mod serve;
+pub mod webhooks;
 pub mod worldid;
 
 pub use app::{Application, Deps, StartError};

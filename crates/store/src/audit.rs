@@ -155,6 +155,7 @@ impl AuditStore for SqlStore {
                     .execute(&mut *tx)
                     .await
                     .map_err(err)?;
+                    insert_deliveries!(tx, linker, e);
                 }
                 sqlx::query("UPDATE audit_heads SET seq = $2, hash = $3 WHERE account_id = $1")
                     .bind(account_id)

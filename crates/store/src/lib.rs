@@ -66,6 +66,8 @@ mod rows;
 #[macro_use]
 mod write;
 #[macro_use]
+mod webhooks;
+#[macro_use]
 mod audit;
 #[macro_use]
 mod batch;
@@ -93,6 +95,19 @@ trait Dialect<'c>: Sized {
     /// Up to `$1` of the oldest audit events waiting to be chained (PostgreSQL: skipping those
     /// another process is chaining).
     fn audit_events_sql(&self) -> &'static str;
+    /// Up to `$2` pending webhook deliveries due by `$1` (PostgreSQL: skipping those another process
+    /// is claiming).
+    fn claim_deliveries_sql(&self) -> &'static str;
+}
+
+macro_rules! claim_deliveries_sql {
+    ($lock:literal) => {
+        concat!(
+            "SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_at <= $1 ",
+            "ORDER BY next_at, id LIMIT $2",
+            $lock
+        )
+    };
 }
 
 macro_rules! audit_events_sql {
@@ -128,6 +143,9 @@ impl<'c> Dialect<'c> for &'c mut SqliteConnection {
     fn audit_events_sql(&self) -> &'static str {
         audit_events_sql!("")
     }
+    fn claim_deliveries_sql(&self) -> &'static str {
+        claim_deliveries_sql!("")
+    }
 }
 
 impl<'c> Dialect<'c> for &'c PgPool {
@@ -140,6 +158,9 @@ impl<'c> Dialect<'c> for &'c PgPool {
     }
     fn audit_events_sql(&self) -> &'static str {
         audit_events_sql!(" FOR UPDATE SKIP LOCKED")
+    }
+    fn claim_deliveries_sql(&self) -> &'static str {
+        claim_deliveries_sql!(" FOR UPDATE SKIP LOCKED")
     }
 }
 

@@ -28,6 +28,7 @@ use crate::purchases::Credits;
 use crate::runner::IntentRunner;
 use crate::settings::Settings;
 use crate::store::{PruneCutoffs, Store};
+use crate::webhooks::{WebhookTransport, Webhooks};
 
 /// How long idempotency keys, used personhood challenges and unpaid invoices are kept.
 pub const RETAINED: time::Duration = time::Duration::days(7);
@@ -49,6 +50,8 @@ pub struct Ports {
     pub prices: Option<Arc<Prices>>,
     /// The World ID relying party's signer and the proof verifier it calls.
     pub personhood: PersonhoodPorts,
+    /// Posts webhook deliveries; webhooks are off without it.
+    pub webhooks: Option<Arc<dyn WebhookTransport>>,
 }
 
 /// What personhood needs from outside: the key that signs relying-party requests and the verifier
@@ -71,6 +74,7 @@ pub struct Gateway {
     identity: Arc<Identity>,
     venues: Arc<Venues>,
     audit: Arc<Audit>,
+    webhooks: Arc<Webhooks>,
     approvals: Arc<Approvals>,
     intents: Arc<Intents>,
     delegations: Arc<Delegations>,
@@ -96,6 +100,7 @@ impl Gateway {
             delegations,
             prices,
             personhood,
+            webhooks,
         } = ports;
         let settings = Arc::new(settings);
         let prices = prices.unwrap_or_else(|| Arc::new(Prices::new(settings.prices.clone(), None)));
@@ -108,7 +113,14 @@ impl Gateway {
             settings.fanout_concurrency,
         ));
         let limits = Arc::new(Limits::new(settings.limits.clone()));
-        let linker = crate::audit::Linker::new(keys.clone());
+        let linker = crate::audit::Linker::new(keys.clone())
+            .with_credits_low_below(settings.credits_low_below);
+        let webhooks = Arc::new(Webhooks::new(
+            store.clone(),
+            clock.clone(),
+            keys.clone(),
+            webhooks,
+        ));
         let identity = Arc::new(Identity::new(
             store.clone(),
             mailer.clone(),
@@ -185,6 +197,7 @@ impl Gateway {
             identity,
             venues,
             audit,
+            webhooks,
             approvals,
             intents,
             delegations,
@@ -207,6 +220,11 @@ impl Gateway {
     /// The audit trail: the chaining step, export and verification.
     pub fn audit(&self) -> &Audit {
         &self.audit
+    }
+
+    /// Webhook endpoints and their deliveries.
+    pub fn webhooks(&self) -> &Webhooks {
+        &self.webhooks
     }
 
     /// The owner's approval queue: approve, reject, and the expiry of what was left waiting.

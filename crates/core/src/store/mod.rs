@@ -601,6 +601,49 @@ pub trait AuditStore: Send + Sync + 'static {
     async fn audit_head(&self, account_id: &str) -> Result<Option<(i64, [u8; 32])>, StoreError>;
 }
 
+/// Webhook endpoints and their deliveries (the outbox the audit chaining writes).
+#[async_trait]
+pub trait WebhookStore: Send + Sync + 'static {
+    async fn put_webhook(&self, webhook: &WebhookRecord) -> Result<(), StoreError>;
+
+    async fn list_webhooks(&self, account_id: &str) -> Result<Vec<WebhookRecord>, StoreError>;
+
+    /// Deletes the account's endpoint and its pending deliveries; false when there was none.
+    async fn delete_webhook(&self, account_id: &str, id: &str) -> Result<bool, StoreError>;
+
+    async fn set_webhook_secret(
+        &self,
+        account_id: &str,
+        id: &str,
+        sealed: &[u8],
+    ) -> Result<bool, StoreError>;
+
+    /// The endpoint's latest deliveries, newest first.
+    async fn list_deliveries(
+        &self,
+        webhook_id: &str,
+        limit: u32,
+    ) -> Result<Vec<DeliveryRecord>, StoreError>;
+
+    /// Claims up to `limit` pending deliveries due by `now` (until `claim_until` no other process
+    /// takes them), oldest first, with their endpoint's URL and sealed secret.
+    async fn claim_deliveries(
+        &self,
+        now: i64,
+        claim_until: i64,
+        limit: u32,
+    ) -> Result<Vec<(DeliveryRecord, String, Vec<u8>)>, StoreError>;
+
+    /// Records an attempt's end (`attempts` tries so far).
+    async fn end_delivery(
+        &self,
+        id: &str,
+        attempts: u32,
+        end: &DeliveryEnd,
+        now: i64,
+    ) -> Result<(), StoreError>;
+}
+
 /// What [`Store::operations`] reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Operations {
@@ -623,6 +666,7 @@ pub trait Store:
     + NonceStore
     + PersonhoodStore
     + AuditStore
+    + WebhookStore
 {
     /// Answers when the database answers.
     async fn ping(&self) -> Result<(), StoreError>;

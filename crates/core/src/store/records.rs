@@ -661,4 +661,59 @@ pub trait ChainLinker: Send + Sync {
         head: (i64, [u8; 32]),
         events: &[AuditEvent],
     ) -> (Vec<AuditEntry>, (i64, [u8; 32]));
+
+    /// The webhook events an entry makes, as (type, JSON payload); written as deliveries to the
+    /// account's endpoints subscribed to the type, in the chaining transaction.
+    fn events_of(&self, entry: &AuditEntry) -> Vec<(String, String)>;
+}
+
+/// A webhook endpoint of an account.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebhookRecord {
+    pub id: String,
+    pub account_id: String,
+    pub url: String,
+    /// Event types it receives.
+    pub events: Vec<String>,
+    /// Its signing secret, sealed under the master key for this row.
+    pub secret_sealed: Vec<u8>,
+    pub created_at: i64,
+}
+
+/// One event's delivery to one endpoint (an outbox row).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliveryRecord {
+    pub id: String,
+    pub webhook_id: String,
+    pub event_id: String,
+    pub kind: String,
+    /// The JSON body posted.
+    pub payload: String,
+    /// pending, delivered or failed.
+    pub state: String,
+    pub attempts: u32,
+    pub next_at: i64,
+    pub last_status: Option<u16>,
+    pub last_error: Option<String>,
+    pub created_at: i64,
+    pub delivered_at: Option<i64>,
+}
+
+/// How a delivery attempt ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeliveryEnd {
+    Delivered {
+        status: u16,
+    },
+    /// Tried again at `at`.
+    Retry {
+        status: Option<u16>,
+        error: String,
+        at: i64,
+    },
+    /// Tried for a day: given up.
+    GivenUp {
+        status: Option<u16>,
+        error: String,
+    },
 }

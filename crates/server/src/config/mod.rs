@@ -66,6 +66,8 @@ pub struct FileConfig {
     pub delegation: DelegationSection,
     #[serde(default)]
     pub approvals: ApprovalsSection,
+    #[serde(default)]
+    pub webhooks: WebhooksSection,
     /// Data of the internal provider's reads; default `catalog/internal-data.toml` (built in).
     pub internal_data_file: Option<PathBuf>,
     #[serde(default)]
@@ -185,6 +187,18 @@ pub struct IntentsSection {
     pub fanout_concurrency: Option<usize>,
     /// Intent runner workers per process.
     pub workers: Option<usize>,
+}
+
+/// `[webhooks]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct WebhooksSection {
+    /// Post to private, loopback and link-local addresses too (tests, a private network); never on
+    /// a gateway that faces the internet.
+    pub allow_private: Option<bool>,
+    /// A ledger entry that takes an account's balance below this many credits is `credits.low`
+    /// (default 100).
+    pub credits_low_below: Option<i64>,
 }
 
 /// `[approvals]`.
@@ -455,6 +469,12 @@ impl Config {
                 ));
             }
             settings.approval_ttl = seconds(s)?;
+        }
+        if let Some(allow) = f.webhooks.allow_private {
+            settings.webhooks_allow_private = allow;
+        }
+        if let Some(n) = f.webhooks.credits_low_below {
+            settings.credits_low_below = n;
         }
         settings.personhood = personhood_settings(&f.personhood)?;
         settings.limits = limit_settings(&f.limits)?;

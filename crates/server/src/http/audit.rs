@@ -118,6 +118,15 @@ pub async fn export(
     Owner(owner): Owner,
     ApiQuery(q): ApiQuery<ExportQuery>,
 ) -> Result<Response, ApiError> {
+    stream_export(&state, owner, q).await
+}
+
+/// The export of `owner`'s trail as `q` asks (the REST route's and the console's).
+pub async fn stream_export(
+    state: &AppState,
+    owner: OwnerContext,
+    q: ExportQuery,
+) -> Result<Response, ApiError> {
     let format = match q.format.as_deref() {
         None | Some("jsonl") => Format::Jsonl,
         Some("csv") => Format::Csv,

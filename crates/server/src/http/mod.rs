@@ -14,6 +14,7 @@ pub mod intents;
 pub mod openapi;
 pub mod personhood;
 pub mod venues;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,6 +64,7 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>, metrics_apart: bo
         axum::middleware::from_fn_with_state(state.clone(), crate::mcp::require_agent_key),
     );
     let per_address = axum::middleware::from_fn_with_state(state.clone(), limit_by_address);
+    let console = crate::console::routes().with_state(state.clone());
     let (api, doc) = routes().split_for_parts();
     let api = if metrics_apart {
         api
@@ -72,6 +74,7 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>, metrics_apart: bo
     let api = api
         .with_state(state)
         .merge(mcp)
+        .merge(console)
         .merge(SwaggerUi::new("/docs").url("/api/v1/openapi.json", doc))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
@@ -137,7 +140,7 @@ async fn limit_by_address(
     let headers = request.headers();
     let check: Option<fn(&actiongate_core::limits::Limits, &str) -> actiongate_core::Result<()>> =
         match (request.method(), request.uri().path()) {
-            (&axum::http::Method::POST, "/api/v1/onboarding/email/start") => {
+            (&axum::http::Method::POST, "/api/v1/onboarding/email/start" | "/console/sign-in") => {
                 Some(actiongate_core::limits::Limits::onboarding)
             }
             (&axum::http::Method::POST, "/api/v1/credits/buy-with-x402") => {
@@ -186,6 +189,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(approvals::reject))
         .routes(routes!(audit::export))
         .routes(routes!(audit::verify))
+        .routes(routes!(webhooks::list, webhooks::create))
+        .routes(routes!(webhooks::delete))
+        .routes(routes!(webhooks::rotate_secret))
+        .routes(routes!(webhooks::deliveries))
+        .routes(routes!(webhooks::events))
         .routes(routes!(intents::execute_intent))
         .routes(routes!(intents::intent_status))
         .routes(routes!(intents::execute_direct))

@@ -66,6 +66,9 @@ use utoipa::{Modify, OpenApi};
         actiongate_api_types::intents::IntentApproval, actiongate_api_types::intents::ApprovalItem,
         actiongate_api_types::intents::ApprovalList, actiongate_api_types::intents::RejectRequest,
         actiongate_api_types::audit::AuditEntryView, actiongate_api_types::audit::AuditVerify,
+        actiongate_api_types::webhooks::WebhookRequest, actiongate_api_types::webhooks::WebhookView,
+        actiongate_api_types::webhooks::WebhookCreated, actiongate_api_types::webhooks::WebhookList,
+        actiongate_api_types::webhooks::Delivery, actiongate_api_types::webhooks::DeliveryList,
     )),
     modifiers(&Security),
     tags(
@@ -74,6 +77,7 @@ use utoipa::{Modify, OpenApi};
         (name = "agents", description = "An owner's agents and their keys"),
         (name = "policy", description = "What an agent may do"),
         (name = "intents", description = "Check, execute and track actions"),
+        (name = "webhooks", description = "Webhooks (signed, retried deliveries) and the owner's event stream (SSE)"),
         (name = "audit", description = "The owner's audit trail: every decision, hash-chained per account; export and verify"),
         (name = "approvals", description = "The owner's approval queue: writes above the policy's approvalAboveUsd wait here"),
         (name = "credits", description = "What actions cost and what is left"),
