@@ -72,6 +72,21 @@ try {
   await expect(page.getByText('Approved: it runs now.'), 'the approval notice');
   await shot('05-approved');
 
+  // Activity and credits: the approved intent with its result, the ledger.
+  await page.getByRole('link', { name: 'Activity' }).click();
+  await expect(page.getByText(/swap \(executeIntent\)/), 'the intent in the activity');
+  await shot('07-activity');
+  await page.getByRole('link', { name: 'Credits' }).click();
+  await expect(page.getByText('Ledger, newest first'), 'the ledger');
+  seen.balance = await page.locator('.balance').innerText();
+  await shot('08-credits');
+
+  // Delegations: revoke one for the agents.
+  await page.getByRole('link', { name: 'Delegations' }).click();
+  await page.getByRole('button', { name: 'Revoke for my agents' }).first().click();
+  await expect(page.getByText('Revoked: your agents no longer use this delegation.'), 'the revocation');
+  await shot('09-delegations');
+
   // The audit trail: verify, then export.
   await page.getByRole('link', { name: 'Audit' }).click();
   await page.getByRole('button', { name: 'Verify the chain' }).click();

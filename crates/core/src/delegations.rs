@@ -522,6 +522,57 @@ impl Delegations {
         })
     }
 
+    /// The delegations given to the owner's agents, newest first.
+    pub async fn owner_delegations(
+        &self,
+        owner: &crate::identity::OwnerContext,
+    ) -> Result<Vec<DelegationRecord>> {
+        let mut out = Vec::new();
+        for agent in self.store.list_agents(&owner.account_id).await? {
+            out.extend(self.store.list_delegations(&agent.id, None, None).await?);
+        }
+        out.sort_by_key(|d| std::cmp::Reverse(d.created_at));
+        Ok(out)
+    }
+
+    /// The owner stops the gateway from using a delegation given to one of their agents: recorded
+    /// revoked at once (no fan-out runs under it again); the delegator's own onchain revocation is
+    /// theirs to send. Revoking a revoked one answers it as it is.
+    pub async fn owner_revoke(
+        &self,
+        owner: &crate::identity::OwnerContext,
+        hash: &str,
+    ) -> Result<DelegationRecord> {
+        let record = self.store.get_delegation(hash).await?.ok_or_else(|| {
+            Error::not_found(format!("No delegation {hash} to this account's agents."))
+        })?;
+        let agent = self.store.get_agent(&record.agent_id).await?;
+        if agent.is_none_or(|a| a.account_id != owner.account_id) {
+            return Err(Error::not_found(format!(
+                "No delegation {hash} to this account's agents."
+            )));
+        }
+        if record.status != DelegationStatus::Revoked {
+            let now = to_millis(self.clock.now());
+            let event = delegation_event(
+                &record.agent_id,
+                &record.hash,
+                DelegationStatus::Revoked,
+                actor::OWNER,
+                now,
+                json!({"delegator": record.delegator, "foundBy": "owner"}),
+            );
+            self.store
+                .set_delegation_status(&record.hash, DelegationStatus::Revoked, now, &event)
+                .await?;
+            tracing::info!(delegation_hash = %record.hash, "delegation revoked by the agent's owner");
+        }
+        Ok(DelegationRecord {
+            status: DelegationStatus::Revoked,
+            ..record
+        })
+    }
+
     /// Checks every active delegation against the chain: one its delegator disabled (by the
     /// transaction `revoke` built, or any other) is recorded `revoked`, one whose time window closed
     /// `expired`. Delegations on chains this gateway cannot read are left as they are. Answers how

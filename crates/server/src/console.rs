@@ -37,6 +37,13 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/console/approvals/{id}/approve", post(approve))
         .route("/console/approvals/{id}/reject", post(reject))
         .route("/console/audit", get(audit_page))
+        .route("/console/activity", get(activity_page))
+        .route("/console/credits", get(credits_page))
+        .route("/console/delegations", get(delegations_page))
+        .route(
+            "/console/delegations/{hash}/revoke",
+            post(revoke_delegation),
+        )
         .route("/console/audit/export", get(audit_export))
 }
 
@@ -75,6 +82,9 @@ fn page(
                         nav aria-label="Console" {
                             a href="/console" { "Agents" }
                             a href="/console/approvals" { "Approvals" }
+                            a href="/console/activity" { "Activity" }
+                            a href="/console/credits" { "Credits" }
+                            a href="/console/delegations" { "Delegations" }
                             a href="/console/audit" { "Audit" }
                             form method="post" action="/console/sign-out" class="inline" {
                                 button type="submit" class="link" { "Sign out" }
@@ -687,5 +697,170 @@ async fn audit_export(
     match crate::http::audit::stream_export(&state, owner, q).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
+    }
+}
+
+/// An instant of the store (Unix ms) as people read it.
+fn when(ms: i64) -> String {
+    actiongate_core::clock::rfc3339(actiongate_core::clock::from_millis(ms))
+}
+
+async fn activity_page(
+    State(state): State<AppState>,
+    ConsoleOwner(owner, _): ConsoleOwner,
+) -> Response {
+    let intents = match state.gateway.intents().account_intents(&owner).await {
+        Ok(i) => i,
+        Err(e) => return page("Activity", true, None, Some(&e.message), html! {}),
+    };
+    page(
+        "Activity",
+        true,
+        None,
+        None,
+        html! {
+            @if intents.is_empty() { p { "No intents yet." } }
+            h2 { "Your agents' latest intents" }
+            @for (record, view) in &intents {
+                article class="approval" aria-label={ "Intent " (record.id) } {
+                    dl {
+                        dt { "When" } dd { (when(record.created_at)) }
+                        dt { "Action" } dd { (record.action) " (" (record.lane.as_str()) ")" }
+                        dt { "Agent" } dd { code { (record.agent_id) } }
+                        dt { "Intent" } dd { code { (record.id) } }
+                        dt { "Status" } dd {
+                            (view.status)
+                            @if let Some(a) = &view.approval { " · approval " (a.state) }
+                        }
+                        @for r in &view.results {
+                            dt { "Result" } dd {
+                                @if r.success { "ok" } @else { (r.code.clone().unwrap_or_default()) }
+                                @if let Some(tx) = &r.tx_hash { " · tx " code { (tx) } }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+async fn credits_page(
+    State(state): State<AppState>,
+    ConsoleOwner(owner, _): ConsoleOwner,
+) -> Response {
+    let (account, ledger) = match state.gateway.credits().owner_credits(&owner).await {
+        Ok(c) => c,
+        Err(e) => return page("Credits", true, None, Some(&e.message), html! {}),
+    };
+    let packages = state
+        .gateway
+        .credits()
+        .x402_metadata()
+        .map(|m| m.packages)
+        .unwrap_or_default();
+    page(
+        "Credits",
+        true,
+        None,
+        None,
+        html! {
+            p class="balance" { "Balance " strong { (account.balance) } " credits, " (account.reserved) " held for intents that have not ended." }
+            @if !packages.is_empty() {
+                table {
+                    caption { "Packages (bought with x402: actiongate credits buy)" }
+                    thead { tr { th scope="col" { "Package" } th scope="col" { "Credits" } th scope="col" { "Price" } } }
+                    tbody { @for p in &packages { tr { td { (p.sku) } td { (p.credits) } td { (p.price) } } } }
+                }
+            }
+            table {
+                caption { "Ledger, newest first" }
+                thead { tr {
+                    th scope="col" { "When" } th scope="col" { "Entry" } th scope="col" { "Balance" }
+                    th scope="col" { "Held" } th scope="col" { "Why" }
+                } }
+                tbody {
+                    @for l in ledger.iter().take(200) {
+                        tr {
+                            td { (when(l.created_at)) }
+                            td { (l.kind.as_str()) }
+                            td { (l.balance_before) " → " (l.balance_after) }
+                            td { (l.reserved_before) " → " (l.reserved_after) }
+                            td { (l.reason) }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+async fn delegations_page(
+    State(state): State<AppState>,
+    ConsoleOwner(owner, _): ConsoleOwner,
+) -> Response {
+    render_delegations(&state, &owner, None, None).await
+}
+
+async fn render_delegations(
+    state: &AppState,
+    owner: &OwnerContext,
+    notice: Option<&str>,
+    error: Option<&str>,
+) -> Response {
+    let list = match state.gateway.delegations().owner_delegations(owner).await {
+        Ok(l) => l,
+        Err(e) => return page("Delegations", true, None, Some(&e.message), html! {}),
+    };
+    page(
+        "Delegations",
+        true,
+        notice,
+        error,
+        html! {
+            p { "Users who delegated to your agents (ERC-7710). Revoking one here stops your agents from using it at once; the user's own onchain revocation is theirs to send." }
+            @if list.is_empty() { p { "No delegations yet." } }
+            @for d in &list {
+                article class="approval" aria-label={ "Delegation " (d.hash) } {
+                    dl {
+                        dt { "Delegator" } dd { code { (d.delegator) } }
+                        dt { "Agent" } dd { code { (d.agent_id) } }
+                        dt { "Chain" } dd { (d.chain_id) }
+                        dt { "Status" } dd { (d.status.as_str()) }
+                        dt { "Hash" } dd { code { (d.hash) } }
+                        @if let Some(e) = d.expires_at { dt { "Until" } dd { (when(e)) } }
+                    }
+                    @if d.status.as_str() == "active" {
+                        form method="post" action={ "/console/delegations/" (d.hash) "/revoke" } {
+                            button type="submit" class="danger" { "Revoke for my agents" }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+async fn revoke_delegation(
+    State(state): State<AppState>,
+    ConsoleOwner(owner, _): ConsoleOwner,
+    Path(hash): Path<String>,
+) -> Response {
+    match state
+        .gateway
+        .delegations()
+        .owner_revoke(&owner, &hash)
+        .await
+    {
+        Ok(_) => {
+            render_delegations(
+                &state,
+                &owner,
+                Some("Revoked: your agents no longer use this delegation."),
+                None,
+            )
+            .await
+        }
+        Err(e) => render_delegations(&state, &owner, None, Some(&e.message)).await,
     }
 }

@@ -486,6 +486,25 @@ impl IntentStore for SqlStore {
         })
     }
 
+    async fn list_account_intents(
+        &self,
+        account_id: &str,
+        limit: u32,
+    ) -> Result<Vec<IntentRecord>, StoreError> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(concat!(
+                "SELECT ", intent_columns!(),
+                " FROM intents WHERE account_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
+            ))
+            .bind(account_id)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+            .map_err(err)?;
+            rows.iter().map(intent_from_row).collect()
+        })
+    }
+
     async fn list_agent_intents(
         &self,
         agent_id: &str,

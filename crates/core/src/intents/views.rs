@@ -97,6 +97,32 @@ impl Intents {
         }
     }
 
+    /// The owner's account's latest intents (at most 100), each as its agent reads it, beside its
+    /// stored record (action, agent, when).
+    pub async fn account_intents(
+        &self,
+        owner: &crate::identity::OwnerContext,
+    ) -> Result<Vec<(IntentRecord, Intent)>> {
+        let intents = self
+            .store
+            .list_account_intents(&owner.account_id, 100)
+            .await?;
+        let ids: Vec<String> = intents.iter().map(|i| i.id.clone()).collect();
+        let executions = self.store.list_executions_of(&ids).await?;
+        Ok(intents
+            .into_iter()
+            .map(|i| {
+                let mine: Vec<ExecutionRecord> = executions
+                    .iter()
+                    .filter(|e| e.intent_id == i.id)
+                    .cloned()
+                    .collect();
+                let view = intent_view(&i, &mine);
+                (i, view)
+            })
+            .collect())
+    }
+
     /// The agent's account's credits.
     pub async fn credit_balance(&self, agent_key: Option<&str>) -> Result<CreditBalance> {
         let agent = self.identity.authenticate_agent(agent_key).await?;

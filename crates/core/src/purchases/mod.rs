@@ -309,6 +309,21 @@ impl Credits {
     }
 
     /// `GET /api/v1/credits/x402-metadata`.
+    /// The owner's account's credits and its ledger, newest entry first.
+    pub async fn owner_credits(
+        &self,
+        owner: &crate::identity::OwnerContext,
+    ) -> Result<(crate::store::CreditAccount, Vec<crate::store::LedgerEntry>)> {
+        let account = self
+            .store
+            .credit_account(&owner.account_id)
+            .await?
+            .unwrap_or_default();
+        let mut ledger = self.store.ledger(&owner.account_id).await?;
+        ledger.reverse();
+        Ok((account, ledger))
+    }
+
     pub fn x402_metadata(&self) -> Result<X402Metadata> {
         let (p, recipient, token, _) = self.purchase_terms()?;
         Ok(X402Metadata {

@@ -284,6 +284,13 @@ pub trait IntentStore: Send + Sync + 'static {
     /// Pending approvals whose time ran out by `now`, oldest first, at most `limit`.
     async fn due_approvals(&self, now: i64, limit: u32) -> Result<Vec<IntentRecord>, StoreError>;
 
+    /// The account's intents, newest first, at most `limit`.
+    async fn list_account_intents(
+        &self,
+        account_id: &str,
+        limit: u32,
+    ) -> Result<Vec<IntentRecord>, StoreError>;
+
     /// The agent's intents of `action`, newest first, at most `limit`.
     async fn list_agent_intents(
         &self,

@@ -120,6 +120,23 @@ async fn the_console_in_chromium() {
     let done = crate::intents::wait_terminal(&app, &owner.agent_key, &intent).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(venue.effects().len(), 1);
+    // The delegation revoked in the console is revoked: the next fan-out finds no user.
+    let r = app
+        .post(
+            "/api/v1/agent/execute-intent",
+            swap(&owner.agent_key, "5", Some("c2")),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].clone()),
+        (403, json!("DELEGATION_REQUIRED")),
+        "{}",
+        r.text
+    );
+    assert!(
+        seen["balance"].as_str().unwrap_or("").contains("credits"),
+        "{seen}"
+    );
     for name in [
         "01-sign-in",
         "02-agents",
@@ -127,6 +144,9 @@ async fn the_console_in_chromium() {
         "04-approvals",
         "05-approved",
         "06-audit",
+        "07-activity",
+        "08-credits",
+        "09-delegations",
     ] {
         let png = screenshots().join(format!("{name}.png"));
         let bytes = std::fs::read(&png).unwrap_or_default();
