@@ -16,7 +16,7 @@ use actiongate_api_types::audit::{AuditEntryView, AuditVerify};
 use serde_json::{Value, json};
 
 use crate::acceptance::AcceptedIntent;
-use crate::clock::{Clock, from_millis, rfc3339, to_millis};
+use crate::clock::{from_millis, rfc3339, to_millis};
 use crate::crypto::Keyring;
 use crate::error::{Error, Result};
 use crate::ledger::LedgerRow;
@@ -351,11 +351,11 @@ pub fn delegation_event(
 
 /// The event types a webhook endpoint may subscribe to (and the event stream carries).
 pub const EVENT_TYPES: &[&str] = &[
-    "intent.completed",
-    "intent.failed",
-    "approval.requested",
-    "delegation.revoked",
-    "credits.low",
+    kinds::INTENT_COMPLETED,
+    kinds::INTENT_FAILED,
+    kinds::APPROVAL_REQUESTED,
+    kinds::DELEGATION_REVOKED,
+    kinds::CREDITS_LOW,
 ];
 /// The events an audit entry makes, as (type, payload): the entry's own kind when it is an event
 /// type, and `credits.low` for a ledger entry that takes the balance below `credits_low_below`.
@@ -370,7 +370,7 @@ pub fn events_of(entry: &AuditEntry, credits_low_below: i64) -> Vec<(String, Str
         let before = data["balanceBefore"].as_i64().unwrap_or(i64::MIN);
         let after = data["balanceAfter"].as_i64().unwrap_or(i64::MAX);
         if before >= credits_low_below && after < credits_low_below {
-            kinds.push("credits.low".to_owned());
+            kinds.push(kinds::CREDITS_LOW.to_owned());
         }
     }
     kinds
@@ -394,7 +394,11 @@ pub fn events_of(entry: &AuditEntry, credits_low_below: i64) -> Vec<(String, Str
 
 /// An event's id: stable (a retry and the stream carry the same), unique per account entry and type.
 pub fn event_id(entry: &AuditEntry, kind: &str) -> String {
-    let suffix = if kind == "credits.low" { "_low" } else { "" };
+    let suffix = if kind == kinds::CREDITS_LOW {
+        "_low"
+    } else {
+        ""
+    };
     format!("evt_{}{suffix}", &hex::encode(entry.hash)[..32])
 }
 
@@ -415,36 +419,25 @@ pub mod kinds {
     pub const DELEGATION_ACTIVATED: &str = "delegation.activated";
     pub const DELEGATION_REVOKED: &str = "delegation.revoked";
     pub const DELEGATION_EXPIRED: &str = "delegation.expired";
+    /// Derived, not an entry's own kind: a ledger entry that takes the balance below the threshold.
+    pub const CREDITS_LOW: &str = "credits.low";
 }
 
 /// The audit trail of an owner's account (the surfaces authenticate the owner and pass its account):
 /// export and verification, and the chaining step.
 pub struct Audit {
     store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
     linker: Linker,
 }
 
 impl Audit {
-    pub(crate) fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, linker: Linker) -> Self {
-        Self {
-            store,
-            clock,
-            linker,
-        }
+    pub(crate) fn new(store: Arc<dyn Store>, linker: Linker) -> Self {
+        Self { store, linker }
     }
 
     /// Moves waiting events into their accounts' chains; the entries added, in chain order.
     pub async fn chain(&self) -> Result<Vec<AuditEntry>> {
         Ok(self.store.chain_audit(&self.linker, CHAIN_BATCH).await?)
-    }
-
-    /// Records a decision outside any other write (a refused submission): its own transaction.
-    pub async fn record(&self, event: AuditEvent) -> Result<()> {
-        Ok(self
-            .store
-            .append_audit(std::slice::from_ref(&event))
-            .await?)
     }
 
     /// One page of the account's entries after `after` (a seq), with `at` in `[from, to)` when
@@ -505,10 +498,6 @@ impl Audit {
                 })
         })
         .transpose()
-    }
-
-    pub fn now(&self) -> i64 {
-        to_millis(self.clock.now())
     }
 }
 

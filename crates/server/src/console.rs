@@ -6,6 +6,7 @@
 
 use actiongate_api_types::identity::{EmailCompleteRequest, PolicyRequest};
 use actiongate_core::OwnerContext;
+use actiongate_core::states::{ApprovalState, DelegationStatus};
 use axum::Form;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
@@ -590,7 +591,7 @@ async fn render_approvals(
                         dt { "Status" } dd { (a.approval.state) ", intent " (a.status) }
                         @if let Some(r) = &a.approval.reason { dt { "Reason" } dd { (r) } }
                     }
-                    @if a.approval.state == "pending" {
+                    @if a.approval.state == ApprovalState::Pending.as_str() {
                         form method="post" action={ "/console/approvals/" (a.intent_id) "/approve" } class="inline" {
                             button type="submit" { "Approve" }
                         }
@@ -830,7 +831,7 @@ async fn render_delegations(
                         dt { "Hash" } dd { code { (d.hash) } }
                         @if let Some(e) = d.expires_at { dt { "Until" } dd { (when(e)) } }
                     }
-                    @if d.status.as_str() == "active" {
+                    @if d.status == DelegationStatus::Active {
                         form method="post" action={ "/console/delegations/" (d.hash) "/revoke" } {
                             button type="submit" class="danger" { "Revoke for my agents" }
                         }

@@ -1,6 +1,6 @@
 //! The gateway: a thin facade over the capability services. It builds them from the ports once,
-//! in the one order their dependencies allow (identity; venue readiness over identity; approvals over
-//! identity; intents over the three; delegation over intents; credits over identity; personhood alone), and hands each out. REST, MCP and the CLI
+//! in the one order their dependencies allow (identity; venue readiness over identity; audit and
+//! approvals over the ports; intents over identity, venues and approvals; delegation over intents; credits over identity; personhood alone), and hands each out. REST, MCP and the CLI
 //! call the services through it and render what they answer.
 
 use std::sync::Arc;
@@ -140,7 +140,7 @@ impl Gateway {
             settings.clone(),
             delegations.clone(),
         ));
-        let audit = Arc::new(Audit::new(store.clone(), clock.clone(), linker));
+        let audit = Arc::new(Audit::new(store.clone(), linker));
         let approvals = Arc::new(Approvals::new(
             store.clone(),
             clock.clone(),

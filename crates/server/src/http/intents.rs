@@ -7,6 +7,7 @@ use actiongate_api_types::intents::{
 };
 use actiongate_api_types::{Envelope, ErrorBody};
 use actiongate_core::catalog::Lane;
+use actiongate_core::states::ApprovalState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -113,7 +114,11 @@ pub async fn execute_direct(
     let ApiJson(req) = body.map_err(ApiError::as_intent_rejection)?;
     let done = state.gateway.intents().execute_direct(&req).await?;
     // Waiting for its owner's approval: accepted, not run (202 with the intent id).
-    let status = match done.approval.as_ref().is_some_and(|a| a.state == "pending") {
+    let status = match done
+        .approval
+        .as_ref()
+        .is_some_and(|a| a.state == ApprovalState::Pending.as_str())
+    {
         true => StatusCode::ACCEPTED,
         false => StatusCode::OK,
     };
