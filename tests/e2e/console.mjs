@@ -1,15 +1,16 @@
 // Drives the owner's web console in headless Chromium (Debian's package) with playwright-core:
 // signs in with the e-mail code (asked for on stdout, read from stdin), changes the policy,
-// approves a pending intent, verifies and exports the audit trail. Screenshots go to the given
-// directory. Prints one JSON line with what it saw; exits non-zero on any failure.
+// registers a webhook, approves a pending intent, reads activity and credits, revokes a
+// delegation, reads the webhook's deliveries, verifies and exports the audit trail. Screenshots go
+// to the given directory. Prints one JSON line with what it saw; exits non-zero on any failure.
 //
-//   node console.mjs <base url> <email> <agent id> <intent id> <screenshot dir>
+//   node console.mjs <base url> <email> <agent id> <intent id> <screenshot dir> <webhook url>
 import { chromium } from 'playwright-core';
 import { createInterface } from 'node:readline';
 import fs from 'node:fs';
 import path from 'node:path';
 
-const [base, email, agentId, intentId, shots] = process.argv.slice(2);
+const [base, email, agentId, intentId, shots, hookUrl] = process.argv.slice(2);
 fs.mkdirSync(shots, { recursive: true });
 const rl = createInterface({ input: process.stdin });
 const lines = rl[Symbol.asyncIterator]();
@@ -64,6 +65,14 @@ try {
   // Keyboard only: the form's fields and its button are reachable with Tab.
   await page.keyboard.press('Tab');
 
+  // Webhooks: register an endpoint for every event type; its secret is shown this once.
+  await page.getByRole('link', { name: 'Webhooks' }).click();
+  await page.getByLabel('URL', { exact: true }).fill(hookUrl);
+  await page.getByRole('button', { name: 'Register' }).click();
+  await expect(page.getByText('Webhook registered.'), 'the registration');
+  seen.secret = (await page.locator('.secret').innerText()).trim();
+  await shot('10-webhooks');
+
   // The approval queue: approve the pending intent.
   await page.getByRole('link', { name: 'Approvals' }).click();
   await expect(page.getByText(intentId), 'the pending intent');
@@ -86,6 +95,26 @@ try {
   await page.getByRole('button', { name: 'Revoke for my agents' }).first().click();
   await expect(page.getByText('Revoked: your agents no longer use this delegation.'), 'the revocation');
   await shot('09-delegations');
+
+  // The webhook's deliveries: the approval's and the revocation's events, posted and answered.
+  await page.getByRole('link', { name: 'Webhooks' }).click();
+  await page.getByRole('link', { name: 'Deliveries' }).first().click();
+  await expect(page.getByRole('heading', { name: 'Deliveries' }), 'the deliveries page');
+  const wanted = ['intent.completed', 'delegation.revoked'];
+  const delivered = async () => {
+    const rows = await page.locator('tbody tr').all();
+    const out = [];
+    for (const row of rows) {
+      const cells = await row.locator('td').allInnerTexts();
+      if (cells[2] === 'delivered') out.push(cells[1]);
+    }
+    return out;
+  };
+  for (let i = 0; i < 60 && !wanted.every((t) => seen.delivered?.includes(t)); i++) {
+    if (i > 0) { await page.waitForTimeout(250); await page.reload(); }
+    seen.delivered = await delivered();
+  }
+  await shot('11-deliveries');
 
   // The audit trail: verify, then export.
   await page.getByRole('link', { name: 'Audit' }).click();

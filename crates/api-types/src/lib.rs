@@ -2,6 +2,7 @@
 //! error codes. Field names follow SPEC (camelCase). Invariant: this crate knows no HTTP framework;
 //! an HTTP status is only a number here.
 
+pub mod account;
 pub mod audit;
 pub mod catalog;
 pub mod chain;

@@ -10,7 +10,8 @@ pub struct WebhookRequest {
     /// Where events are posted: http(s), a public address (private, loopback and link-local
     /// addresses are refused unless the gateway allows them).
     pub url: String,
-    /// intent.completed, intent.failed, approval.requested, delegation.revoked, credits.low.
+    /// intent.completed, intent.failed, approval.requested, delegation.revoked, credits.low,
+    /// bridge.completed, bridge.failed.
     pub events: Vec<String>,
 }
 

@@ -366,6 +366,10 @@ impl Provider for EvmProvider {
         self.run(ctx).await.unwrap_or_else(outcome_of)
     }
 
+    fn follows(&self, action: &str) -> bool {
+        action == across::BRIDGE
+    }
+
     /// A bridge's fill on its destination, read from both chains now (`check-bridge-status` of
     /// the deposit the execution recorded).
     async fn follow(

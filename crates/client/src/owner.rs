@@ -1,6 +1,9 @@
 //! What an owner calls: sign-in by e-mail, the session, agents and their keys and policies, linking
 //! a paying wallet.
 
+use actiongate_api_types::account::{
+    AccountCredits, AccountDelegation, AccountDelegationList, AccountIntentList,
+};
 use actiongate_api_types::audit::AuditVerify;
 use actiongate_api_types::credits::{
     WalletLinkBegin, WalletLinkChallenge, WalletLinkRequest, WalletLinked,
@@ -107,6 +110,38 @@ impl Client {
         let path = routes::REJECT.path.replace("{intentId}", intent_id);
         self.data(self.request(routes::REJECT, &path, As::Owner(session), Some(req)))
             .await
+    }
+
+    /// The account's latest intents (at most 100), newest first.
+    pub async fn account_intents(&self, session: &str) -> Result<AccountIntentList> {
+        self.call(routes::ACCOUNT_INTENTS, As::Owner(session), NONE)
+            .await
+    }
+
+    /// The account's balance, what is held, and its ledger newest first.
+    pub async fn account_credits(&self, session: &str) -> Result<AccountCredits> {
+        self.call(routes::ACCOUNT_CREDITS, As::Owner(session), NONE)
+            .await
+    }
+
+    /// The delegations given to the account's agents, newest first.
+    pub async fn account_delegations(&self, session: &str) -> Result<AccountDelegationList> {
+        self.call(routes::ACCOUNT_DELEGATIONS, As::Owner(session), NONE)
+            .await
+    }
+
+    /// Stops the account's agents from using a delegation (recorded revoked at once).
+    pub async fn revoke_delegation(&self, session: &str, hash: &str) -> Result<AccountDelegation> {
+        let path = routes::ACCOUNT_REVOKE_DELEGATION
+            .path
+            .replace("{hash}", hash);
+        self.data(self.request(
+            routes::ACCOUNT_REVOKE_DELEGATION,
+            &path,
+            As::Owner(session),
+            NONE,
+        ))
+        .await
     }
 
     /// Whether the account's audit chain is intact, and where not.

@@ -61,6 +61,10 @@ routes! {
     WEBHOOK_ROTATE = Post "/api/v1/webhooks/{id}/rotate-secret";
     WEBHOOK_DELIVERIES = Get "/api/v1/webhooks/{id}/deliveries";
     EVENTS = Get "/api/v1/events";
+    ACCOUNT_INTENTS = Get "/api/v1/intents";
+    ACCOUNT_CREDITS = Get "/api/v1/credits";
+    ACCOUNT_DELEGATIONS = Get "/api/v1/delegations";
+    ACCOUNT_REVOKE_DELEGATION = Post "/api/v1/delegations/{hash}/revoke";
     EXECUTE_INTENT = Post "/api/v1/agent/execute-intent";
     INTENT_STATUS = Get "/api/v1/agent/execute-intent/status";
     EXECUTE = Post "/api/v1/agent/execute";

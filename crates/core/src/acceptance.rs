@@ -80,6 +80,17 @@ pub fn counted_usage(amount_micros: i64, users: usize) -> i64 {
         .unwrap_or(i64::MAX)
 }
 
+/// The daily usage an intent's acceptance counted, to give back when it ends having moved
+/// nothing (an order without a fill, an approval rejected or expired): (the UTC day it was
+/// counted on, the micro-dollars, [`counted_usage`]).
+pub fn daily_share(intent: &crate::store::IntentRecord) -> (i64, i64) {
+    let users = usize::try_from(intent.total.max(1)).unwrap_or(usize::MAX);
+    (
+        crate::ledger::day_of(intent.created_at),
+        counted_usage(intent.amount_micros, users),
+    )
+}
+
 /// The refusal of a fan-out whose `field` names `named`, not the `delegator` it runs for.
 pub fn foreign_recipient_refusal(field: &str, named: &str, delegator: &str) -> crate::error::Error {
     crate::error::Error::new(

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::intents::{ApprovalItem, ApprovalList, IntentApproval};
 
+use crate::acceptance::daily_share;
 use crate::audit::{actor, kinds};
 use crate::catalog::{ActionSpec, Lane};
 use crate::clock::{Clock, from_millis, rfc3339, to_millis};
@@ -17,7 +18,6 @@ use crate::error::{Error, Result};
 use crate::identity::OwnerContext;
 use crate::mail::{Mailer, OutgoingMail};
 use crate::money::micros_to_usd;
-use crate::orders::daily_share;
 use crate::runner::IntentRunner;
 use crate::settings::Settings;
 use crate::states::ApprovalState;

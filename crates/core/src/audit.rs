@@ -356,6 +356,8 @@ pub const EVENT_TYPES: &[&str] = &[
     kinds::APPROVAL_REQUESTED,
     kinds::DELEGATION_REVOKED,
     kinds::CREDITS_LOW,
+    kinds::BRIDGE_COMPLETED,
+    kinds::BRIDGE_FAILED,
 ];
 /// The events an audit entry makes, as (type, payload): the entry's own kind when it is an event
 /// type, and `credits.low` for a ledger entry that takes the balance below `credits_low_below`.
@@ -419,6 +421,12 @@ pub mod kinds {
     pub const DELEGATION_ACTIVATED: &str = "delegation.activated";
     pub const DELEGATION_REVOKED: &str = "delegation.revoked";
     pub const DELEGATION_EXPIRED: &str = "delegation.expired";
+    /// A bridge's deposit filled on its destination (the recipient has the output).
+    pub const BRIDGE_COMPLETED: &str = "bridge.completed";
+    /// A bridge's deposit expired unfilled (refunded to the depositor, or to be).
+    pub const BRIDGE_FAILED: &str = "bridge.failed";
+    /// A bridge's leg no longer followed (nothing recorded to follow, or open past a day).
+    pub const BRIDGE_UNTRACKED: &str = "bridge.untracked";
     /// Derived, not an entry's own kind: a ledger entry that takes the balance below the threshold.
     pub const CREDITS_LOW: &str = "credits.low";
 }

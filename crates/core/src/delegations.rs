@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
+use actiongate_api_types::account::{AccountDelegation, AccountDelegationList};
 use actiongate_api_types::delegation::{
     Delegation, DelegationActivateRequest, DelegationActivated, DelegationBalance, DelegationCheck,
     DelegationCreateRequest, DelegationCreated, DelegationInspected, DelegationRedeemRequest,
@@ -526,13 +527,16 @@ impl Delegations {
     pub async fn owner_delegations(
         &self,
         owner: &crate::identity::OwnerContext,
-    ) -> Result<Vec<DelegationRecord>> {
+    ) -> Result<AccountDelegationList> {
         let mut out = Vec::new();
         for agent in self.store.list_agents(&owner.account_id).await? {
             out.extend(self.store.list_delegations(&agent.id, None, None).await?);
         }
         out.sort_by_key(|d| std::cmp::Reverse(d.created_at));
-        Ok(out)
+        let now = to_millis(self.clock.now());
+        Ok(AccountDelegationList {
+            delegations: out.iter().map(|d| account_delegation(d, now)).collect(),
+        })
     }
 
     /// The owner stops the gateway from using a delegation given to one of their agents: recorded
@@ -542,7 +546,7 @@ impl Delegations {
         &self,
         owner: &crate::identity::OwnerContext,
         hash: &str,
-    ) -> Result<DelegationRecord> {
+    ) -> Result<AccountDelegation> {
         let record = self.store.get_delegation(hash).await?.ok_or_else(|| {
             Error::not_found(format!("No delegation {hash} to this account's agents."))
         })?;
@@ -567,10 +571,11 @@ impl Delegations {
                 .await?;
             tracing::info!(delegation_hash = %record.hash, "delegation revoked by the agent's owner");
         }
-        Ok(DelegationRecord {
+        let revoked = DelegationRecord {
             status: DelegationStatus::Revoked,
             ..record
-        })
+        };
+        Ok(account_delegation(&revoked, to_millis(self.clock.now())))
     }
 
     /// Checks every active delegation against the chain: one its delegator disabled (by the
@@ -621,5 +626,19 @@ impl Delegations {
             }
         }
         Ok(changed)
+    }
+}
+
+/// A delegation as its agent's owner reads it: its status at `now`.
+fn account_delegation(d: &DelegationRecord, now: i64) -> AccountDelegation {
+    let at = |ms: i64| crate::clock::rfc3339(crate::clock::from_millis(ms));
+    AccountDelegation {
+        hash: d.hash.clone(),
+        agent_id: d.agent_id.clone(),
+        delegator: d.delegator.clone(),
+        chain_id: d.chain_id,
+        status: d.status_at(now).as_str().to_owned(),
+        created_at: at(d.created_at),
+        expires_at: d.expires_at.map(at),
     }
 }

@@ -240,6 +240,13 @@ pub trait Provider: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Whether a write of `action` that succeeded goes on elsewhere (a bridge's fill on its
+    /// destination): its leg is then recorded open and followed through [`Provider::follow`] in the
+    /// background until it ends.
+    fn follows(&self, _action: &str) -> bool {
+        false
+    }
+
     /// What happens after a write that succeeded, when the action goes on elsewhere (a bridge's
     /// deposit is filled on its destination): read from the venue now, given the execution's
     /// chain and its recorded data; `None` when there is nothing to follow. Its `status` is one of

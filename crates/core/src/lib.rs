@@ -22,6 +22,7 @@ pub mod health;
 pub mod identity;
 pub mod intents;
 pub mod ledger;
+pub mod legs;
 pub mod limits;
 pub mod mail;
 pub mod metrics;

@@ -17,10 +17,8 @@
 use actiongate_api_types::ErrorCode;
 use serde_json::{Value, json};
 
-use crate::acceptance::counted_usage;
 use crate::clock::{from_millis, rfc3339};
 use crate::error::{Error, Result};
-use crate::ledger::day_of;
 use crate::states::ExecutionState;
 use crate::store::{ExecutionRecord, IntentRecord};
 
@@ -223,16 +221,6 @@ pub fn releases_daily_share(code: ErrorCode) -> bool {
     matches!(
         code,
         ErrorCode::OrderCancelled | ErrorCode::OrderExpired | ErrorCode::OrderNotFilled
-    )
-}
-
-/// The daily usage an order of `intent` gives back when it ends without a fill: (the UTC day it
-/// was counted on, the micro-dollars its acceptance counted, [`counted_usage`]).
-pub fn daily_share(intent: &IntentRecord) -> (i64, i64) {
-    let users = usize::try_from(intent.total.max(1)).unwrap_or(usize::MAX);
-    (
-        day_of(intent.created_at),
-        counted_usage(intent.amount_micros, users),
     )
 }
 

@@ -47,6 +47,7 @@ fn finish_of(outcome: ExecutionOutcome) -> ExecutionFinish {
         error_code: outcome.error.as_ref().map(|(c, _)| c.as_str().to_owned()),
         error_message: outcome.error.map(|(_, m)| m),
         data: outcome.data.map(|d| d.to_string()),
+        leg_open: false,
     }
 }
 
@@ -645,7 +646,7 @@ impl IntentRunner {
             && crate::orders::releases_daily_share(*code)
         {
             // An order that filled nothing: ended, and its daily-limit share given back, at once.
-            let (day, release_micros) = crate::orders::daily_share(intent);
+            let (day, release_micros) = crate::acceptance::daily_share(intent);
             let end = OrderEnd {
                 intent_id: execution.intent_id.clone(),
                 seq: execution.seq,
@@ -674,7 +675,13 @@ impl IntentRunner {
             );
             return Ok(false);
         }
-        let finish = finish_of(outcome);
+        let mut finish = finish_of(outcome);
+        // A write its venue goes on with elsewhere (a bridge's fill) is followed until it ends.
+        finish.leg_open = finish.success
+            && self
+                .registry
+                .provider(&intent.action, intent.lane)
+                .is_some_and(|p| p.follows(&intent.action));
         let now = to_millis(self.clock.now());
         let event = crate::audit::execution_event(intent, execution, &finish, now);
         if !self

@@ -154,6 +154,20 @@ states! {
 }
 
 states! {
+    /// Where the leg of a succeeded write that its venue runs elsewhere is (a bridge's fill on its
+    /// destination): followed while open, then ended once.
+    LegState ("leg state") {
+        Open = "open",
+        /// Done on the other side (the recipient has the output).
+        Done = "done",
+        /// Ended without it (a bridge's deposit expired unfilled, refunded or to be).
+        Failed = "failed",
+        /// No longer followed: nothing to follow was recorded, or it stayed open past a day.
+        Untracked = "untracked",
+    }
+}
+
+states! {
     /// Where a wallet's transaction at a nonce is: its nonce reserved, then signed (its bytes kept
     /// before it is sent), then mined; or voided (its nonce given back for reuse).
     ChainTxState ("transaction state") {
@@ -209,6 +223,9 @@ mod tests {
         }
         for s in ChainTxState::ALL {
             assert_eq!(s.as_str().parse::<ChainTxState>(), Ok(*s));
+        }
+        for s in LegState::ALL {
+            assert_eq!(s.as_str().parse::<LegState>(), Ok(*s));
         }
         let unknown = "done".parse::<IntentStatus>();
         assert_eq!(

@@ -261,6 +261,36 @@ async fn across_spokes_and_the_devnet_relayer_fill_wait_and_refund() {
 }
 
 /// A read under its own idempotency key (a fresh reading each time): its first result.
+/// The owner's audit entries of `kind` about `intent_id`, once at least one is there (the leg
+/// watcher looks every few seconds, the audit chain every 200 ms).
+async fn bridge_events(gw: &Gateway, agent: &Agent, kind: &str, intent_id: &str) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let export = reqwest::Client::new()
+            .get(format!("{}/api/v1/audit?format=jsonl", gw.url))
+            .bearer_auth(&agent.session)
+            .send()
+            .await
+            .expect("the gateway answers")
+            .text()
+            .await
+            .expect("the export");
+        let found: Vec<Value> = export
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["kind"] == kind && e["subject"] == intent_id)
+            .collect();
+        if !found.is_empty() {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {kind} for {intent_id}: {export}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
 async fn read_first(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &str) -> Value {
     read_keyed(gw, agent, action, params, key).await["results"][0].clone()
 }
@@ -461,6 +491,22 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         "{ended}"
     );
 
+    // The gateway follows the leg by itself: the owner's audit trail (and so their webhooks and
+    // event stream) gets one bridge.completed for the intent, with the fill.
+    let completed = bridge_events(&gw, &agent, "bridge.completed", &intent_id).await;
+    assert_eq!(
+        completed
+            .iter()
+            .map(|e| (
+                e["data"]["leg"]["status"].clone(),
+                e["data"]["leg"]["receiving"]["amount"].clone(),
+                e["data"]["txHash"].clone()
+            ))
+            .collect::<Vec<_>>(),
+        [(json!("DONE"), json!("99.95"), json!(tx))],
+        "{completed:?}"
+    );
+
     // build-tx for a user's wallet: the approval first, then the deposit; viem signs and sends them,
     // and the relayer fills it for the user on the peer.
     let (user, user_key) = devnet.account(4);
@@ -578,6 +624,27 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         usdc(400)
     );
     assert_eq!(on_peer().await, U256::from(99_950_000u64), "never filled");
+    let late_intent = body["data"]["intentId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let failed = bridge_events(&gw, &agent, "bridge.failed", &late_intent).await;
+    assert_eq!(
+        failed
+            .iter()
+            .map(|e| e["data"]["leg"]["status"].clone())
+            .collect::<Vec<_>>(),
+        [json!("FAILED")],
+        "{failed:?}"
+    );
+    // Looked at again and again, each leg ended once.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert_eq!(
+        bridge_events(&gw, &agent, "bridge.completed", &intent_id)
+            .await
+            .len(),
+        1
+    );
 
     // Readiness refuses before anything is written: a route not configured (to chain 1, which
     // this gateway does not read either), and a spoke whose admin paused deposits.

@@ -289,6 +289,7 @@ impl Application {
         let approvals = spawn_approval_sweep(self.gateway.clone(), stop_rx.clone());
         let audit = spawn_audit_chain(self.gateway.clone(), stop_rx.clone());
         let deliveries = spawn_deliveries(self.gateway.clone(), stop_rx.clone());
+        let legs = spawn_leg_watch(self.gateway.clone(), stop_rx.clone());
         let settlements =
             spawn_settlement_sweep(self.settler.clone(), self.sweep_every, stop_rx.clone());
         let prune = spawn_pruning(self.store.clone(), self.gateway.clone(), stop_rx.clone());
@@ -314,6 +315,7 @@ impl Application {
         let _ = approvals.await;
         let _ = audit.await;
         let _ = deliveries.await;
+        let _ = legs.await;
         let _ = settlements.await;
         let _ = prune.await;
         let _ = upkeep.await;
@@ -448,6 +450,29 @@ fn spawn_deliveries(
             tokio::select! {
                 () = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
                 _ = stop.changed() => break,
+            }
+        }
+    })
+}
+
+/// Follows the legs venues run elsewhere (a bridge's fill) every few seconds on every process,
+/// ending each once with its `bridge.*` audit event.
+fn spawn_leg_watch(
+    gateway: Arc<Gateway>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while !*stop.borrow() {
+            tokio::select! {
+                () = tokio::time::sleep(actiongate_core::legs::WATCH_EVERY) => {}
+                _ = stop.changed() => break,
+            }
+            match gateway.legs().watch().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(legs = n, "venue legs ended"),
+                Err(e) => {
+                    tracing::warn!(code = %e.code, detail = e.detail.as_deref().unwrap_or(""), "leg watch failed")
+                }
             }
         }
     })

@@ -46,6 +46,10 @@ pub fn routes() -> axum::Router<AppState> {
             post(revoke_delegation),
         )
         .route("/console/audit/export", get(audit_export))
+        .route("/console/webhooks", get(webhooks_page).post(create_webhook))
+        .route("/console/webhooks/{id}", get(deliveries_page))
+        .route("/console/webhooks/{id}/rotate-secret", post(rotate_webhook))
+        .route("/console/webhooks/{id}/delete", post(delete_webhook))
 }
 
 async fn css() -> impl IntoResponse {
@@ -86,6 +90,7 @@ fn page(
                             a href="/console/activity" { "Activity" }
                             a href="/console/credits" { "Credits" }
                             a href="/console/delegations" { "Delegations" }
+                            a href="/console/webhooks" { "Webhooks" }
                             a href="/console/audit" { "Audit" }
                             form method="post" action="/console/sign-out" class="inline" {
                                 button type="submit" class="link" { "Sign out" }
@@ -138,8 +143,8 @@ impl FromRequestParts<AppState> for ConsoleOwner {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
         // A form posted from another site is refused (the cookie is SameSite=Strict as well).
-        if parts.method == axum::http::Method::POST && !same_origin(&parts.headers) {
-            return Err((StatusCode::FORBIDDEN, "cross-site form refused").into_response());
+        if parts.method == axum::http::Method::POST {
+            FromThisSite::from_request_parts(parts, state).await?;
         }
         let Some(token) = cookie_token(&parts.headers) else {
             return Err(Redirect::to("/console").into_response());
@@ -152,6 +157,22 @@ impl FromRequestParts<AppState> for ConsoleOwner {
         {
             Ok(owner) => Ok(ConsoleOwner(owner, token)),
             Err(_) => Err(sign_in_page(Some("Your session ended; sign in again."))),
+        }
+    }
+}
+
+/// A form posted from this site ([`same_origin`]); one from another site is refused with 403.
+/// The signed-in pages check it through [`ConsoleOwner`], the sign-in forms directly.
+struct FromThisSite;
+
+impl FromRequestParts<AppState> for FromThisSite {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Response> {
+        if same_origin(&parts.headers) {
+            Ok(FromThisSite)
+        } else {
+            Err((StatusCode::FORBIDDEN, "cross-site form refused").into_response())
         }
     }
 }
@@ -218,12 +239,9 @@ struct EmailForm {
 
 async fn sign_in(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    _: FromThisSite,
     Form(f): Form<EmailForm>,
 ) -> Response {
-    if !same_origin(&headers) {
-        return (StatusCode::FORBIDDEN, "cross-site form refused").into_response();
-    }
     match state
         .gateway
         .identity()
@@ -281,11 +299,9 @@ fn loopback(headers: &HeaderMap) -> bool {
 async fn verify(
     State(state): State<AppState>,
     headers: HeaderMap,
+    _: FromThisSite,
     Form(f): Form<CodeForm>,
 ) -> Response {
-    if !same_origin(&headers) {
-        return (StatusCode::FORBIDDEN, "cross-site form refused").into_response();
-    }
     let req = EmailCompleteRequest {
         email: f.email.clone(),
         code: f.code,
@@ -701,17 +717,12 @@ async fn audit_export(
     }
 }
 
-/// An instant of the store (Unix ms) as people read it.
-fn when(ms: i64) -> String {
-    actiongate_core::clock::rfc3339(actiongate_core::clock::from_millis(ms))
-}
-
 async fn activity_page(
     State(state): State<AppState>,
     ConsoleOwner(owner, _): ConsoleOwner,
 ) -> Response {
     let intents = match state.gateway.intents().account_intents(&owner).await {
-        Ok(i) => i,
+        Ok(i) => i.intents,
         Err(e) => return page("Activity", true, None, Some(&e.message), html! {}),
     };
     page(
@@ -722,18 +733,18 @@ async fn activity_page(
         html! {
             @if intents.is_empty() { p { "No intents yet." } }
             h2 { "Your agents' latest intents" }
-            @for (record, view) in &intents {
-                article class="approval" aria-label={ "Intent " (record.id) } {
+            @for i in &intents {
+                article class="approval" aria-label={ "Intent " (i.intent.intent_id) } {
                     dl {
-                        dt { "When" } dd { (when(record.created_at)) }
-                        dt { "Action" } dd { (record.action) " (" (record.lane.as_str()) ")" }
-                        dt { "Agent" } dd { code { (record.agent_id) } }
-                        dt { "Intent" } dd { code { (record.id) } }
+                        dt { "When" } dd { (i.created_at) }
+                        dt { "Action" } dd { (i.action) " (" (i.lane) ")" }
+                        dt { "Agent" } dd { code { (i.agent_id) } }
+                        dt { "Intent" } dd { code { (i.intent.intent_id) } }
                         dt { "Status" } dd {
-                            (view.status)
-                            @if let Some(a) = &view.approval { " · approval " (a.state) }
+                            (i.intent.status)
+                            @if let Some(a) = &i.intent.approval { " · approval " (a.state) }
                         }
-                        @for r in &view.results {
+                        @for r in &i.intent.results {
                             dt { "Result" } dd {
                                 @if r.success { "ok" } @else { (r.code.clone().unwrap_or_default()) }
                                 @if let Some(tx) = &r.tx_hash { " · tx " code { (tx) } }
@@ -750,7 +761,7 @@ async fn credits_page(
     State(state): State<AppState>,
     ConsoleOwner(owner, _): ConsoleOwner,
 ) -> Response {
-    let (account, ledger) = match state.gateway.credits().owner_credits(&owner).await {
+    let account = match state.gateway.credits().owner_credits(&owner).await {
         Ok(c) => c,
         Err(e) => return page("Credits", true, None, Some(&e.message), html! {}),
     };
@@ -781,10 +792,10 @@ async fn credits_page(
                     th scope="col" { "Held" } th scope="col" { "Why" }
                 } }
                 tbody {
-                    @for l in ledger.iter().take(200) {
+                    @for l in &account.ledger {
                         tr {
-                            td { (when(l.created_at)) }
-                            td { (l.kind.as_str()) }
+                            td { (l.created_at) }
+                            td { (l.kind) }
                             td { (l.balance_before) " → " (l.balance_after) }
                             td { (l.reserved_before) " → " (l.reserved_after) }
                             td { (l.reason) }
@@ -810,7 +821,7 @@ async fn render_delegations(
     error: Option<&str>,
 ) -> Response {
     let list = match state.gateway.delegations().owner_delegations(owner).await {
-        Ok(l) => l,
+        Ok(l) => l.delegations,
         Err(e) => return page("Delegations", true, None, Some(&e.message), html! {}),
     };
     page(
@@ -827,11 +838,11 @@ async fn render_delegations(
                         dt { "Delegator" } dd { code { (d.delegator) } }
                         dt { "Agent" } dd { code { (d.agent_id) } }
                         dt { "Chain" } dd { (d.chain_id) }
-                        dt { "Status" } dd { (d.status.as_str()) }
+                        dt { "Status" } dd { (d.status) }
                         dt { "Hash" } dd { code { (d.hash) } }
-                        @if let Some(e) = d.expires_at { dt { "Until" } dd { (when(e)) } }
+                        @if let Some(e) = &d.expires_at { dt { "Until" } dd { (e) } }
                     }
-                    @if d.status == DelegationStatus::Active {
+                    @if d.status == DelegationStatus::Active.as_str() {
                         form method="post" action={ "/console/delegations/" (d.hash) "/revoke" } {
                             button type="submit" class="danger" { "Revoke for my agents" }
                         }
@@ -864,4 +875,193 @@ async fn revoke_delegation(
         }
         Err(e) => render_delegations(&state, &owner, None, Some(&e.message)).await,
     }
+}
+
+async fn webhooks_page(
+    State(state): State<AppState>,
+    ConsoleOwner(owner, _): ConsoleOwner,
+) -> Response {
+    render_webhooks(&state, &owner, None, None, None).await
+}
+
+/// The endpoints, a form to register one, and (once, after a registration or a rotation) the
+/// secret that signs its deliveries.
+async fn render_webhooks(
+    state: &AppState,
+    owner: &OwnerContext,
+    notice: Option<&str>,
+    error: Option<&str>,
+    shown_secret: Option<(&str, &str)>,
+) -> Response {
+    let list = match state.gateway.webhooks().list(owner).await {
+        Ok(l) => l.webhooks,
+        Err(e) => return page("Webhooks", true, None, Some(&e.message), html! {}),
+    };
+    page(
+        "Webhooks",
+        true,
+        notice,
+        error,
+        html! {
+            p { "Endpoints the gateway posts your account's events to, each signed with its secret (header " code { "actiongate-signature" } "), retried for a day until it answers 2xx." }
+            @if let Some((id, secret)) = shown_secret {
+                section class="key" aria-label="Webhook secret" {
+                    p { "The signing secret of " code { (id) } ". It is shown once: copy it now." }
+                    p { code class="secret" { (secret) } }
+                }
+            }
+            @if list.is_empty() { p { "No webhooks yet." } }
+            @for w in &list {
+                article class="approval" aria-labelledby={ "w-" (w.id) } {
+                    h2 id={ "w-" (w.id) } { (w.url) }
+                    dl {
+                        dt { "Id" } dd { code { (w.id) } }
+                        dt { "Events" } dd { (w.events.join(", ")) }
+                        dt { "Since" } dd { (w.created_at) }
+                    }
+                    p { a href={ "/console/webhooks/" (w.id) } { "Deliveries" } }
+                    form method="post" action={ "/console/webhooks/" (w.id) "/rotate-secret" } class="inline" {
+                        button type="submit" { "Rotate the secret" }
+                    }
+                    form method="post" action={ "/console/webhooks/" (w.id) "/delete" } class="inline" {
+                        button type="submit" class="danger" { "Delete" }
+                    }
+                }
+            }
+            form method="post" action="/console/webhooks" {
+                h2 { "Register an endpoint" }
+                label for="url" { "URL" }
+                input id="url" name="url" type="url" maxlength="2000" required placeholder="https://example.com/hooks/actiongate";
+                fieldset {
+                    legend { "Events" }
+                    @for t in actiongate_core::audit::EVENT_TYPES {
+                        div class="check" {
+                            input id={ "e-" (t) } name="events" type="checkbox" value=(t) checked;
+                            label for={ "e-" (t) } { (t) }
+                        }
+                    }
+                }
+                button type="submit" { "Register" }
+            }
+        },
+    )
+}
+
+/// A form's fields in order, repeated names kept (the event checkboxes).
+type Fields = Vec<(String, String)>;
+
+async fn create_webhook(
+    State(state): State<AppState>,
+    ConsoleOwner(owner, _): ConsoleOwner,
+    Form(fields): Form<Fields>,
+) -> Response {
+    let mut req = actiongate_api_types::webhooks::WebhookRequest {
+        url: String::new(),
+        events: Vec::new(),
+    };
+    for (name, value) in fields {
+        match name.as_str() {
+            "url" => req.url = value,
+            "events" => req.events.push(value),
+            _ => {}
+        }
+    }
+    match state.gateway.webhooks().create(&owner, &req).await {
+        Ok(created) => {
+            render_webhooks(
+                &state,
+                &owner,
+                Some("Webhook registered."),
+                None,
+                Some((&created.webhook.id, &created.secret)),
+            )
+            .await
+        }
+        Err(e) => render_webhooks(&state, &owner, None, Some(&e.message), None).await,
+    }
+}
+
+async fn rotate_webhook(
+    State(state): State<AppState>,
+    ConsoleOwner(owner, _): ConsoleOwner,
+    Path(id): Path<String>,
+) -> Response {
+    match state.gateway.webhooks().rotate_secret(&owner, &id).await {
+        Ok(created) => {
+            render_webhooks(
+                &state,
+                &owner,
+                Some("Secret rotated: the old one signs nothing from now on."),
+                None,
+                Some((&created.webhook.id, &created.secret)),
+            )
+            .await
+        }
+        Err(e) => render_webhooks(&state, &owner, None, Some(&e.message), None).await,
+    }
+}
+
+async fn delete_webhook(
+    State(state): State<AppState>,
+    ConsoleOwner(owner, _): ConsoleOwner,
+    Path(id): Path<String>,
+) -> Response {
+    match state.gateway.webhooks().delete(&owner, &id).await {
+        Ok(_) => {
+            render_webhooks(
+                &state,
+                &owner,
+                Some("Webhook deleted: nothing more is posted to it."),
+                None,
+                None,
+            )
+            .await
+        }
+        Err(e) => render_webhooks(&state, &owner, None, Some(&e.message), None).await,
+    }
+}
+
+async fn deliveries_page(
+    State(state): State<AppState>,
+    ConsoleOwner(owner, _): ConsoleOwner,
+    Path(id): Path<String>,
+) -> Response {
+    let list = match state.gateway.webhooks().deliveries(&owner, &id).await {
+        Ok(l) => l.deliveries,
+        Err(e) => return page("Deliveries", true, None, Some(&e.message), html! {}),
+    };
+    page(
+        "Deliveries",
+        true,
+        None,
+        None,
+        html! {
+            p { "The latest deliveries to " code { (id) } ", newest first. " a href="/console/webhooks" { "Back to the webhooks" } }
+            @if list.is_empty() { p { "Nothing delivered yet." } }
+            @else {
+                table {
+                    caption { "Deliveries" }
+                    thead { tr {
+                        th scope="col" { "Event" } th scope="col" { "Type" } th scope="col" { "State" }
+                        th scope="col" { "Attempts" } th scope="col" { "Last answer" } th scope="col" { "When" }
+                    } }
+                    tbody {
+                        @for d in &list {
+                            tr {
+                                td { code { (d.event_id) } }
+                                td { (d.event_type) }
+                                td { (d.state) }
+                                td { (d.attempts) }
+                                td {
+                                    @if let Some(s) = d.last_status { (s) }
+                                    @if let Some(e) = &d.last_error { " " (e) }
+                                }
+                                td { (d.delivered_at.clone().or_else(|| d.next_attempt_at.clone()).unwrap_or_else(|| d.created_at.clone())) }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
 }

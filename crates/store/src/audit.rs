@@ -39,6 +39,27 @@ macro_rules! insert_events {
     }};
 }
 
+/// Runs one UPDATE and, when it changed a row, writes `event` in the same transaction; answers
+/// whether it changed one (a decision and its audit entry land together or not at all).
+macro_rules! update_with_event {
+    ($self:expr, $query:expr, $event:expr) => {
+        on_writer!($self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let changed = $query
+                .execute(&mut *tx)
+                .await
+                .map_err(crate::error::err)?
+                .rows_affected()
+                > 0;
+            if changed {
+                insert_events!(tx, [$event]);
+            }
+            tx.commit().await.map_err(crate::error::err)?;
+            Ok(changed)
+        })
+    };
+}
+
 fn hash_of(bytes: Vec<u8>) -> Result<[u8; 32], StoreError> {
     <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| corrupt("an audit hash is not 32 bytes"))
 }

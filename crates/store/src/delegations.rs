@@ -125,25 +125,16 @@ impl DelegationStore for SqlStore {
         now: i64,
         event: &AuditEvent,
     ) -> Result<bool, StoreError> {
-        on_writer!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let changed = sqlx::query(
+        update_with_event!(
+            self,
+            sqlx::query(
                 "UPDATE delegations SET status = $2, updated_at = $3 WHERE hash = $1 AND status <> $2",
             )
             .bind(hash)
             .bind(status.as_str())
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(err)?
-            .rows_affected()
-                > 0;
-            if changed {
-                insert_events!(tx, [event]);
-            }
-            tx.commit().await.map_err(err)?;
-            Ok(changed)
-        })
+            .bind(now),
+            event
+        )
     }
 
     async fn count_active_delegations(

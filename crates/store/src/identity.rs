@@ -317,23 +317,14 @@ impl IdentityStore for SqlStore {
         now: i64,
         event: &AuditEvent,
     ) -> Result<bool, StoreError> {
-        on_writer!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let rotated = sqlx::query("UPDATE agents SET key_hash = $1, key_rotated_at = $2 WHERE id = $3")
+        update_with_event!(
+            self,
+            sqlx::query("UPDATE agents SET key_hash = $1, key_rotated_at = $2 WHERE id = $3")
                 .bind(key_hash.0.to_vec())
                 .bind(now)
-                .bind(agent_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?
-                .rows_affected()
-                == 1;
-            if rotated {
-                insert_events!(tx, [event]);
-            }
-            tx.commit().await.map_err(err)?;
-            Ok(rotated)
-        })
+                .bind(agent_id),
+            event
+        )
     }
 
     async fn agent_wallet_sealed(&self, agent_id: &str) -> Result<Option<Vec<u8>>, StoreError> {

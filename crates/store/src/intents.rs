@@ -4,10 +4,10 @@ use actiongate_core::acceptance;
 use actiongate_core::acceptance::{AgentNow, Snapshot};
 use actiongate_core::ledger::CreditLedger;
 use actiongate_core::states::ExecutionState;
-use actiongate_core::states::{ApprovalState, IntentStatus};
+use actiongate_core::states::{ApprovalState, IntentStatus, LegState};
 use actiongate_core::store::{
     AcceptOutcome, ApprovalEnd, AuditEvent, CreditAccount, ExecutionFinish, ExecutionRecord,
-    IdempotencyRecord, IntentDraft, IntentRecord, IntentStore, OrderEnd, StoreError,
+    IdempotencyRecord, IntentDraft, IntentRecord, IntentStore, OpenLeg, OrderEnd, StoreError,
 };
 use async_trait::async_trait;
 use sqlx::Row;
@@ -228,11 +228,11 @@ impl IntentStore for SqlStore {
     ) -> Result<bool, StoreError> {
         let seq = i32::try_from(seq).map_err(err)?;
         let state = f.state().as_str();
-        on_writer!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let finished = sqlx::query(
+        update_with_event!(
+            self,
+            sqlx::query(
                 "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
-                     finished_at = $8
+                     finished_at = $8, leg = $10
                  WHERE intent_id = $1 AND seq = $2 AND state = 'started'
                    AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $9)",
             )
@@ -245,17 +245,63 @@ impl IntentStore for SqlStore {
             .bind(&f.data)
             .bind(now)
             .bind(owner)
-            .execute(&mut *tx)
-            .await
-            .map_err(err)?
-            .rows_affected()
-                == 1;
-            if finished {
-                insert_events!(tx, [event]);
+            .bind(f.leg_open.then_some(LegState::Open.as_str())),
+            event
+        )
+    }
+
+    async fn open_legs(&self, limit: u32) -> Result<Vec<OpenLeg>, StoreError> {
+        let open: Vec<(String, i32, i64)> = on_pool!(self, pool => sqlx::query_as(
+            "SELECT intent_id, seq, finished_at FROM intent_executions
+             WHERE leg = 'open' ORDER BY finished_at LIMIT $1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(pool)
+        .await
+        .map_err(err)?);
+        let mut ids: Vec<String> = open.iter().map(|(id, _, _)| id.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        let executions = self.list_executions_of(&ids).await?;
+        let mut intents = std::collections::HashMap::new();
+        for id in &ids {
+            if let Some(intent) = self.get_intent(id).await? {
+                intents.insert(id.clone(), intent);
             }
-            tx.commit().await.map_err(err)?;
-            Ok(finished)
-        })
+        }
+        Ok(open
+            .into_iter()
+            .filter_map(|(id, seq, finished_at)| {
+                let execution = executions
+                    .iter()
+                    .find(|e| e.intent_id == id && i64::from(e.seq) == i64::from(seq))?;
+                Some(OpenLeg {
+                    intent: intents.get(&id)?.clone(),
+                    execution: execution.clone(),
+                    finished_at,
+                })
+            })
+            .collect())
+    }
+
+    async fn end_leg(
+        &self,
+        intent_id: &str,
+        seq: u32,
+        state: LegState,
+        event: &AuditEvent,
+    ) -> Result<bool, StoreError> {
+        let seq = i32::try_from(seq).map_err(err)?;
+        update_with_event!(
+            self,
+            sqlx::query(
+                "UPDATE intent_executions SET leg = $3 WHERE intent_id = $1 AND seq = $2 AND leg = 'open'",
+            )
+            .bind(intent_id)
+            .bind(seq)
+            .bind(state.as_str()),
+            event
+        )
     }
 
     async fn finish_intent(
@@ -391,27 +437,18 @@ impl IntentStore for SqlStore {
         now: i64,
         event: &AuditEvent,
     ) -> Result<bool, StoreError> {
-        on_writer!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let approved = sqlx::query(
+        update_with_event!(
+            self,
+            sqlx::query(
                 "UPDATE intents SET approval_state = 'approved', approval_decided_at = $3
                  WHERE id = $1 AND account_id = $2 AND status = 'queued'
                    AND approval_state = 'pending' AND approval_expires_at > $3",
             )
             .bind(intent_id)
             .bind(account_id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(err)?
-            .rows_affected()
-                == 1;
-            if approved {
-                insert_events!(tx, [event]);
-            }
-            tx.commit().await.map_err(err)?;
-            Ok(approved)
-        })
+            .bind(now),
+            event
+        )
     }
 
     async fn end_approval(&self, end: &ApprovalEnd) -> Result<bool, StoreError> {

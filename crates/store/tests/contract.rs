@@ -1206,6 +1206,7 @@ async fn signing_and_ending_an_execution_are_fenced_by_the_intents_lease() {
             error_code: None,
             error_message: None,
             data: None,
+            leg_open: true,
         };
         assert_eq!(
             s.finish_execution(
@@ -1233,6 +1234,38 @@ async fn signing_and_ending_an_execution_are_fenced_by_the_intents_lease() {
             .await
             .ok(),
             Some(true),
+            "{name}"
+        );
+        // Its leg goes on elsewhere: open until one process ends it, once.
+        let open = s
+            .open_legs(10)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            open.iter()
+                .map(|l| (l.intent.id.as_str(), l.execution.seq, l.finished_at))
+                .collect::<Vec<_>>(),
+            [("intent-1", 0, 4_100)],
+            "{name}"
+        );
+        let done = audit_event(Some("acc1"), "intent-1", "bridge.completed");
+        for ended in [true, false] {
+            assert_eq!(
+                s.end_leg(
+                    "intent-1",
+                    0,
+                    actiongate_core::states::LegState::Done,
+                    &done
+                )
+                .await
+                .ok(),
+                Some(ended),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            s.open_legs(10).await.map(|l| l.len()).ok(),
+            Some(0),
             "{name}"
         );
     }
@@ -1331,6 +1364,7 @@ async fn held_orders_wait_end_once_and_give_their_daily_share_back() {
                 error_code: Some("ORDER_CANCELLED".into()),
                 error_message: Some("cancelled".into()),
                 data: None,
+                leg_open: false,
             },
             now: 5_100,
         };

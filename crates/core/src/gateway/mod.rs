@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::execution::Registry;
 use crate::identity::Identity;
 use crate::intents::Intents;
+use crate::legs::Legs;
 use crate::limits::Limits;
 use crate::mail::Mailer;
 use crate::payments::{AuthorizationSettler, PaymentVerifier};
@@ -76,6 +77,7 @@ pub struct Gateway {
     audit: Arc<Audit>,
     webhooks: Arc<Webhooks>,
     approvals: Arc<Approvals>,
+    legs: Arc<Legs>,
     intents: Arc<Intents>,
     delegations: Arc<Delegations>,
     credits: Arc<Credits>,
@@ -148,6 +150,7 @@ impl Gateway {
             mailer,
             settings.clone(),
         ));
+        let legs = Arc::new(Legs::new(store.clone(), registry.clone(), clock.clone()));
         let intents = Arc::new(Intents::new(
             identity.clone(),
             venues.clone(),
@@ -199,6 +202,7 @@ impl Gateway {
             audit,
             webhooks,
             approvals,
+            legs,
             intents,
             delegations,
             credits,
@@ -230,6 +234,11 @@ impl Gateway {
     /// The owner's approval queue: approve, reject, and the expiry of what was left waiting.
     pub fn approvals(&self) -> &Approvals {
         &self.approvals
+    }
+
+    /// The legs venues run elsewhere after a write (a bridge's fill), followed until they end.
+    pub fn legs(&self) -> &Legs {
+        &self.legs
     }
 
     /// Submit, direct execution, build-tx, preflight, and what an agent reads back.

@@ -2,6 +2,7 @@
 
 use actiongate_api_types::ErrorCode;
 use actiongate_api_types::ErrorFamily;
+use actiongate_api_types::account::{AccountIntent, AccountIntentList};
 use actiongate_api_types::intents::{AgentIdentity, CreditBalance, Intent, IntentResult};
 use serde_json::Value;
 
@@ -97,19 +98,19 @@ impl Intents {
         }
     }
 
-    /// The owner's account's latest intents (at most 100), each as its agent reads it, beside its
-    /// stored record (action, agent, when).
+    /// The owner's account's latest intents (at most 100), newest first, each as its agent reads
+    /// it with what it was (action, agent, when).
     pub async fn account_intents(
         &self,
         owner: &crate::identity::OwnerContext,
-    ) -> Result<Vec<(IntentRecord, Intent)>> {
+    ) -> Result<AccountIntentList> {
         let intents = self
             .store
             .list_account_intents(&owner.account_id, 100)
             .await?;
         let ids: Vec<String> = intents.iter().map(|i| i.id.clone()).collect();
         let executions = self.store.list_executions_of(&ids).await?;
-        Ok(intents
+        let intents = intents
             .into_iter()
             .map(|i| {
                 let mine: Vec<ExecutionRecord> = executions
@@ -117,10 +118,16 @@ impl Intents {
                     .filter(|e| e.intent_id == i.id)
                     .cloned()
                     .collect();
-                let view = intent_view(&i, &mine);
-                (i, view)
+                AccountIntent {
+                    agent_id: i.agent_id.clone(),
+                    action: i.action.clone(),
+                    lane: i.lane.as_str().to_owned(),
+                    created_at: rfc3339(from_millis(i.created_at)),
+                    intent: intent_view(&i, &mine),
+                }
             })
-            .collect())
+            .collect();
+        Ok(AccountIntentList { intents })
     }
 
     /// The agent's account's credits.

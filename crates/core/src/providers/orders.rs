@@ -8,11 +8,12 @@ use actiongate_api_types::ErrorCode;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+use crate::acceptance::daily_share;
 use crate::catalog::Lane;
 use crate::clock::{Clock, to_millis};
 use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, ExecutionOutcome, Provider, Reconciled};
-use crate::orders::{CANCEL, LIST, OrderStatus, PLACE, VENUE, daily_share, order_view, status_of};
+use crate::orders::{CANCEL, LIST, OrderStatus, PLACE, VENUE, order_view, status_of};
 use crate::store::{ExecutionFinish, IntentRecord, OrderEnd, Store};
 
 /// Most orders one listing answers.
@@ -88,6 +89,7 @@ impl OrderBook {
                     ctx.intent_id
                 )),
                 data: execution.data.clone(),
+                leg_open: false,
             },
             now,
         };

@@ -12,6 +12,7 @@ mod wallets;
 use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
+use actiongate_api_types::account::{AccountCredits, LedgerItem};
 use actiongate_api_types::credits::{
     BuyCreditsRequest, ChallengeBody, CreditPackage, CreditPurchase, PaymentCurrency,
     X402Challenge, X402Metadata,
@@ -36,6 +37,8 @@ pub const STABLECOIN_DECIMALS: u8 = 6;
 pub const PENDING_RETRY_AFTER: u64 = 2;
 /// Invoice tags are 1 to `TAG_SPACE - 1` base units: below 0.01 of the stablecoin (CONTRACT).
 const TAG_SPACE: i64 = 10_000;
+/// How many ledger rows the owner reads (the newest).
+const OWNER_LEDGER_ROWS: usize = 200;
 /// Random tags tried before the gateway says it has too many open invoices.
 const TAG_TRIES: usize = 24;
 /// How long after its invoice expired a tag stays held: a payment mined before the expiry and
@@ -313,15 +316,35 @@ impl Credits {
     pub async fn owner_credits(
         &self,
         owner: &crate::identity::OwnerContext,
-    ) -> Result<(crate::store::CreditAccount, Vec<crate::store::LedgerEntry>)> {
+    ) -> Result<AccountCredits> {
         let account = self
             .store
             .credit_account(&owner.account_id)
             .await?
             .unwrap_or_default();
-        let mut ledger = self.store.ledger(&owner.account_id).await?;
-        ledger.reverse();
-        Ok((account, ledger))
+        let ledger = self.store.ledger(&owner.account_id).await?;
+        let at = |ms: i64| crate::clock::rfc3339(crate::clock::from_millis(ms));
+        Ok(AccountCredits {
+            balance: account.balance,
+            reserved: account.reserved,
+            ledger: ledger
+                .into_iter()
+                .rev()
+                .take(OWNER_LEDGER_ROWS)
+                .map(|l| LedgerItem {
+                    kind: l.kind.as_str().to_owned(),
+                    reason: l.reason,
+                    agent_id: l.agent_id,
+                    intent_id: l.intent_id,
+                    invoice_id: l.invoice_id,
+                    balance_before: l.balance_before,
+                    balance_after: l.balance_after,
+                    reserved_before: l.reserved_before,
+                    reserved_after: l.reserved_after,
+                    created_at: at(l.created_at),
+                })
+                .collect(),
+        })
     }
 
     pub fn x402_metadata(&self) -> Result<X402Metadata> {

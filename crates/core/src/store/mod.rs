@@ -230,6 +230,19 @@ pub trait IntentStore: Send + Sync + 'static {
         event: &AuditEvent,
     ) -> Result<bool, StoreError>;
 
+    /// The succeeded executions whose leg is still open, the longest open first (at most `limit`).
+    async fn open_legs(&self, limit: u32) -> Result<Vec<OpenLeg>, StoreError>;
+
+    /// Ends an open leg in `state`, with its audit event in the same transaction; false when it
+    /// was not open (another process ended it first).
+    async fn end_leg(
+        &self,
+        intent_id: &str,
+        seq: u32,
+        state: crate::states::LegState,
+        event: &AuditEvent,
+    ) -> Result<bool, StoreError>;
+
     /// Ends a queued intent whose executions have all ended: sets its status, captures the credits of
     /// the successful executions and releases the rest. Idempotent.
     async fn finish_intent(

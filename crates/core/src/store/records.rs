@@ -296,6 +296,15 @@ pub struct ExecutionRecord {
     pub data: Option<String>,
 }
 
+/// A succeeded execution whose leg is still open ([`IntentStore::open_legs`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenLeg {
+    pub intent: IntentRecord,
+    pub execution: ExecutionRecord,
+    /// When the execution ended (ms).
+    pub finished_at: i64,
+}
+
 /// The deterministic key of an intent's `seq`-th execution (how a provider re-identifies it).
 pub fn execution_key(intent_id: &str, seq: u32) -> String {
     format!("{intent_id}:{seq}")
@@ -338,6 +347,9 @@ pub struct ExecutionFinish {
     pub error_code: Option<String>,
     pub error_message: Option<String>,
     pub data: Option<String>,
+    /// The write succeeded and its venue goes on elsewhere (a bridge's fill): its leg is recorded
+    /// open and followed until it ends ([`crate::legs::Legs`]).
+    pub leg_open: bool,
 }
 
 impl ExecutionFinish {

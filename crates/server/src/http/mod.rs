@@ -2,6 +2,7 @@
 //!
 //! Invariant: handlers parse, call one `Gateway` method, and render; they decide nothing.
 
+pub mod account;
 pub mod approvals;
 pub mod audit;
 pub mod catalog;
@@ -184,6 +185,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(identity::list_agents, identity::create_agent))
         .routes(routes!(identity::rotate_key))
         .routes(routes!(identity::get_policy, identity::put_policy))
+        .routes(routes!(account::intents))
+        .routes(routes!(account::credits))
+        .routes(routes!(account::delegations))
+        .routes(routes!(account::revoke_delegation))
         .routes(routes!(approvals::list))
         .routes(routes!(approvals::approve))
         .routes(routes!(approvals::reject))

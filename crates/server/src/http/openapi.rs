@@ -69,6 +69,9 @@ use utoipa::{Modify, OpenApi};
         actiongate_api_types::webhooks::WebhookRequest, actiongate_api_types::webhooks::WebhookView,
         actiongate_api_types::webhooks::WebhookCreated, actiongate_api_types::webhooks::WebhookList,
         actiongate_api_types::webhooks::Delivery, actiongate_api_types::webhooks::DeliveryList,
+        actiongate_api_types::account::AccountIntent, actiongate_api_types::account::AccountIntentList,
+        actiongate_api_types::account::LedgerItem, actiongate_api_types::account::AccountCredits,
+        actiongate_api_types::account::AccountDelegation, actiongate_api_types::account::AccountDelegationList,
     )),
     modifiers(&Security),
     tags(

@@ -18,7 +18,7 @@ use futures_util::Stream;
 
 use super::AppState;
 use super::error::ApiError;
-use super::extract::ApiJson;
+use super::extract::{ApiJson, bearer};
 use super::identity::Owner;
 
 type Answer<T> = Result<Json<Envelope<T>>, ApiError>;
@@ -132,17 +132,24 @@ pub async fn deliveries(
     )))
 }
 
-/// Where a stream is: the last audit entry it has looked at.
+/// How often an open stream checks that its owner session still holds (signed out or expired:
+/// the stream ends).
+const SESSION_RECHECK: Duration = Duration::from_secs(5);
+
+/// Where a stream is: the last audit entry it has looked at, and the session it was opened with.
 struct Follow {
     gateway: Arc<Gateway>,
     account_id: String,
+    session: zeroize::Zeroizing<String>,
+    checked: tokio::time::Instant,
     after: i64,
     queue: std::collections::VecDeque<Event>,
 }
 
 /// The account's events as they happen, over server-sent events: `id` the event id, `event` its
 /// type, `data` the payload a webhook receives. From now on, or after `Last-Event-ID` (the
-/// `auditSeq` of the last event received) to resume without a gap.
+/// `auditSeq` of the last event received) to resume without a gap. The stream ends within a few
+/// seconds of its session's end (signed out or expired).
 #[utoipa::path(
     get,
     path = "/api/v1/events",
@@ -170,11 +177,24 @@ pub async fn events(
     let follow = Follow {
         gateway: state.gateway.clone(),
         account_id: owner.account_id,
+        session: zeroize::Zeroizing::new(bearer(&headers).unwrap_or_default().to_owned()),
+        checked: tokio::time::Instant::now(),
         after,
         queue: std::collections::VecDeque::new(),
     };
     let stream = futures_util::stream::unfold(follow, |mut f| async move {
         loop {
+            if f.checked.elapsed() >= SESSION_RECHECK {
+                let owner = f
+                    .gateway
+                    .identity()
+                    .authenticate_owner(Some(&f.session))
+                    .await;
+                if owner.is_err() {
+                    return None;
+                }
+                f.checked = tokio::time::Instant::now();
+            }
             if let Some(event) = f.queue.pop_front() {
                 return Some((Ok(event), f));
             }

@@ -9,7 +9,7 @@ use actiongate_testkit::standin::StandInVenue;
 use serde_json::{Value, json};
 
 use crate::helpers::{Backend, Options, Owner, TestApp, spawn_app_with};
-use crate::intents::{chain_config, delegate, swap, wait_terminal};
+use crate::intents::{chain_config, ready_to_fan_out, swap, wait_terminal};
 use crate::on_both_backends;
 
 const EXPORT: &str = "/api/v1/audit";
@@ -72,16 +72,12 @@ async fn tamper(app: &TestApp, sql: &str) {
 async fn every_decision_is_an_entry_and_an_edit_is_found(backend: Backend) {
     let app = app(backend).await;
     let owner = app.onboard("auditor@example.com").await;
-    let r = app
-        .put_as(
-            &format!("/api/v1/agents/{}/policy", owner.agent_id),
-            &owner.session,
-            json!({"allowedActions": ["swap", "get-fx-supported-assets"], "dailyLimitUsd": 100, "approvalAboveUsd": 50}),
-        )
-        .await;
-    r.assert_ok();
-    app.grant(&owner, 100).await;
-    delegate(&app, &owner, 1).await;
+    ready_to_fan_out(
+        &app,
+        &owner,
+        json!({"allowedActions": ["swap", "get-fx-supported-assets"], "dailyLimitUsd": 100, "approvalAboveUsd": 50}),
+    )
+    .await;
     // Accepted and run; refused (over the daily limit); waiting for approval, then rejected.
     let ok = app
         .post(

@@ -1,7 +1,8 @@
 //! The owner's web console in a real browser (issue 27): headless Chromium from Debian's package,
 //! driven by playwright-core (tests/e2e/console.mjs), signs in with the code from the SMTP sink,
-//! changes the policy, approves a pending intent, verifies and exports the audit trail, and signs
-//! out. Screenshots go to `$CARGO_TARGET_DIR/console-screenshots` (the docs' pictures come from
+//! changes the policy, registers a webhook and reads its deliveries, approves a pending intent,
+//! revokes a delegation, verifies and exports the audit trail, and signs out; the owner's REST
+//! twins of the console's lists (intents, credits, delegations) answer what it showed. Screenshots go to `$CARGO_TARGET_DIR/console-screenshots` (the docs' pictures come from
 //! there). Plain-HTTP checks beside it: the console refuses a cross-site form and a request without
 //! its cookie.
 
@@ -11,7 +12,7 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 use crate::helpers::{Backend, Options, spawn_app_with};
-use crate::intents::{chain_config, delegate, swap};
+use crate::intents::{chain_config, ready_to_fan_out, swap};
 
 /// Where the screenshots go: beside the build, so that CI keeps them as artifacts.
 fn screenshots() -> std::path::PathBuf {
@@ -28,21 +29,20 @@ async fn the_console_in_chromium() {
         Backend::Sqlite,
         Options {
             providers: vec![venue.clone()],
-            config_toml: chain_config(""),
+            config_toml: chain_config("[webhooks]\nallow-private = true"),
             ..Options::default()
         },
     )
     .await;
+    let hook_port = crate::webhooks::closed_port();
+    let received = crate::webhooks::receiver(hook_port).await;
     let owner = app.onboard("console@example.com").await;
-    app.put_as(
-        &format!("/api/v1/agents/{}/policy", owner.agent_id),
-        &owner.session,
+    ready_to_fan_out(
+        &app,
+        &owner,
         json!({"allowedActions": ["swap"], "dailyLimitUsd": 100, "approvalAboveUsd": 50}),
     )
-    .await
-    .assert_ok();
-    app.grant(&owner, 100).await;
-    delegate(&app, &owner, 1).await;
+    .await;
     let r = app
         .post(
             "/api/v1/agent/execute-intent",
@@ -68,6 +68,7 @@ async fn the_console_in_chromium() {
             &intent,
         ])
         .arg(screenshots())
+        .arg(format!("http://127.0.0.1:{hook_port}/hook"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -147,10 +148,108 @@ async fn the_console_in_chromium() {
         "07-activity",
         "08-credits",
         "09-delegations",
+        "10-webhooks",
+        "11-deliveries",
     ] {
         let png = screenshots().join(format!("{name}.png"));
         let bytes = std::fs::read(&png).unwrap_or_default();
         assert!(bytes.starts_with(b"\x89PNG"), "{} is a PNG", png.display());
+    }
+
+    // The webhook registered in the console got the approval's and the revocation's events,
+    // signed with the secret the console showed once; the deliveries page showed them delivered.
+    let secret = seen["secret"].as_str().unwrap_or("").to_owned();
+    assert!(secret.starts_with("whsec_"), "{seen}");
+    for kind in ["intent.completed", "delegation.revoked"] {
+        assert!(
+            seen["delivered"]
+                .as_array()
+                .is_some_and(|d| d.contains(&json!(kind))),
+            "{kind} not shown delivered: {seen}"
+        );
+        let got = received.lock().map(|g| g.clone()).unwrap_or_default();
+        assert!(
+            got.iter().any(|(sig, body)| {
+                serde_json::from_str::<Value>(body).is_ok_and(|b| b["type"] == kind)
+                    && crate::webhooks::signed(&secret, sig, body)
+            }),
+            "{kind} not received signed: {got:?}"
+        );
+    }
+
+    // The REST twins of the console's lists answer the same.
+    let listed = app.get_as("/api/v1/intents", &owner.session).await;
+    let listed = listed.assert_ok();
+    let first = &listed["intents"][0];
+    assert_eq!(
+        (
+            first["intentId"].as_str(),
+            first["action"].clone(),
+            first["lane"].clone(),
+            first["status"].clone(),
+            first["approval"]["state"].clone(),
+            first["agentId"].as_str()
+        ),
+        (
+            Some(intent.as_str()),
+            json!("swap"),
+            json!("executeIntent"),
+            json!("completed"),
+            json!("approved"),
+            Some(owner.agent_id.as_str())
+        ),
+        "{listed}"
+    );
+    let credits = app.get_as("/api/v1/credits", &owner.session).await;
+    let credits = credits.assert_ok();
+    let balance = credits["balance"].as_i64().unwrap_or(-1);
+    assert!(
+        seen["balance"]
+            .as_str()
+            .unwrap_or("")
+            .contains(&format!("Balance {balance} credits")),
+        "{seen} {credits}"
+    );
+    assert!(
+        credits["ledger"].as_array().is_some_and(|l| l
+            .iter()
+            .any(|e| e["kind"] == "capture" && e["intentId"] == intent.as_str())),
+        "{credits}"
+    );
+    let delegations = app.get_as("/api/v1/delegations", &owner.session).await;
+    let delegations = delegations.assert_ok();
+    let hash = delegations["delegations"][0]["hash"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert_eq!(
+        delegations["delegations"][0]["status"],
+        json!("revoked"),
+        "{delegations}"
+    );
+    let again = app
+        .post_as(
+            &format!("/api/v1/delegations/{hash}/revoke"),
+            &owner.session,
+            None,
+        )
+        .await;
+    let again = again.assert_ok();
+    assert_eq!(again["status"], json!("revoked"));
+    let r = app
+        .post_as(
+            &format!("/api/v1/delegations/0x{}/revoke", "00".repeat(32)),
+            &owner.session,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["code"].clone()),
+        (404, json!("NOT_FOUND"))
+    );
+    for path in ["/api/v1/intents", "/api/v1/credits", "/api/v1/delegations"] {
+        let r = app.get_as(path, &owner.agent_key).await;
+        assert_eq!(r.status, 401, "an agent key is no owner session: {path}");
     }
 
     // Without the cookie a page is the sign-in form; a form from another site is refused.

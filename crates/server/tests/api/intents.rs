@@ -54,6 +54,19 @@ async fn allow(app: &TestApp, owner: &Owner, actions: &[&str], daily: f64) {
     .assert_ok();
 }
 
+/// An owner ready to fan out a swap: `policy` set, 100 credits granted, one delegation.
+pub(crate) async fn ready_to_fan_out(app: &TestApp, owner: &Owner, policy: Value) {
+    app.put_as(
+        &format!("/api/v1/agents/{}/policy", owner.agent_id),
+        &owner.session,
+        policy,
+    )
+    .await
+    .assert_ok();
+    app.grant(owner, 100).await;
+    delegate(app, owner, 1).await;
+}
+
 pub(crate) async fn delegate(app: &TestApp, owner: &Owner, n: usize) -> Vec<String> {
     let mut users = Vec::new();
     for i in 0..n {

@@ -31,7 +31,7 @@ async fn openapi_covers_every_route_and_is_snapshotted() {
         documented, client,
         "the document and the client's routes differ"
     );
-    assert_eq!(client.len(), 56);
+    assert_eq!(client.len(), 60);
     insta::assert_json_snapshot!("openapi", r.body);
 
     // The docs page and its assets are served locally (no CDN).

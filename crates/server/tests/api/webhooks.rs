@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::helpers::{Backend, Options, Owner, TestApp, spawn_app_with};
-use crate::intents::{chain_config, delegate, swap, wait_terminal};
+use crate::intents::{chain_config, ready_to_fan_out, swap, wait_terminal};
 use crate::on_both_backends;
 
 const HOOKS: &str = "/api/v1/webhooks";
@@ -41,7 +41,7 @@ fn hmac_sha256(key: &[u8], message: &[u8]) -> String {
 }
 
 /// Whether `header` (`t=…,v1=…`) signs `body` under `secret`.
-fn signed(secret: &str, header: &str, body: &str) -> bool {
+pub(crate) fn signed(secret: &str, header: &str, body: &str) -> bool {
     let parts: HashMap<&str, &str> = header
         .split(',')
         .filter_map(|p| p.split_once('='))
@@ -52,10 +52,10 @@ fn signed(secret: &str, header: &str, body: &str) -> bool {
     hmac_sha256(secret.as_bytes(), format!("{t}.{body}").as_bytes()) == *v1
 }
 
-type Received = Arc<Mutex<Vec<(String, String)>>>;
+pub(crate) type Received = Arc<Mutex<Vec<(String, String)>>>;
 
 /// A receiver on `port`: records each post's signature header and body, answers 200.
-async fn receiver(port: u16) -> Received {
+pub(crate) async fn receiver(port: u16) -> Received {
     let got: Received = Arc::default();
     async fn hook(State(got): State<Received>, headers: HeaderMap, body: String) -> &'static str {
         let sig = headers
@@ -80,8 +80,21 @@ async fn receiver(port: u16) -> Received {
     got
 }
 
+/// The owner's event stream, open.
+async fn open_stream(app: &TestApp, owner: &Owner) -> reqwest::Response {
+    let sse = app
+        .client
+        .get(app.url("/api/v1/events"))
+        .bearer_auth(&owner.session)
+        .send()
+        .await
+        .expect("the stream opens");
+    assert_eq!(sse.status().as_u16(), 200);
+    sse
+}
+
 /// A port nothing listens on (yet).
-fn closed_port() -> u16 {
+pub(crate) fn closed_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
     l.local_addr().expect("an address").port()
 }
@@ -164,25 +177,15 @@ async fn events_are_signed_retried_and_received_once(backend: Backend) {
     let list = app.get_as(HOOKS, &owner.session).await;
     assert_eq!(list.assert_ok()["webhooks"][0]["id"], json!(id));
     assert!(!list.text.contains(&secret), "the secret is shown once");
-    app.put_as(
-        &format!("/api/v1/agents/{}/policy", owner.agent_id),
-        &owner.session,
+    ready_to_fan_out(
+        &app,
+        &owner,
         json!({"allowedActions": ["swap"], "dailyLimitUsd": 1000, "approvalAboveUsd": 50}),
     )
-    .await
-    .assert_ok();
-    app.grant(&owner, 100).await;
-    delegate(&app, &owner, 1).await;
+    .await;
 
     // The event stream, open before the events.
-    let mut sse = app
-        .client
-        .get(app.url("/api/v1/events"))
-        .bearer_auth(&owner.session)
-        .send()
-        .await
-        .expect("the stream opens");
-    assert_eq!(sse.status().as_u16(), 200);
+    let mut sse = open_stream(&app, &owner).await;
 
     // Completed (its reservation takes the balance from 100 to 90: credits.low), then an approval
     // asked for and rejected (intent.failed).
@@ -346,16 +349,12 @@ async fn a_restart_between_the_event_and_its_delivery_delivers_it(backend: Backe
     let owner = first.onboard("restart-hooks@example.com").await;
     let port = closed_port();
     let (_, secret) = register(&first, &owner, port, json!(["intent.completed"])).await;
-    first
-        .put_as(
-            &format!("/api/v1/agents/{}/policy", owner.agent_id),
-            &owner.session,
-            json!({"allowedActions": ["swap"], "dailyLimitUsd": 1000}),
-        )
-        .await
-        .assert_ok();
-    first.grant(&owner, 100).await;
-    delegate(&first, &owner, 1).await;
+    ready_to_fan_out(
+        &first,
+        &owner,
+        json!({"allowedActions": ["swap"], "dailyLimitUsd": 1000}),
+    )
+    .await;
     let r = first
         .post(
             "/api/v1/agent/execute-intent",
@@ -429,7 +428,35 @@ async fn private_addresses_and_bad_input_are_refused(backend: Backend) {
     assert_eq!(app.count_rows("webhooks").await, 0);
 }
 
+/// An open event stream ends soon after its owner signs out: a signed-out session reads nothing
+/// more.
+async fn the_event_stream_ends_with_its_session(backend: Backend) {
+    let app = spawn_app_with(backend, Options::default()).await;
+    let owner = app.onboard("stream@example.com").await;
+    let mut sse = open_stream(&app, &owner).await;
+    app.send(
+        app.client
+            .delete(app.url("/api/v1/session"))
+            .bearer_auth(&owner.session),
+    )
+    .await
+    .assert_ok();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match tokio::time::timeout(Duration::from_secs(1), sse.chunk()).await {
+            Ok(Ok(None)) | Ok(Err(_)) => break,
+            Ok(Ok(Some(_))) | Err(_) => {
+                assert!(Instant::now() < deadline, "the stream outlived its session");
+            }
+        }
+    }
+    app.get_as("/api/v1/events", &owner.session)
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+}
+
 on_both_backends!(
+    the_event_stream_ends_with_its_session,
     events_are_signed_retried_and_received_once,
     a_restart_between_the_event_and_its_delivery_delivers_it,
     private_addresses_and_bad_input_are_refused,
