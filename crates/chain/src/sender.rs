@@ -165,6 +165,41 @@ pub async fn fees(client: &ChainClient) -> Result<(u128, u128), Error> {
     Ok((est.max_fee_per_gas, est.max_priority_fee_per_gas))
 }
 
+/// Hands an execution's signed transactions to the node in nonce order, in one JSON-RPC batch when
+/// there are several (one round trip under the wallet's turn); each one's answer, in order.
+async fn send_all(
+    client: &ChainClient,
+    signed: &[SignedTx],
+) -> Vec<Result<(), alloy::transports::TransportError>> {
+    if let [one] = signed {
+        return vec![
+            client
+                .provider
+                .send_raw_transaction(&one.raw_tx)
+                .await
+                .map(|_| ()),
+        ];
+    }
+    let mut batch = alloy::rpc::client::BatchRequest::new(client.provider.client());
+    let mut waiters = Vec::with_capacity(signed.len());
+    for s in signed {
+        let raw = alloy::primitives::Bytes::from(s.raw_tx.clone());
+        waiters.push(batch.add_call::<_, B256>("eth_sendRawTransaction", &(raw,)));
+    }
+    let sent = batch.send().await;
+    let mut answers = Vec::with_capacity(signed.len());
+    for w in waiters {
+        answers.push(match (&sent, w) {
+            (Err(e), _) => Err(alloy::transports::TransportErrorKind::custom_str(
+                &e.to_string(),
+            )),
+            (Ok(()), Err(e)) => Err(e),
+            (Ok(()), Ok(w)) => w.await.map(|_| ()),
+        });
+    }
+    answers
+}
+
 /// The wallet's next nonce as the node sees it (pending transactions included).
 pub async fn pending_nonce(client: &ChainClient, wallet: Address) -> Result<u64, Error> {
     client
@@ -282,10 +317,16 @@ impl WalletSender {
         for attempt in 0..2 {
             let _account = self.accounts.lock((client.chain_id, account)).await;
             let plan = make_plan().await?;
-            let gas = simulate(client, wallet, &plan.calls).await?;
-            let (max_fee, priority) = fees(client).await?;
-            let _wallet_turn = self.wallets.lock((client.chain_id, wallet)).await;
-            let chain_nonce = pending_nonce(client, wallet).await?;
+            // The simulation, the fees and the node's nonce are read side by side, before the
+            // wallet's turn: the nonce is only a floor under the stored reservations (a lower one
+            // read a moment early changes nothing), so the turn holds no node round trip but the
+            // sends.
+            let (gas, (max_fee, priority), chain_nonce) = tokio::try_join!(
+                simulate(client, wallet, &plan.calls),
+                fees(client),
+                pending_nonce(client, wallet),
+            )?;
+            let wallet_turn = self.wallets.lock((client.chain_id, wallet)).await;
             let count = u32::try_from(plan.calls.len()).map_err(Error::internal)?;
             let rows = self
                 .store
@@ -359,9 +400,9 @@ impl WalletSender {
             };
             let mut refused = None;
             let mut delivered = true;
-            for s in &signed {
-                match client.provider.send_raw_transaction(&s.raw_tx).await {
-                    Ok(_) => {}
+            for (s, sent) in signed.iter().zip(send_all(client, &signed).await) {
+                match sent {
+                    Ok(()) => {}
                     Err(e) if rejected(&e) => {
                         delivered = false;
                         refused = Some(e.to_string());
@@ -377,10 +418,13 @@ impl WalletSender {
                     hook();
                 }
             }
-            let rows = self.store.execution_txs(execution_key).await?;
             let Some(reason) = refused else {
+                // Handed over in order: the next execution's turn need not wait for the reads.
+                drop(wallet_turn);
+                let rows = self.store.execution_txs(execution_key).await?;
                 return Ok(Some((rows, plan.summary, delivered)));
             };
+            let rows = self.store.execution_txs(execution_key).await?;
             // The node refused a transaction: it and the ones after it are not in its pool. Nothing
             // of this execution was mined if the first was refused; give the nonces back and retry.
             if rows.first().and_then(|r| r.tx_hash.as_ref()) == signed.first().map(|s| &s.tx_hash)

@@ -11,10 +11,28 @@ use serde_json::{Value, json};
 use common::Gateway;
 
 /// The orders through each surface's read (`get-prediction-orders`), each a new reading (`tag`).
+/// The agent's orders read on the three surfaces, once the three reads agree: the runner looks at
+/// a held order every second (`filling` while it looks), so three reads one after another can
+/// straddle a look; each attempt is a new read (its own idempotency key).
 async fn orders_everywhere(g: &Gateway, key: &str, tag: &str) -> [Value; 3] {
-    g.read_everywhere(key, "get-prediction-orders", json!({}), &[], tag)
-        .await
-        .map(|r| r["data"]["orders"].clone())
+    let mut last = [Value::Null, Value::Null, Value::Null];
+    for attempt in 0..20 {
+        last = g
+            .read_everywhere(
+                key,
+                "get-prediction-orders",
+                json!({}),
+                &[],
+                &format!("{tag}-{attempt}"),
+            )
+            .await
+            .map(|r| r["data"]["orders"].clone());
+        if last[0] == last[1] && last[1] == last[2] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    last
 }
 
 #[tokio::test]

@@ -767,16 +767,7 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
             U256::ZERO,
         )
         .await;
-    let mut users = Vec::new();
-    for i in 2..5 {
-        let (address, key) = devnet.account(i);
-        node(&["upgrade", &devnet_json, &key], None);
-        let user = User { address, key };
-        let (d, _) = signed_delegation(&a, &agent, &user, json!({})).await;
-        let (status, body) = activate(&a, &agent, &d).await;
-        assert_eq!(status, 200, "{body}");
-        users.push(user);
-    }
+    let users = delegators(&devnet, &a, &agent, 2..5).await;
     let before = balances(&devnet, &users, usdc_addr, weth_addr).await;
     let nonce = devnet.nonce(agent.address).await;
     let (status, submitted) = post(
@@ -797,8 +788,8 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
     );
     assert_eq!(
         devnet.nonce(agent.address).await,
-        nonce + 1,
-        "one redemption reached the chain before the crash"
+        nonce + 2,
+        "the first execution's two redemptions (one batch) reached the chain before the crash"
     );
 
     // A second process takes the fan-out over.
@@ -870,6 +861,95 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+/// The agent's wallet used elsewhere while a fan-out is accepted (its nonce moved on 100 on the
+/// chain behind the gateway's back): the reservations start above the chain's nonce (read before
+/// each reservation), every user is paid once, and no transaction of the agent waits in the node
+/// above a gap.
+#[tokio::test]
+async fn a_wallet_used_elsewhere_leaves_no_nonce_gap() {
+    let devnet = Devnet::start();
+    let db = devnet.dir.path().join("gw.db");
+    let database_url = format!("sqlite://{}", db.display());
+    let gw = start_gateway(&devnet.gateway_config("refused", &database_url), false);
+    let agent = onboard(&gw, &database_url, "refused@example.com", &["swap"]).await;
+    let (usdc_addr, weth_addr) = (devnet.usdc(), devnet.weth());
+    let users = delegators(&devnet, &gw, &agent, 2..8).await;
+    devnet
+        .fund(
+            agent.address,
+            U256::from(10u64).pow(U256::from(18u64)),
+            U256::ZERO,
+        )
+        .await;
+    let before = balances(&devnet, &users, usdc_addr, weth_addr).await;
+    let (status, submitted) = post(
+        format!("{}/api/v1/agent/execute-intent", gw.url),
+        json!({"agentApiKey": agent.key, "action": "swap", "chainId": 84532, "estimatedAmountUsd": 10,
+               "params": {"tokenIn": "USDC", "tokenOut": "WETH", "amountIn": "10", "slippageBps": 100}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{submitted}");
+    // Accepted; the wallet's nonce moves on 100 on the chain meanwhile.
+    let moved = devnet.nonce(agent.address).await + 100;
+    devnet
+        .provider
+        .raw_request::<_, Value>("anvil_setNonce".into(), (agent.address, U256::from(moved)))
+        .await
+        .expect("the devnet sets a nonce");
+    let ended = wait_ended(
+        &gw.url,
+        &agent.key,
+        submitted["intentId"].as_str().unwrap_or_default(),
+    )
+    .await;
+    assert_eq!(
+        (ended["status"].clone(), ended["executed"].clone()),
+        (json!("completed"), json!(users.len())),
+        "{ended}"
+    );
+    let after = balances(&devnet, &users, usdc_addr, weth_addr).await;
+    for i in 0..users.len() {
+        assert_eq!(before[i].0 - after[i].0, usdc(10), "user {i} paid once");
+    }
+    // Every redemption mined right above the moved nonce: none waits behind a gap.
+    assert_eq!(
+        devnet.nonce(agent.address).await,
+        moved + 2 * users.len() as u64
+    );
+    let pool: Value = devnet
+        .provider
+        .raw_request("txpool_status".into(), ())
+        .await
+        .expect("the pool's status");
+    assert_eq!(
+        (pool["pending"].clone(), pool["queued"].clone()),
+        (json!("0x0"), json!("0x0")),
+        "{pool}"
+    );
+}
+
+/// The devnet's accounts `range`, upgraded with EIP-7702, each with an active delegation to the
+/// agent made through the gateway.
+async fn delegators(
+    devnet: &Devnet,
+    gw: &Gateway,
+    agent: &Agent,
+    range: std::ops::Range<usize>,
+) -> Vec<User> {
+    let devnet_json = devnet.dir.path().join("devnet.json").display().to_string();
+    let mut users = Vec::new();
+    for i in range {
+        let (address, key) = devnet.account(i);
+        node(&["upgrade", &devnet_json, &key], None);
+        let user = User { address, key };
+        let (d, _) = signed_delegation(gw, agent, &user, json!({})).await;
+        let (status, body) = activate(gw, agent, &d).await;
+        assert_eq!(status, 200, "{body}");
+        users.push(user);
+    }
+    users
 }
 
 /// Submits a fan-out and waits for it to end; its status body.
