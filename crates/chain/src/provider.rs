@@ -383,7 +383,13 @@ impl Provider for EvmProvider {
             return Ok(None);
         }
         let client = self.client(chain_id, action)?;
-        let params = json!({"fromChain": chain_id, "depositId": deposit});
+        // By the deposit's transaction (its receipt), not by its id (a log search of the whole
+        // chain, which hosted nodes refuse); the id only when no transaction was recorded.
+        let sent = data["transactions"].as_array().and_then(|t| t.last());
+        let params = match sent {
+            Some(tx) => json!({"fromChain": chain_id, "transactionHash": tx}),
+            None => json!({"fromChain": chain_id, "depositId": deposit}),
+        };
         across::status(client, &self.clients, &params)
             .await
             .map(Some)

@@ -165,41 +165,6 @@ pub async fn fees(client: &ChainClient) -> Result<(u128, u128), Error> {
     Ok((est.max_fee_per_gas, est.max_priority_fee_per_gas))
 }
 
-/// Hands an execution's signed transactions to the node in nonce order, in one JSON-RPC batch when
-/// there are several (one round trip under the wallet's turn); each one's answer, in order.
-async fn send_all(
-    client: &ChainClient,
-    signed: &[SignedTx],
-) -> Vec<Result<(), alloy::transports::TransportError>> {
-    if let [one] = signed {
-        return vec![
-            client
-                .provider
-                .send_raw_transaction(&one.raw_tx)
-                .await
-                .map(|_| ()),
-        ];
-    }
-    let mut batch = alloy::rpc::client::BatchRequest::new(client.provider.client());
-    let mut waiters = Vec::with_capacity(signed.len());
-    for s in signed {
-        let raw = alloy::primitives::Bytes::from(s.raw_tx.clone());
-        waiters.push(batch.add_call::<_, B256>("eth_sendRawTransaction", &(raw,)));
-    }
-    let sent = batch.send().await;
-    let mut answers = Vec::with_capacity(signed.len());
-    for w in waiters {
-        answers.push(match (&sent, w) {
-            (Err(e), _) => Err(alloy::transports::TransportErrorKind::custom_str(
-                &e.to_string(),
-            )),
-            (Ok(()), Err(e)) => Err(e),
-            (Ok(()), Ok(w)) => w.await.map(|_| ()),
-        });
-    }
-    answers
-}
-
 /// The wallet's next nonce as the node sees it (pending transactions included).
 pub async fn pending_nonce(client: &ChainClient, wallet: Address) -> Result<u64, Error> {
     client
@@ -320,12 +285,13 @@ impl WalletSender {
             // The simulation, the fees and the node's nonce are read side by side, before the
             // wallet's turn: the nonce is only a floor under the stored reservations (a lower one
             // read a moment early changes nothing), so the turn holds no node round trip but the
-            // sends.
-            let (gas, (max_fee, priority), chain_nonce) = tokio::try_join!(
+            // sends. The simulation's refusal is the answer when there is one.
+            let (gas, fees, chain_nonce) = tokio::join!(
                 simulate(client, wallet, &plan.calls),
                 fees(client),
                 pending_nonce(client, wallet),
-            )?;
+            );
+            let (gas, (max_fee, priority), chain_nonce) = (gas?, fees?, chain_nonce?);
             let wallet_turn = self.wallets.lock((client.chain_id, wallet)).await;
             let count = u32::try_from(plan.calls.len()).map_err(Error::internal)?;
             let rows = self
@@ -400,9 +366,11 @@ impl WalletSender {
             };
             let mut refused = None;
             let mut delivered = true;
-            for (s, sent) in signed.iter().zip(send_all(client, &signed).await) {
-                match sent {
-                    Ok(()) => {}
+            // One at a time, each answered before the next: nothing after a refused transaction
+            // reaches the node (a batch could not promise that).
+            for s in &signed {
+                match client.provider.send_raw_transaction(&s.raw_tx).await {
+                    Ok(_) => {}
                     Err(e) if rejected(&e) => {
                         delivered = false;
                         refused = Some(e.to_string());

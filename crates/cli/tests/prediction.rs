@@ -10,8 +10,7 @@ use serde_json::{Value, json};
 
 use common::Gateway;
 
-/// The orders through each surface's read (`get-prediction-orders`), each a new reading (`tag`).
-/// The agent's orders read on the three surfaces, once the three reads agree: the runner looks at
+/// The orders through each surface's read (`get-prediction-orders`), once the three reads agree: the runner looks at
 /// a held order every second (`filling` while it looks), so three reads one after another can
 /// straddle a look; each attempt is a new read (its own idempotency key).
 async fn orders_everywhere(g: &Gateway, key: &str, tag: &str) -> [Value; 3] {

@@ -28,6 +28,8 @@ pub struct Legs {
     store: Arc<dyn Store>,
     registry: Arc<Registry>,
     clock: Arc<dyn Clock>,
+    /// Where the next look starts among the open legs.
+    skip: std::sync::atomic::AtomicU32,
 }
 
 impl Legs {
@@ -40,12 +42,23 @@ impl Legs {
             store,
             registry,
             clock,
+            skip: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
-    /// Looks at every open leg once (at most [`BATCH`]); the number this look ended.
+    /// Looks at [`BATCH`] open legs, the next ones after the last look's (from the longest open
+    /// again once it reached the end), so that no leg waits behind older ones; the number this
+    /// look ended.
     pub async fn watch(&self) -> Result<usize> {
-        let open = self.store.open_legs(BATCH).await?;
+        use std::sync::atomic::Ordering;
+        let skip = self.skip.load(Ordering::Relaxed);
+        let open = self.store.open_legs(skip, BATCH).await?;
+        let next = if open.len() < BATCH as usize {
+            0
+        } else {
+            skip.saturating_add(BATCH)
+        };
+        self.skip.store(next, Ordering::Relaxed);
         let ended = futures_util::stream::iter(open)
             .map(|leg| self.look(leg))
             .buffer_unordered(AT_ONCE)

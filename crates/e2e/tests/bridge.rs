@@ -260,7 +260,6 @@ async fn across_spokes_and_the_devnet_relayer_fill_wait_and_refund() {
     assert_eq!(peer_balance().await, start_peer + U256::from(99_500_000u64));
 }
 
-/// A read under its own idempotency key (a fresh reading each time): its first result.
 /// The owner's audit entries of `kind` about `intent_id`, once at least one is there (the leg
 /// watcher looks every few seconds, the audit chain every 200 ms).
 async fn bridge_events(gw: &Gateway, agent: &Agent, kind: &str, intent_id: &str) -> Vec<Value> {
@@ -291,6 +290,7 @@ async fn bridge_events(gw: &Gateway, agent: &Agent, kind: &str, intent_id: &str)
     }
 }
 
+/// A read under its own idempotency key (a fresh reading each time): its first result.
 async fn read_first(gw: &Gateway, agent: &Agent, action: &str, params: Value, key: &str) -> Value {
     read_keyed(gw, agent, action, params, key).await["results"][0].clone()
 }

@@ -788,8 +788,8 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
     );
     assert_eq!(
         devnet.nonce(agent.address).await,
-        nonce + 2,
-        "the first execution's two redemptions (one batch) reached the chain before the crash"
+        nonce + 1,
+        "one redemption reached the chain before the crash"
     );
 
     // A second process takes the fan-out over.
@@ -863,10 +863,10 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
     }
 }
 
-/// The agent's wallet used elsewhere while a fan-out is accepted (its nonce moved on 100 on the
-/// chain behind the gateway's back): the reservations start above the chain's nonce (read before
-/// each reservation), every user is paid once, and no transaction of the agent waits in the node
-/// above a gap.
+/// The agent's wallet used elsewhere (its nonce moved on 100 on the chain behind the gateway's
+/// back) before a fan-out: the reservations start above the chain's nonce (read before each
+/// reservation), every user is paid once, and no transaction of the agent waits in the node above a
+/// gap.
 #[tokio::test]
 async fn a_wallet_used_elsewhere_leaves_no_nonce_gap() {
     let devnet = Devnet::start();
@@ -884,6 +884,14 @@ async fn a_wallet_used_elsewhere_leaves_no_nonce_gap() {
         )
         .await;
     let before = balances(&devnet, &users, usdc_addr, weth_addr).await;
+    // The wallet's nonce moves on 100 on the chain before the fan-out (the gateway's own record
+    // says less).
+    let moved = devnet.nonce(agent.address).await + 100;
+    devnet
+        .provider
+        .raw_request::<_, Value>("anvil_setNonce".into(), (agent.address, U256::from(moved)))
+        .await
+        .expect("the devnet sets a nonce");
     let (status, submitted) = post(
         format!("{}/api/v1/agent/execute-intent", gw.url),
         json!({"agentApiKey": agent.key, "action": "swap", "chainId": 84532, "estimatedAmountUsd": 10,
@@ -891,13 +899,6 @@ async fn a_wallet_used_elsewhere_leaves_no_nonce_gap() {
     )
     .await;
     assert_eq!(status, 200, "{submitted}");
-    // Accepted; the wallet's nonce moves on 100 on the chain meanwhile.
-    let moved = devnet.nonce(agent.address).await + 100;
-    devnet
-        .provider
-        .raw_request::<_, Value>("anvil_setNonce".into(), (agent.address, U256::from(moved)))
-        .await
-        .expect("the devnet sets a nonce");
     let ended = wait_ended(
         &gw.url,
         &agent.key,

@@ -250,12 +250,13 @@ impl IntentStore for SqlStore {
         )
     }
 
-    async fn open_legs(&self, limit: u32) -> Result<Vec<OpenLeg>, StoreError> {
+    async fn open_legs(&self, skip: u32, limit: u32) -> Result<Vec<OpenLeg>, StoreError> {
         let open: Vec<(String, i32, i64)> = on_pool!(self, pool => sqlx::query_as(
             "SELECT intent_id, seq, finished_at FROM intent_executions
-             WHERE leg = 'open' ORDER BY finished_at LIMIT $1",
+             WHERE leg = 'open' ORDER BY finished_at, intent_id, seq LIMIT $1 OFFSET $2",
         )
         .bind(i64::from(limit))
+        .bind(i64::from(skip))
         .fetch_all(pool)
         .await
         .map_err(err)?);

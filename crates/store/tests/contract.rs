@@ -1238,7 +1238,7 @@ async fn signing_and_ending_an_execution_are_fenced_by_the_intents_lease() {
         );
         // Its leg goes on elsewhere: open until one process ends it, once.
         let open = s
-            .open_legs(10)
+            .open_legs(0, 10)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(
@@ -1246,6 +1246,12 @@ async fn signing_and_ending_an_execution_are_fenced_by_the_intents_lease() {
                 .map(|l| (l.intent.id.as_str(), l.execution.seq, l.finished_at))
                 .collect::<Vec<_>>(),
             [("intent-1", 0, 4_100)],
+            "{name}"
+        );
+        // A look that passes over the first one finds none after it.
+        assert_eq!(
+            s.open_legs(1, 10).await.map(|l| l.len()).ok(),
+            Some(0),
             "{name}"
         );
         let done = audit_event(Some("acc1"), "intent-1", "bridge.completed");
@@ -1264,7 +1270,7 @@ async fn signing_and_ending_an_execution_are_fenced_by_the_intents_lease() {
             );
         }
         assert_eq!(
-            s.open_legs(10).await.map(|l| l.len()).ok(),
+            s.open_legs(0, 10).await.map(|l| l.len()).ok(),
             Some(0),
             "{name}"
         );

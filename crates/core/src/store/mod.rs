@@ -230,8 +230,9 @@ pub trait IntentStore: Send + Sync + 'static {
         event: &AuditEvent,
     ) -> Result<bool, StoreError>;
 
-    /// The succeeded executions whose leg is still open, the longest open first (at most `limit`).
-    async fn open_legs(&self, limit: u32) -> Result<Vec<OpenLeg>, StoreError>;
+    /// The succeeded executions whose leg is still open, the longest open first, `skip` of them
+    /// passed over (at most `limit`).
+    async fn open_legs(&self, skip: u32, limit: u32) -> Result<Vec<OpenLeg>, StoreError>;
 
     /// Ends an open leg in `state`, with its audit event in the same transaction; false when it
     /// was not open (another process ended it first).

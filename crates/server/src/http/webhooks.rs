@@ -185,12 +185,10 @@ pub async fn events(
     let stream = futures_util::stream::unfold(follow, |mut f| async move {
         loop {
             if f.checked.elapsed() >= SESSION_RECHECK {
-                let owner = f
-                    .gateway
-                    .identity()
-                    .authenticate_owner(Some(&f.session))
-                    .await;
-                if owner.is_err() {
+                // Not metered (the stream's own checks do not spend the owner's request rate); only
+                // a session that ended ends the stream, not a passing store error.
+                let owner = f.gateway.identity().recognize_owner(Some(&f.session)).await;
+                if owner.is_err_and(|e| e.code == actiongate_api_types::ErrorCode::Unauthorized) {
                     return None;
                 }
                 f.checked = tokio::time::Instant::now();
