@@ -50,6 +50,37 @@ impl CreditStore for SqlStore {
     }
 
     async fn ledger(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.ledger_rows(account_id, None).await
+    }
+
+    async fn recent_ledger(
+        &self,
+        account_id: &str,
+        limit: u32,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.ledger_rows(account_id, Some(limit)).await
+    }
+
+    async fn daily_usage(&self, agent_id: &str, day: i64) -> Result<i64, StoreError> {
+        let used: Option<i64> = on_pool!(self, pool => sqlx::query_scalar(
+            "SELECT used_micros FROM agent_daily_usage WHERE agent_id = $1 AND day = $2",
+        )
+        .bind(agent_id)
+        .bind(day)
+        .fetch_optional(pool)
+        .await
+        .map_err(err)?);
+        Ok(used.unwrap_or(0))
+    }
+}
+
+impl SqlStore {
+    /// The account's ledger oldest first, or its newest `newest` rows newest first.
+    async fn ledger_rows(
+        &self,
+        account_id: &str,
+        newest: Option<u32>,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
         type Row = (
             String,
             String,
@@ -62,15 +93,28 @@ impl CreditStore for SqlStore {
             i64,
             i64,
         );
-        let rows: Vec<Row> = on_pool!(self, pool => sqlx::query_as(
-            "SELECT kind, reason, agent_id, intent_id, invoice_id, balance_before, balance_after, reserved_before,
-                 reserved_after, created_at
-             FROM credit_ledger WHERE account_id = $1 ORDER BY created_at, id",
-        )
-        .bind(account_id)
-        .fetch_all(pool)
-        .await
-        .map_err(err)?);
+        macro_rules! ledger_select {
+            ($tail:literal) => {
+                concat!(
+                    "SELECT kind, reason, agent_id, intent_id, invoice_id, balance_before, balance_after,
+                         reserved_before, reserved_after, created_at
+                     FROM credit_ledger WHERE account_id = $1 ",
+                    $tail
+                )
+            };
+        }
+        let sql = match newest {
+            Some(_) => ledger_select!("ORDER BY created_at DESC, id DESC LIMIT $2"),
+            None => ledger_select!("ORDER BY created_at, id"),
+        };
+        let rows: Vec<Row> = on_pool!(self, pool => {
+            let q = sqlx::query_as(sql).bind(account_id);
+            let q = match newest {
+                Some(n) => q.bind(i64::from(n)),
+                None => q,
+            };
+            q.fetch_all(pool).await.map_err(err)?
+        });
         rows.into_iter()
             .map(
                 |(kind, reason, agent_id, intent_id, invoice_id, bb, ba, rb, ra, created_at)| {
@@ -89,17 +133,5 @@ impl CreditStore for SqlStore {
                 },
             )
             .collect()
-    }
-
-    async fn daily_usage(&self, agent_id: &str, day: i64) -> Result<i64, StoreError> {
-        let used: Option<i64> = on_pool!(self, pool => sqlx::query_scalar(
-            "SELECT used_micros FROM agent_daily_usage WHERE agent_id = $1 AND day = $2",
-        )
-        .bind(agent_id)
-        .bind(day)
-        .fetch_optional(pool)
-        .await
-        .map_err(err)?);
-        Ok(used.unwrap_or(0))
     }
 }

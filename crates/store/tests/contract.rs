@@ -813,6 +813,13 @@ async fn an_invoice_is_paid_once_by_one_transaction_and_held_credits_join_a_link
             2,
             "{name}"
         );
+        // The owner's read: the newest rows, newest first.
+        let newest: Vec<_> = ledger.iter().rev().take(2).cloned().collect();
+        assert_eq!(
+            s.recent_ledger("acc1", 2).await.ok(),
+            Some(newest),
+            "{name}"
+        );
         assert!(
             ledger
                 .iter()

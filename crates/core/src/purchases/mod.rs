@@ -38,7 +38,7 @@ pub const PENDING_RETRY_AFTER: u64 = 2;
 /// Invoice tags are 1 to `TAG_SPACE - 1` base units: below 0.01 of the stablecoin (CONTRACT).
 const TAG_SPACE: i64 = 10_000;
 /// How many ledger rows the owner reads (the newest).
-const OWNER_LEDGER_ROWS: usize = 200;
+const OWNER_LEDGER_ROWS: u32 = 200;
 /// Random tags tried before the gateway says it has too many open invoices.
 const TAG_TRIES: usize = 24;
 /// How long after its invoice expired a tag stays held: a payment mined before the expiry and
@@ -322,15 +322,16 @@ impl Credits {
             .credit_account(&owner.account_id)
             .await?
             .unwrap_or_default();
-        let ledger = self.store.ledger(&owner.account_id).await?;
+        let ledger = self
+            .store
+            .recent_ledger(&owner.account_id, OWNER_LEDGER_ROWS)
+            .await?;
         let at = |ms: i64| crate::clock::rfc3339(crate::clock::from_millis(ms));
         Ok(AccountCredits {
             balance: account.balance,
             reserved: account.reserved,
             ledger: ledger
                 .into_iter()
-                .rev()
-                .take(OWNER_LEDGER_ROWS)
                 .map(|l| LedgerItem {
                     kind: l.kind.as_str().to_owned(),
                     reason: l.reason,

@@ -329,7 +329,15 @@ pub trait CreditStore: Send + Sync + 'static {
         now: i64,
     ) -> Result<CreditAccount, StoreError>;
 
+    /// The account's ledger, oldest first.
     async fn ledger(&self, account_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
+
+    /// The account's newest `limit` ledger rows, newest first (what the owner reads).
+    async fn recent_ledger(
+        &self,
+        account_id: &str,
+        limit: u32,
+    ) -> Result<Vec<LedgerEntry>, StoreError>;
 
     async fn daily_usage(&self, agent_id: &str, day: i64) -> Result<i64, StoreError>;
 }
