@@ -5,20 +5,20 @@
 //! fan-out acts for), held until its transactions are handed to the node, so that the next plan of
 //! that account sees them; a call that would revert is refused and the wallet's nonce does not move.
 //! Then, under the sending wallet's lock (held only that long, so that executions for different users
-//! plan and wait side by side and send one after another), its nonces are reserved in the database,
-//! every transaction is signed and the signed bytes are recorded (all or none) before the first is
-//! sent.
-//! After a crash an execution is therefore in one of three states, each with one safe next step:
-//! nothing reserved (run it), reserved but unsigned (nothing was sent: give the nonces back, run it),
-//! or signed (it may have been sent: re-send the same bytes, which cannot pay twice, and wait for the
-//! receipt). A transaction that stays unmined is re-signed at the same nonce with higher fees.
+//! plan and wait side by side and send one after another), one database transaction reserves its
+//! nonces, signs every transaction at them and records the signed bytes (all or none) before the
+//! first is sent.
+//! After a crash an execution is therefore in one of two states, each with one safe next step:
+//! nothing reserved (run it), or signed (it may have been sent: re-send the same bytes, which cannot
+//! pay twice, and wait for the receipt); rows reserved but unsigned (left by an older version) are
+//! given back. A transaction that stays unmined is re-signed at the same nonce with higher fees.
 //!
 //! A signed transaction is never given up on: past the receipt wait the execution is answered
 //! `pending` with its hash, not failed, and whoever takes the execution up again (the intent runner,
 //! on any process, under the intent's lease; an x402 retry) re-sends and bumps it until it is mined.
-//! An execution run under an intent's lease records what it signs only while the lease holds, in the
-//! same database transaction (`record_signed_txs` with the fence): a worker that lost its lease
-//! sends nothing.
+//! An execution run under an intent's lease reserves and records what it signs only while the lease
+//! holds, in the same database transaction (`reserve_signed` and `record_signed_txs` with the
+//! fence): a worker that lost its lease sends nothing.
 
 use std::sync::Arc;
 
@@ -27,7 +27,10 @@ use actiongate_core::clock::{Clock, to_millis};
 use actiongate_core::error::Error;
 use actiongate_core::execution::ExecutionOutcome;
 use actiongate_core::states::ChainTxState;
-use actiongate_core::store::{ChainTxRecord, LeaseFence, SignedTx, Store};
+use actiongate_core::store::{
+    ChainTxRecord, LeaseFence, MinedTx, NonceRequest, Reservation, SignedTx, Store, StoreError,
+    StoreErrorKind,
+};
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::{Decodable2718, Encodable2718};
 use alloy::eips::{BlockId, BlockNumberOrTag};
@@ -53,15 +56,15 @@ const SIMULATED_BLOCK_AHEAD_SECONDS: u64 = 12;
 /// it to kill the process in that window).
 pub type AfterSend = Arc<dyn Fn() + Send + Sync>;
 
-/// Runs right after an execution's nonces are reserved and before anything is signed, with the
-/// execution key (tests take the intent's lease away in that window).
-pub type AfterReserve =
+/// Runs once an execution has the wallet's turn, right before its nonces are reserved and its
+/// transactions signed, with the execution key (tests take the intent's lease away in that window).
+pub type BeforeReserve =
     Arc<dyn Fn(&str) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 /// Fault-injection points of the sender, for tests; none in a real deployment.
 #[derive(Clone, Default)]
 pub struct SendHooks {
-    pub after_reserve: Option<AfterReserve>,
+    pub before_reserve: Option<BeforeReserve>,
     pub after_send: Option<AfterSend>,
 }
 
@@ -294,82 +297,68 @@ impl WalletSender {
             let (gas, (max_fee, priority), chain_nonce) = (gas?, fees?, chain_nonce?);
             let wallet_turn = self.wallets.lock((client.chain_id, wallet)).await;
             let count = u32::try_from(plan.calls.len()).map_err(Error::internal)?;
-            let rows = self
-                .store
-                .reserve_nonces(
-                    client.chain_id,
-                    &wallet_text,
-                    execution_key,
-                    count,
-                    chain_nonce,
-                    self.now(),
-                )
-                .await?;
-            if rows.iter().any(|r| r.state != ChainTxState::Reserved) {
-                // Signed already (by another process running the same execution): never sign again at
-                // those nonces; wait for what was sent (handing it to the node again first).
-                return Ok(Some((rows, plan.summary, false)));
-            }
-            if let Some(hook) = &self.hooks.after_reserve {
+            if let Some(hook) = &self.hooks.before_reserve {
                 hook(execution_key).await;
             }
-            let signed = rows
-                .iter()
-                .zip(&plan.calls)
-                .zip(gas)
-                .map(|((row, call), gas_limit)| {
-                    let tx = TxEip1559 {
-                        chain_id: client.chain_id,
-                        nonce: row.nonce,
-                        gas_limit,
-                        max_fee_per_gas: max_fee,
-                        max_priority_fee_per_gas: priority,
-                        to: TxKind::Call(call.to),
-                        value: call.value,
-                        access_list: Default::default(),
-                        input: call.data.clone(),
-                    };
-                    sign(signer, tx).map(|(hash, raw)| SignedTx {
-                        nonce: row.nonce,
-                        tx_hash: hex_hash(&hash),
-                        raw_tx: raw,
+            // Signed at the nonces the reservation picks, inside its transaction: one write holds
+            // the reservation and the signed bytes (all or none), before anything is sent.
+            let sign_at = |nonces: &[u64]| -> Result<Vec<SignedTx>, StoreError> {
+                nonces
+                    .iter()
+                    .zip(&plan.calls)
+                    .zip(&gas)
+                    .map(|((nonce, call), gas_limit)| {
+                        let tx = TxEip1559 {
+                            chain_id: client.chain_id,
+                            nonce: *nonce,
+                            gas_limit: *gas_limit,
+                            max_fee_per_gas: max_fee,
+                            max_priority_fee_per_gas: priority,
+                            to: TxKind::Call(call.to),
+                            value: call.value,
+                            access_list: Default::default(),
+                            input: call.data.clone(),
+                        };
+                        sign(signer, tx)
+                            .map(|(hash, raw)| SignedTx {
+                                nonce: *nonce,
+                                tx_hash: hex_hash(&hash),
+                                raw_tx: raw,
+                            })
+                            .map_err(|e| StoreError::new(StoreErrorKind::Other, e.message))
                     })
-                })
-                .collect::<Result<Vec<_>, Error>>();
-            let recorded = match signed {
-                Ok(signed) => self
-                    .store
-                    .record_signed_txs(
-                        client.chain_id,
-                        &wallet_text,
-                        execution_key,
-                        &signed,
-                        fence,
-                        self.now(),
-                    )
-                    .await
-                    .map(|held| held.then_some(signed))
-                    .map_err(Error::from),
-                Err(e) => Err(e),
+                    .collect()
             };
-            let signed = match recorded {
-                Ok(Some(signed)) => signed,
+            let request = NonceRequest {
+                chain_id: client.chain_id,
+                wallet: &wallet_text,
+                execution_key,
+                count,
+                chain_nonce,
+                now: self.now(),
+            };
+            let rows = match self
+                .store
+                .reserve_signed(request, fence, Some(&sign_at))
+                .await?
+            {
+                Reservation::New(rows) => rows,
+                // Signed already (by another process running the same execution): never sign
+                // again at those nonces; wait for what was sent (handing it to the node again
+                // first).
+                Reservation::Existing(rows) => return Ok(Some((rows, plan.summary, false))),
                 // The lease is another worker's now: send nothing, touch nothing.
-                Ok(None) => return Ok(None),
-                Err(e) => {
-                    // Nothing was sent: give the nonces back, so that no gap holds the wallet up.
-                    if let Err(v) = self.store.void_txs(execution_key, false, self.now()).await {
-                        tracing::error!(error = %v, "giving reserved nonces back failed");
-                    }
-                    return Err(e);
-                }
+                Reservation::LeaseLost => return Ok(None),
             };
             let mut refused = None;
             let mut delivered = true;
             // One at a time, each answered before the next: nothing after a refused transaction
             // reaches the node (a batch could not promise that).
-            for s in &signed {
-                match client.provider.send_raw_transaction(&s.raw_tx).await {
+            for row in &rows {
+                let (Some(raw_tx), Some(tx_hash)) = (&row.raw_tx, &row.tx_hash) else {
+                    return Err(Error::internal("a reserved transaction was not signed"));
+                };
+                match client.provider.send_raw_transaction(raw_tx).await {
                     Ok(_) => {}
                     Err(e) if rejected(&e) => {
                         delivered = false;
@@ -379,7 +368,7 @@ impl WalletSender {
                     // A transport failure: the node may have it; waiting re-sends the same bytes.
                     Err(e) => {
                         delivered = false;
-                        tracing::warn!(chain_id = client.chain_id, tx_hash = s.tx_hash, error = %rpc_error(client, &e).detail.unwrap_or_default(), "sending a transaction failed; it will be re-sent")
+                        tracing::warn!(chain_id = client.chain_id, tx_hash, error = %rpc_error(client, &e).detail.unwrap_or_default(), "sending a transaction failed; it will be re-sent")
                     }
                 }
                 if let Some(hook) = &self.hooks.after_send {
@@ -387,15 +376,15 @@ impl WalletSender {
                 }
             }
             let Some(reason) = refused else {
-                // Handed over in order: the next execution's turn need not wait for the reads.
+                // Handed over in order: the next execution's turn need not wait for anything else.
                 drop(wallet_turn);
-                let rows = self.store.execution_txs(execution_key).await?;
                 return Ok(Some((rows, plan.summary, delivered)));
             };
+            let sent_first = rows.first().and_then(|r| r.tx_hash.clone());
             let rows = self.store.execution_txs(execution_key).await?;
             // The node refused a transaction: it and the ones after it are not in its pool. Nothing
             // of this execution was mined if the first was refused; give the nonces back and retry.
-            if rows.first().and_then(|r| r.tx_hash.as_ref()) == signed.first().map(|s| &s.tx_hash)
+            if rows.first().and_then(|r| r.tx_hash.clone()) == sent_first
                 && !self.any_known(client, &rows).await
             {
                 self.store.void_txs(execution_key, true, self.now()).await?;
@@ -419,6 +408,22 @@ impl WalletSender {
             ErrorCode::NotAvailable,
             "The node refused the transaction twice.",
         ))
+    }
+
+    /// Records the receipts found so far (a failure is logged: the receipt is found again by
+    /// the next look at the execution).
+    async fn record_mined(&self, chain_id: u64, wallet: &str, mined: &mut Vec<MinedTx>) {
+        if mined.is_empty() {
+            return;
+        }
+        if let Err(e) = self
+            .store
+            .record_mined_txs(chain_id, wallet, mined, self.now())
+            .await
+        {
+            tracing::error!(error = %e, "recording receipts failed");
+        }
+        mined.clear();
     }
 
     async fn any_known(&self, client: &ChainClient, rows: &[ChainTxRecord]) -> bool {
@@ -484,27 +489,25 @@ impl WalletSender {
     ) -> ExecutionOutcome {
         let started = tokio::time::Instant::now();
         let mut hashes = Vec::new();
+        // Receipts found and not yet recorded: written together, before any wait for the next
+        // receipt and before answering (one write for an execution whose transactions are mined
+        // by the time it looks).
+        let mut mined = Vec::new();
+        let wallet = rows.first().map(|r| r.wallet.clone()).unwrap_or_default();
         for row in &mut rows {
             let mut resent = delivered;
             loop {
                 match self.mined(client, row).await {
                     Ok(Some((hash, status))) => {
                         hashes.push(hash.clone());
-                        if let Err(e) = self
-                            .store
-                            .record_mined_tx(
-                                client.chain_id,
-                                &row.wallet,
-                                row.nonce,
-                                &hash,
-                                i64::from(status),
-                                self.now(),
-                            )
-                            .await
-                        {
-                            tracing::error!(error = %e, "recording a receipt failed");
-                        }
+                        mined.push(MinedTx {
+                            nonce: row.nonce,
+                            tx_hash: hash.clone(),
+                            status: i64::from(status),
+                        });
                         if !status {
+                            self.record_mined(client.chain_id, &wallet, &mut mined)
+                                .await;
                             let mut o = ExecutionOutcome::failed(
                                 ErrorCode::ExecutionReverted,
                                 format!("Transaction {hash} was mined and reverted."),
@@ -520,6 +523,8 @@ impl WalletSender {
                         tracing::warn!(error = %e.detail.clone().unwrap_or_default(), "receipt lookup failed; retrying")
                     }
                 }
+                self.record_mined(client.chain_id, &wallet, &mut mined)
+                    .await;
                 // How long ago it was last signed, by the record (so a wait that is taken up again,
                 // on this process or another, bumps on time).
                 let bump_after =
@@ -548,6 +553,8 @@ impl WalletSender {
                 tokio::time::sleep(client.poll).await;
             }
         }
+        self.record_mined(client.chain_id, &wallet, &mut mined)
+            .await;
         ExecutionOutcome {
             success: true,
             tx_hash: hashes.last().cloned(),

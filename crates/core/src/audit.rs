@@ -4,7 +4,7 @@
 //!
 //! Decisions write an [`AuditEvent`] in the same transaction that makes them (the `audit_events`
 //! outbox: a crash loses none); a background step, [`Audit::chain`] on every process, moves events
-//! into the chain in order, each account's chain extended under its head row's lock, and answers
+//! into the chain in order (one process at a time, each account's head row locked), and answers
 //! the entries it added (the webhooks and the event stream take them from there). The link hash is
 //! HMAC-SHA-256 under a key derived from the master key: someone who can write the database but
 //! does not hold the master key cannot recompute a chain to hide an edit.

@@ -6,9 +6,10 @@
 //!   fan-out, with its durable record of effects in that file;
 //! - `CRASH_AFTER_SEND=1`: abort the process right after the EVM sender hands a transaction to the
 //!   node and before anything is recorded (the window a crash-safe sender must survive);
-//! - `STEAL_LEASE_AFTER_RESERVE=1`: the first time an execution's nonces are reserved, another
-//!   worker ("thief") takes the leases of the queued intents for 3 seconds, as a process that found
-//!   them run out would; the worker that reserved must then send nothing.
+//! - `STEAL_LEASE_BEFORE_RESERVE=1`: the first time an execution is about to reserve its nonces
+//!   (it has the wallet's turn), another worker ("thief") takes the leases of the queued intents for
+//!   3 seconds, as a process that found them run out would; the worker must then reserve nothing
+//!   and send nothing.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use actiongate_chain::sender::AfterReserve;
+use actiongate_chain::sender::BeforeReserve;
 use actiongate_core::store::IntentStore;
 use actiongate_server::{Application, Config, Deps, Overrides};
 use actiongate_store::SqlStore;
@@ -51,8 +52,8 @@ async fn main() -> anyhow::Result<()> {
     if std::env::var("CRASH_AFTER_SEND").is_ok() {
         deps.send_hooks.after_send = Some(Arc::new(|| std::process::abort()));
     }
-    if std::env::var("STEAL_LEASE_AFTER_RESERVE").is_ok() {
-        deps.send_hooks.after_reserve = Some(steal_lease_once(&config)?);
+    if std::env::var("STEAL_LEASE_BEFORE_RESERVE").is_ok() {
+        deps.send_hooks.before_reserve = Some(steal_lease_once(&config)?);
     }
     let app = Application::build(&config, deps).await?;
     let mut out = std::io::stdout().lock();
@@ -62,8 +63,8 @@ async fn main() -> anyhow::Result<()> {
     Ok(app.run(std::future::pending()).await?)
 }
 
-/// The `STEAL_LEASE_AFTER_RESERVE` hook: fires once.
-fn steal_lease_once(config: &Config) -> anyhow::Result<AfterReserve> {
+/// The `STEAL_LEASE_BEFORE_RESERVE` hook: fires once.
+fn steal_lease_once(config: &Config) -> anyhow::Result<BeforeReserve> {
     let url = config.database_url.clone();
     let fired = Arc::new(AtomicBool::new(false));
     Ok(Arc::new(move |execution_key: &str| {
@@ -89,7 +90,10 @@ fn steal_lease_once(config: &Config) -> anyhow::Result<AfterReserve> {
                 .await
             {
                 Ok(taken) => {
-                    eprintln!("steal: took {} lease(s) after reserving {key}", taken.len())
+                    eprintln!(
+                        "steal: took {} lease(s) before {key} reserved its nonces",
+                        taken.len()
+                    )
                 }
                 Err(e) => eprintln!("steal: {e}"),
             }

@@ -3,8 +3,9 @@
 //! - a transaction that stays unmined past the receipt wait (automine off) is answered `pending` with
 //!   its hash, never failed; the runner takes it up again, bumps its fees at the same nonce, it is
 //!   mined once, and the wallet's next transaction goes through;
-//! - a lease taken away between reserving the nonces and signing (fault injection): the old holder
-//!   sends nothing and records nothing; the lease's next holder sends the one transaction;
+//! - a lease taken away just before the nonces are reserved and signed (fault injection): the old
+//!   holder reserves nothing, sends nothing and records nothing; the lease's next holder sends the
+//!   one transaction;
 //! - an x402 settlement that stays unmined, its client gone: the background sweep re-sends and bumps
 //!   it; once mined, the client's retry is credited once and the settlement wallet is not stalled.
 #![allow(clippy::panic, clippy::expect_used)] // Tests fail by panicking, saying what failed.
@@ -143,13 +144,13 @@ async fn a_worker_that_lost_its_lease_sends_nothing() {
     let devnet = Devnet::start();
     let database_url = format!("sqlite://{}", devnet.dir.path().join("fence.db").display());
     let config = devnet.gateway_config("fence", &database_url);
-    let gw = start_gateway_env(&config, &[("STEAL_LEASE_AFTER_RESERVE", "1")]);
+    let gw = start_gateway_env(&config, &[("STEAL_LEASE_BEFORE_RESERVE", "1")]);
     let agent = funded_agent(&devnet, &gw, &database_url, "fence@example.com").await;
     let recipient = devnet.account(9).0;
     let before = devnet.balance(devnet.usdc(), recipient).await;
 
-    // The lease is taken away after the nonce is reserved: the worker signs nothing, sends nothing,
-    // records nothing, and the answer says the execution has not ended.
+    // The lease is taken away just before the nonce is reserved: the worker reserves nothing, signs
+    // nothing, sends nothing, records nothing, and the answer says the execution has not ended.
     let (status, sent) = transfer(&gw, &agent, &recipient.to_string(), "fenced").await;
     assert_eq!(status, 200, "{sent}");
     assert_eq!(

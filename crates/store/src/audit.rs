@@ -14,6 +14,9 @@ use sqlx::sqlite::SqliteConnection;
 use crate::error::{closed, corrupt, err};
 use crate::{Backend, Dialect, SqlStore};
 
+/// Entries one INSERT writes (ten variables each: under SQLite's 32,766).
+const ENTRY_CHUNK: usize = 1000;
+
 /// Writes audit events inside the open transaction `$tx`: an event that names only its agent gets
 /// the agent's account.
 macro_rules! insert_events {
@@ -106,97 +109,35 @@ impl AuditStore for SqlStore {
         linker: &dyn ChainLinker,
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        on_writer!(self, pool => {
-            let sql = pool.audit_events_sql();
-            let mut tx = pool.begin_write().await?;
-            let rows = sqlx::query(sql)
-                .bind(i64::from(limit))
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(err)?;
-            if rows.is_empty() {
+        // The events and the heads are read and the entries hashed outside the writer; the write
+        // then only inserts, and goes ahead only if nothing was chained meanwhile (every event it
+        // takes still waits, every head is as read): SQLite's one writer is held for the inserts
+        // alone. Another chaining step that got there first is met by reading again.
+        for _ in 0..3 {
+            let (ids, by_account) = self.waiting_events(limit).await?;
+            if ids.is_empty() {
                 return Ok(Vec::new());
             }
-            let mut ids = Vec::with_capacity(rows.len());
-            // Accounts in order, so that two chaining processes lock heads in one order.
-            let mut by_account: BTreeMap<String, Vec<AuditEvent>> = BTreeMap::new();
-            for row in &rows {
-                ids.push(row.try_get::<i64, _>("id").map_err(err)?);
-                let account_id: String = row.try_get("account_id").map_err(err)?;
-                by_account.entry(account_id.clone()).or_default().push(AuditEvent {
-                    account_id: Some(account_id),
-                    agent_id: None,
-                    at: row.try_get("at").map_err(err)?,
-                    kind: row.try_get("kind").map_err(err)?,
-                    actor: row.try_get("actor").map_err(err)?,
-                    subject: row.try_get("subject").map_err(err)?,
-                    code: row.try_get("code").map_err(err)?,
-                    data: row.try_get("data").map_err(err)?,
-                });
-            }
-            let mut added = Vec::with_capacity(rows.len());
+            let read = self.heads_of(by_account.keys()).await?;
+            let mut added = Vec::with_capacity(ids.len());
+            let mut heads = Vec::with_capacity(by_account.len());
             for (account_id, events) in &by_account {
-                sqlx::query(
-                    "INSERT INTO audit_heads (account_id, seq, hash) VALUES ($1, 0, $2)
-                     ON CONFLICT (account_id) DO NOTHING",
-                )
-                .bind(account_id)
-                .bind(actiongate_core::audit::GENESIS.to_vec())
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?;
-                let head = sqlx::query(
-                    "UPDATE audit_heads SET seq = seq WHERE account_id = $1 RETURNING seq, hash",
-                )
-                .bind(account_id)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(err)?;
-                let head = (
-                    head.try_get::<i64, _>("seq").map_err(err)?,
-                    hash_of(head.try_get("hash").map_err(err)?)?,
-                );
-                let (entries, (seq, hash)) = linker.extend(account_id, head, events);
-                for e in &entries {
-                    let r = &e.entry;
-                    sqlx::query(
-                        "INSERT INTO audit_entries (account_id, seq, at, kind, actor, subject, code, data, prev_hash, hash)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                    )
-                    .bind(&r.account_id)
-                    .bind(r.seq)
-                    .bind(r.at)
-                    .bind(&r.kind)
-                    .bind(&r.actor)
-                    .bind(&r.subject)
-                    .bind(r.code.as_deref())
-                    .bind(&r.data)
-                    .bind(e.prev_hash.to_vec())
-                    .bind(e.hash.to_vec())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(err)?;
-                    insert_deliveries!(tx, linker, e);
-                }
-                sqlx::query("UPDATE audit_heads SET seq = $2, hash = $3 WHERE account_id = $1")
-                    .bind(account_id)
-                    .bind(seq)
-                    .bind(hash.to_vec())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(err)?;
+                let head = read
+                    .get(account_id)
+                    .copied()
+                    .unwrap_or((0, actiongate_core::audit::GENESIS));
+                let (entries, head) = linker.extend(account_id, head, events);
+                heads.push((account_id, head));
                 added.extend(entries);
             }
-            let mut q = sqlx::QueryBuilder::new("DELETE FROM audit_events WHERE id IN (");
-            let mut list = q.separated(", ");
-            for id in &ids {
-                list.push_bind(*id);
+            if self
+                .write_chained(linker, &ids, &read, &heads, &added)
+                .await?
+            {
+                return Ok(added);
             }
-            q.push(")");
-            q.build().execute(&mut *tx).await.map_err(err)?;
-            tx.commit().await.map_err(err)?;
-            Ok(added)
-        })
+        }
+        Ok(Vec::new())
     }
 
     async fn audit_page(
@@ -244,4 +185,163 @@ impl AuditStore for SqlStore {
             }
         })
     }
+}
+
+/// The events waiting (by id: one chaining step's), grouped by account.
+type Waiting = (Vec<i64>, BTreeMap<String, Vec<AuditEvent>>);
+
+impl SqlStore {
+    /// Up to `limit` of the oldest events waiting to be chained, read outside the writer.
+    async fn waiting_events(&self, limit: u32) -> Result<Waiting, StoreError> {
+        on_pool!(self, pool => {
+            let rows = sqlx::query(
+                "SELECT id, account_id, at, kind, actor, subject, code, data FROM audit_events ORDER BY id LIMIT $1",
+            )
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+            .map_err(err)?;
+            waiting_from(&rows)
+        })
+    }
+
+    /// The chain heads of `accounts` (an account without one has no entry yet).
+    async fn heads_of<'a>(
+        &self,
+        accounts: impl Iterator<Item = &'a String> + Clone + Send,
+    ) -> Result<Heads, StoreError> {
+        on_pool!(self, pool => {
+            let mut q = sqlx::QueryBuilder::new(
+                "SELECT account_id, seq, hash FROM audit_heads WHERE account_id IN (",
+            );
+            let mut list = q.separated(", ");
+            for account_id in accounts.clone() {
+                list.push_bind(account_id);
+            }
+            q.push(")");
+            let rows = q.build().fetch_all(pool).await.map_err(err)?;
+            heads_from(&rows)
+        })
+    }
+
+    /// Writes a chaining step: deletes its events, checks the heads it was computed from, inserts
+    /// the entries and their webhook deliveries, moves the heads; all or nothing. False, writing
+    /// nothing, when another step chained any of these accounts or events first.
+    async fn write_chained(
+        &self,
+        linker: &dyn ChainLinker,
+        ids: &[i64],
+        read: &Heads,
+        heads: &[(&String, (i64, [u8; 32]))],
+        added: &[AuditEntry],
+    ) -> Result<bool, StoreError> {
+        on_writer!(self, pool => {
+            let lock = pool.chain_lock_sql();
+            let mut tx = pool.begin_write().await?;
+            if let Some(lock) = lock {
+                sqlx::query(lock).execute(&mut *tx).await.map_err(err)?;
+            }
+            let mut q = sqlx::QueryBuilder::new("DELETE FROM audit_events WHERE id IN (");
+            let mut list = q.separated(", ");
+            for id in ids {
+                list.push_bind(*id);
+            }
+            q.push(")");
+            let taken = q.build().execute(&mut *tx).await.map_err(err)?.rows_affected();
+            let mut q = sqlx::QueryBuilder::new(
+                "SELECT account_id, seq, hash FROM audit_heads WHERE account_id IN (",
+            );
+            let mut list = q.separated(", ");
+            for (account_id, _) in heads {
+                list.push_bind(*account_id);
+            }
+            q.push(")");
+            let now = heads_from(&q.build().fetch_all(&mut *tx).await.map_err(err)?)?;
+            if usize::try_from(taken).ok() != Some(ids.len()) || &now != read {
+                tx.rollback().await.map_err(err)?;
+                return Ok(false);
+            }
+            // The entries and their webhook deliveries in a few multi-row statements.
+            for chunk in added.chunks(ENTRY_CHUNK) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO audit_entries (account_id, seq, at, kind, actor, subject, code, data, prev_hash, hash) ",
+                );
+                q.push_values(chunk, |mut b, e| {
+                    let r = &e.entry;
+                    b.push_bind(&r.account_id)
+                        .push_bind(r.seq)
+                        .push_bind(r.at)
+                        .push_bind(&r.kind)
+                        .push_bind(&r.actor)
+                        .push_bind(&r.subject)
+                        .push_bind(r.code.as_deref())
+                        .push_bind(&r.data)
+                        .push_bind(e.prev_hash.to_vec())
+                        .push_bind(e.hash.to_vec());
+                });
+                q.build().execute(&mut *tx).await.map_err(err)?;
+            }
+            insert_deliveries!(tx, linker, heads.iter().map(|(a, _)| *a), added);
+            let mut q = sqlx::QueryBuilder::new("INSERT INTO audit_heads (account_id, seq, hash) ");
+            q.push_values(heads, |mut b, (account_id, (seq, hash))| {
+                b.push_bind(*account_id).push_bind(*seq).push_bind(hash.to_vec());
+            });
+            q.push(" ON CONFLICT (account_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash");
+            q.build().execute(&mut *tx).await.map_err(err)?;
+            tx.commit().await.map_err(err)?;
+            Ok(true)
+        })
+    }
+}
+
+fn waiting_from<R: Row>(rows: &[R]) -> Result<Waiting, StoreError>
+where
+    for<'a> &'a str: sqlx::ColumnIndex<R>,
+    String: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Option<String>: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i64: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let mut ids = Vec::with_capacity(rows.len());
+    let mut by_account: BTreeMap<String, Vec<AuditEvent>> = BTreeMap::new();
+    for row in rows {
+        ids.push(row.try_get::<i64, _>("id").map_err(err)?);
+        let account_id: String = row.try_get("account_id").map_err(err)?;
+        by_account
+            .entry(account_id.clone())
+            .or_default()
+            .push(AuditEvent {
+                account_id: Some(account_id),
+                agent_id: None,
+                at: row.try_get("at").map_err(err)?,
+                kind: row.try_get("kind").map_err(err)?,
+                actor: row.try_get("actor").map_err(err)?,
+                subject: row.try_get("subject").map_err(err)?,
+                code: row.try_get("code").map_err(err)?,
+                data: row.try_get("data").map_err(err)?,
+            });
+    }
+    Ok((ids, by_account))
+}
+
+/// Chain heads by account: (seq, hash) of the last entry.
+type Heads = std::collections::HashMap<String, (i64, [u8; 32])>;
+
+fn heads_from<R: Row>(rows: &[R]) -> Result<Heads, StoreError>
+where
+    for<'a> &'a str: sqlx::ColumnIndex<R>,
+    String: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i64: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    Vec<u8>: for<'r> sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    rows.iter()
+        .map(|row| {
+            Ok((
+                row.try_get("account_id").map_err(err)?,
+                (
+                    row.try_get::<i64, _>("seq").map_err(err)?,
+                    hash_of(row.try_get("hash").map_err(err)?)?,
+                ),
+            ))
+        })
+        .collect()
 }

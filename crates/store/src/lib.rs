@@ -92,9 +92,9 @@ trait Dialect<'c>: Sized {
     async fn begin_write(self) -> Result<sqlx::Transaction<'c, Self::Db>, StoreError>;
     /// Leases up to `$4` of the oldest runnable intents.
     fn claim_many_sql(&self) -> &'static str;
-    /// Up to `$1` of the oldest audit events waiting to be chained (PostgreSQL: skipping those
-    /// another process is chaining).
-    fn audit_events_sql(&self) -> &'static str;
+    /// Taken first by a chaining step's write, so that processes chain one after another (SQLite's
+    /// one writer does that already).
+    fn chain_lock_sql(&self) -> Option<&'static str>;
     /// Up to `$2` pending webhook deliveries due by `$1` (PostgreSQL: skipping those another process
     /// is claiming).
     fn claim_deliveries_sql(&self) -> &'static str;
@@ -105,15 +105,6 @@ macro_rules! claim_deliveries_sql {
         concat!(
             "SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_at <= $1 ",
             "ORDER BY next_at, id LIMIT $2",
-            $lock
-        )
-    };
-}
-
-macro_rules! audit_events_sql {
-    ($lock:literal) => {
-        concat!(
-            "SELECT id, account_id, at, kind, actor, subject, code, data FROM audit_events ORDER BY id LIMIT $1",
             $lock
         )
     };
@@ -140,8 +131,8 @@ impl<'c> Dialect<'c> for &'c mut SqliteConnection {
     fn claim_many_sql(&self) -> &'static str {
         claim_many_sql!("")
     }
-    fn audit_events_sql(&self) -> &'static str {
-        audit_events_sql!("")
+    fn chain_lock_sql(&self) -> Option<&'static str> {
+        None
     }
     fn claim_deliveries_sql(&self) -> &'static str {
         claim_deliveries_sql!("")
@@ -156,8 +147,9 @@ impl<'c> Dialect<'c> for &'c PgPool {
     fn claim_many_sql(&self) -> &'static str {
         claim_many_sql!(" FOR UPDATE SKIP LOCKED")
     }
-    fn audit_events_sql(&self) -> &'static str {
-        audit_events_sql!(" FOR UPDATE SKIP LOCKED")
+    fn chain_lock_sql(&self) -> Option<&'static str> {
+        // One key for the whole step: a transaction-scoped advisory lock, let go at commit.
+        Some("SELECT pg_advisory_xact_lock(7402180527)")
     }
     fn claim_deliveries_sql(&self) -> &'static str {
         claim_deliveries_sql!(" FOR UPDATE SKIP LOCKED")

@@ -1,7 +1,8 @@
 //! The per-wallet nonce manager's rows: a wallet's transactions by nonce.
 
 use actiongate_core::store::{
-    ChainTxRecord, LeaseFence, NonceStore, SignedTx, StoreError, StoreErrorKind,
+    ChainTxRecord, LeaseFence, MinedTx, NonceRequest, NonceStore, Reservation, SignAt, SignedTx,
+    StoreError, StoreErrorKind,
 };
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteConnection;
@@ -12,6 +13,31 @@ use crate::{Backend, Dialect, SqlStore};
 macro_rules! chain_tx_columns {
     () => {
         "chain_id, wallet, nonce, execution_key, idx, state, tx_hash, raw_tx, prior_hashes, receipt_status, updated_at"
+    };
+}
+
+/// Whether `$fence`'s lease (if any) is held at `$now`, checked inside the open transaction `$tx`:
+/// the intent's row is written (and so locked until commit on PostgreSQL, where a claim skips it),
+/// so no takeover slips between this check and what the transaction records.
+macro_rules! lease_held {
+    ($tx:ident, $fence:expr, $now:expr) => {
+        match $fence {
+            None => true,
+            Some(f) => {
+                sqlx::query(
+                    "UPDATE intents SET lease_until = lease_until
+                     WHERE id = $1 AND lease_owner = $2 AND status = 'queued' AND lease_until > $3",
+                )
+                .bind(&f.intent_id)
+                .bind(&f.owner)
+                .bind($now)
+                .execute(&mut *$tx)
+                .await
+                .map_err(err)?
+                .rows_affected()
+                    == 1
+            }
+        }
     };
 }
 
@@ -66,68 +92,97 @@ pub(crate) fn chain_tx_from(row: ChainTxRow) -> Result<ChainTxRecord, StoreError
 
 #[async_trait]
 impl NonceStore for SqlStore {
-    async fn reserve_nonces(
+    async fn reserve_signed(
         &self,
-        chain_id: u64,
-        wallet: &str,
-        execution_key: &str,
-        count: u32,
-        chain_nonce: u64,
-        now: i64,
-    ) -> Result<Vec<ChainTxRecord>, StoreError> {
+        request: NonceRequest<'_>,
+        fence: Option<&LeaseFence>,
+        sign: Option<&SignAt<'_>>,
+    ) -> Result<Reservation, StoreError> {
+        let NonceRequest {
+            chain_id,
+            wallet,
+            execution_key,
+            count,
+            chain_nonce,
+            now,
+        } = request;
         let chain = i64::try_from(chain_id).map_err(err)?;
         let chain_nonce = i64::try_from(chain_nonce).map_err(err)?;
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
+            if !lease_held!(tx, fence, now) {
+                tx.rollback().await.map_err(err)?;
+                return Ok(Reservation::LeaseLost);
+            }
             // The wallet's row is locked first: reservations of one wallet queue here.
-            sqlx::query("INSERT INTO wallet_nonces (chain_id, wallet, next_nonce) VALUES ($1, $2, $3) ON CONFLICT (chain_id, wallet) DO NOTHING")
-                .bind(chain).bind(wallet).bind(chain_nonce)
-                .execute(&mut *tx).await.map_err(err)?;
             let next: i64 = sqlx::query_scalar(
-                "UPDATE wallet_nonces SET next_nonce = CASE WHEN next_nonce > $3 THEN next_nonce ELSE $3 END
-                 WHERE chain_id = $1 AND wallet = $2 RETURNING next_nonce",
+                "INSERT INTO wallet_nonces (chain_id, wallet, next_nonce) VALUES ($1, $2, $3)
+                 ON CONFLICT (chain_id, wallet) DO UPDATE SET next_nonce =
+                   CASE WHEN wallet_nonces.next_nonce > excluded.next_nonce THEN wallet_nonces.next_nonce ELSE excluded.next_nonce END
+                 RETURNING next_nonce",
             )
             .bind(chain).bind(wallet).bind(chain_nonce)
             .fetch_one(&mut *tx).await.map_err(err)?;
             let existing: Vec<ChainTxRow> = sqlx::query_as(concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE execution_key = $1 AND state <> 'voided' ORDER BY idx"))
                 .bind(execution_key)
                 .fetch_all(&mut *tx).await.map_err(err)?;
-            if !existing.is_empty() {
-                tx.commit().await.map_err(err)?;
-                return existing.into_iter().map(chain_tx_from).collect();
-            }
-            // Voided nonces the chain has not used yet are filled first, so no gap stays behind.
-            let voided: Vec<i64> = sqlx::query_scalar(
-                "SELECT nonce FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce >= $3 ORDER BY nonce LIMIT $4",
-            )
-            .bind(chain).bind(wallet).bind(chain_nonce).bind(i64::from(count))
-            .fetch_all(&mut *tx).await.map_err(err)?;
-            sqlx::query("DELETE FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce < $3")
-                .bind(chain).bind(wallet).bind(chain_nonce)
-                .execute(&mut *tx).await.map_err(err)?;
-            let fresh = i64::from(count) - voided.len() as i64;
-            let nonces: Vec<i64> = voided.iter().copied().chain(next..next + fresh).collect();
-            if fresh > 0 {
-                sqlx::query("UPDATE wallet_nonces SET next_nonce = $3 WHERE chain_id = $1 AND wallet = $2")
-                    .bind(chain).bind(wallet).bind(next + fresh)
+            let nonces: Vec<i64> = if existing.is_empty() {
+                // Voided nonces the chain has not used yet are filled first, so no gap stays behind.
+                let voided: Vec<i64> = sqlx::query_scalar(
+                    "SELECT nonce FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce >= $3 ORDER BY nonce LIMIT $4",
+                )
+                .bind(chain).bind(wallet).bind(chain_nonce).bind(i64::from(count))
+                .fetch_all(&mut *tx).await.map_err(err)?;
+                sqlx::query("DELETE FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce < $3")
+                    .bind(chain).bind(wallet).bind(chain_nonce)
                     .execute(&mut *tx).await.map_err(err)?;
-            }
+                let fresh = i64::from(count) - voided.len() as i64;
+                if fresh > 0 {
+                    sqlx::query("UPDATE wallet_nonces SET next_nonce = $3 WHERE chain_id = $1 AND wallet = $2")
+                        .bind(chain).bind(wallet).bind(next + fresh)
+                        .execute(&mut *tx).await.map_err(err)?;
+                }
+                voided.iter().copied().chain(next..next + fresh).collect()
+            } else if sign.is_some() && existing.iter().all(|r| r.state == "reserved") {
+                // Reserved and never signed (an earlier attempt stopped there): signed now.
+                existing.iter().map(|r| r.nonce).collect()
+            } else {
+                // Signed already (by another process running the same execution): answered as is,
+                // never signed again at those nonces.
+                tx.commit().await.map_err(err)?;
+                return existing.into_iter().map(chain_tx_from).collect::<Result<_, _>>().map(Reservation::Existing);
+            };
+            let signed = match sign {
+                Some(sign) => {
+                    let at: Vec<u64> = nonces.iter().map(|n| u64::try_from(*n).map_err(err)).collect::<Result<_, _>>()?;
+                    let signed = sign(&at)?;
+                    if signed.len() != nonces.len() {
+                        return Err(StoreError::new(StoreErrorKind::Other, format!("{} transactions signed for {} nonces", signed.len(), nonces.len())));
+                    }
+                    Some(signed)
+                }
+                None => None,
+            };
             for (idx, nonce) in nonces.iter().enumerate() {
+                let t = signed.as_ref().and_then(|s| s.get(idx));
                 sqlx::query(
-                    "INSERT INTO chain_txs (chain_id, wallet, nonce, execution_key, idx, state, created_at, updated_at)
-                     VALUES ($1, $2, $3, $4, $5, 'reserved', $6, $6)
+                    "INSERT INTO chain_txs (chain_id, wallet, nonce, execution_key, idx, state, tx_hash, raw_tx, created_at, updated_at)
+                     VALUES ($1, $2, $3, $4, $5, $7, $8, $9, $6, $6)
                      ON CONFLICT (chain_id, wallet, nonce) DO UPDATE SET execution_key = excluded.execution_key,
-                       idx = excluded.idx, state = 'reserved', tx_hash = NULL, raw_tx = NULL, prior_hashes = '',
-                       receipt_status = NULL, updated_at = excluded.updated_at",
+                       idx = excluded.idx, state = excluded.state, tx_hash = excluded.tx_hash, raw_tx = excluded.raw_tx,
+                       prior_hashes = '', receipt_status = NULL, updated_at = excluded.updated_at",
                 )
                 .bind(chain).bind(wallet).bind(nonce).bind(execution_key).bind(idx as i64).bind(now)
+                .bind(if t.is_some() { "signed" } else { "reserved" })
+                .bind(t.map(|t| t.tx_hash.as_str()))
+                .bind(t.map(|t| t.raw_tx.as_slice()))
                 .execute(&mut *tx).await.map_err(err)?;
             }
             let rows: Vec<ChainTxRow> = sqlx::query_as(concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE execution_key = $1 AND state <> 'voided' ORDER BY idx"))
                 .bind(execution_key)
                 .fetch_all(&mut *tx).await.map_err(err)?;
             tx.commit().await.map_err(err)?;
-            rows.into_iter().map(chain_tx_from).collect()
+            rows.into_iter().map(chain_tx_from).collect::<Result<_, _>>().map(Reservation::New)
         })
     }
 
@@ -153,19 +208,9 @@ impl NonceStore for SqlStore {
         let chain = i64::try_from(chain_id).map_err(err)?;
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            if let Some(f) = fence {
-                // The intent's row is written (and so locked until commit on PostgreSQL, where a claim
-                // skips it): no takeover slips between this check and the record.
-                let held = sqlx::query(
-                    "UPDATE intents SET lease_until = lease_until
-                     WHERE id = $1 AND lease_owner = $2 AND status = 'queued' AND lease_until > $3",
-                )
-                .bind(&f.intent_id).bind(&f.owner).bind(now)
-                .execute(&mut *tx).await.map_err(err)?.rows_affected();
-                if held != 1 {
-                    tx.rollback().await.map_err(err)?;
-                    return Ok(false);
-                }
+            if !lease_held!(tx, fence, now) {
+                tx.rollback().await.map_err(err)?;
+                return Ok(false);
             }
             for t in signed {
                 let nonce = i64::try_from(t.nonce).map_err(err)?;
@@ -211,26 +256,33 @@ impl NonceStore for SqlStore {
         Ok(keys)
     }
 
-    async fn record_mined_tx(
+    async fn record_mined_txs(
         &self,
         chain_id: u64,
         wallet: &str,
-        nonce: u64,
-        tx_hash: &str,
-        status: i64,
+        mined: &[MinedTx],
         now: i64,
     ) -> Result<(), StoreError> {
+        if mined.is_empty() {
+            return Ok(());
+        }
         let chain = i64::try_from(chain_id).map_err(err)?;
-        let nonce = i64::try_from(nonce).map_err(err)?;
-        on_writer!(self, pool => sqlx::query(
-            "UPDATE chain_txs SET state = 'mined', receipt_status = $5, updated_at = $6,
-               prior_hashes = CASE WHEN tx_hash = $4 OR tx_hash IS NULL THEN prior_hashes
-                                   WHEN prior_hashes = '' THEN tx_hash ELSE prior_hashes || ',' || tx_hash END,
-               tx_hash = $4
-             WHERE chain_id = $1 AND wallet = $2 AND nonce = $3",
-        )
-        .bind(chain).bind(wallet).bind(nonce).bind(tx_hash).bind(status).bind(now)
-        .execute(pool).await.map(|_| ()).map_err(err))
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            for m in mined {
+                let nonce = i64::try_from(m.nonce).map_err(err)?;
+                sqlx::query(
+                    "UPDATE chain_txs SET state = 'mined', receipt_status = $5, updated_at = $6,
+                       prior_hashes = CASE WHEN tx_hash = $4 OR tx_hash IS NULL THEN prior_hashes
+                                           WHEN prior_hashes = '' THEN tx_hash ELSE prior_hashes || ',' || tx_hash END,
+                       tx_hash = $4
+                     WHERE chain_id = $1 AND wallet = $2 AND nonce = $3",
+                )
+                .bind(chain).bind(wallet).bind(nonce).bind(&m.tx_hash).bind(m.status).bind(now)
+                .execute(&mut *tx).await.map_err(err)?;
+            }
+            tx.commit().await.map_err(err)
+        })
     }
 
     async fn void_txs(

@@ -18,30 +18,121 @@ macro_rules! delivery_columns {
     };
 }
 
-/// Writes a delivery of each webhook event of `$entry` to each endpoint of its account subscribed
-/// to the event's type, inside the open transaction `$tx`; one delivery per (endpoint, event) ever.
+/// Writes a delivery of each webhook event of `$entries` to each endpoint of its account
+/// subscribed to the event's type, inside the open transaction `$tx`; one delivery per (endpoint,
+/// event) ever. `$accounts` are the entries' accounts: their endpoints are read once, and the
+/// deliveries written in multi-row statements.
 macro_rules! insert_deliveries {
-    ($tx:ident, $linker:expr, $entry:expr) => {{
-        let entry: &actiongate_core::store::AuditEntry = $entry;
-        for (kind, payload) in $linker.events_of(entry) {
-            let event_id = actiongate_core::audit::event_id(entry, &kind);
-            sqlx::query(
-                "INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, kind, payload, state, attempts, next_at, created_at)
-                 SELECT w.id || ':' || $2, w.id, w.account_id, $2, $3, $4, 'pending', 0, $5, $5
-                 FROM webhooks w WHERE w.account_id = $1 AND w.events LIKE $6
-                 ON CONFLICT (id) DO NOTHING",
-            )
-            .bind(&entry.entry.account_id)
-            .bind(&event_id)
-            .bind(&kind)
-            .bind(&payload)
-            .bind(entry.entry.at)
-            .bind(format!("%\"{kind}\"%"))
-            .execute(&mut *$tx)
+    ($tx:ident, $linker:expr, $accounts:expr, $entries:expr) => {{
+        let entries: &[actiongate_core::store::AuditEntry] = $entries;
+        let mut q = sqlx::QueryBuilder::new(
+            "SELECT id, account_id, events FROM webhooks WHERE account_id IN (",
+        );
+        let mut list = q.separated(", ");
+        for account_id in $accounts {
+            list.push_bind(account_id);
+        }
+        q.push(")");
+        let rows = q
+            .build()
+            .fetch_all(&mut *$tx)
             .await
             .map_err(crate::error::err)?;
+        let mut endpoints = crate::webhooks::Endpoints::default();
+        for row in &rows {
+            endpoints.add(
+                row.try_get("account_id").map_err(crate::error::err)?,
+                row.try_get("id").map_err(crate::error::err)?,
+                row.try_get("events").map_err(crate::error::err)?,
+            );
+        }
+        let deliveries = endpoints.deliveries($linker, entries);
+        for chunk in deliveries.chunks(crate::webhooks::DELIVERY_CHUNK) {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, kind, payload, state, attempts, next_at, created_at) ",
+            );
+            q.push_values(chunk, |mut b, d| {
+                b.push_bind(&d.id)
+                    .push_bind(d.webhook_id)
+                    .push_bind(d.account_id)
+                    .push_bind(&d.event_id)
+                    .push_bind(&d.kind)
+                    .push_bind(&d.payload)
+                    .push("'pending'")
+                    .push("0")
+                    .push_bind(d.at)
+                    .push_bind(d.at);
+            });
+            q.push(" ON CONFLICT (id) DO NOTHING");
+            q.build()
+                .execute(&mut *$tx)
+                .await
+                .map_err(crate::error::err)?;
         }
     }};
+}
+
+/// Deliveries one INSERT writes (eight variables each).
+pub(crate) const DELIVERY_CHUNK: usize = 1000;
+
+/// The webhook endpoints of some accounts: their ids and the event types each is subscribed to
+/// (the stored JSON array of names).
+#[derive(Default)]
+pub(crate) struct Endpoints {
+    by_account: std::collections::HashMap<String, Vec<(String, String)>>,
+}
+
+/// One delivery to write.
+pub(crate) struct NewDelivery<'a> {
+    pub id: String,
+    pub webhook_id: &'a str,
+    pub account_id: &'a str,
+    pub event_id: String,
+    pub kind: String,
+    pub payload: String,
+    pub at: i64,
+}
+
+impl Endpoints {
+    pub(crate) fn add(&mut self, account_id: String, id: String, events: String) {
+        self.by_account
+            .entry(account_id)
+            .or_default()
+            .push((id, events));
+    }
+
+    /// A delivery of each webhook event of each entry to each endpoint of the entry's account that
+    /// is subscribed to the event's type.
+    pub(crate) fn deliveries<'a>(
+        &'a self,
+        linker: &dyn actiongate_core::store::ChainLinker,
+        entries: &'a [actiongate_core::store::AuditEntry],
+    ) -> Vec<NewDelivery<'a>> {
+        let mut out = Vec::new();
+        for entry in entries {
+            let Some(endpoints) = self.by_account.get(&entry.entry.account_id) else {
+                continue;
+            };
+            for (kind, payload) in linker.events_of(entry) {
+                let event_id = actiongate_core::audit::event_id(entry, &kind);
+                let name = format!("\"{kind}\"");
+                for (webhook_id, events) in endpoints {
+                    if events.contains(&name) {
+                        out.push(NewDelivery {
+                            id: format!("{webhook_id}:{event_id}"),
+                            webhook_id,
+                            account_id: &entry.entry.account_id,
+                            event_id: event_id.clone(),
+                            kind: kind.clone(),
+                            payload: payload.clone(),
+                            at: entry.entry.at,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 fn delivery_from_row<R: Row>(row: &R) -> Result<DeliveryRecord, StoreError>

@@ -1113,6 +1113,181 @@ async fn unmined_transactions_are_claimed_by_one_sweeper_at_a_time() {
     }
 }
 
+/// An onboarded account `acc1` with credits and one accepted intent (`intent-1`) leased to worker
+/// `w1` until 10,000.
+async fn leased_intent(s: &SqlStore, name: &str, email: &str) {
+    onboarded(s, email).await;
+    s.grant_credits("acc1", 100, "grant", "test", 2_500)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut draft = read_draft(1, "acc1", 1);
+    draft.lease = Some(("w1".into(), 10_000));
+    assert!(
+        matches!(
+            s.accept_intent(&draft).await,
+            Ok(AcceptOutcome::Accepted { .. })
+        ),
+        "{name}"
+    );
+}
+
+/// Issue 22: the nonces of an execution are reserved, signed at and recorded in one transaction,
+/// under the intent's lease: a lost lease or a failed signing reserves nothing, the signer is given
+/// the nonces picked (voided ones first), and an execution signed already is answered as stored,
+/// never signed again.
+#[tokio::test]
+async fn reserving_and_signing_are_one_write_fenced_by_the_lease() {
+    use actiongate_core::store::{
+        LeaseFence, MinedTx, NonceRequest, Reservation, SignedTx, StoreError, StoreErrorKind,
+    };
+    for (name, f) in backends().await {
+        let s = &f.store;
+        leased_intent(s, name, "reserve@example.com").await;
+        let wallet = "0x00000000000000000000000000000000000000dd";
+        let request = |key: &'static str, now: i64| NonceRequest {
+            chain_id: 84532,
+            wallet,
+            execution_key: key,
+            count: 2,
+            chain_nonce: 5,
+            now,
+        };
+        let fence = |owner: &str| LeaseFence {
+            intent_id: "intent-1".into(),
+            owner: owner.into(),
+        };
+        let sign = |nonces: &[u64]| -> Result<Vec<SignedTx>, StoreError> {
+            Ok(nonces
+                .iter()
+                .map(|n| signed(*n, &format!("0x{n:02x}")))
+                .collect())
+        };
+        // Another worker's lease: nothing reserved, the signer never asked.
+        assert_eq!(
+            s.reserve_signed(
+                request("intent-1:0", 4_000),
+                Some(&fence("thief")),
+                Some(&sign)
+            )
+            .await
+            .ok(),
+            Some(Reservation::LeaseLost),
+            "{name}"
+        );
+        // A signing that fails: nothing reserved either.
+        let broken = |_: &[u64]| -> Result<Vec<SignedTx>, StoreError> {
+            Err(StoreError::new(StoreErrorKind::Other, "no key"))
+        };
+        assert!(
+            s.reserve_signed(
+                request("intent-1:0", 4_000),
+                Some(&fence("w1")),
+                Some(&broken)
+            )
+            .await
+            .is_err(),
+            "{name}"
+        );
+        assert_eq!(
+            s.execution_txs("intent-1:0").await.ok(),
+            Some(vec![]),
+            "{name}"
+        );
+        // The holder: reserved from the chain's count, signed at those nonces, in one write.
+        let rows = match s
+            .reserve_signed(
+                request("intent-1:0", 4_000),
+                Some(&fence("w1")),
+                Some(&sign),
+            )
+            .await
+        {
+            Ok(Reservation::New(rows)) => rows,
+            other => panic!("{name}: {other:?}"),
+        };
+        let view = |rows: &[actiongate_core::store::ChainTxRecord]| {
+            rows.iter()
+                .map(|r| (r.nonce, r.state.as_str().to_owned(), r.tx_hash.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            view(&rows),
+            vec![
+                (5, "signed".to_owned(), Some("0x05".to_owned())),
+                (6, "signed".to_owned(), Some("0x06".to_owned()))
+            ],
+            "{name}"
+        );
+        assert_eq!(
+            s.execution_txs("intent-1:0").await.ok(),
+            Some(rows.clone()),
+            "{name}"
+        );
+        // Again (another process running the same execution): as stored, not signed again.
+        let again = |_: &[u64]| -> Result<Vec<SignedTx>, StoreError> {
+            Ok(vec![signed(5, "0xff"), signed(6, "0xfe")])
+        };
+        assert_eq!(
+            s.reserve_signed(
+                request("intent-1:0", 4_100),
+                Some(&fence("w1")),
+                Some(&again)
+            )
+            .await
+            .ok(),
+            Some(Reservation::Existing(rows.clone())),
+            "{name}"
+        );
+        // Both receipts in one write.
+        let mined = [
+            MinedTx {
+                nonce: 5,
+                tx_hash: "0x05".into(),
+                status: 1,
+            },
+            MinedTx {
+                nonce: 6,
+                tx_hash: "0x06".into(),
+                status: 0,
+            },
+        ];
+        s.record_mined_txs(84532, wallet, &mined, 4_200)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let ended = s.execution_txs("intent-1:0").await.unwrap_or_default();
+        assert_eq!(
+            ended
+                .iter()
+                .map(|r| (r.state.as_str(), r.receipt_status))
+                .collect::<Vec<_>>(),
+            vec![("mined", Some(1)), ("mined", Some(0))],
+            "{name}"
+        );
+        // Voided nonces are signed at first: an execution that gave nonce 7 back leaves no gap.
+        s.reserve_nonces(84532, wallet, "other:0", 1, 5, 4_300)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        s.void_txs("other:0", false, 4_300)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let refill = match s
+            .reserve_signed(request("next:0", 4_400), None, Some(&sign))
+            .await
+        {
+            Ok(Reservation::New(rows)) => rows,
+            other => panic!("{name}: {other:?}"),
+        };
+        assert_eq!(
+            view(&refill),
+            vec![
+                (7, "signed".to_owned(), Some("0x07".to_owned())),
+                (8, "signed".to_owned(), Some("0x08".to_owned()))
+            ],
+            "{name}"
+        );
+    }
+}
+
 /// Issue 21, finding 7: a worker records what it signs (and so sends it) only while it holds the
 /// intent's lease, checked in the transaction that records it; only the lease's holder records an
 /// execution's end; a signing is recorded only for its own execution's rows.
@@ -1121,19 +1296,7 @@ async fn signing_and_ending_an_execution_are_fenced_by_the_intents_lease() {
     use actiongate_core::store::{ExecutionFinish, LeaseFence};
     for (name, f) in backends().await {
         let s = &f.store;
-        onboarded(s, "fence@example.com").await;
-        s.grant_credits("acc1", 100, "grant", "test", 2_500)
-            .await
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let mut draft = read_draft(1, "acc1", 1);
-        draft.lease = Some(("w1".into(), 10_000));
-        assert!(
-            matches!(
-                s.accept_intent(&draft).await,
-                Ok(AcceptOutcome::Accepted { .. })
-            ),
-            "{name}"
-        );
+        leased_intent(s, name, "fence@example.com").await;
         let (key, wallet) = ("intent-1:0", "0x00000000000000000000000000000000000000bb");
         s.reserve_nonces(84532, wallet, key, 1, 0, 3_000)
             .await

@@ -464,9 +464,21 @@ pub trait PaymentStore: Send + Sync + 'static {
 /// The per-wallet nonce manager: every transaction of a wallet by its nonce.
 #[async_trait]
 pub trait NonceStore: Send + Sync + 'static {
-    /// Reserves `count` nonces of a wallet for an execution, in one transaction: the execution's rows
-    /// when it has them already (idempotent), else voided nonces of the wallet first (no gap is left
-    /// behind), then new ones from `max(next stored, chain_nonce)`.
+    /// Reserves `count` nonces of a wallet for an execution and, with `sign`, signs the
+    /// transactions at them and records the signed bytes, all in one transaction: the execution's
+    /// rows when it has them already (idempotent; reserved-only rows are signed then), else voided
+    /// nonces of the wallet first (no gap is left behind), then new ones from `max(next stored,
+    /// chain_nonce)`. With a `fence`, only while that lease holds ([`Reservation::LeaseLost`],
+    /// reserving nothing, when it does not). A failed signing reserves nothing.
+    async fn reserve_signed(
+        &self,
+        request: NonceRequest<'_>,
+        fence: Option<&LeaseFence>,
+        sign: Option<&SignAt<'_>>,
+    ) -> Result<Reservation, StoreError>;
+
+    /// Reserves nonces without signing ([`NonceStore::reserve_signed`] without a fence or a
+    /// signer).
     async fn reserve_nonces(
         &self,
         chain_id: u64,
@@ -475,7 +487,20 @@ pub trait NonceStore: Send + Sync + 'static {
         count: u32,
         chain_nonce: u64,
         now: i64,
-    ) -> Result<Vec<ChainTxRecord>, StoreError>;
+    ) -> Result<Vec<ChainTxRecord>, StoreError> {
+        let request = NonceRequest {
+            chain_id,
+            wallet,
+            execution_key,
+            count,
+            chain_nonce,
+            now,
+        };
+        Ok(match self.reserve_signed(request, None, None).await? {
+            Reservation::New(rows) | Reservation::Existing(rows) => rows,
+            Reservation::LeaseLost => Vec::new(),
+        })
+    }
 
     /// The transactions of an execution, in plan order.
     async fn execution_txs(&self, execution_key: &str) -> Result<Vec<ChainTxRecord>, StoreError>;
@@ -506,7 +531,17 @@ pub trait NonceStore: Send + Sync + 'static {
         until: i64,
     ) -> Result<Vec<String>, StoreError>;
 
-    /// Records the receipt of a transaction (whichever of its signings was mined).
+    /// Records the receipts of transactions of a wallet (whichever of each one's signings was
+    /// mined), in one write.
+    async fn record_mined_txs(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        mined: &[MinedTx],
+        now: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Records the receipt of one transaction ([`NonceStore::record_mined_txs`]).
     async fn record_mined_tx(
         &self,
         chain_id: u64,
@@ -515,7 +550,15 @@ pub trait NonceStore: Send + Sync + 'static {
         tx_hash: &str,
         status: i64,
         now: i64,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        let mined = MinedTx {
+            nonce,
+            tx_hash: tx_hash.to_owned(),
+            status,
+        };
+        self.record_mined_txs(chain_id, wallet, std::slice::from_ref(&mined), now)
+            .await
+    }
 
     /// Gives the nonces of an execution none of whose transactions can be mined back; they are reused
     /// before new ones. `include_signed`: also signed ones (only when the node refused them), else only
@@ -606,9 +649,9 @@ pub trait AuditStore: Send + Sync + 'static {
     /// Writes events in a transaction of their own (a decision that writes nothing else).
     async fn append_audit(&self, events: &[AuditEvent]) -> Result<(), StoreError>;
 
-    /// Moves up to `limit` waiting events, oldest first, into their accounts' chains in one
-    /// transaction (each account's head row locked, in account order; events another process is
-    /// chaining are skipped); answers the entries added.
+    /// Moves up to `limit` waiting events, oldest first, into their accounts' chains: read and
+    /// hashed outside the write, written in one transaction that goes ahead only if no other step
+    /// chained those events or accounts meanwhile (else read again); answers the entries added.
     async fn chain_audit(
         &self,
         linker: &dyn ChainLinker,

@@ -422,6 +422,44 @@ pub struct ChainTxRecord {
     pub updated_at: i64,
 }
 
+/// What [`Store::reserve_signed`] reserves: `count` nonces of `wallet` for an execution, numbered
+/// from at least `chain_nonce` (the node's pending count).
+#[derive(Debug, Clone, Copy)]
+pub struct NonceRequest<'a> {
+    pub chain_id: u64,
+    pub wallet: &'a str,
+    pub execution_key: &'a str,
+    pub count: u32,
+    pub chain_nonce: u64,
+    pub now: i64,
+}
+
+/// A transaction's receipt, for [`Store::record_mined_txs`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MinedTx {
+    pub nonce: u64,
+    /// The signing that was mined.
+    pub tx_hash: String,
+    /// 1 success, 0 reverted.
+    pub status: i64,
+}
+
+/// What [`Store::reserve_signed`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reservation {
+    /// Reserved now (and signed and recorded, when a signer was given): the execution's rows.
+    New(Vec<ChainTxRecord>),
+    /// The execution had rows already, one of them signed (or no signer was given): answered as
+    /// stored, nothing signed again.
+    Existing(Vec<ChainTxRecord>),
+    /// The fence's lease is not held: nothing reserved, nothing recorded.
+    LeaseLost,
+}
+
+/// Signs an execution's transactions at the nonces given, in plan order, inside the reservation's
+/// transaction ([`Store::reserve_signed`]).
+pub type SignAt<'a> = dyn Fn(&[u64]) -> Result<Vec<SignedTx>, super::StoreError> + Send + Sync + 'a;
+
 /// A transaction signed at a reserved nonce, for [`Store::record_signed_txs`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct SignedTx {
