@@ -17,6 +17,19 @@ use crate::{Backend, Dialect, SqlStore};
 /// Entries one INSERT writes (ten variables each: under SQLite's 32,766).
 const ENTRY_CHUNK: usize = 1000;
 
+/// A query builder for `$sql` (ending in `IN (`) with each of `$items` bound in the list, closed.
+macro_rules! in_list {
+    ($sql:expr, $items:expr) => {{
+        let mut q = sqlx::QueryBuilder::new($sql);
+        let mut list = q.separated(", ");
+        for item in $items {
+            list.push_bind(item);
+        }
+        q.push(")");
+        q
+    }};
+}
+
 /// Writes audit events inside the open transaction `$tx`: an event that names only its agent gets
 /// the agent's account.
 macro_rules! insert_events {
@@ -211,14 +224,10 @@ impl SqlStore {
         accounts: impl Iterator<Item = &'a String> + Clone + Send,
     ) -> Result<Heads, StoreError> {
         on_pool!(self, pool => {
-            let mut q = sqlx::QueryBuilder::new(
+            let mut q = in_list!(
                 "SELECT account_id, seq, hash FROM audit_heads WHERE account_id IN (",
+                accounts.clone()
             );
-            let mut list = q.separated(", ");
-            for account_id in accounts.clone() {
-                list.push_bind(account_id);
-            }
-            q.push(")");
             let rows = q.build().fetch_all(pool).await.map_err(err)?;
             heads_from(&rows)
         })
@@ -241,21 +250,12 @@ impl SqlStore {
             if let Some(lock) = lock {
                 sqlx::query(lock).execute(&mut *tx).await.map_err(err)?;
             }
-            let mut q = sqlx::QueryBuilder::new("DELETE FROM audit_events WHERE id IN (");
-            let mut list = q.separated(", ");
-            for id in ids {
-                list.push_bind(*id);
-            }
-            q.push(")");
+            let mut q = in_list!("DELETE FROM audit_events WHERE id IN (", ids.iter().copied());
             let taken = q.build().execute(&mut *tx).await.map_err(err)?.rows_affected();
-            let mut q = sqlx::QueryBuilder::new(
+            let mut q = in_list!(
                 "SELECT account_id, seq, hash FROM audit_heads WHERE account_id IN (",
+                heads.iter().map(|(account_id, _)| *account_id)
             );
-            let mut list = q.separated(", ");
-            for (account_id, _) in heads {
-                list.push_bind(*account_id);
-            }
-            q.push(")");
             let now = heads_from(&q.build().fetch_all(&mut *tx).await.map_err(err)?)?;
             if usize::try_from(taken).ok() != Some(ids.len()) || &now != read {
                 tx.rollback().await.map_err(err)?;

@@ -25,14 +25,10 @@ macro_rules! delivery_columns {
 macro_rules! insert_deliveries {
     ($tx:ident, $linker:expr, $accounts:expr, $entries:expr) => {{
         let entries: &[actiongate_core::store::AuditEntry] = $entries;
-        let mut q = sqlx::QueryBuilder::new(
+        let mut q = in_list!(
             "SELECT id, account_id, events FROM webhooks WHERE account_id IN (",
+            $accounts
         );
-        let mut list = q.separated(", ");
-        for account_id in $accounts {
-            list.push_bind(account_id);
-        }
-        q.push(")");
         let rows = q
             .build()
             .fetch_all(&mut *$tx)
