@@ -46,9 +46,10 @@ process.on("unhandledRejection", (e) => fail(e?.shortMessage || e?.message || St
 const anvilBin = path.join(here, "node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil");
 if (!fs.existsSync(anvilBin)) fail("anvil is not installed: run npm ci in devnet/ (scripts/devnet does)");
 const anvil = spawn(anvilBin, ["--chain-id", String(CHAIN_ID), "--port", String(port), "--host", "127.0.0.1",
-  "--accounts", String(ACCOUNTS), "--mnemonic", MNEMONIC, "--balance", "10000", "--silent",
-  // More anvil flags, space-separated (scripts/bench fanout passes --prune-history).
-  ...(process.env.DEVNET_ANVIL_ARGS ?? "").split(" ").filter(Boolean)], { stdio: ["ignore", "ignore", "inherit"] });
+  "--accounts", String(ACCOUNTS), "--mnemonic", MNEMONIC, "--balance", "10000", ...(process.env.DEVNET_ANVIL_LOG ? [] : ["--silent"]),
+  // More anvil flags, space-separated (scripts/bench fanout passes --prune-history). With
+  // DEVNET_ANVIL_LOG=FILE anvil logs every call and mined transaction there (FILE.err: its stderr).
+  ...(process.env.DEVNET_ANVIL_ARGS ?? "").split(" ").filter(Boolean)], { stdio: process.env.DEVNET_ANVIL_LOG ? ["ignore", fs.openSync(process.env.DEVNET_ANVIL_LOG, "w"), fs.openSync(process.env.DEVNET_ANVIL_LOG + ".err", "w")] : ["ignore", "ignore", "inherit"] });
 let stopping = false;
 const stop = () => {
   if (stopping) return;

@@ -7,13 +7,16 @@
 //   node tests/e2e/fanout_bench.mjs --gateway URL --key AGENT_KEY --devnet devnet.json --n N
 //        [--have K]   (K delegators exist already: only N - K are made)
 //
-// Then the node's raw rate for the same transactions: the chain is put back to a snapshot taken
-// before the submit and the gateway's own signed transactions are sent to it directly, twice: as
-// fast as the node takes them (JSON-RPC batches), and one at a time (each answer awaited).
+// Then the node's own rates for the same transactions: the chain is put back to a snapshot taken
+// before the submit and the gateway's own signed transactions are handed to it directly, twice: all
+// at once with automining off, then mined in blocks as full as the gas limit allows (the node's
+// capacity for them), and one at a time with automining on, each mined before the next is sent
+// (one transaction a block, as the node mines the gateway's).
 //
 // Prints one JSON line: {n, made, setupMs, submitToCompletedMs, executions, distinctWallets,
 // succeeded, failed, perSecond, rpcPerExecution (the gateway's node calls by method, per delegator),
-// transactions, rawMs, rawPerSecond, ratio, oneAtATimeMs, oneAtATimePerSecond, oneAtATimeRatio}, and
+// blocks (the node's blocks for the gateway's transactions), transactions, fullBlocks, rawMs,
+// rawPerSecond, ratio, oneAtATimeMs, oneAtATimePerSecond, oneAtATimeRatio}, and
 // on stderr where the setup's time went. Exits 1 if the intent does not complete with exactly N
 // executions, one per delegator, each succeeded.
 import fs from "node:fs";
@@ -144,16 +147,17 @@ summary.rpcPerExecution = Object.fromEntries(Object.entries(callsAfter)
   .filter(([, c]) => c > 0));
 // The gateway's side, on stderr, before the replay (which can fail on its own).
 console.error(JSON.stringify(summary));
-// The node's raw rate for the same transactions: the chain put back as it was before the fan-out,
-// the gateway's signed redeemDelegations (the same bytes, the same nonces) sent straight to the
-// node, back to back, then the last one's receipt awaited.
-// Every transaction mined since the snapshot is the gateway's (the approvals and the swaps it
-// redeemed for each delegator), in the order it sent them.
+// The node's own rates for the same transactions: the chain put back as it was before the fan-out,
+// the gateway's signed redeemDelegations (the same bytes, the same nonces) handed straight to it.
+// Every transaction mined since the snapshot is the gateway's (one per delegator: its approval and
+// its swap redeemed together), in the order it sent them.
 const lastBlock = await blockNumber();
 const hashes = [];
 for (let b = firstBlock; b <= lastBlock; b++) {
   hashes.push(...(await pub.getBlock({ blockNumber: b })).transactions);
 }
+// How many blocks the node made of them (a block per transaction, or several a block).
+summary.blocks = Number(lastBlock - firstBlock + 1n);
 // In nonce order, and checked to be the agent wallet's consecutive nonces (a gap would stall the
 // replay, and would mean the gateway's transactions are not all here).
 const txs = [];
@@ -169,39 +173,39 @@ const raws = [];
 for (const t of txs) raws.push(await pub.request({ method: "eth_getRawTransactionByHash", params: [t.hash] }));
 const reverted = await pub.request({ method: "evm_revert", params: [snapshot] });
 if (!reverted) throw new Error("the chain was not put back before the fan-out");
+// A revert leaves anvil's pool as it was: whatever an earlier replay left unmined goes.
+const emptyPool = () => pub.request({ method: "anvil_dropAllTransactions", params: [] });
+await emptyPool();
 // Taken again for the second replay (a snapshot is used up when reverted to).
 const again = await pub.request({ method: "evm_snapshot", params: [] });
 const receiptOf = (hash) => pub.request({ method: "eth_getTransactionReceipt", params: [hash] });
-/// Waits until `hash` is mined (polled every millisecond, straight to the node).
-/// anvil's automine can leave part of a large batch in its pool (seen at N=1,000, the rest ready and
-/// unmined): after 100 ms with no new block it is asked to mine one (`evm_mine`), which mines what
-/// its pool holds; counted in `nudges`.
-let nudges = 0;
+/// Waits until `hash` is mined, polling every millisecond straight to the node; false after a minute.
 const minedBy = async (hash) => {
   const deadline = Date.now() + 60000;
-  let height = await blockNumber();
-  let since = Date.now();
   while (!(await receiptOf(hash))) {
-    const now = await blockNumber();
-    if (now !== height) {
-      height = now;
-      since = Date.now();
-    } else if (Date.now() - since > 100) {
-      await pub.request({ method: "evm_mine", params: [] });
-      nudges++;
-      since = Date.now();
-    }
     if (Date.now() > deadline) {
-      const pool = await pub.request({ method: "txpool_inspect", params: [] }).catch(() => null);
-      console.error(JSON.stringify({ pool }, null, 1).slice(0, 3000));
+      const mined = (await pub.getTransactionCount({ address: txs[0].from, blockTag: "latest" })) - Number(BigInt(txs[0].nonce));
+      console.error(JSON.stringify({ unmined: hash, mined, of: txs.length }));
       return false;
     }
     await new Promise((resolve) => setTimeout(resolve, 1));
   }
   return true;
 };
+// Every replayed redemption must succeed, as the gateway's did.
+const checkReceipts = async (hashes) => {
+  for (const hash of hashes) {
+    const receipt = await receiptOf(hash);
+    if (!receipt || receipt.status !== "0x1") throw new Error(`a replayed redemption did not succeed: ${hash}`);
+  }
+};
+// First, the node's capacity for these transactions: automining off, every transaction handed to
+// the pool in JSON-RPC batches of 50 (nonce order), then blocks mined (`evm_mine`, each as full as
+// the block gas limit allows) until the last one is in. With automining on, anvil at N=1,000 dropped
+// part of a fast replay from its pool (transactions handed over while a block was being mined
+// vanished, `txpool_content` empty, nonces behind them stuck): the earlier replays that never ended.
+await pub.request({ method: "evm_setAutomine", params: [false] });
 const rawStart = Date.now();
-// Sent as fast as the node takes them: JSON-RPC batches of 50, in nonce order.
 const sent = [];
 for (let i = 0; i < raws.length; i += 50) {
   const batch = raws.slice(i, i + 50).map((raw, j) => ({ jsonrpc: "2.0", id: i + j, method: "eth_sendRawTransaction", params: [raw] }));
@@ -212,24 +216,33 @@ for (let i = 0; i < raws.length; i += 50) {
     sent.push(a.result);
   }
 }
-// The agent's nonces are consecutive, so the last one mined means every one is: the clock stops
-// then, and each receipt is checked after.
-// Not all mined within a minute (at N=1,000 part of the replay is neither mined nor pooled): not measured.
-const batchMined = await minedBy(sent[sent.length - 1]);
-const rawMs = batchMined ? Date.now() - rawStart : null;
-summary.batchNudges = nudges;
-for (const hash of batchMined ? sent : []) {
-  const receipt = await receiptOf(hash);
-  if (!receipt || receipt.status !== "0x1") throw new Error(`a replayed redemption did not succeed: ${hash}`);
+let fullBlocks = 0;
+while (!(await receiptOf(sent[sent.length - 1]))) {
+  await pub.request({ method: "evm_mine", params: [] });
+  fullBlocks++;
+  if (fullBlocks > raws.length) throw new Error("the replayed transactions were not mined");
 }
-// Then the same transactions handed over one at a time, each answer awaited before the next is sent
-// (as the gateway sends a wallet's transactions): on a node that mines each as it arrives, every
-// transaction is a block of its own.
+const rawMs = Date.now() - rawStart;
+await pub.request({ method: "evm_setAutomine", params: [true] });
+await checkReceipts(sent);
+summary.fullBlocks = fullBlocks;
+// Then the node mining the same transactions one a block, as it mines the gateway's (automining,
+// each transaction handed over once the one before it is mined: what the node does with a wallet's
+// transactions handed to it one at a time).
 if (!(await pub.request({ method: "evm_revert", params: [again] }))) throw new Error("the chain was not put back for the second replay");
+await emptyPool();
 const oneStart = Date.now();
-let last;
-for (const raw of raws) last = await pub.request({ method: "eth_sendRawTransaction", params: [raw] });
-const oneMs = (await minedBy(last)) ? Date.now() - oneStart : null;
+const oneByOne = [];
+let oneMs = null;
+for (const raw of raws) {
+  const hash = await pub.request({ method: "eth_sendRawTransaction", params: [raw] });
+  oneByOne.push(hash);
+  if (!(await minedBy(hash))) break;
+}
+if (oneByOne.length === raws.length && (await receiptOf(oneByOne[oneByOne.length - 1]))) {
+  oneMs = Date.now() - oneStart;
+  await checkReceipts(oneByOne);
+}
 summary.transactions = raws.length;
 summary.rawMs = rawMs;
 // Rates in delegators a second: the gateway's, and the node's for the same transactions.

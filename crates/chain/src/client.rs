@@ -11,6 +11,8 @@ use alloy::rpc::client::ClientBuilder;
 use alloy::transports::http::reqwest;
 use alloy::transports::layers::RetryBackoffLayer;
 
+use crate::receipts::ReceiptWatch;
+
 /// How the gateway talks to chains.
 #[derive(Debug, Clone)]
 pub struct ChainOptions {
@@ -48,6 +50,8 @@ pub struct ChainClient {
     pub provider: DynProvider,
     /// How often a receipt is polled (short on a local node).
     pub poll: Duration,
+    /// Wakes the executions waiting for receipts as their blocks come.
+    pub receipts: Arc<ReceiptWatch>,
 }
 
 /// Every configured chain that has an RPC URL.
@@ -105,6 +109,7 @@ impl ChainClients {
                 Arc::new(ChainClient {
                     chain_id,
                     settings: settings.clone(),
+                    receipts: ReceiptWatch::new(provider.clone(), poll),
                     provider,
                     poll,
                 }),

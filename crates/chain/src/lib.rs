@@ -14,6 +14,7 @@ pub mod payments;
 pub mod plan;
 pub mod prices;
 pub mod provider;
+pub mod receipts;
 pub mod revert;
 pub mod sender;
 pub mod uniswap;

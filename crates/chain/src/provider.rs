@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use serde_json::json;
 
 use crate::client::{ChainClient, ChainClients};
-use crate::delegation::{Framework, Parsed, is_disabled, redeem_call};
+use crate::delegation::{Framework, Parsed, is_disabled, redeem};
 use crate::plan::across;
 use crate::plan::ctf::{OrderFill, order_fill};
 use crate::plan::{Plan, READS, WRITES, plan, read, readiness, runs_on};
@@ -233,8 +233,9 @@ impl EvmProvider {
         Ok(outcome)
     }
 
-    /// Fan-out: the action's calls run from the user's account, each as one `redeemDelegations`
-    /// sent by the agent wallet under the user's active delegation. Simulated first (the whole plan),
+    /// Fan-out: the action's calls run from the user's account as one `redeemDelegations`
+    /// transaction (a redemption per call, all or none) sent by the agent wallet under the user's
+    /// active delegation. Simulated first (the whole plan),
     /// so a caveat that refuses is this user's `DELEGATION_CAVEAT_REFUSED` and nothing is sent.
     async fn delegated(
         &self,
@@ -285,12 +286,13 @@ impl EvmProvider {
                 ctx.lease.as_ref(),
                 || async {
                     let p = plan(client, &self.prices, &ctx.action, &ctx.params, delegator).await?;
+                    // The user's calls as one transaction of redemptions: all or none.
+                    let calls = match p.calls.is_empty() {
+                        true => Vec::new(),
+                        false => vec![redeem(&framework, &parsed, &p.calls)],
+                    };
                     Ok(Plan {
-                        calls: p
-                            .calls
-                            .iter()
-                            .map(|c| redeem_call(&framework, &parsed, c))
-                            .collect(),
+                        calls,
                         summary: p.summary,
                     })
                 },

@@ -550,7 +550,14 @@ impl WalletSender {
                     );
                     return ExecutionOutcome::pending(row.tx_hash.clone());
                 }
-                tokio::time::sleep(client.poll).await;
+                // Until the watch reads a block holding the transaction (or a fallback interval).
+                let signed: Vec<B256> = row
+                    .tx_hash
+                    .iter()
+                    .chain(row.prior_hashes.iter())
+                    .filter_map(|h| h.parse().ok())
+                    .collect();
+                client.receipts.until_mined(&signed).await;
             }
         }
         self.record_mined(client.chain_id, &wallet, &mut mined)

@@ -255,12 +255,17 @@ async fn delegations_are_signed_by_viem_checked_and_redeemed_in_a_fan_out() {
         "only the valid delegation is stored: {check}"
     );
 
-    // --- the other users delegate: users 1 and 2 like user 0; user 3 with a 10 USDC spend cap (below
-    // the swap's 50); user 4 then disables its delegation onchain with the transaction revoke builds.
+    // --- the other users delegate: user 1 like user 0; user 2 with a 60 USDC spend cap (above the
+    // swap's 50: its approval and its swap, two redemptions in one transaction, each pass the
+    // balance-change caveat around its own call); user 3 with a 10 USDC spend cap (below the swap's
+    // 50); user 4 then disables its delegation onchain with the transaction revoke builds.
     let mut hashes = vec![created_hash(&activated)];
     for (i, extra) in [
         (1, json!({})),
-        (2, json!({})),
+        (
+            2,
+            json!({"caveats": {"erc20SpendCaps": [{"token": "USDC", "amount": "60"}]}}),
+        ),
         (
             3,
             json!({"caveats": {"erc20SpendCaps": [{"token": "USDC", "amount": "10"}]}}),
@@ -789,7 +794,7 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
     assert_eq!(
         devnet.nonce(agent.address).await,
         nonce + 1,
-        "one redemption reached the chain before the crash"
+        "one user's transaction reached the chain before the crash"
     );
 
     // A second process takes the fan-out over.
@@ -809,8 +814,8 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
     for i in 0..3 {
         assert_eq!(before[i].0 - after[i].0, usdc(50), "user {i} paid once");
     }
-    // Each user: an approval and a swap, each one redemption; nothing was sent twice.
-    assert_eq!(devnet.nonce(agent.address).await, nonce + 6);
+    // Each user: an approval and a swap, two redemptions in one transaction; nothing was sent twice.
+    assert_eq!(devnet.nonce(agent.address).await, nonce + 3);
 
     // A user disables its delegation onchain and nobody asks the gateway: the sweep records it.
     let (_, check) = get(
@@ -917,7 +922,7 @@ async fn a_wallet_used_elsewhere_leaves_no_nonce_gap() {
     // Every redemption mined right above the moved nonce: none waits behind a gap.
     assert_eq!(
         devnet.nonce(agent.address).await,
-        moved + 2 * users.len() as u64
+        moved + users.len() as u64
     );
     let pool: Value = devnet
         .provider

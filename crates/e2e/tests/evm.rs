@@ -19,6 +19,26 @@ use serde_json::{Value, json};
 use actiongate_core::store::NonceStore;
 use common::*;
 
+/// A series of the gateway's `/metrics` (the exact name with its labels), if it is there.
+async fn metric(gw: &Gateway, series: &str) -> Option<f64> {
+    let metrics = reqwest::get(format!("{}/metrics", gw.url))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+/// How many times the gateway has called `method` on the devnet's chain.
+async fn rpc_calls(gw: &Gateway, method: &str) -> f64 {
+    let series = format!("actiongate_rpc_calls_total{{chain=\"84532\",method=\"{method}\"}}");
+    metric(gw, &series).await.unwrap_or(0.0)
+}
+
 async fn execute(
     gw: &Gateway,
     agent: &Agent,
@@ -476,7 +496,23 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
         (200, json!("pending")),
         "{pending}"
     );
+    let (lookups_before, waiting) = (
+        rpc_calls(&gw, "eth_getTransactionReceipt").await,
+        Instant::now(),
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
+    // While no block comes, the waiting execution does not ask the node for its receipt on every
+    // poll (50 ms on a local node: 20 lookups a second for each signing of the transaction, the
+    // first and each re-signed one): it sleeps until the chain's receipt watch reads a block
+    // holding the transaction, looking for itself only every 10 polls (~2 a second a signing;
+    // ~5 a second were seen here, re-signed every 2 s).
+    let waited_lookups = rpc_calls(&gw, "eth_getTransactionReceipt").await - lookups_before;
+    let waited = waiting.elapsed().as_secs_f64();
+    assert!(
+        waited_lookups < 12.0 * waited,
+        "{waited_lookups} receipt lookups while the transaction waited {waited:.1} s"
+    );
+    let block_reads = rpc_calls(&gw, "eth_getBlockReceipts").await;
     rpc(&devnet, "evm_mine", json!([])).await;
     rpc(&devnet, "evm_setAutomine", json!([true])).await;
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -511,6 +547,8 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
         "the transaction was re-signed: {txs:?}"
     );
     assert_eq!(txs[0].tx_hash.as_deref(), done["data"]["txHash"].as_str());
+    // The block that mined it was read by the receipt watch.
+    assert!(rpc_calls(&gw, "eth_getBlockReceipts").await > block_reads);
     assert_eq!(devnet.nonce(agent.address).await, nonce + 1);
     assert_eq!(
         devnet.balance(usdc_addr, sixth).await - before,
@@ -518,28 +556,10 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
         "paid once"
     );
     // The node's calls are counted by chain, and nothing this gateway signed is left unmined.
-    let metrics = reqwest::get(format!("{}/metrics", gw.url))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    let series = |prefix: &str| {
-        metrics
-            .lines()
-            .find(|l| l.starts_with(prefix))
-            .and_then(|l| l.rsplit_once(' '))
-            .and_then(|(_, v)| v.parse::<f64>().ok())
-    };
-    assert!(
-        series("actiongate_rpc_calls_total{chain=\"84532\",method=\"eth_sendRawTransaction\"}")
-            .is_some_and(|n| n > 0.0),
-        "{metrics}"
-    );
+    assert!(rpc_calls(&gw, "eth_sendRawTransaction").await > 0.0);
     assert_eq!(
-        series("actiongate_unmined_transactions{chain=\"84532\"}"),
-        Some(0.0),
-        "{metrics}"
+        metric(&gw, "actiongate_unmined_transactions{chain=\"84532\"}").await,
+        Some(0.0)
     );
     drop(gw.process);
 }

@@ -306,7 +306,7 @@ pub fn caveats_of(
     // (a block's time: one redemption's worth), whatever is asked besides (asked caps only narrow).
     // A token the gateway could not price is left out, and the enforcer refuses its transfers.
     // (The deployed enforcer is told by the caveat's args which entry a redemption moves:
-    // `redeem_call` sets them.)
+    // `redeem` sets them.)
     if action.is_some_and(caps_tokens) {
         let caps = policy_token_caps.unwrap_or_default();
         let allowed = targets.as_deref().unwrap_or_default();

@@ -330,43 +330,56 @@ impl Parsed {
     }
 }
 
-/// `redeemDelegations` running `call` from the delegator's account under `delegation`.
-pub fn redeem_call(framework: &Framework, delegation: &Parsed, call: &Call) -> Call {
-    // A MultiTokenPeriodEnforcer caveat is told at redemption which of its tokens this call moves:
-    // its args are the index (a uint256) of the call's token in its terms (args are not signed).
-    let mut delegation = delegation.clone();
-    let moved = match call.data.is_empty() {
-        true => Address::ZERO,
-        false => call.to,
-    };
-    for (enforcer, terms, args) in &mut delegation.caveats {
-        if framework.name_of(*enforcer) == Some("MultiTokenPeriodEnforcer") {
-            // A token without an entry points at the first, whose token differs: the enforcer
-            // refuses it with its own reason (a caveat's refusal), not an undecodable revert.
-            let i = terms
-                .chunks_exact(116)
-                .position(|c| c[..20] == moved.as_slice()[..])
-                .unwrap_or(0);
-            *args = Bytes::from(U256::from(i).to_be_bytes::<32>().to_vec());
+/// One `redeemDelegations` running `calls` in order from the delegator's account under
+/// `delegation`: a redemption for each call (each in the single-call mode every caveat enforcer
+/// accepts, its caveats' hooks run around its own call), all in one transaction, so that they
+/// succeed or revert together (an approval is never left behind by a swap that reverted), and a
+/// user's execution takes one nonce of the agent wallet and one block.
+pub fn redeem(framework: &Framework, delegation: &Parsed, calls: &[Call]) -> Call {
+    let mut contexts = Vec::with_capacity(calls.len());
+    let mut executions = Vec::with_capacity(calls.len());
+    for call in calls {
+        // A MultiTokenPeriodEnforcer caveat is told at redemption which of its tokens this call
+        // moves: its args are the index (a uint256) of the call's token in its terms (args are not
+        // signed), so each redemption carries its own.
+        let mut delegation = delegation.clone();
+        let moved = match call.data.is_empty() {
+            true => Address::ZERO,
+            false => call.to,
+        };
+        for (enforcer, terms, args) in &mut delegation.caveats {
+            if framework.name_of(*enforcer) == Some("MultiTokenPeriodEnforcer") {
+                // A token without an entry points at the first, whose token differs: the enforcer
+                // refuses it with its own reason (a caveat's refusal), not an undecodable revert.
+                let i = terms
+                    .chunks_exact(116)
+                    .position(|c| c[..20] == moved.as_slice()[..])
+                    .unwrap_or(0);
+                *args = Bytes::from(U256::from(i).to_be_bytes::<32>().to_vec());
+            }
         }
+        let mut execution = Vec::with_capacity(52 + call.data.len());
+        execution.extend_from_slice(call.to.as_slice());
+        execution.extend_from_slice(&call.value.to_be_bytes::<32>());
+        execution.extend_from_slice(&call.data);
+        contexts.push(delegation.permission_context());
+        executions.push(execution.into());
     }
-    let mut execution = Vec::with_capacity(52 + call.data.len());
-    execution.extend_from_slice(call.to.as_slice());
-    execution.extend_from_slice(&call.value.to_be_bytes::<32>());
-    execution.extend_from_slice(&call.data);
     let data = IDelegationManager::redeemDelegationsCall {
-        permissionContexts: vec![delegation.permission_context()],
-        modes: vec![SINGLE_DEFAULT_MODE],
-        executionCallDatas: vec![execution.into()],
+        modes: vec![SINGLE_DEFAULT_MODE; contexts.len()],
+        permissionContexts: contexts,
+        executionCallDatas: executions,
     }
     .abi_encode();
+    let what: Vec<&str> = calls.iter().map(|c| c.description.as_str()).collect();
     Call {
         to: framework.manager,
         data: data.into(),
         value: U256::ZERO,
         description: format!(
             "redeem the delegation of {}: {}",
-            delegation.delegator, call.description
+            delegation.delegator,
+            what.join(", then ")
         ),
     }
 }
