@@ -109,7 +109,7 @@ impl ChainClients {
                 Arc::new(ChainClient {
                     chain_id,
                     settings: settings.clone(),
-                    receipts: ReceiptWatch::new(provider.clone(), poll),
+                    receipts: ReceiptWatch::new(provider.clone(), settings.rpc_url.clone(), poll),
                     provider,
                     poll,
                 }),

@@ -26,10 +26,16 @@ const MAX_BLOCKS_PER_TICK: u64 = 32;
 /// Hashes of recently mined transactions kept, so that a waiter registering just after its
 /// transaction's block was read is woken at once.
 const RECENT: usize = 4096;
+/// Block reads failing this many times in a row (a node or gateway that refuses the method in a way
+/// not recognised, an outage) turn the watch off for `OFF_FOR`: waiters poll on their own meanwhile.
+const FAILURES_BEFORE_OFF: u32 = 5;
+const OFF_FOR: Duration = Duration::from_secs(600);
 
 /// One chain's receipt watch.
 pub struct ReceiptWatch {
     provider: DynProvider,
+    /// Taken out of logged errors (it may hold a key).
+    rpc_url: Option<String>,
     poll: Duration,
     state: Mutex<State>,
 }
@@ -39,8 +45,12 @@ struct State {
     waiters: HashMap<B256, Vec<(u64, Arc<Notify>)>>,
     next_waiter: u64,
     running: bool,
-    /// The node does not serve `eth_getBlockReceipts`: waiters poll on their own.
-    unsupported: bool,
+    /// The next block to read, kept across the task's restarts (so a block mined while no one
+    /// waited, just before a waiter came, is still read).
+    next: Option<u64>,
+    /// The node does not serve `eth_getBlockReceipts` (or its reads keep failing): until then,
+    /// waiters poll on their own.
+    off_until: Option<tokio::time::Instant>,
     recent: VecDeque<B256>,
     recent_set: HashSet<B256>,
 }
@@ -58,10 +68,32 @@ impl State {
     }
 }
 
+/// A waiter's place under its hashes, given up when it stops waiting.
+struct Registered<'a> {
+    watch: &'a ReceiptWatch,
+    id: u64,
+    hashes: &'a [B256],
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        let mut state = self.watch.state();
+        for hash in self.hashes {
+            if let Some(list) = state.waiters.get_mut(hash) {
+                list.retain(|(waiter, _)| *waiter != self.id);
+                if list.is_empty() {
+                    state.waiters.remove(hash);
+                }
+            }
+        }
+    }
+}
+
 impl ReceiptWatch {
-    pub fn new(provider: DynProvider, poll: Duration) -> Arc<Self> {
+    pub fn new(provider: DynProvider, rpc_url: Option<String>, poll: Duration) -> Arc<Self> {
         Arc::new(Self {
             provider,
+            rpc_url,
             poll,
             state: Mutex::new(State::default()),
         })
@@ -77,15 +109,19 @@ impl ReceiptWatch {
     pub async fn until_mined(self: &Arc<Self>, hashes: &[B256]) {
         let registered = {
             let mut state = self.state();
-            if state.unsupported {
+            let off = state
+                .off_until
+                .is_some_and(|until| tokio::time::Instant::now() < until);
+            if off || hashes.is_empty() {
                 None
             } else if hashes.iter().any(|h| state.recent_set.contains(h)) {
-                // Read mined just before this waiter came: it looks now. Taken out, so that a
-                // lookup that still finds nothing (the block since replaced) waits next time.
+                // Read mined already (just before this waiter came, or its wake-up's lookup found
+                // nothing: a node behind the one the watch asked). Taken out, and looked up again
+                // after one poll; a lookup that still finds nothing registers next time.
                 for h in hashes {
                     state.recent_set.remove(h);
                 }
-                return;
+                None
             } else {
                 Some(self.register(&mut state, hashes))
             }
@@ -94,16 +130,13 @@ impl ReceiptWatch {
             tokio::time::sleep(self.poll).await;
             return;
         };
+        // Taken out of the waiters however this ends (also when the caller stops waiting).
+        let _registered = Registered {
+            watch: self,
+            id,
+            hashes,
+        };
         let _ = tokio::time::timeout(self.poll * FALLBACK_POLLS, woken.notified()).await;
-        let mut state = self.state();
-        for hash in hashes {
-            if let Some(list) = state.waiters.get_mut(hash) {
-                list.retain(|(waiter, _)| *waiter != id);
-                if list.is_empty() {
-                    state.waiters.remove(hash);
-                }
-            }
-        }
     }
 
     /// Puts a waiter under each of its hashes, and starts the watch if it is not running.
@@ -130,30 +163,33 @@ impl ReceiptWatch {
 
     /// Reads every new block's receipts while anyone waits; ends when no one does.
     async fn run(self: Arc<Self>) {
-        let mut next: Option<u64> = None;
+        let mut failures = 0u32;
         loop {
             tokio::time::sleep(self.poll).await;
-            if self.state().waiters.is_empty() {
+            let next = {
                 let mut state = self.state();
-                // Checked again under the lock a registration takes: a waiter that came meanwhile
-                // finds the watch running, or starts a new one.
+                // Under the lock a registration takes: a waiter that came meanwhile finds the
+                // watch running, or starts a new one.
                 if state.waiters.is_empty() {
                     state.running = false;
                     return;
                 }
-            }
+                state.next
+            };
             let latest = match self.provider.get_block_number().await {
                 Ok(n) => n,
                 Err(e) => {
-                    tracing::debug!(error = %e, "reading the block number for receipts failed");
+                    tracing::debug!(error = %self.without_url(e), "reading the block number for receipts failed");
                     continue;
                 }
             };
             let from = match next {
+                // Too far behind (idle a long while, or a node racing ahead): the last blocks
+                // only; the waiters of skipped blocks look for themselves after the fallback.
                 Some(n) if latest >= n => n.max(latest.saturating_sub(MAX_BLOCKS_PER_TICK - 1)),
                 Some(_) => continue,
-                // The first tick reads the last few blocks: a waiter looked for its receipt just
-                // before it came, and the transaction may have been mined since.
+                // The first read: the last few blocks (a waiter looked for its receipt just before
+                // it came, and the transaction may have been mined since).
                 None => latest.saturating_sub(2),
             };
             for number in from..=latest {
@@ -166,6 +202,7 @@ impl ReceiptWatch {
                     .await;
                 match receipts {
                     Ok(Some(mined)) => {
+                        failures = 0;
                         let mut state = self.state();
                         let hashes = mined.iter().filter_map(|r| {
                             r.get("transactionHash")?.as_str()?.parse::<B256>().ok()
@@ -178,32 +215,40 @@ impl ReceiptWatch {
                                 }
                             }
                         }
-                        next = Some(number + 1);
+                        state.next = Some(number + 1);
                     }
                     // Not there yet (a node behind its own head): read again next tick.
                     Ok(None) => break,
-                    Err(e) if unsupported(&e) => {
-                        tracing::info!(
-                            "the node does not serve eth_getBlockReceipts; each execution polls its own receipts"
-                        );
-                        let mut state = self.state();
-                        state.unsupported = true;
-                        state.running = false;
-                        // Wake everyone: they poll on their own from now on.
-                        for (_, list) in state.waiters.drain() {
-                            for (_, woken) in list {
-                                woken.notify_one();
-                            }
-                        }
-                        return;
-                    }
                     Err(e) => {
-                        tracing::debug!(error = %e, block = number, "reading a block's receipts failed");
+                        failures += 1;
+                        let refused = unsupported(&e);
+                        if refused || failures >= FAILURES_BEFORE_OFF {
+                            tracing::warn!(
+                                error = %self.without_url(&e),
+                                off_seconds = OFF_FOR.as_secs(),
+                                "eth_getBlockReceipts is refused or keeps failing; each execution polls its own receipts for a while"
+                            );
+                            let mut state = self.state();
+                            state.off_until = Some(tokio::time::Instant::now() + OFF_FOR);
+                            state.running = false;
+                            // Wake everyone: they poll on their own meanwhile.
+                            for (_, list) in state.waiters.drain() {
+                                for (_, woken) in list {
+                                    woken.notify_one();
+                                }
+                            }
+                            return;
+                        }
+                        tracing::debug!(error = %self.without_url(&e), block = number, "reading a block's receipts failed");
                         break;
                     }
                 }
             }
         }
+    }
+
+    fn without_url(&self, e: impl std::fmt::Display) -> String {
+        crate::plan::without_url(self.rpc_url.as_deref(), e)
     }
 }
 
@@ -214,6 +259,7 @@ fn unsupported(e: &alloy::transports::TransportError) -> bool {
         r.code == -32601
             || m.contains("method not found")
             || m.contains("not supported")
+            || m.contains("unsupported")
             || m.contains("does not exist")
     })
 }

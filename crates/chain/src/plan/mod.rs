@@ -88,17 +88,17 @@ fn invalid(field: &str, message: impl std::fmt::Display) -> Error {
     )
 }
 
-/// A failure to talk to the chain's node. The message never carries the RPC URL (it may hold a key).
-pub fn rpc_error(client: &ChainClient, e: impl std::fmt::Display) -> Error {
+/// `e` as text with the chain's RPC URL taken out (it may hold a key).
+pub fn without_url(rpc_url: Option<&str>, e: impl std::fmt::Display) -> String {
     let mut detail = e.to_string();
-    if let Some(url) = &client.settings.rpc_url {
+    if let Some(url) = rpc_url {
         // As configured, and as the HTTP client prints it (parsed: lower-case host, no default port).
         let parsed = url
             .parse::<alloy::transports::http::reqwest::Url>()
             .map(|u| u.to_string())
             .unwrap_or_default();
         for form in [
-            url.as_str(),
+            url,
             url.trim_end_matches('/'),
             parsed.as_str(),
             parsed.trim_end_matches('/'),
@@ -108,6 +108,12 @@ pub fn rpc_error(client: &ChainClient, e: impl std::fmt::Display) -> Error {
             }
         }
     }
+    detail
+}
+
+/// A failure to talk to the chain's node. The message never carries the RPC URL (it may hold a key).
+pub fn rpc_error(client: &ChainClient, e: impl std::fmt::Display) -> Error {
+    let detail = without_url(client.settings.rpc_url.as_deref(), e);
     let mut err = Error::new(
         ErrorCode::NotAvailable,
         format!(
