@@ -646,6 +646,34 @@ async fn a_bridge_through_the_gateway_is_quoted_deposited_filled_and_an_expired_
         1
     );
 
+    // Thousands of blocks later on both chains, a status by deposit id is still found: the deposit,
+    // its fill and its refund are looked for back from each chain's head in windows a hosted node
+    // accepts (never one query from block 0), here across more than two windows of 2,000 blocks.
+    for provider in [&devnet.provider, &c.peer] {
+        provider
+            .raw_request::<_, Value>("anvil_mine".into(), (U256::from(4_500u64),))
+            .await
+            .expect("blocks mined");
+    }
+    let again = status(json!({"fromChain": 84532, "depositId": bridge["depositId"].clone()})).await;
+    assert_eq!(
+        (
+            again["data"]["status"].clone(),
+            again["data"]["receiving"]["txHash"].clone()
+        ),
+        (json!("DONE"), done["data"]["receiving"]["txHash"].clone()),
+        "{again}"
+    );
+    let again = status(json!({"fromChain": 84532, "depositId": late})).await;
+    assert_eq!(
+        (
+            again["data"]["substatus"].clone(),
+            again["data"]["refund"]["txHash"].clone()
+        ),
+        (json!("REFUNDED"), refund["txHash"].clone()),
+        "{again}"
+    );
+
     // Readiness refuses before anything is written: a route not configured (to chain 1, which
     // this gateway does not read either), and a spoke whose admin paused deposits.
     let reasons = |body: &Value| -> Vec<Value> {

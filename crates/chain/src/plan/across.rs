@@ -359,13 +359,8 @@ pub async fn status(
             let filter = Filter::new()
                 .address(spoke)
                 .event_signature(IAcrossSpokePool::FundsDeposited::SIGNATURE_HASH)
-                .topic2(B256::from(id))
-                .from_block(0u64);
-            let logs = client
-                .provider
-                .get_logs(&filter)
-                .await
-                .map_err(|e| super::rpc_error(client, e))?;
+                .topic2(B256::from(id));
+            let logs = recent_logs(client, filter, |_| true).await?;
             let Some(log) = logs.first() else {
                 return Ok(not_found(format!(
                     "Spoke {spoke} on chain {from} has no deposit {id}."
@@ -446,36 +441,38 @@ pub async fn status(
             .address(dest_spoke)
             .event_signature(IAcrossSpokePool::FilledRelay::SIGNATURE_HASH)
             .topic1(B256::from(U256::from(from)))
-            .topic2(B256::from(deposit.depositId))
-            .from_block(0u64);
-        let logs = dest
-            .provider
-            .get_logs(&filter)
-            .await
-            .map_err(|e| super::rpc_error(dest, e))?;
+            .topic2(B256::from(deposit.depositId));
+        let logs = recent_logs(dest, filter, |_| true).await?;
         let fill = logs.iter().find_map(|l| {
             IAcrossSpokePool::FilledRelay::decode_log(&l.inner)
                 .ok()
                 .map(|e| (e.data, l.transaction_hash))
         });
-        let Some((fill, fill_tx)) = fill else {
-            return Err(Error::internal(format!(
-                "deposit {} is filled on chain {to_chain} but no FilledRelay event was found",
-                deposit.depositId
-            )));
-        };
-        answer["receiving"] = json!({
-            "txHash": fill_tx.map(|h| h.to_string()),
-            "amount": shown(fill.relayExecutionInfo.updatedOutputAmount),
-            "token": from_b32(fill.outputToken).to_string(),
-            "recipient": from_b32(fill.relayExecutionInfo.updatedRecipient).to_string(),
-            "chainId": to_chain,
-        });
-        (
-            "DONE",
-            "COMPLETED",
-            format!("Filled on chain {to_chain}: the recipient received the output."),
-        )
+        match fill {
+            Some((fill, fill_tx)) => {
+                answer["receiving"] = json!({
+                    "txHash": fill_tx.map(|h| h.to_string()),
+                    "amount": shown(fill.relayExecutionInfo.updatedOutputAmount),
+                    "token": from_b32(fill.outputToken).to_string(),
+                    "recipient": from_b32(fill.relayExecutionInfo.updatedRecipient).to_string(),
+                    "chainId": to_chain,
+                });
+                (
+                    "DONE",
+                    "COMPLETED",
+                    format!("Filled on chain {to_chain}: the recipient received the output."),
+                )
+            }
+            // Filled (the spoke says so) longer ago than the logs are looked for: done, without
+            // the fill's details.
+            None => (
+                "DONE",
+                "COMPLETED",
+                format!(
+                    "Filled on chain {to_chain} (longer ago than its fill transaction is looked for: {LOG_LOOKBACK} blocks)."
+                ),
+            ),
+        }
     } else if pending_time(dest).await? > u64::from(deposit.fillDeadline) {
         match refund_of(client, spoke, &deposit).await? {
             Some(refund_tx) => {
@@ -523,28 +520,73 @@ async fn refund_of(
     let filter = Filter::new()
         .address(spoke)
         .event_signature(IAcrossSpokePool::ExecutedRelayerRefundRoot::SIGNATURE_HASH)
-        .topic1(B256::from(U256::from(client.chain_id)))
-        .from_block(0u64);
-    let logs = client
+        .topic1(B256::from(U256::from(client.chain_id)));
+    let (depositor, token) = (from_b32(deposit.depositor), from_b32(deposit.inputToken));
+    let pays_back =
+        |l: &alloy::rpc::types::Log| refund_in(l, depositor, token, deposit.inputAmount);
+    let logs = recent_logs(client, filter, |logs| logs.iter().any(pays_back)).await?;
+    Ok(logs
+        .iter()
+        .find(|l| pays_back(l))
+        .and_then(|l| l.transaction_hash.map(|h| h.to_string())))
+}
+
+/// Did this relayer refund leaf pay `amount` of `token` back to `depositor`? (A deferred refund paid
+/// nothing yet.)
+fn refund_in(
+    log: &alloy::rpc::types::Log,
+    depositor: Address,
+    token: Address,
+    amount: U256,
+) -> bool {
+    IAcrossSpokePool::ExecutedRelayerRefundRoot::decode_log(&log.inner).is_ok_and(|e| {
+        !e.data.deferredRefunds
+            && e.data.l2TokenAddress == token
+            && e.data
+                .refundAddresses
+                .iter()
+                .zip(&e.data.refundAmounts)
+                .any(|(to, paid)| *to == depositor && *paid == amount)
+    })
+}
+
+/// Blocks one log query covers: hosted nodes refuse wide ranges (2,000 is within every common
+/// provider's limit).
+const LOG_WINDOW: u64 = 2_000;
+/// How far back a bridge's logs are looked for: 200,000 blocks (about 4.6 days at 2 s a block, far
+/// beyond a deposit's fill deadline and its refund).
+const LOG_LOOKBACK: u64 = 200_000;
+
+/// The logs `filter` matches, newest window first, back from the chain's head in windows of
+/// `LOG_WINDOW` blocks, until a window's logs satisfy `found` or `LOG_LOOKBACK` blocks were read
+/// (never from block 0: a node with a range limit refuses that). Answers that window's logs (or none).
+async fn recent_logs(
+    client: &ChainClient,
+    filter: Filter,
+    found: impl Fn(&[alloy::rpc::types::Log]) -> bool,
+) -> Result<Vec<alloy::rpc::types::Log>, Error> {
+    let head = client
         .provider
-        .get_logs(&filter)
+        .get_block_number()
         .await
         .map_err(|e| super::rpc_error(client, e))?;
-    let (depositor, token) = (from_b32(deposit.depositor), from_b32(deposit.inputToken));
-    Ok(logs.iter().find_map(|l| {
-        let e = IAcrossSpokePool::ExecutedRelayerRefundRoot::decode_log(&l.inner)
-            .ok()?
-            .data;
-        // A deferred refund paid nothing yet.
-        let pays = !e.deferredRefunds
-            && e.l2TokenAddress == token
-            && e.refundAddresses
-                .iter()
-                .zip(&e.refundAmounts)
-                .any(|(to, amount)| *to == depositor && *amount == deposit.inputAmount);
-        pays.then(|| l.transaction_hash.map(|h| h.to_string()))
-            .flatten()
-    }))
+    let oldest = head.saturating_sub(LOG_LOOKBACK);
+    let mut to = head;
+    loop {
+        let from = to.saturating_sub(LOG_WINDOW - 1).max(oldest);
+        let logs = client
+            .provider
+            .get_logs(&filter.clone().from_block(from).to_block(to))
+            .await
+            .map_err(|e| super::rpc_error(client, e))?;
+        if !logs.is_empty() && found(&logs) {
+            return Ok(logs);
+        }
+        if from <= oldest {
+            return Ok(Vec::new());
+        }
+        to = from - 1;
+    }
 }
 
 /// What blocks a bridge of the params from this chain now, as readiness tells it: (code, message,
