@@ -138,7 +138,13 @@ const summary = {
 };
 if (status.status !== "completed" || summary.executions !== n || succeeded !== n || distinct !== n) {
   console.log(JSON.stringify(summary));
-  console.error(JSON.stringify(status).slice(0, 2000));
+  // Why executions failed, by code and message (the intent's body holds all N).
+  const reasons = {};
+  for (const e of results.filter((e) => e.success !== true).slice(0, 5)) {
+    const why = JSON.stringify(e).slice(0, 400);
+    reasons[why] = (reasons[why] ?? 0) + 1;
+  }
+  console.error(JSON.stringify({ status: status.status, failures: reasons }));
   process.exit(1);
 }
 const callsAfter = await rpcCalls();

@@ -8,8 +8,9 @@ use std::time::Duration;
 use actiongate_core::chains::{ChainSettings, Chains};
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use alloy::rpc::client::ClientBuilder;
+use alloy::transports::TransportError;
 use alloy::transports::http::reqwest;
-use alloy::transports::layers::RetryBackoffLayer;
+use alloy::transports::layers::{RateLimitRetryPolicy, RetryBackoffLayer};
 
 use crate::receipts::ReceiptWatch;
 
@@ -86,10 +87,11 @@ impl ChainClients {
                 .build()
                 .map_err(|e| fail(format!("HTTP client: {e}")))?;
             let is_local = matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "::1"));
-            let retry = RetryBackoffLayer::new(
+            let retry = RetryBackoffLayer::new_with_policy(
                 options.max_retries,
                 options.retry_backoff.as_millis() as u64,
                 options.compute_units_per_second,
+                RateLimitRetryPolicy::default().or(head_moved),
             );
             let client = ClientBuilder::default()
                 .layer(retry)
@@ -135,6 +137,17 @@ impl ChainClients {
     pub fn iter(&self) -> impl Iterator<Item = &Arc<ChainClient>> {
         self.clients.values()
     }
+}
+
+/// A read refused because the block it was made at is no longer (or not yet) held by the node that
+/// answered: the head moved between the tag's resolution and the read (anvil keeps only the latest
+/// state when it prunes history: `BlockOutOfRangeError`), or a load-balanced node is a block behind
+/// (geth's `header not found`). The same request asked again reads the new head; retried like a rate
+/// limit.
+fn head_moved(e: &TransportError) -> bool {
+    e.as_error_resp().is_some_and(|r| {
+        r.message.contains("BlockOutOfRangeError") || r.message.contains("header not found")
+    })
 }
 
 /// Counts each JSON-RPC exchange with a node and its failures, by chain

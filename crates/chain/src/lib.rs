@@ -10,6 +10,7 @@ pub mod delegation;
 pub mod earn;
 pub mod locks;
 pub mod market;
+pub mod outbox;
 pub mod payments;
 pub mod plan;
 pub mod prices;

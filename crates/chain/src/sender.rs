@@ -5,9 +5,16 @@
 //! fan-out acts for), held until its transactions are handed to the node, so that the next plan of
 //! that account sees them; a call that would revert is refused and the wallet's nonce does not move.
 //! Then, under the sending wallet's lock (held only that long, so that executions for different users
-//! plan and wait side by side and send one after another), one database transaction reserves its
-//! nonces, signs every transaction at them and records the signed bytes (all or none) before the
-//! first is sent.
+//! plan and wait side by side), one database transaction reserves its nonces, signs every
+//! transaction at them and records the signed bytes (all or none) before the first is sent, and the
+//! first is queued in the wallet's outbox ([`crate::outbox`]), which hands the wallet's queued
+//! transactions to the node in nonce order, several in one JSON-RPC batch, while the next
+//! executions reserve behind them. An execution's own transactions go one at a time, each answered
+//! before the next (nothing after a refused one reaches the node). A refused transaction's nonce is
+//! given back and reserved again first (by the execution's retry or another execution); when the
+//! retry is refused too, the nonces given back below transactions already sent are filled with
+//! no-op transfers, so that nothing of the wallet waits behind a gap. A transaction without a
+//! receipt for a while is handed to the node again (a node may drop what it took).
 //! After a crash an execution is therefore in one of two states, each with one safe next step:
 //! nothing reserved (run it), or signed (it may have been sent: re-send the same bytes, which cannot
 //! pay twice, and wait for the receipt); rows reserved but unsigned (left by an older version) are
@@ -20,6 +27,7 @@
 //! holds, in the same database transaction (`reserve_signed` and `record_signed_txs` with the
 //! fence): a worker that lost its lease sends nothing.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
@@ -44,11 +52,14 @@ use serde_json::json;
 
 use crate::client::{ChainClient, ChainOptions};
 use crate::locks::KeyedLocks;
+use crate::outbox::{Outbox, Ticket};
 use crate::plan::{Call, Plan, rpc_error};
 use crate::revert;
 
 /// Gas limit headroom over the simulated gas use, in percent.
 const GAS_HEADROOM_PERCENT: u64 = 30;
+/// Polls without a receipt after which a transaction is handed to the node again (same bytes).
+const REHAND_POLLS: u32 = 20;
 /// How far ahead of the latest block the simulated block is dated.
 const SIMULATED_BLOCK_AHEAD_SECONDS: u64 = 12;
 
@@ -116,7 +127,7 @@ pub async fn simulate(
     let blocks = client
         .provider
         .simulate(&payload)
-        .block_id(BlockId::pending())
+        .block_id(crate::plan::read_block())
         .await
         .map_err(|e| rpc_error(client, e))?;
     let results = blocks
@@ -170,10 +181,15 @@ pub async fn fees(client: &ChainClient) -> Result<(u128, u128), Error> {
 
 /// The wallet's next nonce as the node sees it (pending transactions included).
 pub async fn pending_nonce(client: &ChainClient, wallet: Address) -> Result<u64, Error> {
+    nonce_at(client, wallet, BlockId::pending()).await
+}
+
+/// The wallet's transaction count at `block`.
+async fn nonce_at(client: &ChainClient, wallet: Address, block: BlockId) -> Result<u64, Error> {
     client
         .provider
         .get_transaction_count(wallet)
-        .pending()
+        .block_id(block)
         .await
         .map_err(|e| rpc_error(client, e))
 }
@@ -184,6 +200,43 @@ fn sign(signer: &PrivateKeySigner, mut tx: TxEip1559) -> Result<(B256, Vec<u8>),
         .map_err(|e| Error::internal(format!("signing: {e}")))?;
     let envelope = TxEnvelope::Eip1559(tx.into_signed(signature));
     Ok((*envelope.tx_hash(), envelope.encoded_2718()))
+}
+
+/// Signs `call` at `nonce` with `gas_limit` and `fees` (max fee, priority fee), for the record.
+fn sign_call(
+    signer: &PrivateKeySigner,
+    chain_id: u64,
+    nonce: u64,
+    gas_limit: u64,
+    (max_fee, priority): (u128, u128),
+    call: &Call,
+) -> Result<SignedTx, StoreError> {
+    let tx = TxEip1559 {
+        chain_id,
+        nonce,
+        gas_limit,
+        max_fee_per_gas: max_fee,
+        max_priority_fee_per_gas: priority,
+        to: TxKind::Call(call.to),
+        value: call.value,
+        access_list: Default::default(),
+        input: call.data.clone(),
+    };
+    sign(signer, tx)
+        .map(|(hash, raw)| SignedTx {
+            nonce,
+            tx_hash: hex_hash(&hash),
+            raw_tx: raw,
+        })
+        .map_err(|e| StoreError::new(StoreErrorKind::Other, e.message))
+}
+
+/// Every signing of a row (its current hash, then the ones it replaced), each with its hash parsed.
+fn signings(row: &ChainTxRecord) -> impl Iterator<Item = (&String, B256)> {
+    row.tx_hash
+        .iter()
+        .chain(row.prior_hashes.iter())
+        .filter_map(|h| h.parse::<B256>().ok().map(|parsed| (h, parsed)))
 }
 
 fn hex_hash(h: &B256) -> String {
@@ -207,8 +260,14 @@ pub struct WalletSender {
     options: ChainOptions,
     /// One plan at a time per account whose state it reads, until its transactions are sent.
     accounts: KeyedLocks<(u64, Address)>,
-    /// One reservation-to-send at a time per sending wallet, so that nonces go out in order.
+    /// One reservation at a time per sending wallet, so that nonces are queued for the node in order.
     wallets: KeyedLocks<(u64, Address)>,
+    /// Signed transactions on their way to the node, in nonce order, several at once.
+    outbox: Outbox,
+    /// Accounts with transactions this process sent and has not seen mined: their plans read the
+    /// pending block (which holds those), every other plan the latest (a node may build the
+    /// pending block for each call; anvil does, from every transaction in its pool).
+    in_flight: std::sync::Mutex<HashMap<(u64, Address), usize>>,
     hooks: SendHooks,
 }
 
@@ -225,6 +284,8 @@ impl WalletSender {
             options,
             accounts: KeyedLocks::default(),
             wallets: KeyedLocks::default(),
+            outbox: Outbox::default(),
+            in_flight: Default::default(),
             hooks,
         }
     }
@@ -254,7 +315,7 @@ impl WalletSender {
             .send(client, signer, account, execution_key, fence, &make_plan)
             .await
         {
-            Ok(Some((rows, summary, delivered))) => {
+            Ok(Some((rows, summary, delivered, _flying))) => {
                 self.wait(client, signer, rows, Some(summary), fence, delivered)
                     .await
             }
@@ -265,6 +326,8 @@ impl WalletSender {
 
     /// Plans, simulates, reserves, signs, records and sends; `None` when the lease was lost before
     /// anything was recorded (nothing sent; the reserved nonces are the lease holder's to resolve).
+    /// An execution that gave nonces back and then failed fills them if later transactions of the
+    /// wallet wait above them.
     async fn send<F, Fut>(
         &self,
         client: &ChainClient,
@@ -273,7 +336,42 @@ impl WalletSender {
         execution_key: &str,
         fence: Option<&LeaseFence>,
         make_plan: &F,
-    ) -> Result<Option<(Vec<ChainTxRecord>, serde_json::Value, bool)>, Error>
+    ) -> Result<Option<Sent<'_>>, Error>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<Plan, Error>>,
+    {
+        let mut given_back = 0;
+        let sent = self
+            .send_attempts(
+                client,
+                signer,
+                account,
+                execution_key,
+                fence,
+                make_plan,
+                &mut given_back,
+            )
+            .await;
+        if sent.is_err() && given_back > 0 {
+            self.fill_gaps(client, signer, execution_key, given_back, fence)
+                .await;
+        }
+        sent
+    }
+
+    /// [`WalletSender::send`]'s attempts; `given_back`: how many nonces it gave back.
+    #[allow(clippy::too_many_arguments)]
+    async fn send_attempts<F, Fut>(
+        &self,
+        client: &ChainClient,
+        signer: &PrivateKeySigner,
+        account: Address,
+        execution_key: &str,
+        fence: Option<&LeaseFence>,
+        make_plan: &F,
+        given_back: &mut u32,
+    ) -> Result<Option<Sent<'_>>, Error>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<Plan, Error>>,
@@ -284,15 +382,29 @@ impl WalletSender {
         // the plan is sent again at fresh nonces.
         for attempt in 0..2 {
             let _account = self.accounts.lock((client.chain_id, account)).await;
-            let plan = make_plan().await?;
+            // The pending block only when this process sent something of the account that is
+            // not mined yet (the plan must see it); else the latest, cheaper for a node to read.
+            let read_at = if self.in_flight(client.chain_id, account) {
+                BlockId::pending()
+            } else {
+                BlockId::latest()
+            };
+            let plan = crate::plan::reading_at(read_at, make_plan()).await?;
             // The simulation, the fees and the node's nonce are read side by side, before the
             // wallet's turn: the nonce is only a floor under the stored reservations (a lower one
             // read a moment early changes nothing), so the turn holds no node round trip but the
-            // sends. The simulation's refusal is the answer when there is one.
+            // sends; the mined count first, the pending one on the retry after a refusal (a
+            // transaction sent from the wallet elsewhere may hold the next nonce). The simulation's
+            // refusal is the answer when there is one.
+            let floor_at = if attempt == 0 {
+                BlockId::latest()
+            } else {
+                BlockId::pending()
+            };
             let (gas, fees, chain_nonce) = tokio::join!(
-                simulate(client, wallet, &plan.calls),
+                crate::plan::reading_at(read_at, simulate(client, wallet, &plan.calls)),
                 fees(client),
-                pending_nonce(client, wallet),
+                nonce_at(client, wallet, floor_at),
             );
             let (gas, (max_fee, priority), chain_nonce) = (gas?, fees?, chain_nonce?);
             let wallet_turn = self.wallets.lock((client.chain_id, wallet)).await;
@@ -308,24 +420,14 @@ impl WalletSender {
                     .zip(&plan.calls)
                     .zip(&gas)
                     .map(|((nonce, call), gas_limit)| {
-                        let tx = TxEip1559 {
-                            chain_id: client.chain_id,
-                            nonce: *nonce,
-                            gas_limit: *gas_limit,
-                            max_fee_per_gas: max_fee,
-                            max_priority_fee_per_gas: priority,
-                            to: TxKind::Call(call.to),
-                            value: call.value,
-                            access_list: Default::default(),
-                            input: call.data.clone(),
-                        };
-                        sign(signer, tx)
-                            .map(|(hash, raw)| SignedTx {
-                                nonce: *nonce,
-                                tx_hash: hex_hash(&hash),
-                                raw_tx: raw,
-                            })
-                            .map_err(|e| StoreError::new(StoreErrorKind::Other, e.message))
+                        sign_call(
+                            signer,
+                            client.chain_id,
+                            *nonce,
+                            *gas_limit,
+                            (max_fee, priority),
+                            call,
+                        )
                     })
                     .collect()
             };
@@ -336,6 +438,7 @@ impl WalletSender {
                 count,
                 chain_nonce,
                 now: self.now(),
+                gaps_only: false,
             };
             let rows = match self
                 .store
@@ -346,48 +449,38 @@ impl WalletSender {
                 // Signed already (by another process running the same execution): never sign
                 // again at those nonces; wait for what was sent (handing it to the node again
                 // first).
-                Reservation::Existing(rows) => return Ok(Some((rows, plan.summary, false))),
+                Reservation::Existing(rows) => {
+                    let flying = self.fly(client.chain_id, account);
+                    return Ok(Some((rows, plan.summary, false, flying)));
+                }
                 // The lease is another worker's now: send nothing, touch nothing.
                 Reservation::LeaseLost => return Ok(None),
             };
-            let mut refused = None;
-            let mut delivered = true;
-            // One at a time, each answered before the next: nothing after a refused transaction
-            // reaches the node (a batch could not promise that).
-            for row in &rows {
-                let (Some(raw_tx), Some(tx_hash)) = (&row.raw_tx, &row.tx_hash) else {
-                    return Err(Error::internal("a reserved transaction was not signed"));
-                };
-                match client.provider.send_raw_transaction(raw_tx).await {
-                    Ok(_) => {}
-                    Err(e) if rejected(&e) => {
-                        delivered = false;
-                        refused = Some(e.to_string());
-                        break;
-                    }
-                    // A transport failure: the node may have it; waiting re-sends the same bytes.
-                    Err(e) => {
-                        delivered = false;
-                        tracing::warn!(chain_id = client.chain_id, tx_hash, error = %rpc_error(client, &e).detail.unwrap_or_default(), "sending a transaction failed; it will be re-sent")
-                    }
-                }
-                if let Some(hook) = &self.hooks.after_send {
-                    hook();
-                }
-            }
+            // The first transaction is queued for the node while the turn is held (the queue's order
+            // is the nonces'), then the turn goes to the next execution, which reserves and queues
+            // while this one's transaction is with the node.
+            let ticket = rows
+                .first()
+                .and_then(|r| r.raw_tx.as_deref())
+                .map(|raw| self.outbox.queue(client.chain_id, wallet, raw));
+            drop(wallet_turn);
+            // In flight from here until its wait ends: the account's next plan reads the pending
+            // block.
+            let flying = self.fly(client.chain_id, account);
+            let (refused, delivered) = self.hand_over(client, wallet, &rows, ticket).await?;
             let Some(reason) = refused else {
-                // Handed over in order: the next execution's turn need not wait for anything else.
-                drop(wallet_turn);
-                return Ok(Some((rows, plan.summary, delivered)));
+                return Ok(Some((rows, plan.summary, delivered, flying)));
             };
             let sent_first = rows.first().and_then(|r| r.tx_hash.clone());
             let rows = self.store.execution_txs(execution_key).await?;
             // The node refused a transaction: it and the ones after it are not in its pool. Nothing
-            // of this execution was mined if the first was refused; give the nonces back and retry.
+            // of this execution was mined if the first was refused; give the nonces back (they are
+            // reserved again first, by the retry or another execution) and retry.
             if rows.first().and_then(|r| r.tx_hash.clone()) == sent_first
                 && !self.any_known(client, &rows).await
             {
                 self.store.void_txs(execution_key, true, self.now()).await?;
+                *given_back = (*given_back).max(count);
                 tracing::warn!(
                     chain_id = client.chain_id,
                     attempt,
@@ -402,12 +495,162 @@ impl WalletSender {
                     format!("The node refused the transaction: {reason}"),
                 ));
             }
-            return Ok(Some((rows, plan.summary, false)));
+            return Ok(Some((rows, plan.summary, false, flying)));
         }
         Err(Error::new(
             ErrorCode::NotAvailable,
             "The node refused the transaction twice.",
         ))
+    }
+
+    fn in_flight_map(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, Address), usize>> {
+        // Nothing panics while holding it; should something, the map is still whole.
+        self.in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Has this process sent something of `account` that it has not seen mined?
+    fn in_flight(&self, chain_id: u64, account: Address) -> bool {
+        self.in_flight_map().contains_key(&(chain_id, account))
+    }
+
+    /// Counts an execution of `account` in flight until the guard is dropped.
+    fn fly(&self, chain_id: u64, account: Address) -> InFlight<'_> {
+        *self.in_flight_map().entry((chain_id, account)).or_default() += 1;
+        InFlight {
+            sender: self,
+            key: (chain_id, account),
+        }
+    }
+
+    /// Hands an execution's transactions to the node through the wallet's outbox, one at a time,
+    /// each answered before the next is queued: nothing after a refused transaction of the
+    /// execution reaches the node. `first`: the first transaction's ticket, queued under the
+    /// wallet's turn. Answers the node's refusal, if any, and whether the node took every one.
+    async fn hand_over(
+        &self,
+        client: &ChainClient,
+        wallet: Address,
+        rows: &[ChainTxRecord],
+        mut first: Option<Ticket>,
+    ) -> Result<(Option<String>, bool), Error> {
+        let mut delivered = true;
+        for row in rows {
+            let (Some(raw_tx), Some(tx_hash)) = (&row.raw_tx, &row.tx_hash) else {
+                return Err(Error::internal("a reserved transaction was not signed"));
+            };
+            let ticket = first
+                .take()
+                .unwrap_or_else(|| self.outbox.queue(client.chain_id, wallet, raw_tx));
+            match self.outbox.hand_over(client, wallet, ticket).await {
+                Ok(()) => {}
+                Err(e) if rejected(&e) => return Ok((Some(e.to_string()), false)),
+                // A transport failure: the node may have it; waiting re-sends the same bytes.
+                Err(e) => {
+                    delivered = false;
+                    tracing::warn!(chain_id = client.chain_id, tx_hash, error = %rpc_error(client, &e).detail.unwrap_or_default(), "sending a transaction failed; it will be re-sent")
+                }
+            }
+            if let Some(hook) = &self.hooks.after_send {
+                hook();
+            }
+        }
+        Ok((None, delivered))
+    }
+
+    /// Fills nonces of the wallet given back below transactions already signed (a gap the node
+    /// would hold those behind) with no-op transfers to the wallet itself, and waits for them.
+    /// Best effort: a failure is logged, and the transactions behind the gap are re-sent and bumped
+    /// by whoever waits for them.
+    async fn fill_gaps(
+        &self,
+        client: &ChainClient,
+        signer: &PrivateKeySigner,
+        execution_key: &str,
+        count: u32,
+        fence: Option<&LeaseFence>,
+    ) {
+        let wallet = signer.address();
+        let filled = async {
+            let (chain_nonce, (max_fee, priority)) =
+                tokio::try_join!(nonce_at(client, wallet, BlockId::latest()), fees(client))?;
+            let key = format!("{execution_key}/fill");
+            // Nothing called, nothing moved: 0 to the wallet itself.
+            let noop = Call {
+                to: wallet,
+                data: Default::default(),
+                value: Default::default(),
+                description: "a no-op filling a nonce given back".into(),
+            };
+            let sign_at = |nonces: &[u64]| -> Result<Vec<SignedTx>, StoreError> {
+                nonces
+                    .iter()
+                    .map(|nonce| {
+                        sign_call(
+                            signer,
+                            client.chain_id,
+                            *nonce,
+                            21_000,
+                            (max_fee, priority),
+                            &noop,
+                        )
+                    })
+                    .collect()
+            };
+            let wallet_text = wallet.to_string();
+            let request = NonceRequest {
+                chain_id: client.chain_id,
+                wallet: &wallet_text,
+                execution_key: &key,
+                count,
+                chain_nonce,
+                now: self.now(),
+                gaps_only: true,
+            };
+            let turn = self.wallets.lock((client.chain_id, wallet)).await;
+            let rows = match self
+                .store
+                .reserve_signed(request, fence, Some(&sign_at))
+                .await?
+            {
+                Reservation::New(rows) | Reservation::Existing(rows) => rows,
+                Reservation::LeaseLost => Vec::new(),
+            };
+            if rows.is_empty() {
+                return Ok(0);
+            }
+            let ticket = rows
+                .first()
+                .and_then(|r| r.raw_tx.as_deref())
+                .map(|raw| self.outbox.queue(client.chain_id, wallet, raw));
+            drop(turn);
+            let (refused, delivered) = self.hand_over(client, wallet, &rows, ticket).await?;
+            if let Some(reason) = refused {
+                return Err(Error::new(ErrorCode::NotAvailable, reason));
+            }
+            let filled = rows.len();
+            let outcome = self
+                .wait(client, signer, rows, None, fence, delivered)
+                .await;
+            if outcome.pending {
+                return Err(Error::new(ErrorCode::NotAvailable, "not mined yet"));
+            }
+            Ok::<_, Error>(filled)
+        };
+        match filled.await {
+            Ok(0) => {}
+            Ok(filled) => tracing::warn!(
+                chain_id = client.chain_id,
+                filled,
+                "nonces given back below sent transactions were filled with no-op transfers"
+            ),
+            Err(e) => tracing::warn!(
+                chain_id = client.chain_id,
+                error = %e.detail.clone().unwrap_or(e.message.clone()),
+                "filling nonces given back failed; the transactions above them wait until they are filled"
+            ),
+        }
     }
 
     /// Records the receipts found so far (a failure is logged: the receipt is found again by
@@ -428,12 +671,7 @@ impl WalletSender {
 
     async fn any_known(&self, client: &ChainClient, rows: &[ChainTxRecord]) -> bool {
         for row in rows {
-            for h in row
-                .tx_hash
-                .iter()
-                .chain(row.prior_hashes.iter())
-                .filter_map(|h| h.parse::<B256>().ok())
-            {
+            for (_, h) in signings(row) {
                 if matches!(
                     client.provider.get_transaction_by_hash(h).await,
                     Ok(Some(_)) | Err(_)
@@ -496,6 +734,7 @@ impl WalletSender {
         let wallet = rows.first().map(|r| r.wallet.clone()).unwrap_or_default();
         for row in &mut rows {
             let mut resent = delivered;
+            let mut handed = tokio::time::Instant::now();
             loop {
                 match self.mined(client, row).await {
                     Ok(Some((hash, status))) => {
@@ -530,7 +769,11 @@ impl WalletSender {
                 let bump_after =
                     i64::try_from(self.options.bump_after.as_millis()).unwrap_or(i64::MAX);
                 let stale = self.now().saturating_sub(row.updated_at) > bump_after;
-                if !resent || stale {
+                // Handed over again when no receipt came for a while: a node may drop what it
+                // took (anvil does, under load), and then nothing behind it is mined either.
+                let due = handed.elapsed() >= client.poll * REHAND_POLLS;
+                if !resent || stale || due {
+                    handed = tokio::time::Instant::now();
                     match self.push(client, signer, row, stale, fence).await {
                         Ok(true) => {}
                         Ok(false) => return lease_lost(&row.execution_key),
@@ -551,12 +794,7 @@ impl WalletSender {
                     return ExecutionOutcome::pending(row.tx_hash.clone());
                 }
                 // Until the watch reads a block holding the transaction (or a fallback interval).
-                let signed: Vec<B256> = row
-                    .tx_hash
-                    .iter()
-                    .chain(row.prior_hashes.iter())
-                    .filter_map(|h| h.parse().ok())
-                    .collect();
+                let signed: Vec<B256> = signings(row).map(|(_, h)| h).collect();
                 client.receipts.until_mined(&signed).await;
             }
         }
@@ -581,10 +819,7 @@ impl WalletSender {
         if let (Some(status), Some(hash)) = (row.receipt_status, &row.tx_hash) {
             return Ok(Some((hash.clone(), status == 1)));
         }
-        for hash in row.tx_hash.iter().chain(row.prior_hashes.iter()) {
-            let Ok(h) = hash.parse::<B256>() else {
-                continue;
-            };
+        for (hash, h) in signings(row) {
             if let Some(receipt) = client
                 .provider
                 .get_transaction_receipt(h)
@@ -668,8 +903,34 @@ impl WalletSender {
     }
 }
 
+/// What an execution sent: its rows, its plan's summary, whether the node took every transaction
+/// just now, and its place among the account's executions in flight.
+type Sent<'a> = (Vec<ChainTxRecord>, serde_json::Value, bool, InFlight<'a>);
+
+/// An execution of an account in flight (sent, its wait not ended); forgotten when dropped.
+struct InFlight<'a> {
+    sender: &'a WalletSender,
+    key: (u64, Address),
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut map = self.sender.in_flight_map();
+        if let Some(n) = map.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.key);
+            }
+        }
+    }
+}
+
 /// A refusal before anything was sent, as an execution outcome.
 pub fn outcome_of(e: Error) -> ExecutionOutcome {
+    // The node failed us (what an operator watches for): the node's own words, without its URL.
+    if e.code == ErrorCode::NotAvailable {
+        tracing::warn!(error = %e.detail.as_deref().unwrap_or(&e.message), "an execution stopped on the node's failure");
+    }
     ExecutionOutcome::from(e)
 }
 

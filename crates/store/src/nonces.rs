@@ -105,6 +105,7 @@ impl NonceStore for SqlStore {
             count,
             chain_nonce,
             now,
+            gaps_only,
         } = request;
         let chain = i64::try_from(chain_id).map_err(err)?;
         let chain_nonce = i64::try_from(chain_nonce).map_err(err)?;
@@ -128,15 +129,18 @@ impl NonceStore for SqlStore {
                 .fetch_all(&mut *tx).await.map_err(err)?;
             let nonces: Vec<i64> = if existing.is_empty() {
                 // Voided nonces the chain has not used yet are filled first, so no gap stays behind.
+                // Only gaps: those below a nonce of the wallet still in use.
                 let voided: Vec<i64> = sqlx::query_scalar(
-                    "SELECT nonce FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce >= $3 ORDER BY nonce LIMIT $4",
+                    "SELECT nonce FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce >= $3
+                       AND (NOT $5 OR nonce < (SELECT MAX(nonce) FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state <> 'voided'))
+                     ORDER BY nonce LIMIT $4",
                 )
-                .bind(chain).bind(wallet).bind(chain_nonce).bind(i64::from(count))
+                .bind(chain).bind(wallet).bind(chain_nonce).bind(i64::from(count)).bind(gaps_only)
                 .fetch_all(&mut *tx).await.map_err(err)?;
                 sqlx::query("DELETE FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce < $3")
                     .bind(chain).bind(wallet).bind(chain_nonce)
                     .execute(&mut *tx).await.map_err(err)?;
-                let fresh = i64::from(count) - voided.len() as i64;
+                let fresh = if gaps_only { 0 } else { i64::from(count) - voided.len() as i64 };
                 if fresh > 0 {
                     sqlx::query("UPDATE wallet_nonces SET next_nonce = $3 WHERE chain_id = $1 AND wallet = $2")
                         .bind(chain).bind(wallet).bind(next + fresh)

@@ -1151,6 +1151,7 @@ async fn reserving_and_signing_are_one_write_fenced_by_the_lease() {
             count: 2,
             chain_nonce: 5,
             now,
+            gaps_only: false,
         };
         let fence = |owner: &str| LeaseFence {
             intent_id: "intent-1".into(),
@@ -1283,6 +1284,65 @@ async fn reserving_and_signing_are_one_write_fenced_by_the_lease() {
                 (7, "signed".to_owned(), Some("0x07".to_owned())),
                 (8, "signed".to_owned(), Some("0x08".to_owned()))
             ],
+            "{name}"
+        );
+        // Gaps only: nonces given back below a transaction still in use, never a new one.
+        let gaps = |key: &'static str, now: i64| NonceRequest {
+            count: 5,
+            gaps_only: true,
+            ..request(key, now)
+        };
+        let reserve = |r: NonceRequest<'static>| {
+            let s = s.clone();
+            async move {
+                match s.reserve_signed(r, None, Some(&sign)).await {
+                    Ok(Reservation::New(rows)) => rows,
+                    other => panic!("{other:?}"),
+                }
+            }
+        };
+        assert_eq!(
+            view(&reserve(gaps("fill-none:0", 4_500)).await),
+            vec![],
+            "{name}: no gap"
+        );
+        let later = reserve(NonceRequest {
+            count: 1,
+            ..request("later:0", 4_500)
+        })
+        .await;
+        assert_eq!(view(&later)[0].0, 9, "{name}");
+        // The node refused 7 and 8 after 9 was sent: 7 and 8 are a gap below 9.
+        s.void_txs("next:0", true, 4_600)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            view(&reserve(gaps("fill:0", 4_700)).await),
+            vec![
+                (7, "signed".to_owned(), Some("0x07".to_owned())),
+                (8, "signed".to_owned(), Some("0x08".to_owned()))
+            ],
+            "{name}: the gap is filled"
+        );
+        // A nonce given back above every one in use is no gap: left for the next reservation.
+        s.void_txs("later:0", true, 4_800)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            view(&reserve(gaps("fill:1", 4_900)).await),
+            vec![],
+            "{name}"
+        );
+        assert_eq!(
+            view(
+                &reserve(NonceRequest {
+                    count: 1,
+                    ..request("after:0", 5_000)
+                })
+                .await
+            )[0]
+            .0,
+            9,
             "{name}"
         );
     }

@@ -117,14 +117,16 @@ pub async fn is_disabled(
     framework: &Framework,
     hash: B256,
 ) -> Result<bool, Error> {
-    crate::plan::view(
+    // At the latest block: only the delegator disables a delegation, never a transaction of ours
+    // that might be pending (and a node may build its pending block for each call).
+    let read = crate::plan::view(
         client,
         framework.manager,
         IDelegationManager::disabledDelegationsCall {
             delegationHash: hash,
         },
-    )
-    .await
+    );
+    crate::plan::reading_at(alloy::eips::BlockId::latest(), read).await
 }
 
 #[async_trait]

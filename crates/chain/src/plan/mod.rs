@@ -170,7 +170,25 @@ fn units(field: &str, text: &str, decimals: u8) -> Result<U256, Error> {
     parse_units(text, decimals).map_err(|e| invalid(field, e))
 }
 
-/// Reads a view call at the pending block.
+tokio::task_local! {
+    /// The block an execution's plan reads at, chosen by the sender around its planning.
+    static READ_AT: alloy::eips::BlockId;
+}
+
+/// The block plans and simulations read at: the sender's choice for the execution being planned
+/// ([`reading_at`]), else the pending block.
+pub fn read_block() -> alloy::eips::BlockId {
+    READ_AT
+        .try_with(|b| *b)
+        .unwrap_or(alloy::eips::BlockId::pending())
+}
+
+/// Runs `f` with its plan reads at `block`.
+pub async fn reading_at<F: Future>(block: alloy::eips::BlockId, f: F) -> F::Output {
+    READ_AT.scope(block, f).await
+}
+
+/// Reads a view call at the block plans read at ([`read_block`]).
 pub async fn view<C: SolCall>(
     client: &ChainClient,
     to: Address,
@@ -182,7 +200,7 @@ pub async fn view<C: SolCall>(
     let out = client
         .provider
         .call(tx)
-        .block(alloy::eips::BlockId::pending())
+        .block(read_block())
         .await
         .map_err(|e| rpc_error(client, e))?;
     C::abi_decode_returns(&out).map_err(|e| {

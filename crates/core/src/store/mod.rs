@@ -495,6 +495,7 @@ pub trait NonceStore: Send + Sync + 'static {
             count,
             chain_nonce,
             now,
+            gaps_only: false,
         };
         Ok(match self.reserve_signed(request, None, None).await? {
             Reservation::New(rows) | Reservation::Existing(rows) => rows,

@@ -423,7 +423,9 @@ pub struct ChainTxRecord {
 }
 
 /// What [`Store::reserve_signed`] reserves: `count` nonces of `wallet` for an execution, numbered
-/// from at least `chain_nonce` (the node's pending count).
+/// from at least `chain_nonce` (the node's pending count); with `gaps_only`, at most `count` of the
+/// nonces given back that lie below a transaction of the wallet still in use (a gap the node would
+/// hold that transaction behind), and never a new one.
 #[derive(Debug, Clone, Copy)]
 pub struct NonceRequest<'a> {
     pub chain_id: u64,
@@ -432,6 +434,7 @@ pub struct NonceRequest<'a> {
     pub count: u32,
     pub chain_nonce: u64,
     pub now: i64,
+    pub gaps_only: bool,
 }
 
 /// A transaction's receipt, for [`Store::record_mined_txs`].
