@@ -27,6 +27,11 @@ pub struct OrderBook {
     clock: Arc<dyn Clock>,
 }
 
+/// How long a cancel waits for the runner's look at a held order to end.
+const CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+/// How often a waiting cancel looks again.
+const CANCEL_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl OrderBook {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         Self { store, clock }
@@ -67,47 +72,58 @@ impl OrderBook {
                 format!("providerId {p:?}: this gateway holds orders of {VENUE} only"),
             ));
         }
-        let (intent, execution) = self.order(ctx, id).await?;
-        let Some(execution) = execution else {
-            return Err(Error::internal(format!("order {id} has no execution")));
-        };
-        let (day, release_micros) = daily_share(&intent);
-        let now = to_millis(self.clock.now());
-        let end = OrderEnd {
-            intent_id: intent.id.clone(),
-            seq: execution.seq,
-            owner: None,
-            agent_id: intent.agent_id.clone(),
-            day,
-            release_micros,
-            finish: ExecutionFinish {
-                success: false,
-                tx_hash: None,
-                error_code: Some(ErrorCode::OrderCancelled.as_str().to_owned()),
-                error_message: Some(format!(
-                    "Cancelled by its agent (intent {}) before it filled; nothing was sent.",
-                    ctx.intent_id
-                )),
-                data: execution.data.clone(),
-                leg_open: false,
-            },
-            now,
-        };
-        if self.store.end_order(&end).await? {
-            self.store.finish_intent(&intent.id, now).await?;
-            tracing::info!(order_id = intent.id, "prediction order cancelled");
-        }
-        let (intent, execution) = self.order(ctx, id).await?;
-        match execution.as_ref().map(status_of) {
-            // Cancelled now, or by an earlier run of the same cancellation: the same answer.
-            Some(OrderStatus::Cancelled) => Ok(order_view(&intent, execution.as_ref())),
-            status => Err(Error::new(
-                ErrorCode::OrderNotOpen,
-                format!(
-                    "Order {id} is {}: nothing was cancelled.",
-                    status.unwrap_or(OrderStatus::Open).as_str()
-                ),
-            )),
+        // The runner's look at a held order (does the market meet its limit now?) holds it
+        // `filling` for a moment with nothing sent; a cancel that meets such a look waits it out
+        // (up to CANCEL_WAIT) instead of refusing an order that is open again right after.
+        let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
+        loop {
+            let (intent, execution) = self.order(ctx, id).await?;
+            let Some(execution) = execution else {
+                return Err(Error::internal(format!("order {id} has no execution")));
+            };
+            let (day, release_micros) = daily_share(&intent);
+            let now = to_millis(self.clock.now());
+            let end = OrderEnd {
+                intent_id: intent.id.clone(),
+                seq: execution.seq,
+                owner: None,
+                agent_id: intent.agent_id.clone(),
+                day,
+                release_micros,
+                finish: ExecutionFinish {
+                    success: false,
+                    tx_hash: None,
+                    error_code: Some(ErrorCode::OrderCancelled.as_str().to_owned()),
+                    error_message: Some(format!(
+                        "Cancelled by its agent (intent {}) before it filled; nothing was sent.",
+                        ctx.intent_id
+                    )),
+                    data: execution.data.clone(),
+                    leg_open: false,
+                },
+                now,
+            };
+            if self.store.end_order(&end).await? {
+                self.store.finish_intent(&intent.id, now).await?;
+                tracing::info!(order_id = intent.id, "prediction order cancelled");
+            }
+            let (intent, execution) = self.order(ctx, id).await?;
+            match execution.as_ref().map(status_of) {
+                // Cancelled now, or by an earlier run of the same cancellation: the same answer.
+                Some(OrderStatus::Cancelled) => return Ok(order_view(&intent, execution.as_ref())),
+                Some(OrderStatus::Filling) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(CANCEL_RETRY).await;
+                }
+                status => {
+                    return Err(Error::new(
+                        ErrorCode::OrderNotOpen,
+                        format!(
+                            "Order {id} is {}: nothing was cancelled.",
+                            status.unwrap_or(OrderStatus::Open).as_str()
+                        ),
+                    ));
+                }
+            }
         }
     }
 
