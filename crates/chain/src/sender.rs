@@ -58,6 +58,12 @@ use crate::revert;
 
 /// Gas limit headroom over the simulated gas use, in percent.
 const GAS_HEADROOM_PERCENT: u64 = 30;
+/// Executions answered `pending` by execution key: their account (chain, address) and since when.
+type Stuck = HashMap<String, ((u64, Address), tokio::time::Instant)>;
+
+/// How long an execution answered `pending` keeps its account's plans on the pending block when no
+/// later look here sees it mined (another process may have taken it up).
+const STUCK_FOR: std::time::Duration = std::time::Duration::from_secs(3600);
 /// Polls without a receipt after which a transaction is handed to the node again (same bytes).
 const REHAND_POLLS: u32 = 20;
 /// How far ahead of the latest block the simulated block is dated.
@@ -243,13 +249,18 @@ fn hex_hash(h: &B256) -> String {
     format!("{h:#x}")
 }
 
-/// Was this refusal the node's final word on the transaction (it is not in its pool)?
+/// Was this refusal the node's final word on the transaction (it is not in its pool)? Not when the
+/// node has it already, nor when it refuses a nonce above its next one (a node that keeps no
+/// future transactions; the nonces below are on their way, so the same bytes are handed over
+/// again while it waits).
 fn rejected(e: &alloy::transports::TransportError) -> bool {
     e.as_error_resp().is_some_and(|r| {
         let m = r.message.to_ascii_lowercase();
         !(m.contains("already known")
             || m.contains("already imported")
-            || m.contains("known transaction"))
+            || m.contains("known transaction")
+            || m.contains("nonce too high")
+            || m.contains("nonce gap"))
     })
 }
 
@@ -267,7 +278,7 @@ pub struct WalletSender {
     /// Accounts with transactions this process sent and has not seen mined: their plans read the
     /// pending block (which holds those), every other plan the latest (a node may build the
     /// pending block for each call; anvil does, from every transaction in its pool).
-    in_flight: std::sync::Mutex<HashMap<(u64, Address), usize>>,
+    flights: Flights,
     hooks: SendHooks,
 }
 
@@ -285,7 +296,7 @@ impl WalletSender {
             accounts: KeyedLocks::default(),
             wallets: KeyedLocks::default(),
             outbox: Outbox::default(),
-            in_flight: Default::default(),
+            flights: Flights::new(STUCK_FOR),
             hooks,
         }
     }
@@ -315,9 +326,14 @@ impl WalletSender {
             .send(client, signer, account, execution_key, fence, &make_plan)
             .await
         {
-            Ok(Some((rows, summary, delivered, _flying))) => {
-                self.wait(client, signer, rows, Some(summary), fence, delivered)
-                    .await
+            Ok(Some((rows, summary, delivered, flying))) => {
+                let outcome = self
+                    .wait(client, signer, rows, Some(summary), fence, delivered)
+                    .await;
+                if outcome.pending {
+                    flying.keep(execution_key);
+                }
+                outcome
             }
             Ok(None) => lease_lost(execution_key),
             Err(e) => outcome_of(e),
@@ -353,7 +369,9 @@ impl WalletSender {
                 &mut given_back,
             )
             .await;
-        if sent.is_err() && given_back > 0 {
+        // Whatever the end (a failure, a retry with fewer transactions, a lost lease): nonces given
+        // back below sent ones are filled (none when the retry or another execution took them).
+        if given_back > 0 {
             self.fill_gaps(client, signer, execution_key, given_back, fence)
                 .await;
         }
@@ -384,7 +402,7 @@ impl WalletSender {
             let _account = self.accounts.lock((client.chain_id, account)).await;
             // The pending block only when this process sent something of the account that is
             // not mined yet (the plan must see it); else the latest, cheaper for a node to read.
-            let read_at = if self.in_flight(client.chain_id, account) {
+            let read_at = if self.flights.flying((client.chain_id, account)) {
                 BlockId::pending()
             } else {
                 BlockId::latest()
@@ -450,7 +468,7 @@ impl WalletSender {
                 // again at those nonces; wait for what was sent (handing it to the node again
                 // first).
                 Reservation::Existing(rows) => {
-                    let flying = self.fly(client.chain_id, account);
+                    let flying = self.flights.fly((client.chain_id, account));
                     return Ok(Some((rows, plan.summary, false, flying)));
                 }
                 // The lease is another worker's now: send nothing, touch nothing.
@@ -466,7 +484,7 @@ impl WalletSender {
             drop(wallet_turn);
             // In flight from here until its wait ends: the account's next plan reads the pending
             // block.
-            let flying = self.fly(client.chain_id, account);
+            let flying = self.flights.fly((client.chain_id, account));
             let (refused, delivered) = self.hand_over(client, wallet, &rows, ticket).await?;
             let Some(reason) = refused else {
                 return Ok(Some((rows, plan.summary, delivered, flying)));
@@ -501,27 +519,6 @@ impl WalletSender {
             ErrorCode::NotAvailable,
             "The node refused the transaction twice.",
         ))
-    }
-
-    fn in_flight_map(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, Address), usize>> {
-        // Nothing panics while holding it; should something, the map is still whole.
-        self.in_flight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Has this process sent something of `account` that it has not seen mined?
-    fn in_flight(&self, chain_id: u64, account: Address) -> bool {
-        self.in_flight_map().contains_key(&(chain_id, account))
-    }
-
-    /// Counts an execution of `account` in flight until the guard is dropped.
-    fn fly(&self, chain_id: u64, account: Address) -> InFlight<'_> {
-        *self.in_flight_map().entry((chain_id, account)).or_default() += 1;
-        InFlight {
-            sender: self,
-            key: (chain_id, account),
-        }
     }
 
     /// Hands an execution's transactions to the node through the wallet's outbox, one at a time,
@@ -575,7 +572,9 @@ impl WalletSender {
         let filled = async {
             let (chain_nonce, (max_fee, priority)) =
                 tokio::try_join!(nonce_at(client, wallet, BlockId::latest()), fees(client))?;
-            let key = format!("{execution_key}/fill");
+            // A key of its own per fill, so that a later round of the same execution is not
+            // answered with this one's rows.
+            let key = format!("{execution_key}/fill/{}", self.now());
             // Nothing called, nothing moved: 0 to the wallet itself.
             let noop = Call {
                 to: wallet,
@@ -627,6 +626,8 @@ impl WalletSender {
             drop(turn);
             let (refused, delivered) = self.hand_over(client, wallet, &rows, ticket).await?;
             if let Some(reason) = refused {
+                // Refused as well: its nonces go back for the next reservation (as before a fill).
+                self.store.void_txs(&key, true, self.now()).await?;
                 return Err(Error::new(ErrorCode::NotAvailable, reason));
             }
             let filled = rows.len();
@@ -706,9 +707,11 @@ impl WalletSender {
             transactions = rows.len(),
             "resuming an execution's signed transactions"
         );
-        Ok(Some(
-            self.wait(client, signer, rows, None, fence, false).await,
-        ))
+        let outcome = self.wait(client, signer, rows, None, fence, false).await;
+        if !outcome.pending {
+            self.flights.landed(execution_key);
+        }
+        Ok(Some(outcome))
     }
 
     /// Waits for every transaction of an execution, re-sending the signed bytes and bumping fees
@@ -907,21 +910,108 @@ impl WalletSender {
 /// just now, and its place among the account's executions in flight.
 type Sent<'a> = (Vec<ChainTxRecord>, serde_json::Value, bool, InFlight<'a>);
 
+/// Accounts with executions in flight (sent, not seen mined), counted per account; an execution
+/// answered `pending` stays counted by its key until a later look sees it mined, or `stuck_for`.
+struct Flights {
+    counts: std::sync::Mutex<HashMap<(u64, Address), usize>>,
+    stuck: std::sync::Mutex<Stuck>,
+    stuck_for: std::time::Duration,
+}
+
+impl Flights {
+    fn new(stuck_for: std::time::Duration) -> Self {
+        Self {
+            counts: Default::default(),
+            stuck: Default::default(),
+            stuck_for,
+        }
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, Address), usize>> {
+        // Nothing panics while holding these; should something, the maps are still whole.
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn stuck(&self) -> std::sync::MutexGuard<'_, Stuck> {
+        self.stuck
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Has this process an execution of the account `key` in flight?
+    fn flying(&self, key: (u64, Address)) -> bool {
+        self.counts().contains_key(&key)
+    }
+
+    /// Counts an execution of `key`'s account in flight until the guard is dropped (or kept).
+    fn fly(&self, key: (u64, Address)) -> InFlight<'_> {
+        *self.counts().entry(key).or_default() += 1;
+        InFlight { flights: self, key }
+    }
+
+    /// One execution of `key`'s account is no longer in flight.
+    fn land(&self, key: (u64, Address)) {
+        let mut counts = self.counts();
+        if let Some(n) = counts.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&key);
+            }
+        }
+    }
+
+    /// An execution answered `pending` earlier was seen mined (or ended) here.
+    fn landed(&self, execution_key: &str) {
+        let gone = self.stuck().remove(execution_key);
+        if let Some((key, _)) = gone {
+            self.land(key);
+        }
+    }
+}
+
 /// An execution of an account in flight (sent, its wait not ended); forgotten when dropped.
 struct InFlight<'a> {
-    sender: &'a WalletSender,
+    flights: &'a Flights,
     key: (u64, Address),
+}
+
+impl InFlight<'_> {
+    /// The execution was answered `pending`: its account stays in flight (this guard's count is
+    /// kept) until [`Flights::landed`], or `stuck_for` has passed.
+    fn keep(self, execution_key: &str) {
+        let now = tokio::time::Instant::now();
+        let flights = self.flights;
+        let mut expired = Vec::new();
+        let counted = {
+            let mut stuck = flights.stuck();
+            stuck.retain(|_, (key, since)| {
+                let keep = now.duration_since(*since) < flights.stuck_for;
+                if !keep {
+                    expired.push(*key);
+                }
+                keep
+            });
+            // Counted already by an earlier look: this guard's count goes (on drop, below).
+            let counted = stuck.contains_key(execution_key);
+            if !counted {
+                stuck.insert(execution_key.to_owned(), (self.key, now));
+            }
+            counted
+        };
+        for key in expired {
+            flights.land(key);
+        }
+        if !counted {
+            std::mem::forget(self);
+        }
+    }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        let mut map = self.sender.in_flight_map();
-        if let Some(n) = map.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.key);
-            }
-        }
+        self.flights.land(self.key);
     }
 }
 
@@ -947,4 +1037,46 @@ fn lease_lost(execution_key: &str) -> ExecutionOutcome {
 /// Renders a quantity as JSON-RPC hex.
 pub fn quantity(v: impl std::fmt::LowerHex) -> String {
     format!("{v:#x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ACCOUNT: (u64, Address) = (84532, Address::repeat_byte(7));
+
+    #[test]
+    fn an_account_is_in_flight_while_an_execution_of_it_is() {
+        let flights = Flights::new(STUCK_FOR);
+        assert!(!flights.flying(ACCOUNT));
+        let first = flights.fly(ACCOUNT);
+        let second = flights.fly(ACCOUNT);
+        drop(first);
+        assert!(flights.flying(ACCOUNT), "one still flies");
+        drop(second);
+        assert!(!flights.flying(ACCOUNT));
+    }
+
+    #[test]
+    fn a_pending_execution_keeps_its_account_in_flight_until_it_lands() {
+        let flights = Flights::new(STUCK_FOR);
+        flights.fly(ACCOUNT).keep("intent-1:0");
+        assert!(flights.flying(ACCOUNT), "kept past its wait");
+        // A second look that is pending again does not count it twice.
+        flights.fly(ACCOUNT).keep("intent-1:0");
+        flights.landed("intent-1:0");
+        assert!(!flights.flying(ACCOUNT), "landed once, gone");
+        flights.landed("intent-1:0");
+        assert!(!flights.flying(ACCOUNT));
+    }
+
+    #[test]
+    fn a_kept_execution_nobody_lands_expires() {
+        let flights = Flights::new(std::time::Duration::ZERO);
+        flights.fly(ACCOUNT).keep("intent-1:0");
+        // Another execution kept later sweeps the expired one out.
+        let other = (84532, Address::repeat_byte(8));
+        flights.fly(other).keep("intent-2:0");
+        assert!(!flights.flying(ACCOUNT));
+    }
 }
