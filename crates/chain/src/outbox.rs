@@ -1,7 +1,9 @@
 //! Hands a wallet's signed transactions to the node in the order of their nonces, several at once.
 //!
-//! An execution queues its transaction while it still holds the wallet's turn (so the queue's order
-//! is the reservations' order), lets the turn go, and then hands the queue over: whoever gets the
+//! An execution queues its first transaction while it still holds the wallet's turn (so first
+//! transactions are queued in the reservations' order; an execution's later ones are queued once the
+//! one before is answered, possibly behind later executions' nonces, which nodes hold until the gap
+//! closes), lets the turn go, and then hands the queue over: whoever gets the
 //! wallet's hand-over lock takes everything queued so far and sends it as one JSON-RPC batch, in
 //! order, and each execution gets its own transaction's answer. While one batch is with the node the
 //! next executions reserve, sign and queue behind it, so a node that mines what it holds when it
@@ -42,8 +44,8 @@ impl Outbox {
         self.queued.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Queues a signed transaction of `wallet`; call it while holding the wallet's turn, in nonce
-    /// order.
+    /// Queues a signed transaction of `wallet` (an execution's first one while holding the
+    /// wallet's turn, so that those go out in nonce order).
     pub fn queue(&self, chain_id: u64, wallet: Address, raw: &[u8]) -> Ticket {
         let (answer, ticket) = oneshot::channel();
         self.queued()

@@ -287,9 +287,10 @@ impl EvmProvider {
                 || async {
                     let p = plan(client, &self.prices, &ctx.action, &ctx.params, delegator).await?;
                     // The user's calls as one transaction of redemptions: all or none.
-                    let calls = match p.calls.is_empty() {
-                        true => Vec::new(),
-                        false => vec![redeem(&framework, &parsed, &p.calls)],
+                    let calls = if p.calls.is_empty() {
+                        Vec::new()
+                    } else {
+                        vec![redeem(&framework, &parsed, &p.calls)]
                     };
                     Ok(Plan {
                         calls,

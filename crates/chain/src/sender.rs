@@ -322,10 +322,25 @@ impl WalletSender {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<Plan, Error>>,
     {
-        match self
-            .send(client, signer, account, execution_key, fence, &make_plan)
-            .await
-        {
+        let mut given_back = 0;
+        let sent = self
+            .send(
+                client,
+                signer,
+                account,
+                execution_key,
+                fence,
+                &make_plan,
+                &mut given_back,
+            )
+            .await;
+        // Whatever the end (a failure, a retry with fewer transactions, a lost lease): nonces given
+        // back below sent ones are filled (none when the retry or another execution took them).
+        if given_back > 0 {
+            self.fill_gaps(client, signer, execution_key, given_back, fence)
+                .await;
+        }
+        match sent {
             Ok(Some((rows, summary, delivered, flying))) => {
                 let outcome = self
                     .wait(client, signer, rows, Some(summary), fence, delivered)
@@ -342,45 +357,9 @@ impl WalletSender {
 
     /// Plans, simulates, reserves, signs, records and sends; `None` when the lease was lost before
     /// anything was recorded (nothing sent; the reserved nonces are the lease holder's to resolve).
-    /// An execution that gave nonces back and then failed fills them if later transactions of the
-    /// wallet wait above them.
-    async fn send<F, Fut>(
-        &self,
-        client: &ChainClient,
-        signer: &PrivateKeySigner,
-        account: Address,
-        execution_key: &str,
-        fence: Option<&LeaseFence>,
-        make_plan: &F,
-    ) -> Result<Option<Sent<'_>>, Error>
-    where
-        F: Fn() -> Fut,
-        Fut: Future<Output = Result<Plan, Error>>,
-    {
-        let mut given_back = 0;
-        let sent = self
-            .send_attempts(
-                client,
-                signer,
-                account,
-                execution_key,
-                fence,
-                make_plan,
-                &mut given_back,
-            )
-            .await;
-        // Whatever the end (a failure, a retry with fewer transactions, a lost lease): nonces given
-        // back below sent ones are filled (none when the retry or another execution took them).
-        if given_back > 0 {
-            self.fill_gaps(client, signer, execution_key, given_back, fence)
-                .await;
-        }
-        sent
-    }
-
-    /// [`WalletSender::send`]'s attempts; `given_back`: how many nonces it gave back.
+    /// `given_back`: how many nonces it gave back after the node refused a transaction.
     #[allow(clippy::too_many_arguments)]
-    async fn send_attempts<F, Fut>(
+    async fn send<F, Fut>(
         &self,
         client: &ChainClient,
         signer: &PrivateKeySigner,
