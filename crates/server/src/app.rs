@@ -28,7 +28,7 @@ use actiongate_store::SqlStore;
 use tokio::net::TcpListener;
 
 use crate::config::{Config, parse_smtp_url};
-use crate::http::catalog::CatalogBytes;
+use crate::http::fixed::FixedBody;
 use crate::http::{AppState, router};
 use crate::mail::{OutboxMailer, SmtpMailer};
 use crate::worldid::WorldIdVerifier;
@@ -173,9 +173,8 @@ impl Application {
             Catalog::from_manifest(BUILTIN_MANIFEST, rfc3339(clock.now()), registry.as_ref())
                 .context("the built-in catalog is invalid")?,
         );
-        let catalog_bytes = Arc::new(
-            CatalogBytes::new(catalog.document()).context("cannot serialize the catalog")?,
-        );
+        let catalog_bytes =
+            Arc::new(FixedBody::of(catalog.document()).context("cannot serialize the catalog")?);
         let verifier: Arc<dyn ProofVerifier> = match deps.verifier {
             Some(v) => v,
             None => Arc::new(

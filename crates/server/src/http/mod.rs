@@ -10,6 +10,7 @@ pub mod credits;
 pub mod delegation;
 pub mod error;
 pub mod extract;
+pub mod fixed;
 pub mod identity;
 pub mod intents;
 pub mod openapi;
@@ -34,14 +35,14 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
-use self::catalog::CatalogBytes;
 use self::error::ApiError;
+use self::fixed::FixedBody;
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
     pub gateway: Arc<Gateway>,
-    pub catalog_bytes: Arc<CatalogBytes>,
+    pub catalog_bytes: Arc<FixedBody>,
     /// Where the MCP server keeps its sessions.
     pub mcp_sessions: Arc<dyn actiongate_core::store::McpSessionStore>,
     /// The MCP tools' handler, shared by every session and the mirror.

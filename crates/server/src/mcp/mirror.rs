@@ -6,7 +6,7 @@ use actiongate_api_types::{Envelope, ErrorBody, ErrorCode};
 use actiongate_core::Error;
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
@@ -17,18 +17,19 @@ use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::http::extract::{ApiBytes, bearer};
 
-// Served from bytes made once at start (GatewayMcp::new).
+// Served from bytes made once at start (GatewayMcp::new), gzip when accepted, with an ETag.
 /// Every MCP tool with its schemas and whether it needs an agent key.
-#[utoipa::path(get, path = "/mcp/tools", tag = "mcp", responses((status = 200, body = Envelope<McpToolList>)))]
-pub async fn list_tools(State(state): State<AppState>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        state.mcp.mirror_tools(),
+#[utoipa::path(
+    get,
+    path = "/mcp/tools",
+    tag = "mcp",
+    responses(
+        (status = 200, description = "Every tool (gzip when accepted; ETag for revalidation)", body = Envelope<McpToolList>),
+        (status = 304, description = "Not modified since the ETag in If-None-Match"),
     )
-        .into_response()
+)]
+pub async fn list_tools(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    state.mcp.mirror_tools().get(&headers)
 }
 
 /// The mirror's listing of `tools`.
@@ -59,7 +60,7 @@ pub(super) fn listing(tools: &[Tool]) -> McpToolList {
     params(("name" = String, Path, description = "A tool name from GET /mcp/tools")),
     request_body(content = Object, description = "The tool's arguments; may be empty"),
     responses(
-        (status = 200, description = "The MCP tool result", body = Object),
+        (status = 200, description = "The MCP tool result (getActionsCatalog's gzip when accepted)", body = Object),
         (status = 401, description = "UNAUTHORIZED: a protected tool without a valid agent key", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: no such tool", body = ErrorBody),
     )
@@ -105,16 +106,9 @@ pub async fn call_tool(
             ))
         })?
     };
-    if let Some(bytes) = state.mcp.mirror_constant(spec.tool) {
+    if let Some(body) = state.mcp.mirror_constant(spec.tool) {
         super::count_constant(spec.tool);
-        return Ok((
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            bytes,
-        )
-            .into_response());
+        return Ok(body.post(&headers));
     }
     let result = state.mcp.call(spec, args, key).await;
     let status = match (result.is_error, &result.structured_content) {

@@ -53,6 +53,7 @@ use self::tools::{Auth, TOOLS, ToolName, ToolSpec, auth_of, tool_list};
 use crate::http::AppState;
 use crate::http::error::error_body;
 use crate::http::extract::{BODY_LIMIT, bearer};
+use crate::http::fixed::FixedBody;
 use actiongate_core::store::McpSessionStore;
 
 /// MCP sessions kept in the gateway's database, so that any process behind a load balancer can
@@ -202,14 +203,14 @@ pub fn service(
 struct Shared {
     gateway: Arc<Gateway>,
     tools: Vec<Tool>,
-    mirror_tools: Bytes,
+    mirror_tools: FixedBody,
     catalog: CallToolResult,
     /// The JSON-RPC `result` of `tools/list` in a session ([`direct`]).
     tools_result: Bytes,
     /// The JSON-RPC `result` of `tools/call getActionsCatalog` in a session.
     catalog_result: Bytes,
     /// The mirror's answer to `getActionsCatalog`.
-    mirror_catalog: Bytes,
+    mirror_catalog: FixedBody,
     /// `getProviderActions`' answers, by provider family (the catalog is fixed for the process's
     /// life); the key `""` is every family's.
     provider_actions: std::collections::HashMap<String, CallToolResult>,
@@ -249,15 +250,15 @@ fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Error> {
 }
 
 impl GatewayMcp {
-    pub fn new(gateway: Arc<Gateway>) -> Result<Self, serde_json::Error> {
+    pub fn new(gateway: Arc<Gateway>) -> Result<Self, std::io::Error> {
         let tools = tool_list();
-        let mirror_tools = serde_json::to_vec(&Envelope::new(mirror::listing(&tools)))?.into();
+        let mirror_tools = FixedBody::of(&Envelope::new(mirror::listing(&tools)))?;
         let catalog =
             CallToolResult::structured(serde_json::to_value(gateway.catalog().document())?);
         let tools_result =
             serde_json::to_vec(&ListToolsResult::with_all_items(tools.clone()))?.into();
         let catalog_result = serde_json::to_vec(&in_session(catalog.clone()))?.into();
-        let mirror_catalog = serde_json::to_vec(&catalog)?.into();
+        let mirror_catalog = FixedBody::of(&catalog)?;
         let families = std::iter::once(None).chain(
             gateway
                 .catalog()
@@ -289,13 +290,13 @@ impl GatewayMcp {
     }
 
     /// The mirror's `GET /mcp/tools` body.
-    pub fn mirror_tools(&self) -> Bytes {
-        self.shared.mirror_tools.clone()
+    pub fn mirror_tools(&self) -> &FixedBody {
+        &self.shared.mirror_tools
     }
 
     /// The mirror's answer to a tool whose result is made once at start, if `tool` is one.
-    pub fn mirror_constant(&self, tool: ToolName) -> Option<Bytes> {
-        (tool == ToolName::GetActionsCatalog).then(|| self.shared.mirror_catalog.clone())
+    pub fn mirror_constant(&self, tool: ToolName) -> Option<&FixedBody> {
+        (tool == ToolName::GetActionsCatalog).then_some(&self.shared.mirror_catalog)
     }
 
     /// The personhood tools act for the owner whose session is the connection's bearer; the

@@ -369,6 +369,47 @@ impl Drop for TestApp {
 }
 
 /// An MCP `initialize` request from a client called `client_name`.
+/// A fixed body's ETag (strong); then a GET of `path` naming it answers 304, empty, with the same
+/// tag and `Vary: accept-encoding`. Answers the tag.
+pub async fn assert_revalidates(app: &TestApp, path: &str, first: &Reply) -> String {
+    let Some(etag) = first
+        .headers
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+    else {
+        panic!("no ETag on GET {path}")
+    };
+    assert!(
+        etag.starts_with('"') && etag.ends_with('"'),
+        "strong ETag {etag}"
+    );
+    let again = app
+        .send(app.client.get(app.url(path)).header("if-none-match", &etag))
+        .await;
+    assert_eq!(again.status, 304, "GET {path} If-None-Match {etag}");
+    assert!(again.text.is_empty());
+    assert_eq!(
+        again.headers.get("etag").and_then(|v| v.to_str().ok()),
+        Some(etag.as_str())
+    );
+    assert_eq!(
+        again.headers.get("vary").and_then(|v| v.to_str().ok()),
+        Some("accept-encoding")
+    );
+    etag
+}
+
+/// `gz` decoded (the test client is built without gzip support: bytes arrive as sent).
+pub fn gunzip(gz: &[u8]) -> String {
+    use std::io::Read;
+    let mut out = String::new();
+    flate2::read::GzDecoder::new(gz)
+        .read_to_string(&mut out)
+        .unwrap_or_else(|e| panic!("not gzip: {e}"));
+    out
+}
+
 pub fn mcp_initialize(client_name: &str) -> Value {
     serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},

@@ -109,6 +109,70 @@ async fn mirror(
     app.send(req).await
 }
 
+/// The mirror's fixed answers (the tool list, the catalog tool) are served like the REST catalog:
+/// gzip when the client accepts it (the same bytes once decoded), the listing revalidated by ETag.
+#[tokio::test]
+async fn the_mirrors_fixed_answers_are_gzipped_and_the_listing_revalidated() {
+    use crate::helpers::gunzip;
+    let app = spawn_app(Backend::Sqlite).await;
+    // reqwest is built without gzip support here, so the bytes arrive as sent.
+    let call = |gzip: bool| {
+        let mut req = app
+            .client
+            .post(app.url("/mcp/tool/getActionsCatalog"))
+            .json(&json!({}));
+        if gzip {
+            req = req.header("accept-encoding", "gzip, deflate, br");
+        }
+        // A POST is not revalidated: a precondition changes nothing.
+        req.header("if-none-match", "*").send()
+    };
+    let plain = call(false).await.expect("send");
+    assert_eq!(plain.status(), 200);
+    assert!(plain.headers().get("content-encoding").is_none());
+    let plain = plain.text().await.unwrap_or_default();
+    let gz = call(true).await.expect("send");
+    assert_eq!(gz.status(), 200);
+    assert_eq!(
+        gz.headers()
+            .get("content-encoding")
+            .and_then(|v| v.to_str().ok()),
+        Some("gzip")
+    );
+    assert_eq!(
+        gz.headers().get("vary").and_then(|v| v.to_str().ok()),
+        Some("accept-encoding")
+    );
+    assert!(gz.headers().get("etag").is_none(), "no validator on a POST");
+    let gz = gz.bytes().await.unwrap_or_default();
+    assert_eq!(
+        gunzip(&gz),
+        plain,
+        "gzip and identity carry the same result"
+    );
+    assert!(gz.len() * 3 < plain.len(), "gzip is at least 3x smaller");
+    let result: Value = serde_json::from_str(&plain).unwrap_or(Value::Null);
+    assert_eq!(
+        result["structuredContent"],
+        app.get("/api/v1/agent/actions/catalog").await.body
+    );
+
+    let listed = app.get("/mcp/tools").await;
+    assert_eq!(listed.status, 200);
+    crate::helpers::assert_revalidates(&app, "/mcp/tools", &listed).await;
+    let gz = app
+        .client
+        .get(app.url("/mcp/tools"))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .expect("send")
+        .bytes()
+        .await
+        .unwrap_or_default();
+    assert_eq!(gunzip(&gz), listed.text);
+}
+
 #[tokio::test]
 async fn the_plain_http_mirror_answers_like_mcp() {
     let app = spawn_app(Backend::Sqlite).await;
