@@ -12,6 +12,7 @@ use alloy::transports::TransportError;
 use alloy::transports::http::reqwest;
 use alloy::transports::layers::{RateLimitRetryPolicy, RetryBackoffLayer};
 
+use crate::head::Head;
 use crate::receipts::ReceiptWatch;
 
 /// How the gateway talks to chains.
@@ -53,6 +54,8 @@ pub struct ChainClient {
     pub poll: Duration,
     /// Wakes the executions waiting for receipts as their blocks come.
     pub receipts: Arc<ReceiptWatch>,
+    /// Head reads shared for a poll interval (fees, the latest block's time, mined counts).
+    pub head: Head,
 }
 
 /// Every configured chain that has an RPC URL.
@@ -114,6 +117,7 @@ impl ChainClients {
                     receipts: ReceiptWatch::new(provider.clone(), settings.rpc_url.clone(), poll),
                     provider,
                     poll,
+                    head: Head::new(poll),
                 }),
             );
         }

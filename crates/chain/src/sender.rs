@@ -175,19 +175,40 @@ pub async fn simulate(
     Ok(gas)
 }
 
-/// Current EIP-1559 fees of the chain.
+/// Current EIP-1559 fees of the chain (read at most once a poll interval: `head`).
 pub async fn fees(client: &ChainClient) -> Result<(u128, u128), Error> {
-    let est = client
-        .provider
-        .estimate_eip1559_fees()
+    client
+        .head
+        .fees
+        .get(|| async {
+            let est = client
+                .provider
+                .estimate_eip1559_fees()
+                .await
+                .map_err(|e| rpc_error(client, e))?;
+            Ok((est.max_fee_per_gas, est.max_priority_fee_per_gas))
+        })
         .await
-        .map_err(|e| rpc_error(client, e))?;
-    Ok((est.max_fee_per_gas, est.max_priority_fee_per_gas))
 }
 
 /// The wallet's next nonce as the node sees it (pending transactions included).
 pub async fn pending_nonce(client: &ChainClient, wallet: Address) -> Result<u64, Error> {
     nonce_at(client, wallet, BlockId::pending()).await
+}
+
+/// The floor under the wallet's stored nonce reservations: its mined count (shared for a poll
+/// interval: `head`), or on the retry after the node refused a transaction its pending count, read
+/// now. A count read a moment early is a lower floor: never a nonce used twice, at worst a nonce
+/// given back that a transaction sent from elsewhere has taken is reserved again, the node refuses
+/// it, and the retry reads the pending count.
+async fn nonce_floor(client: &ChainClient, wallet: Address, pending: bool) -> Result<u64, Error> {
+    if pending {
+        return pending_nonce(client, wallet).await;
+    }
+    client
+        .head
+        .mined_count(wallet, || nonce_at(client, wallet, BlockId::latest()))
+        .await
 }
 
 /// The wallet's transaction count at `block`.
@@ -393,15 +414,10 @@ impl WalletSender {
             // sends; the mined count first, the pending one on the retry after a refusal (a
             // transaction sent from the wallet elsewhere may hold the next nonce). The simulation's
             // refusal is the answer when there is one.
-            let floor_at = if attempt == 0 {
-                BlockId::latest()
-            } else {
-                BlockId::pending()
-            };
             let (gas, fees, chain_nonce) = tokio::join!(
                 crate::plan::reading_at(read_at, simulate(client, wallet, &plan.calls)),
                 fees(client),
-                nonce_at(client, wallet, floor_at),
+                nonce_floor(client, wallet, attempt > 0),
             );
             let (gas, (max_fee, priority), chain_nonce) = (gas?, fees?, chain_nonce?);
             let wallet_turn = self.wallets.lock((client.chain_id, wallet)).await;
