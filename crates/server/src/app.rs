@@ -211,14 +211,14 @@ impl Application {
             )
             .context("cannot set up the gateway")?,
         );
-        let state = AppState {
+        let state = AppState::new(crate::http::Shared {
             gateway: gateway.clone(),
             catalog_bytes,
             mcp_sessions: store.clone(),
             mcp: crate::mcp::GatewayMcp::new(gateway.clone())
                 .context("cannot serialize the MCP tools")?,
             mcp_live: crate::mcp::LiveSessions::new(store.clone()),
-        };
+        });
 
         let listener = TcpListener::bind(config.listen)
             .await

@@ -27,7 +27,9 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderName, Request};
 use axum::{Json, Router};
 use tower::ServiceBuilder;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::{
+    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use utoipa::OpenApi;
@@ -38,9 +40,27 @@ use utoipa_swagger_ui::SwaggerUi;
 use self::error::ApiError;
 use self::fixed::FixedBody;
 
-/// What every handler can reach.
+/// What every handler can reach: one reference to the shared parts, so that the clone every request
+/// makes (each `State` extractor and stateful middleware) is one reference count, not one per part.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+pub struct Shared {
     pub gateway: Arc<Gateway>,
     pub catalog_bytes: Arc<FixedBody>,
     /// Where the MCP server keeps its sessions.
@@ -52,6 +72,31 @@ pub struct AppState {
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Request ids: UUID-shaped, a random base drawn once per router plus a counter, so unique within
+/// the process and across processes without a read of the OS's random source per request (as
+/// tower-http's `MakeRequestUuid` does).
+#[derive(Clone)]
+struct RequestIds(Arc<(u64, u64, std::sync::atomic::AtomicU64)>);
+
+impl RequestIds {
+    fn new() -> Self {
+        let (high, low) = uuid::Uuid::new_v4().as_u64_pair();
+        Self(Arc::new((high, low, std::sync::atomic::AtomicU64::new(0))))
+    }
+}
+
+impl MakeRequestId for RequestIds {
+    fn make_request_id<B>(&mut self, _: &Request<B>) -> Option<RequestId> {
+        let (high, low, next) = &*self.0;
+        let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = uuid::Uuid::from_u64_pair(*high, low.wrapping_add(n));
+        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        axum::http::HeaderValue::from_str(id.hyphenated().encode_lower(&mut text))
+            .ok()
+            .map(RequestId::new)
+    }
+}
 
 /// The whole router, with its layers; `GET /metrics` on it unless `metrics_apart` (then
 /// [`metrics_router`] serves it on its own listener).
@@ -92,7 +137,7 @@ pub fn router(state: AppState, mcp_allowed_hosts: Vec<String>, metrics_apart: bo
 
     api.layer(
         ServiceBuilder::new()
-            .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+            .layer(SetRequestIdLayer::new(REQUEST_ID, RequestIds::new()))
             .layer(trace)
             .layer(PropagateRequestIdLayer::new(REQUEST_ID))
             .layer(per_address)

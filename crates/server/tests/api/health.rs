@@ -12,7 +12,9 @@ async fn health_and_readiness(backend: Backend) {
 
 async fn every_response_carries_a_request_id(backend: Backend) {
     let app = spawn_app(backend).await;
+    let mut ids = std::collections::HashSet::new();
     for path in [
+        "/healthz",
         "/healthz",
         "/api/v1/agent/actions/catalog",
         "/no/such/route",
@@ -24,6 +26,10 @@ async fn every_response_carries_a_request_id(backend: Backend) {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         assert_eq!(id.len(), 36, "{path}: x-request-id {id:?}");
+        assert!(
+            ids.insert(id.to_owned()),
+            "{path}: x-request-id {id:?} given twice"
+        );
     }
     // A caller's own id is kept, so that it can follow its request through our logs.
     let r = app
