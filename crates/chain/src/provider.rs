@@ -41,6 +41,21 @@ pub struct EvmProvider {
 }
 
 impl EvmProvider {
+    /// Takes up unmined gap fills on every chain ([`WalletSender::sweep_fills`]); a chain whose
+    /// sweep fails is logged and the others go on. Answers how many were taken up.
+    pub async fn sweep_fills(&self) -> usize {
+        let mut swept = 0;
+        for client in self.clients.iter() {
+            match self.sender.sweep_fills(client).await {
+                Ok(n) => swept += n,
+                Err(e) => {
+                    tracing::warn!(chain_id = client.chain_id, code = %e.code, "the gap fill sweep failed")
+                }
+            }
+        }
+        swept
+    }
+
     pub fn new(
         clients: ChainClients,
         store: Arc<dyn Store>,

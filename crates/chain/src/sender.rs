@@ -649,6 +649,50 @@ impl WalletSender {
         }
     }
 
+    /// Takes up the gap fills of any wallet of `client`'s chain still signed and unmined a receipt
+    /// wait after their signing (one signed just before a crash and never sent, one the node dropped,
+    /// one its own wait gave up on): each claimed for one process at a time, its receipt looked up and
+    /// recorded when mined, else the same bytes handed to the node again, so that the wallet's later
+    /// transactions do not wait behind its nonce. Not re-signed with higher fees: that needs the
+    /// wallet's key, which the execution that made the fill held. Answers how many were taken up.
+    pub async fn sweep_fills(&self, client: &ChainClient) -> Result<usize, Error> {
+        let wait = i64::try_from(self.options.receipt_timeout.as_millis()).unwrap_or(i64::MAX);
+        let now = self.now();
+        let keys = self
+            .store
+            .claim_unmined_fills(
+                client.chain_id,
+                now.saturating_sub(wait),
+                now,
+                now.saturating_add(wait),
+            )
+            .await?;
+        for key in &keys {
+            let rows = self.store.execution_txs(key).await?;
+            let mut mined = Vec::new();
+            for row in rows.iter().filter(|r| r.state == ChainTxState::Signed) {
+                match self.mined(client, row).await? {
+                    Some((hash, status)) => mined.push(MinedTx {
+                        nonce: row.nonce,
+                        tx_hash: hash,
+                        status: i64::from(status),
+                    }),
+                    None => {
+                        let Some(raw) = &row.raw_tx else { continue };
+                        if let Err(e) = client.provider.send_raw_transaction(raw).await {
+                            tracing::warn!(chain_id = client.chain_id, nonce = row.nonce, error = %rpc_error(client, e).detail.unwrap_or_default(), "re-sending an unmined gap fill failed");
+                        }
+                    }
+                }
+            }
+            if let Some(wallet) = rows.first().map(|r| r.wallet.clone()) {
+                self.record_mined(client.chain_id, &wallet, &mut mined)
+                    .await;
+            }
+        }
+        Ok(keys.len())
+    }
+
     /// Records the receipts found so far (a failure is logged: the receipt is found again by
     /// the next look at the execution).
     async fn record_mined(&self, chain_id: u64, wallet: &str, mined: &mut Vec<MinedTx>) {

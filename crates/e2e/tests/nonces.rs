@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actiongate_api_types::ErrorCode;
+use actiongate_chain::client::ChainClient;
 use actiongate_chain::plan::{Call, Plan};
 use actiongate_chain::sender::{BeforeReserve, SendHooks, WalletSender};
 use actiongate_chain::{ChainClients, ChainOptions};
@@ -58,15 +59,8 @@ fn transfer(to: Address) -> Plan {
     }
 }
 
-/// Execution B is reserved while execution A holds the nonce below it (A's reservation is made from
-/// B's before-reserve hook); B's transfer goes to the node and waits there above A's nonce. Then the
-/// block gas limit drops to 50,000 (from A's hook, after A's simulation), so the node refuses A's
-/// approval (its gas limit, ~60,000, is above the block's) on both of A's attempts (the fill and B,
-/// 48,300 together, fit in one block). A fails, its nonce is
-/// filled with a no-op transfer to the wallet itself, and B is mined right above it.
-#[tokio::test]
-async fn a_refused_transaction_leaves_no_gap_below_the_next() {
-    let devnet = Devnet::start();
+/// A SQLite store in the devnet's folder and the devnet's client.
+async fn connect(devnet: &Devnet, options: &ChainOptions) -> (Arc<dyn Store>, Arc<ChainClient>) {
     let db = devnet.dir.path().join("nonces.db");
     let store = SqlStore::connect(&format!("sqlite://{}", db.display()))
         .await
@@ -85,16 +79,29 @@ async fn a_refused_transaction_leaves_no_gap_below_the_next() {
         prediction_questions: BTreeMap::new(),
         bridge_routes: BTreeMap::new(),
     };
-    let options = ChainOptions {
-        receipt_timeout: Duration::from_secs(60),
-        ..ChainOptions::default()
-    };
     let clients = ChainClients::connect(
         &Chains(BTreeMap::from([(CHAIN, settings)])),
         options.clone(),
     )
     .expect("the devnet's client");
     let client = clients.get(CHAIN).expect("the devnet's client").clone();
+    (store, client)
+}
+
+/// Execution B is reserved while execution A holds the nonce below it (A's reservation is made from
+/// B's before-reserve hook); B's transfer goes to the node and waits there above A's nonce. Then the
+/// block gas limit drops to 50,000 (from A's hook, after A's simulation), so the node refuses A's
+/// approval (its gas limit, ~60,000, is above the block's) on both of A's attempts (the fill and B,
+/// 48,300 together, fit in one block). A fails, its nonce is
+/// filled with a no-op transfer to the wallet itself, and B is mined right above it.
+#[tokio::test]
+async fn a_refused_transaction_leaves_no_gap_below_the_next() {
+    let devnet = Devnet::start();
+    let options = ChainOptions {
+        receipt_timeout: Duration::from_secs(60),
+        ..ChainOptions::default()
+    };
+    let (store, client) = connect(&devnet, &options).await;
     let (wallet, key) = devnet.account(9);
     let signer: PrivateKeySigner = key.parse().expect("a devnet key");
     let first = devnet.nonce(wallet).await;
@@ -238,4 +245,116 @@ async fn a_refused_transaction_leaves_no_gap_below_the_next() {
         .raw_request("evm_setBlockGasLimit".into(), (U256::from(30_000_000u64),))
         .await
         .expect("the devnet sets the block gas limit back");
+}
+
+/// A signed no-op transfer of the wallet to itself at `nonce`: (hash, raw bytes).
+fn no_op(signer: &PrivateKeySigner, nonce: u64) -> (String, Vec<u8>) {
+    use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
+    use alloy::eips::eip2718::Encodable2718;
+    use alloy::network::TxSignerSync;
+    let mut tx = TxEip1559 {
+        chain_id: CHAIN,
+        nonce,
+        gas_limit: 21_000,
+        max_fee_per_gas: 2_000_000_000,
+        max_priority_fee_per_gas: 1_000_000_000,
+        to: alloy::primitives::TxKind::Call(signer.address()),
+        ..TxEip1559::default()
+    };
+    let signature = signer.sign_transaction_sync(&mut tx).expect("signed");
+    let envelope = TxEnvelope::Eip1559(tx.into_signed(signature));
+    (envelope.tx_hash().to_string(), envelope.encoded_2718())
+}
+
+/// A gap fill signed and recorded just before a crash, never sent: the node holds the wallet's next
+/// transaction above its nonce. The sweep takes the fill up (the same bytes to the node), both are
+/// mined, and a later sweep records the fill mined.
+#[tokio::test]
+async fn a_gap_fill_left_unsent_is_taken_up_by_the_sweep() {
+    let devnet = Devnet::start();
+    let options = ChainOptions {
+        // The sweep takes up fills signed a receipt wait ago, and claims them for as long.
+        receipt_timeout: Duration::from_millis(300),
+        ..ChainOptions::default()
+    };
+    let (store, client) = connect(&devnet, &options).await;
+    let (wallet, key) = devnet.account(7);
+    let signer: PrivateKeySigner = key.parse().expect("a devnet key");
+    let first = devnet.nonce(wallet).await;
+
+    // The fill at `first`, reserved and signed in one write (as the sender does), then nothing.
+    let fill_key = "crashed:0/fill/1";
+    let (fill_hash, fill_raw) = no_op(&signer, first);
+    let wallet_text = wallet.to_string();
+    let sign_at = |nonces: &[u64]| {
+        assert_eq!(nonces, [first]);
+        Ok(vec![actiongate_core::store::SignedTx {
+            nonce: first,
+            tx_hash: fill_hash.clone(),
+            raw_tx: fill_raw.clone(),
+        }])
+    };
+    let request = NonceRequest {
+        chain_id: CHAIN,
+        wallet: &wallet_text,
+        execution_key: fill_key,
+        count: 1,
+        chain_nonce: first,
+        now: 1,
+        gaps_only: false,
+    };
+    let reserved = store.reserve_signed(request, None, Some(&sign_at)).await;
+    assert!(matches!(reserved, Ok(Reservation::New(_))), "{reserved:?}");
+    // The wallet's next transaction, with the node, waiting above the fill's nonce.
+    let (_, next_raw) = no_op(&signer, first + 1);
+    let _ = devnet
+        .provider
+        .send_raw_transaction(&next_raw)
+        .await
+        .expect("the node takes the next transaction");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        devnet.nonce(wallet).await,
+        first,
+        "nothing mined above the gap"
+    );
+
+    let sender = WalletSender::new(
+        store.clone(),
+        Arc::new(SystemClock),
+        options,
+        SendHooks {
+            before_reserve: None,
+            after_send: None,
+        },
+    );
+    assert_eq!(sender.sweep_fills(&client).await.ok(), Some(1));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while devnet.nonce(wallet).await < first + 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the fill and the transaction above it are mined"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Once its claim ran out, the next sweep finds the receipt and records it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        sender.sweep_fills(&client).await.expect("the sweep");
+        let rows = store.execution_txs(fill_key).await.expect("the fill's row");
+        if rows[0].state == actiongate_core::states::ChainTxState::Mined {
+            assert_eq!(rows[0].receipt_status, Some(1));
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the fill is recorded mined: {rows:?}"
+        );
+    }
+    assert_eq!(
+        sender.sweep_fills(&client).await.ok(),
+        Some(0),
+        "a mined fill is not taken up again"
+    );
 }

@@ -59,6 +59,8 @@ pub struct Application {
     /// every `sweep_every` (the bump interval, 1 to 60 s).
     settler: Option<Arc<ChainSettler>>,
     sweep_every: std::time::Duration,
+    /// The agent wallets' sender, swept as often for unmined gap fills.
+    evm: Arc<EvmProvider>,
     /// `metrics-listen`: `GET /metrics` on its own listener.
     metrics: Option<(TcpListener, axum::Router)>,
     /// Earn discovery, whose vault share prices are sampled in the background.
@@ -152,18 +154,18 @@ impl Application {
             clock.clone(),
             config.earn,
         ));
-        let evm = EvmProvider::new(
+        let evm = Arc::new(EvmProvider::new(
             chain_clients,
             store.clone(),
             clock.clone(),
             master.keyring(),
             prices.clone(),
             deps.send_hooks,
-        );
+        ));
         let mut providers: Vec<Arc<dyn Provider>> = vec![
             Arc::new(InternalReads::new(internal, config.settings.chains.clone())),
             Arc::new(OrderBook::new(store.clone(), clock.clone())),
-            Arc::new(evm),
+            evm.clone(),
             Arc::new(market),
             earn.clone(),
         ];
@@ -250,6 +252,7 @@ impl Application {
             gateway,
             workers: config.runner_workers,
             settler: chain_settler,
+            evm,
             metrics,
             earn,
             sweep_every: config.evm.bump_after.clamp(
@@ -291,6 +294,7 @@ impl Application {
         let legs = spawn_leg_watch(self.gateway.clone(), stop_rx.clone());
         let settlements =
             spawn_settlement_sweep(self.settler.clone(), self.sweep_every, stop_rx.clone());
+        let fills = spawn_fill_sweep(self.evm.clone(), self.sweep_every, stop_rx.clone());
         let prune = spawn_pruning(self.store.clone(), self.gateway.clone(), stop_rx.clone());
         let upkeep = crate::metrics::spawn_upkeep(stop_rx.clone());
         let sampler = self.earn.spawn_sampler(stop_rx.clone());
@@ -316,6 +320,7 @@ impl Application {
         let _ = deliveries.await;
         let _ = legs.await;
         let _ = settlements.await;
+        let _ = fills.await;
         let _ = prune.await;
         let _ = upkeep.await;
         let _ = sampler.await;
@@ -374,6 +379,27 @@ fn spawn_settlement_sweep(
                 Ok(0) => {}
                 Ok(n) => tracing::info!(transactions = n, "unmined settlements taken up"),
                 Err(e) => tracing::warn!(code = %e.code, "the settlement sweep failed"),
+            }
+        }
+    })
+}
+
+/// Takes up the agent wallets' gap fills left unmined (signed before a crash, dropped by the node),
+/// every `every`: each claimed by one process, re-sent until mined (`EvmProvider::sweep_fills`).
+fn spawn_fill_sweep(
+    evm: Arc<EvmProvider>,
+    every: std::time::Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while !*stop.borrow() {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = stop.changed() => break,
+            }
+            let n = evm.sweep_fills().await;
+            if n > 0 {
+                tracing::info!(transactions = n, "unmined gap fills taken up");
             }
         }
     })

@@ -246,18 +246,17 @@ impl NonceStore for SqlStore {
         now: i64,
         until: i64,
     ) -> Result<Vec<String>, StoreError> {
-        let chain = i64::try_from(chain_id).map_err(err)?;
-        let mut keys: Vec<String> = on_writer!(self, pool => sqlx::query_scalar(
-            "UPDATE chain_txs SET sweep_until = $5
-             WHERE chain_id = $1 AND wallet = $2 AND state = 'signed' AND updated_at < $3
-               AND (sweep_until IS NULL OR sweep_until < $4)
-             RETURNING execution_key",
-        )
-        .bind(chain).bind(wallet).bind(stale_before).bind(now).bind(until)
-        .fetch_all(pool).await.map_err(err))?;
-        keys.sort_unstable();
-        keys.dedup();
-        Ok(keys)
+        self.claim(chain_id, wallet, stale_before, now, until).await
+    }
+
+    async fn claim_unmined_fills(
+        &self,
+        chain_id: u64,
+        stale_before: i64,
+        now: i64,
+        until: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        self.claim(chain_id, "", stale_before, now, until).await
     }
 
     async fn record_mined_txs(
@@ -301,5 +300,32 @@ impl NonceStore for SqlStore {
         )
         .bind(execution_key).bind(now).bind(include_signed)
         .execute(pool).await.map(|_| ()).map_err(err))
+    }
+}
+
+impl SqlStore {
+    /// Claims signed, unmined rows for a sweeper: `wallet`'s, or with `""` the gap fills
+    /// (`<execution>/fill/<ms>` keys) of every wallet of the chain.
+    async fn claim(
+        &self,
+        chain_id: u64,
+        wallet: &str,
+        stale_before: i64,
+        now: i64,
+        until: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        let chain = i64::try_from(chain_id).map_err(err)?;
+        let mut keys: Vec<String> = on_writer!(self, pool => sqlx::query_scalar(
+            "UPDATE chain_txs SET sweep_until = $5
+             WHERE chain_id = $1 AND state = 'signed' AND updated_at < $3
+               AND (sweep_until IS NULL OR sweep_until < $4)
+               AND CASE WHEN $2 = '' THEN execution_key LIKE '%/fill/%' ELSE wallet = $2 END
+             RETURNING execution_key",
+        )
+        .bind(chain).bind(wallet).bind(stale_before).bind(now).bind(until)
+        .fetch_all(pool).await.map_err(err))?;
+        keys.sort_unstable();
+        keys.dedup();
+        Ok(keys)
     }
 }

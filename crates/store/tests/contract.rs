@@ -1069,6 +1069,69 @@ fn read_draft(n: u32, account: &str, key: u8) -> IntentDraft {
     }
 }
 
+/// The sweep of unmined gap fills takes up fills of every wallet of the chain (and nothing else),
+/// signed long enough ago, each for one sweeper at a time; a mined fill never.
+#[tokio::test]
+async fn unmined_gap_fills_of_any_wallet_are_claimed_by_one_sweeper_at_a_time() {
+    for (name, f) in backends().await {
+        let s = &f.store;
+        let rows = [
+            (
+                "0x00000000000000000000000000000000000000d1",
+                "i1:0/fill/100",
+                100,
+            ),
+            (
+                "0x00000000000000000000000000000000000000d2",
+                "i2:0/fill/200",
+                200,
+            ),
+            (
+                "0x00000000000000000000000000000000000000d2",
+                "i3:0/fill/900",
+                900,
+            ),
+            // Not a fill: the execution's own transaction is its execution's to take up.
+            ("0x00000000000000000000000000000000000000d1", "i4:0", 100),
+        ];
+        let mut nonces = Vec::new();
+        for (wallet, key, at) in rows {
+            s.reserve_nonces(84532, wallet, key, 1, 0, at)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let row = s.execution_txs(key).await.unwrap_or_default();
+            s.record_signed_txs(84532, wallet, key, &[signed(row[0].nonce, key)], None, at)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            nonces.push(row[0].nonce);
+        }
+        // Another chain's fill is not this chain's.
+        assert_eq!(
+            s.claim_unmined_fills(1, 500, 1_000, 2_000).await.ok(),
+            Some(vec![]),
+            "{name}"
+        );
+        assert_eq!(
+            s.claim_unmined_fills(84532, 500, 1_000, 2_000).await.ok(),
+            Some(vec!["i1:0/fill/100".to_owned(), "i2:0/fill/200".to_owned()]),
+            "{name}: the fills signed before 500, of both wallets"
+        );
+        assert_eq!(
+            s.claim_unmined_fills(84532, 500, 1_500, 3_000).await.ok(),
+            Some(vec![]),
+            "{name}: claimed until 2,000"
+        );
+        s.record_mined_tx(84532, rows[0].0, nonces[0], "i1:0/fill/100", 1, 2_100)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            s.claim_unmined_fills(84532, 2_000, 2_500, 4_000).await.ok(),
+            Some(vec!["i2:0/fill/200".to_owned(), "i3:0/fill/900".to_owned()]),
+            "{name}: the claims ran out; the mined fill never"
+        );
+    }
+}
+
 /// The background sweep of unmined transactions claims each row for one sweeper at a time, and only
 /// rows signed long enough ago (a request may still be waiting for the newer ones).
 #[tokio::test]

@@ -532,6 +532,17 @@ pub trait NonceStore: Send + Sync + 'static {
         until: i64,
     ) -> Result<Vec<String>, StoreError>;
 
+    /// Claims until `until` the signed, unmined gap fills of any wallet on `chain_id` (the rows
+    /// under `<execution>/fill/<ms>` keys) last signed before `stale_before` that no other sweeper
+    /// holds at `now`; answers their keys, each once.
+    async fn claim_unmined_fills(
+        &self,
+        chain_id: u64,
+        stale_before: i64,
+        now: i64,
+        until: i64,
+    ) -> Result<Vec<String>, StoreError>;
+
     /// Records the receipts of transactions of a wallet (whichever of each one's signings was
     /// mined), in one write.
     async fn record_mined_txs(
