@@ -649,48 +649,61 @@ impl WalletSender {
         }
     }
 
-    /// Takes up the gap fills of any wallet of `client`'s chain still signed and unmined a receipt
-    /// wait after their signing (one signed just before a crash and never sent, one the node dropped,
-    /// one its own wait gave up on): each claimed for one process at a time, its receipt looked up and
-    /// recorded when mined, else the same bytes handed to the node again, so that the wallet's later
-    /// transactions do not wait behind its nonce. Not re-signed with higher fees: that needs the
-    /// wallet's key, which the execution that made the fill held. Answers how many were taken up.
+    /// Takes up the gap fills of any wallet of `client`'s chain still signed and unmined two bump
+    /// intervals after their last signing (one signed just before a crash and never sent, one the
+    /// node dropped, one its own wait gave up on): each claimed for one process for a bump interval,
+    /// its receipt looked up and recorded when mined, else the same bytes handed to the node again
+    /// (harmless while the node still holds them), so that the wallet's later transactions do not
+    /// wait behind its nonce. Not re-signed with higher fees: that needs the wallet's key, which the
+    /// execution that made the fill held. A fill whose fees fell below the chain's stays unmined.
+    /// Answers how many were taken up; a fill that cannot be looked at is logged and left for the
+    /// next sweep.
     pub async fn sweep_fills(&self, client: &ChainClient) -> Result<usize, Error> {
-        let wait = i64::try_from(self.options.receipt_timeout.as_millis()).unwrap_or(i64::MAX);
+        let bump = i64::try_from(self.options.bump_after.as_millis()).unwrap_or(i64::MAX);
         let now = self.now();
         let keys = self
             .store
             .claim_unmined_fills(
                 client.chain_id,
-                now.saturating_sub(wait),
+                now.saturating_sub(bump.saturating_mul(2)),
                 now,
-                now.saturating_add(wait),
+                now.saturating_add(bump),
             )
             .await?;
         for key in &keys {
-            let rows = self.store.execution_txs(key).await?;
-            let mut mined = Vec::new();
-            for row in rows.iter().filter(|r| r.state == ChainTxState::Signed) {
-                match self.mined(client, row).await? {
-                    Some((hash, status)) => mined.push(MinedTx {
-                        nonce: row.nonce,
-                        tx_hash: hash,
-                        status: i64::from(status),
-                    }),
-                    None => {
-                        let Some(raw) = &row.raw_tx else { continue };
-                        if let Err(e) = client.provider.send_raw_transaction(raw).await {
-                            tracing::warn!(chain_id = client.chain_id, nonce = row.nonce, error = %rpc_error(client, e).detail.unwrap_or_default(), "re-sending an unmined gap fill failed");
-                        }
-                    }
-                }
-            }
-            if let Some(wallet) = rows.first().map(|r| r.wallet.clone()) {
-                self.record_mined(client.chain_id, &wallet, &mut mined)
-                    .await;
+            if let Err(e) = self.sweep_fill(client, key).await {
+                tracing::warn!(chain_id = client.chain_id, code = %e.code, error = %e.detail.unwrap_or(e.message), "taking up an unmined gap fill failed; the next sweep looks again");
             }
         }
         Ok(keys.len())
+    }
+
+    async fn sweep_fill(&self, client: &ChainClient, key: &str) -> Result<(), Error> {
+        let rows = self.store.execution_txs(key).await?;
+        let mut mined = Vec::new();
+        let mut failed = None;
+        for row in rows.iter().filter(|r| r.state == ChainTxState::Signed) {
+            match self.mined(client, row).await {
+                Ok(Some((hash, status))) => mined.push(MinedTx {
+                    nonce: row.nonce,
+                    tx_hash: hash,
+                    status: i64::from(status),
+                }),
+                Ok(None) => {
+                    let Some(raw) = &row.raw_tx else { continue };
+                    // "already known" while the node holds it: nothing to say.
+                    if let Err(e) = client.provider.send_raw_transaction(raw).await {
+                        tracing::debug!(chain_id = client.chain_id, nonce = row.nonce, error = %rpc_error(client, e).detail.unwrap_or_default(), "re-sending an unmined gap fill was refused");
+                    }
+                }
+                Err(e) => failed = Some(e),
+            }
+        }
+        if let Some(wallet) = rows.first().map(|r| r.wallet.clone()) {
+            self.record_mined(client.chain_id, &wallet, &mut mined)
+                .await;
+        }
+        failed.map_or(Ok(()), Err)
     }
 
     /// Records the receipts found so far (a failure is logged: the receipt is found again by

@@ -273,8 +273,8 @@ fn no_op(signer: &PrivateKeySigner, nonce: u64) -> (String, Vec<u8>) {
 async fn a_gap_fill_left_unsent_is_taken_up_by_the_sweep() {
     let devnet = Devnet::start();
     let options = ChainOptions {
-        // The sweep takes up fills signed a receipt wait ago, and claims them for as long.
-        receipt_timeout: Duration::from_millis(300),
+        // The sweep takes up fills signed two bump intervals ago, and claims them for one.
+        bump_after: Duration::from_millis(150),
         ..ChainOptions::default()
     };
     let (store, client) = connect(&devnet, &options).await;
