@@ -54,7 +54,7 @@ pub struct ChainClient {
     pub poll: Duration,
     /// Wakes the executions waiting for receipts as their blocks come.
     pub receipts: Arc<ReceiptWatch>,
-    /// Head reads shared for a poll interval (fees, the latest block's time, mined counts).
+    /// Head reads shared for a poll interval (the fee estimate, each wallet's mined count).
     pub head: Head,
 }
 

@@ -567,9 +567,7 @@ impl WalletSender {
         let filled = async {
             let (chain_nonce, (max_fee, priority)) =
                 tokio::try_join!(nonce_at(client, wallet, BlockId::latest()), fees(client))?;
-            // A key of its own per fill, so that a later round of the same execution is not
-            // answered with this one's rows.
-            let key = format!("{execution_key}/fill/{}", self.now());
+            let key = actiongate_core::store::fill_key(execution_key, self.now());
             // Nothing called, nothing moved: 0 to the wallet itself.
             let noop = Call {
                 to: wallet,

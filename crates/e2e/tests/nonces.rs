@@ -283,7 +283,7 @@ async fn a_gap_fill_left_unsent_is_taken_up_by_the_sweep() {
     let first = devnet.nonce(wallet).await;
 
     // The fill at `first`, reserved and signed in one write (as the sender does), then nothing.
-    let fill_key = "crashed:0/fill/1";
+    let fill = actiongate_core::store::fill_key("crashed:0", 1);
     let (fill_hash, fill_raw) = no_op(&signer, first);
     let wallet_text = wallet.to_string();
     let sign_at = |nonces: &[u64]| {
@@ -297,7 +297,7 @@ async fn a_gap_fill_left_unsent_is_taken_up_by_the_sweep() {
     let request = NonceRequest {
         chain_id: CHAIN,
         wallet: &wallet_text,
-        execution_key: fill_key,
+        execution_key: &fill,
         count: 1,
         chain_nonce: first,
         now: 1,
@@ -342,7 +342,7 @@ async fn a_gap_fill_left_unsent_is_taken_up_by_the_sweep() {
     loop {
         tokio::time::sleep(Duration::from_millis(400)).await;
         sender.sweep_fills(&client).await.expect("the sweep");
-        let rows = store.execution_txs(fill_key).await.expect("the fill's row");
+        let rows = store.execution_txs(&fill).await.expect("the fill's row");
         if rows[0].state == actiongate_core::states::ChainTxState::Mined {
             assert_eq!(rows[0].receipt_status, Some(1));
             break;

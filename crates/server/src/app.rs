@@ -176,7 +176,7 @@ impl Application {
                 .context("the built-in catalog is invalid")?,
         );
         let catalog_bytes =
-            Arc::new(FixedBody::of(catalog.document()).context("cannot serialize the catalog")?);
+            FixedBody::of(catalog.document()).context("cannot serialize the catalog")?;
         let verifier: Arc<dyn ProofVerifier> = match deps.verifier {
             Some(v) => v,
             None => Arc::new(
@@ -292,9 +292,12 @@ impl Application {
         let audit = spawn_audit_chain(self.gateway.clone(), stop_rx.clone());
         let deliveries = spawn_deliveries(self.gateway.clone(), stop_rx.clone());
         let legs = spawn_leg_watch(self.gateway.clone(), stop_rx.clone());
-        let settlements =
-            spawn_settlement_sweep(self.settler.clone(), self.sweep_every, stop_rx.clone());
-        let fills = spawn_fill_sweep(self.evm.clone(), self.sweep_every, stop_rx.clone());
+        let settlements = spawn_wallet_sweeps(
+            self.settler.clone(),
+            self.evm.clone(),
+            self.sweep_every,
+            stop_rx.clone(),
+        );
         let prune = spawn_pruning(self.store.clone(), self.gateway.clone(), stop_rx.clone());
         let upkeep = crate::metrics::spawn_upkeep(stop_rx.clone());
         let sampler = self.earn.spawn_sampler(stop_rx.clone());
@@ -320,7 +323,6 @@ impl Application {
         let _ = deliveries.await;
         let _ = legs.await;
         let _ = settlements.await;
-        let _ = fills.await;
         let _ = prune.await;
         let _ = upkeep.await;
         let _ = sampler.await;
@@ -360,33 +362,13 @@ fn spawn_pruning(
     })
 }
 
-/// Takes up the x402 settlement wallet's signed, unmined transactions (a settlement whose client
-/// went away while it was not mined yet), every few seconds: re-sent and bumped at their nonce until
-/// mined, so that the wallet's later settlements do not queue behind one forever.
-fn spawn_settlement_sweep(
+/// The sweeps of unmined transactions, every `every` (each row claimed by one process): the x402
+/// settlement wallet's (a settlement whose client went away while it was not mined yet: re-sent and
+/// bumped at its nonce until mined, so that the wallet's later settlements do not queue behind one
+/// forever), and the agent wallets' gap fills (signed before a crash, dropped by the node:
+/// `EvmProvider::sweep_fills`).
+fn spawn_wallet_sweeps(
     settler: Option<Arc<ChainSettler>>,
-    every: std::time::Duration,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let Some(settler) = settler else { return };
-        while !*stop.borrow() {
-            tokio::select! {
-                () = tokio::time::sleep(every) => {}
-                _ = stop.changed() => break,
-            }
-            match settler.sweep().await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!(transactions = n, "unmined settlements taken up"),
-                Err(e) => tracing::warn!(code = %e.code, "the settlement sweep failed"),
-            }
-        }
-    })
-}
-
-/// Takes up the agent wallets' gap fills left unmined (signed before a crash, dropped by the node),
-/// every `every`: each claimed by one process, re-sent until mined (`EvmProvider::sweep_fills`).
-fn spawn_fill_sweep(
     evm: Arc<EvmProvider>,
     every: std::time::Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -396,6 +378,13 @@ fn spawn_fill_sweep(
             tokio::select! {
                 () = tokio::time::sleep(every) => {}
                 _ = stop.changed() => break,
+            }
+            if let Some(settler) = &settler {
+                match settler.sweep().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(transactions = n, "unmined settlements taken up"),
+                    Err(e) => tracing::warn!(code = %e.code, "the settlement sweep failed"),
+                }
             }
             let n = evm.sweep_fills().await;
             if n > 0 {

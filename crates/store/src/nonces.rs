@@ -246,7 +246,14 @@ impl NonceStore for SqlStore {
         now: i64,
         until: i64,
     ) -> Result<Vec<String>, StoreError> {
-        self.claim(chain_id, wallet, stale_before, now, until).await
+        self.claim(
+            chain_id,
+            Unmined::OfWallet(wallet),
+            stale_before,
+            now,
+            until,
+        )
+        .await
     }
 
     async fn claim_unmined_fills(
@@ -256,7 +263,8 @@ impl NonceStore for SqlStore {
         now: i64,
         until: i64,
     ) -> Result<Vec<String>, StoreError> {
-        self.claim(chain_id, "", stale_before, now, until).await
+        self.claim(chain_id, Unmined::Fills, stale_before, now, until)
+            .await
     }
 
     async fn record_mined_txs(
@@ -303,27 +311,49 @@ impl NonceStore for SqlStore {
     }
 }
 
+/// Which signed, unmined rows a sweeper claims.
+enum Unmined<'a> {
+    /// One wallet's (the settlement wallet's sweep).
+    OfWallet(&'a str),
+    /// The gap fills of every wallet of the chain.
+    Fills,
+}
+
+/// The claim of [`Unmined`] rows, `$2` selecting them.
+macro_rules! claim_sql {
+    ($which:literal) => {
+        concat!(
+            "UPDATE chain_txs SET sweep_until = $5
+             WHERE chain_id = $1 AND ",
+            $which,
+            " AND state = 'signed' AND updated_at < $3
+               AND (sweep_until IS NULL OR sweep_until < $4)
+             RETURNING execution_key"
+        )
+    };
+}
+
 impl SqlStore {
-    /// Claims signed, unmined rows for a sweeper: `wallet`'s, or with `""` the gap fills
-    /// (`<execution>/fill/<ms>` keys) of every wallet of the chain.
+    /// Claims signed, unmined rows for a sweeper; answers their keys, each once.
     async fn claim(
         &self,
         chain_id: u64,
-        wallet: &str,
+        which: Unmined<'_>,
         stale_before: i64,
         now: i64,
         until: i64,
     ) -> Result<Vec<String>, StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
-        let mut keys: Vec<String> = on_writer!(self, pool => sqlx::query_scalar(
-            "UPDATE chain_txs SET sweep_until = $5
-             WHERE chain_id = $1 AND state = 'signed' AND updated_at < $3
-               AND (sweep_until IS NULL OR sweep_until < $4)
-               AND CASE WHEN $2 = '' THEN execution_key LIKE '%/fill/%' ELSE wallet = $2 END
-             RETURNING execution_key",
-        )
-        .bind(chain).bind(wallet).bind(stale_before).bind(now).bind(until)
-        .fetch_all(pool).await.map_err(err))?;
+        let (sql, selector) = match which {
+            Unmined::OfWallet(wallet) => (claim_sql!("wallet = $2"), wallet.to_owned()),
+            Unmined::Fills => (
+                claim_sql!("execution_key LIKE $2"),
+                format!("%{}%", actiongate_core::store::FILL_KEY_PART),
+            ),
+        };
+        let mut keys: Vec<String> = on_writer!(self, pool => sqlx::query_scalar(sql)
+            .bind(chain).bind(&selector).bind(stale_before).bind(now).bind(until)
+            .fetch_all(pool).await.map_err(err))?;
         keys.sort_unstable();
         keys.dedup();
         Ok(keys)

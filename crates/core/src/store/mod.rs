@@ -533,7 +533,7 @@ pub trait NonceStore: Send + Sync + 'static {
     ) -> Result<Vec<String>, StoreError>;
 
     /// Claims until `until` the signed, unmined gap fills of any wallet on `chain_id` (the rows
-    /// under `<execution>/fill/<ms>` keys) last signed before `stale_before` that no other sweeper
+    /// under [`fill_key`]s) last signed before `stale_before` that no other sweeper
     /// holds at `now`; answers their keys, each once.
     async fn claim_unmined_fills(
         &self,

@@ -310,6 +310,15 @@ pub fn execution_key(intent_id: &str, seq: u32) -> String {
     format!("{intent_id}:{seq}")
 }
 
+/// The key a gap fill's transactions are recorded under: `<execution>/fill/<ms>`, one per fill
+/// of an execution (a later fill of the same execution is not answered with an earlier one's rows).
+pub fn fill_key(execution_key: &str, now_ms: i64) -> String {
+    format!("{execution_key}{FILL_KEY_PART}{now_ms}")
+}
+
+/// What every [`fill_key`] holds, and no execution's own key (those are [`execution_key`]s).
+pub const FILL_KEY_PART: &str = "/fill/";
+
 impl ExecutionRecord {
     /// An execution as accepted, before it runs.
     pub fn pending(intent_id: &str, seq: u32, user: ExecutionDraft, chain_id: u64) -> Self {

@@ -62,7 +62,7 @@ impl std::ops::Deref for AppState {
 /// The parts of [`AppState`].
 pub struct Shared {
     pub gateway: Arc<Gateway>,
-    pub catalog_bytes: Arc<FixedBody>,
+    pub catalog_bytes: FixedBody,
     /// Where the MCP server keeps its sessions.
     pub mcp_sessions: Arc<dyn actiongate_core::store::McpSessionStore>,
     /// The MCP tools' handler, shared by every session and the mirror.
@@ -77,20 +77,30 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// the process and across processes without a read of the OS's random source per request (as
 /// tower-http's `MakeRequestUuid` does).
 #[derive(Clone)]
-struct RequestIds(Arc<(u64, u64, std::sync::atomic::AtomicU64)>);
+struct RequestIds(Arc<IdBase>);
+
+struct IdBase {
+    high: u64,
+    low: u64,
+    next: std::sync::atomic::AtomicU64,
+}
 
 impl RequestIds {
     fn new() -> Self {
         let (high, low) = uuid::Uuid::new_v4().as_u64_pair();
-        Self(Arc::new((high, low, std::sync::atomic::AtomicU64::new(0))))
+        Self(Arc::new(IdBase {
+            high,
+            low,
+            next: std::sync::atomic::AtomicU64::new(0),
+        }))
     }
 }
 
 impl MakeRequestId for RequestIds {
     fn make_request_id<B>(&mut self, _: &Request<B>) -> Option<RequestId> {
-        let (high, low, next) = &*self.0;
-        let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = uuid::Uuid::from_u64_pair(*high, low.wrapping_add(n));
+        let base = &*self.0;
+        let n = base.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = uuid::Uuid::from_u64_pair(base.high, base.low.wrapping_add(n));
         let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
         axum::http::HeaderValue::from_str(id.hyphenated().encode_lower(&mut text))
             .ok()
