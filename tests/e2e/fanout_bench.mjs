@@ -105,12 +105,14 @@ const snapshot = await pub.request({ method: "evm_snapshot", params: [] });
 const blockNumber = async () => BigInt(await pub.request({ method: "eth_blockNumber", params: [] }));
 const firstBlock = (await blockNumber()) + 1n;
 // The gateway's RPC calls by method (its /metrics), read before and after the fan-out.
+// Failed calls (retried or not) count under `failed:<method>`.
 const rpcCalls = async () => {
   const text = await (await fetch(`${args.gateway}/metrics`)).text();
   const calls = {};
-  for (const m of text.matchAll(/^actiongate_rpc_calls_total\{([^}]*)\} (\d+)/gm)) {
-    const method = /method="([^"]+)"/.exec(m[1])?.[1] ?? "?";
-    calls[method] = (calls[method] ?? 0) + Number(m[2]);
+  for (const m of text.matchAll(/^actiongate_rpc_(calls|errors)_total\{([^}]*)\} (\d+)/gm)) {
+    const method = /method="([^"]+)"/.exec(m[2])?.[1] ?? "?";
+    const name = m[1] === "errors" ? `failed:${method}` : method;
+    calls[name] = (calls[name] ?? 0) + Number(m[3]);
   }
   return calls;
 };

@@ -6,13 +6,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actiongate_core::chains::{ChainSettings, Chains};
+use actiongate_core::error::Error;
+use alloy::eips::BlockNumberOrTag;
+use alloy::primitives::{Address, B256, Bytes};
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+use alloy::rpc::client::BatchRequest;
 use alloy::rpc::client::ClientBuilder;
-use alloy::transports::TransportError;
+use alloy::rpc::json_rpc::{RpcRecv, RpcSend};
 use alloy::transports::http::reqwest;
-use alloy::transports::layers::{RateLimitRetryPolicy, RetryBackoffLayer};
+use alloy::transports::layers::{RateLimitRetryPolicy, RetryBackoffLayer, RetryPolicy};
+use alloy::transports::{TransportError, TransportErrorKind};
 
+use crate::gather::Gather;
 use crate::head::Head;
+use crate::plan::Call;
 use crate::receipts::ReceiptWatch;
 
 /// How the gateway talks to chains.
@@ -56,9 +63,18 @@ pub struct ChainClient {
     pub receipts: Arc<ReceiptWatch>,
     /// Head reads shared for a poll interval (the fee estimate, each wallet's mined count).
     pub head: Head,
+    /// A fan-out's plan reads, gathered by block ([`crate::plan::batch`]).
+    pub views: Gather<BlockNumberOrTag, (Address, Bytes), Result<Bytes, Error>>,
+    /// A fan-out's simulations, gathered by block ([`crate::sender::simulate`]).
+    pub simulations: Gather<BlockNumberOrTag, Simulation, Result<Vec<u64>, Error>>,
+    /// Receipt lookups, gathered ([`crate::receipts::status`]).
+    pub receipt_lookups: Gather<(), B256, Result<Option<bool>, Error>>,
 }
 
 /// Every configured chain that has an RPC URL.
+/// A simulation's sender and calls.
+pub type Simulation = (Address, Vec<Call>);
+
 #[derive(Clone, Default)]
 pub struct ChainClients {
     clients: BTreeMap<u64, Arc<ChainClient>>,
@@ -94,7 +110,7 @@ impl ChainClients {
                 options.max_retries,
                 options.retry_backoff.as_millis() as u64,
                 options.compute_units_per_second,
-                RateLimitRetryPolicy::default().or(head_moved),
+                NodePolicy,
             );
             let client = ClientBuilder::default()
                 .layer(retry)
@@ -118,6 +134,9 @@ impl ChainClients {
                     provider,
                     poll,
                     head: Head::new(poll),
+                    views: Gather::default(),
+                    simulations: Gather::default(),
+                    receipt_lookups: Gather::default(),
                 }),
             );
         }
@@ -148,6 +167,60 @@ impl ChainClients {
 /// state when it prunes history: `BlockOutOfRangeError`), or a load-balanced node is a block behind
 /// (geth's `header not found`). The same request asked again reads the new head; retried like a rate
 /// limit.
+/// Calls `method` once for each of `params` in one JSON-RPC batch (a plain call when there is one)
+/// and answers each call in order; a batch that fails as a whole fails each call with its error.
+pub async fn batch_calls<P: RpcSend, R: RpcRecv>(
+    client: &ChainClient,
+    method: &'static str,
+    mut params: Vec<P>,
+) -> Vec<Result<R, TransportError>> {
+    if params.len() == 1
+        && let Some(p) = params.pop()
+    {
+        return vec![client.provider.client().request(method, p).await];
+    }
+    let mut request = BatchRequest::new(client.provider.client());
+    let waiting: Vec<_> = params
+        .iter()
+        .map(|p| request.add_call::<_, R>(method, p))
+        .collect();
+    if let Err(e) = request.send().await {
+        let failure = e.to_string();
+        return waiting
+            .iter()
+            .map(|_| Err(TransportErrorKind::custom_str(&failure)))
+            .collect();
+    }
+    let mut answers = Vec::with_capacity(waiting.len());
+    for waiter in waiting {
+        answers.push(match waiter {
+            Ok(waiter) => waiter.await,
+            Err(e) => Err(e),
+        });
+    }
+    answers
+}
+
+/// Retries what a node refuses for a moment: a rate limit (after the backoff the node asks for, or
+/// the configured one), and a read of a block that stopped being the latest while the node read it
+/// (a node that keeps no past states answers `BlockOutOfRangeError`): asked again at once, the new
+/// head is there to read.
+#[derive(Debug, Clone, Copy)]
+struct NodePolicy;
+
+impl RetryPolicy for NodePolicy {
+    fn should_retry(&self, error: &TransportError) -> bool {
+        head_moved(error) || RateLimitRetryPolicy::default().should_retry(error)
+    }
+
+    fn backoff_hint(&self, error: &TransportError) -> Option<Duration> {
+        if head_moved(error) {
+            return Some(Duration::from_millis(1));
+        }
+        RateLimitRetryPolicy::default().backoff_hint(error)
+    }
+}
+
 fn head_moved(e: &TransportError) -> bool {
     e.as_error_resp().is_some_and(|r| {
         r.message.contains("BlockOutOfRangeError") || r.message.contains("header not found")
@@ -207,6 +280,28 @@ where
             let answer = answer.await;
             let failed = answer.as_ref().map_or(true, |r| r.is_error());
             actiongate_core::metrics::rpc(chain_id, methods.iter().map(String::as_str), failed);
+            if failed {
+                // The node's own words only: a transport error may carry the URL (and its key).
+                let said = match &answer {
+                    Ok(packet) => packet
+                        .responses()
+                        .iter()
+                        .filter_map(|r| r.payload.as_error())
+                        .map(|e| format!("{} {}", e.code, e.message))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    Err(e) => e.as_error_resp().map_or_else(
+                        || "no answer".to_owned(),
+                        |e| format!("{} {}", e.code, e.message),
+                    ),
+                };
+                tracing::debug!(
+                    chain_id,
+                    methods = methods.join(","),
+                    said,
+                    "an RPC call failed"
+                );
+            }
             answer
         })
     }

@@ -8,6 +8,7 @@ pub mod bindings;
 pub mod client;
 pub mod delegation;
 pub mod earn;
+pub mod gather;
 pub mod head;
 pub mod locks;
 pub mod market;

@@ -12,47 +12,31 @@
 //! back, and the nonce is filled (by its retry, another reservation, or a no-op) so that nothing
 //! waits behind a gap (see the sender).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
 use alloy::primitives::{Address, B256, Bytes};
-use alloy::providers::Provider;
-use alloy::rpc::client::BatchRequest;
 use alloy::transports::{TransportError, TransportErrorKind};
-use tokio::sync::oneshot;
 
-use crate::client::ChainClient;
-use crate::locks::KeyedLocks;
+use crate::client::{ChainClient, batch_calls};
+use crate::gather::Gather;
 
 type Key = (u64, Address);
-type Answer = oneshot::Sender<Result<(), TransportError>>;
+type Answer = Result<(), TransportError>;
 
 /// A queued transaction's answer from the node, once handed over.
-pub struct Ticket(oneshot::Receiver<Result<(), TransportError>>);
+pub struct Ticket(crate::gather::Ticket<Answer>);
 
-/// Signed transactions on their way to the node, by wallet.
+/// Signed transactions on their way to the node, by wallet: one hand-over at a time per wallet,
+/// the holder takes everything queued.
 #[derive(Default)]
-pub struct Outbox {
-    queued: Mutex<HashMap<Key, Vec<(Bytes, Answer)>>>,
-    /// One hand-over at a time per wallet: the holder takes everything queued.
-    handing: KeyedLocks<Key>,
-}
+pub struct Outbox(Gather<Key, Bytes, Answer>);
 
 impl Outbox {
-    fn queued(&self) -> MutexGuard<'_, HashMap<Key, Vec<(Bytes, Answer)>>> {
-        // Nothing panics while holding it; should something, the map is still whole.
-        self.queued.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Queues a signed transaction of `wallet` (an execution's first one while holding the
     /// wallet's turn, so that those go out in nonce order).
     pub fn queue(&self, chain_id: u64, wallet: Address, raw: &[u8]) -> Ticket {
-        let (answer, ticket) = oneshot::channel();
-        self.queued()
-            .entry((chain_id, wallet))
-            .or_default()
-            .push((Bytes::copy_from_slice(raw), answer));
-        Ticket(ticket)
+        Ticket(
+            self.0
+                .queue((chain_id, wallet), Bytes::copy_from_slice(raw)),
+        )
     }
 
     /// Hands the wallet's queue to the node (unless another caller is doing it, in which case this
@@ -65,47 +49,25 @@ impl Outbox {
         wallet: Address,
         ticket: Ticket,
     ) -> Result<(), TransportError> {
-        let key = (client.chain_id, wallet);
-        {
-            let _handing = self.handing.lock(key).await;
-            let batch = self.queued().remove(&key).unwrap_or_default();
-            send(client, batch).await;
-        }
-        ticket.0.await.unwrap_or_else(|_| {
-            Err(TransportErrorKind::custom_str(
-                "the hand-over was dropped before the node answered",
-            ))
-        })
+        self.0
+            .run((client.chain_id, wallet), ticket.0, |batch| {
+                send(client, batch)
+            })
+            .await
+            .unwrap_or_else(|| {
+                Err(TransportErrorKind::custom_str(
+                    "the hand-over was dropped before the node answered",
+                ))
+            })
     }
 }
 
 /// Sends `batch` in order (one call when it holds one transaction) and answers each.
-async fn send(client: &ChainClient, batch: Vec<(Bytes, Answer)>) {
-    if batch.len() <= 1 {
-        for (raw, answer) in batch {
-            let sent = client.provider.send_raw_transaction(&raw).await;
-            let _ = answer.send(sent.map(|_| ()));
-        }
-        return;
-    }
-    let mut request = BatchRequest::new(client.provider.client());
-    let mut waiting = Vec::with_capacity(batch.len());
-    for (raw, answer) in batch {
-        match request.add_call::<_, B256>("eth_sendRawTransaction", &(raw,)) {
-            Ok(waiter) => waiting.push((waiter, answer)),
-            Err(e) => {
-                let _ = answer.send(Err(e));
-            }
-        }
-    }
-    if let Err(e) = request.send().await {
-        let failure = e.to_string();
-        for (_, answer) in waiting {
-            let _ = answer.send(Err(TransportErrorKind::custom_str(&failure)));
-        }
-        return;
-    }
-    for (waiter, answer) in waiting {
-        let _ = answer.send(waiter.await.map(|_| ()));
-    }
+async fn send(client: &ChainClient, batch: Vec<Bytes>) -> Vec<Answer> {
+    let params = batch.into_iter().map(|raw| (raw,)).collect();
+    batch_calls::<_, B256>(client, "eth_sendRawTransaction", params)
+        .await
+        .into_iter()
+        .map(|sent| sent.map(|_| ()))
+        .collect()
 }

@@ -152,7 +152,10 @@ impl EvmProvider {
                 Ok(outcome)
             }
             Lane::ExecuteIntent => {
-                let mut outcome = self.delegated(ctx, client).await?;
+                // A fan-out's users are planned side by side: their reads and simulations go to
+                // the node together.
+                let delegated = crate::plan::batch::gathered(self.delegated(ctx, client));
+                let mut outcome = delegated.await?;
                 with_deposit(&ctx.action, client, &mut outcome).await;
                 Ok(outcome)
             }

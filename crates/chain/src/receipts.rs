@@ -13,10 +13,15 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use actiongate_core::error::Error;
 use alloy::eips::BlockNumberOrTag;
 use alloy::primitives::B256;
 use alloy::providers::{DynProvider, Provider};
+use alloy::rpc::types::TransactionReceipt;
 use tokio::sync::Notify;
+
+use crate::client::{ChainClient, batch_calls};
+use crate::plan::rpc_error;
 
 /// How many polls a waiter sleeps at most before it looks for its receipt itself.
 const FALLBACK_POLLS: u32 = 10;
@@ -30,6 +35,35 @@ const RECENT: usize = 4096;
 /// not recognised, an outage) turn the watch off for `OFF_FOR`: waiters poll on their own meanwhile.
 const FAILURES_BEFORE_OFF: u32 = 5;
 const OFF_FOR: Duration = Duration::from_secs(600);
+
+/// Whether the transaction `hash` is mined (`Some`, with its success) as the node answers now. The
+/// lookups of executions that ask at the same time (a fan-out's waiters woken by one block) go to
+/// the node as one JSON-RPC batch ([`crate::gather::Gather`]).
+pub async fn status(client: &ChainClient, hash: B256) -> Result<Option<bool>, Error> {
+    client
+        .receipt_lookups
+        .one((), hash, |hashes| async move {
+            let params = hashes.into_iter().map(|h| (h,)).collect();
+            batch_calls::<_, Option<TransactionReceipt>>(
+                client,
+                "eth_getTransactionReceipt",
+                params,
+            )
+            .await
+            .into_iter()
+            .map(|r| {
+                r.map(|r| r.map(|r| r.status()))
+                    .map_err(|e| rpc_error(client, e))
+            })
+            .collect()
+        })
+        .await
+        .unwrap_or_else(|| {
+            Err(Error::internal(
+                "a receipt lookup was dropped before the node answered",
+            ))
+        })
+}
 
 /// One chain's receipt watch.
 pub struct ReceiptWatch {

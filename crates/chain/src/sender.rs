@@ -6,7 +6,8 @@
 //! that account sees them; a call that would revert is refused and the wallet's nonce does not move.
 //! Then, under the sending wallet's lock (held only that long, so that executions for different users
 //! plan and wait side by side), one database transaction reserves its nonces, signs every
-//! transaction at them and records the signed bytes (all or none) before the first is sent, and the
+//! transaction at them and records the signed bytes (all or none) before the first is sent (the
+//! executions that queued for the lock meanwhile all in that one transaction: one commit), and the
 //! first is queued in the wallet's outbox ([`crate::outbox`]), which hands the wallet's queued
 //! transactions to the node in nonce order, several in one JSON-RPC batch, while the next
 //! executions reserve behind them. An execution's own transactions go one at a time, each answered
@@ -36,8 +37,8 @@ use actiongate_core::error::Error;
 use actiongate_core::execution::ExecutionOutcome;
 use actiongate_core::states::ChainTxState;
 use actiongate_core::store::{
-    ChainTxRecord, LeaseFence, MinedTx, NonceRequest, Reservation, SignedTx, Store, StoreError,
-    StoreErrorKind,
+    ChainTxRecord, LeaseFence, MinedTx, NonceRequest, Reservation, ReserveItem, SignAt, SignedTx,
+    Store, StoreError, StoreErrorKind,
 };
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::{Decodable2718, Encodable2718};
@@ -45,12 +46,13 @@ use alloy::eips::{BlockId, BlockNumberOrTag};
 use alloy::network::{TransactionBuilder, TxSignerSync};
 use alloy::primitives::{Address, B256, TxKind};
 use alloy::providers::Provider;
-use alloy::rpc::types::simulate::{SimBlock, SimulatePayload};
+use alloy::rpc::types::simulate::{SimBlock, SimCallResult, SimulatePayload};
 use alloy::rpc::types::{BlockOverrides, TransactionRequest};
 use alloy::signers::local::PrivateKeySigner;
 use serde_json::json;
 
 use crate::client::{ChainClient, ChainOptions};
+use crate::gather::Gather;
 use crate::locks::KeyedLocks;
 use crate::outbox::{Outbox, Ticket};
 use crate::plan::{Call, Plan, rpc_error};
@@ -68,6 +70,9 @@ const STUCK_FOR: std::time::Duration = std::time::Duration::from_secs(3600);
 const REHAND_POLLS: u32 = 20;
 /// How far ahead of the latest block the simulated block is dated.
 const SIMULATED_BLOCK_AHEAD_SECONDS: u64 = 12;
+/// At most this many calls in one simulated block of a gathered simulation (a block's gas limit
+/// holds them; a user's calls are never split).
+const SIMULATED_BLOCK_CALLS: usize = 32;
 
 /// Runs right after a transaction is handed to the node and before anything is recorded (tests use
 /// it to kill the process in that window).
@@ -85,26 +90,94 @@ pub struct SendHooks {
     pub after_send: Option<AfterSend>,
 }
 
+/// An execution at its wallet's turn: what its reservation signs.
+struct Reserve {
+    execution_key: String,
+    fence: Option<LeaseFence>,
+    count: u32,
+    chain_nonce: u64,
+    signer: PrivateKeySigner,
+    calls: Vec<Call>,
+    gas: Vec<u64>,
+    fees: (u128, u128),
+}
+
+/// Its reservation and, for a new one, its first transaction's place in the outbox.
+type Reserved = Result<(Reservation, Option<Ticket>), Error>;
+
 /// Simulates `calls` from `from`, in order, with state carried between them; answers each call's gas
-/// limit (its gas use plus headroom), or `EXECUTION_REVERTED` with the decoded reason.
+/// limit (its gas use plus headroom), or `EXECUTION_REVERTED` with the decoded reason. Within a
+/// fan-out's plan ([`crate::plan::gathered`]) the simulations of its users that are planned at the
+/// same time go to the node as one `eth_simulateV1` ([`Gather`]): each user's calls in sequence,
+/// as they will be mined; a user whose calls revert fails alone.
 pub async fn simulate(
     client: &ChainClient,
     from: Address,
     calls: &[Call],
 ) -> Result<Vec<u64>, Error> {
-    let requests: Vec<TransactionRequest> = calls
-        .iter()
-        .map(|c| {
-            TransactionRequest::default()
-                .with_from(from)
-                .with_to(c.to)
-                .with_input(c.data.clone())
-                .with_value(c.value)
+    let block = crate::plan::read_block();
+    let key = match block {
+        BlockId::Number(tag) if crate::plan::batch::gathering() => tag,
+        _ => return simulate_alone(client, block, from, calls).await,
+    };
+    let gathered = client
+        .simulations
+        .one(key, (from, calls.to_vec()), |batch| {
+            simulate_batch(client, block, batch)
         })
-        .collect();
-    // The simulated block lies a few seconds ahead, as the block that will include the transactions
-    // does: code that branches on elapsed time (a Uniswap V2 pair's price accumulators) takes the
-    // path, and uses the gas, it will take onchain.
+        .await;
+    match gathered {
+        Some(answer) => answer,
+        // Its batch was dropped before it answered (its caller gave up): simulated alone.
+        None => simulate_alone(client, block, from, calls).await,
+    }
+}
+
+async fn simulate_alone(
+    client: &ChainClient,
+    block: BlockId,
+    from: Address,
+    calls: &[Call],
+) -> Result<Vec<u64>, Error> {
+    let mut answers = simulate_groups(client, block, &[(from, calls)]).await?;
+    answers
+        .pop()
+        .unwrap_or_else(|| Err(Error::internal("eth_simulateV1 answered no block")))
+}
+
+/// A batch of simulations in one request; when the node refuses the request as a whole (one
+/// group's call is invalid rather than reverting, or the request is too large for it), each group
+/// alone, so that each gets its own answer.
+async fn simulate_batch(
+    client: &ChainClient,
+    block: BlockId,
+    batch: Vec<(Address, Vec<Call>)>,
+) -> Vec<Result<Vec<u64>, Error>> {
+    let groups: Vec<(Address, &[Call])> = batch.iter().map(|(f, c)| (*f, c.as_slice())).collect();
+    if groups.len() > 1
+        && let Ok(answers) = simulate_groups(client, block, &groups).await
+    {
+        return answers;
+    }
+    futures_util::future::join_all(
+        groups
+            .iter()
+            .map(|(from, calls)| simulate_alone(client, block, *from, calls)),
+    )
+    .await
+}
+
+/// Simulates each group's calls from its sender, the groups one after the other in simulated
+/// blocks of at most [`SIMULATED_BLOCK_CALLS`] calls (a group never split), and answers each
+/// group's gas limits or its first call's revert.
+async fn simulate_groups(
+    client: &ChainClient,
+    block: BlockId,
+    groups: &[(Address, &[Call])],
+) -> Result<Vec<Result<Vec<u64>, Error>>, Error> {
+    // The simulated blocks lie a few seconds ahead, as the block that will include the
+    // transactions does: code that branches on elapsed time (a Uniswap V2 pair's price
+    // accumulators) takes the path, and uses the gas, it will take onchain.
     let latest = client
         .provider
         .get_block_by_number(BlockNumberOrTag::Latest)
@@ -116,38 +189,61 @@ pub async fn simulate(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default();
-    let overrides = BlockOverrides {
-        time: Some(latest.max(now) + SIMULATED_BLOCK_AHEAD_SECONDS),
-        ..Default::default()
-    };
+    let time = latest.max(now) + SIMULATED_BLOCK_AHEAD_SECONDS;
+    let mut blocks: Vec<SimBlock> = Vec::new();
+    let mut in_block = usize::MAX;
+    for (from, calls) in groups {
+        if in_block.saturating_add(calls.len()) > SIMULATED_BLOCK_CALLS {
+            blocks.push(SimBlock {
+                block_overrides: Some(BlockOverrides {
+                    time: Some(time + blocks.len() as u64),
+                    ..Default::default()
+                }),
+                state_overrides: None,
+                calls: Vec::new(),
+            });
+            in_block = 0;
+        }
+        if let Some(b) = blocks.last_mut() {
+            b.calls.extend(calls.iter().map(|c| {
+                TransactionRequest::default()
+                    .with_from(*from)
+                    .with_to(c.to)
+                    .with_input(c.data.clone())
+                    .with_value(c.value)
+            }));
+        }
+        in_block += calls.len();
+    }
     let payload = SimulatePayload {
-        block_state_calls: vec![SimBlock {
-            block_overrides: Some(overrides),
-            state_overrides: None,
-            calls: requests,
-        }],
+        block_state_calls: blocks,
         trace_transfers: false,
         validation: false,
         return_full_transactions: false,
     };
-    let blocks = client
+    let simulated = client
         .provider
         .simulate(&payload)
-        .block_id(crate::plan::read_block())
+        .block_id(block)
         .await
         .map_err(|e| rpc_error(client, e))?;
-    let results = blocks
-        .into_iter()
-        .next()
-        .map(|b| b.calls)
-        .unwrap_or_default();
-    if results.len() != calls.len() {
-        return Err(Error::internal(format!(
-            "eth_simulateV1 answered {} results for {} calls",
-            results.len(),
-            calls.len()
-        )));
+    let mut results = simulated.into_iter().flat_map(|b| b.calls);
+    let expected: usize = groups.iter().map(|(_, c)| c.len()).sum();
+    let mut answers = Vec::with_capacity(groups.len());
+    for (_, calls) in groups {
+        let got: Vec<_> = results.by_ref().take(calls.len()).collect();
+        if got.len() != calls.len() {
+            return Err(Error::internal(format!(
+                "eth_simulateV1 answered fewer results than the {expected} calls it was given"
+            )));
+        }
+        answers.push(gas_limits(calls, got));
     }
+    Ok(answers)
+}
+
+/// Each call's gas limit from its simulated result, or the first revert's error.
+fn gas_limits(calls: &[Call], results: Vec<SimCallResult>) -> Result<Vec<u64>, Error> {
     let mut gas = Vec::with_capacity(calls.len());
     for (call, result) in calls.iter().zip(results) {
         if !result.status {
@@ -294,6 +390,8 @@ pub struct WalletSender {
     accounts: KeyedLocks<(u64, Address)>,
     /// One reservation at a time per sending wallet, so that nonces are queued for the node in order.
     wallets: KeyedLocks<(u64, Address)>,
+    /// Executions waiting for their wallet's turn, reserved and signed together (one commit).
+    reservations: Gather<(u64, Address), Reserve, Reserved>,
     /// Signed transactions on their way to the node, in nonce order, several at once.
     outbox: Outbox,
     /// Accounts with transactions this process sent and has not seen mined: their plans read the
@@ -316,6 +414,7 @@ impl WalletSender {
             options,
             accounts: KeyedLocks::default(),
             wallets: KeyedLocks::default(),
+            reservations: Gather::default(),
             outbox: Outbox::default(),
             flights: Flights::new(STUCK_FOR),
             hooks,
@@ -395,7 +494,6 @@ impl WalletSender {
         Fut: Future<Output = Result<Plan, Error>>,
     {
         let wallet = signer.address();
-        let wallet_text = wallet.to_string();
         // One retry: a nonce the node says is taken (the wallet was used elsewhere) is given back and
         // the plan is sent again at fresh nonces.
         for attempt in 0..2 {
@@ -420,44 +518,36 @@ impl WalletSender {
                 nonce_floor(client, wallet, attempt > 0),
             );
             let (gas, (max_fee, priority), chain_nonce) = (gas?, fees?, chain_nonce?);
-            let wallet_turn = self.wallets.lock((client.chain_id, wallet)).await;
             let count = u32::try_from(plan.calls.len()).map_err(Error::internal)?;
-            if let Some(hook) = &self.hooks.before_reserve {
-                hook(execution_key).await;
-            }
-            // Signed at the nonces the reservation picks, inside its transaction: one write holds
-            // the reservation and the signed bytes (all or none), before anything is sent.
-            let sign_at = |nonces: &[u64]| -> Result<Vec<SignedTx>, StoreError> {
-                nonces
-                    .iter()
-                    .zip(&plan.calls)
-                    .zip(&gas)
-                    .map(|((nonce, call), gas_limit)| {
-                        sign_call(
-                            signer,
-                            client.chain_id,
-                            *nonce,
-                            *gas_limit,
-                            (max_fee, priority),
-                            call,
-                        )
-                    })
-                    .collect()
-            };
-            let request = NonceRequest {
-                chain_id: client.chain_id,
-                wallet: &wallet_text,
-                execution_key,
+            let job = || Reserve {
+                execution_key: execution_key.to_owned(),
+                fence: fence.cloned(),
                 count,
                 chain_nonce,
-                now: self.now(),
-                gaps_only: false,
+                signer: signer.clone(),
+                calls: plan.calls.clone(),
+                gas: gas.clone(),
+                fees: (max_fee, priority),
             };
-            let rows = match self
-                .store
-                .reserve_signed(request, fence, Some(&sign_at))
-                .await?
-            {
+            // The executions that wait for the wallet's turn meanwhile are reserved, signed and
+            // recorded together when it comes, and their first transactions queued in the
+            // outbox in their nonces' order.
+            let key = (client.chain_id, wallet);
+            let reserved = self
+                .reservations
+                .one(key, job(), |jobs| self.reserve(client, wallet, jobs))
+                .await;
+            let (reservation, ticket) = match reserved {
+                Some(answer) => answer?,
+                // Its batch was dropped before it answered (its caller gave up), committed or
+                // not: reserved again alone, which answers the rows it has if it committed.
+                None => self
+                    .reserve(client, wallet, vec![job()])
+                    .await
+                    .pop()
+                    .unwrap_or_else(|| Err(Error::internal("a reservation answered nothing")))?,
+            };
+            let rows = match reservation {
                 Reservation::New(rows) => rows,
                 // Signed already (by another process running the same execution): never sign
                 // again at those nonces; wait for what was sent (handing it to the node again
@@ -469,14 +559,6 @@ impl WalletSender {
                 // The lease is another worker's now: send nothing, touch nothing.
                 Reservation::LeaseLost => return Ok(None),
             };
-            // The first transaction is queued for the node while the turn is held (the queue's order
-            // is the nonces'), then the turn goes to the next execution, which reserves and queues
-            // while this one's transaction is with the node.
-            let ticket = rows
-                .first()
-                .and_then(|r| r.raw_tx.as_deref())
-                .map(|raw| self.outbox.queue(client.chain_id, wallet, raw));
-            drop(wallet_turn);
             // In flight from here until its wait ends: the account's next plan reads the pending
             // block.
             let flying = self.flights.fly((client.chain_id, account));
@@ -514,6 +596,97 @@ impl WalletSender {
             ErrorCode::NotAvailable,
             "The node refused the transaction twice.",
         ))
+    }
+
+    /// Reserves, signs and records `jobs` under the wallet's turn in one database transaction (each
+    /// alone when the batch fails, so that a failing one fails alone), and queues each new
+    /// reservation's first transaction in the outbox, in their nonces' order, before the turn goes
+    /// on: while those are with the node the next executions reserve and queue behind them.
+    async fn reserve(
+        &self,
+        client: &ChainClient,
+        wallet: Address,
+        jobs: Vec<Reserve>,
+    ) -> Vec<Reserved> {
+        let _turn = self.wallets.lock((client.chain_id, wallet)).await;
+        if let Some(hook) = &self.hooks.before_reserve {
+            for job in &jobs {
+                hook(&job.execution_key).await;
+            }
+        }
+        let wallet_text = wallet.to_string();
+        let now = self.now();
+        // Signed at the nonces the reservation picks, inside its transaction: one write holds
+        // the reservations and the signed bytes (all or none), before anything is sent.
+        let signs: Vec<_> = jobs
+            .iter()
+            .map(|job| {
+                move |nonces: &[u64]| -> Result<Vec<SignedTx>, StoreError> {
+                    nonces
+                        .iter()
+                        .zip(&job.calls)
+                        .zip(&job.gas)
+                        .map(|((nonce, call), gas_limit)| {
+                            sign_call(
+                                &job.signer,
+                                client.chain_id,
+                                *nonce,
+                                *gas_limit,
+                                job.fees,
+                                call,
+                            )
+                        })
+                        .collect()
+                }
+            })
+            .collect();
+        let items: Vec<ReserveItem<'_>> = jobs
+            .iter()
+            .zip(&signs)
+            .map(|(job, sign)| ReserveItem {
+                request: NonceRequest {
+                    chain_id: client.chain_id,
+                    wallet: &wallet_text,
+                    execution_key: &job.execution_key,
+                    count: job.count,
+                    chain_nonce: job.chain_nonce,
+                    now,
+                    gaps_only: false,
+                },
+                fence: job.fence.as_ref(),
+                sign: Some(sign as &SignAt<'_>),
+            })
+            .collect();
+        let reservations: Vec<Result<Reservation, Error>> =
+            match self.store.reserve_signed_batch(&items).await {
+                Ok(all) => all.into_iter().map(Ok).collect(),
+                Err(_) if items.len() > 1 => {
+                    let mut each = Vec::with_capacity(items.len());
+                    for item in items {
+                        let alone = self.store.reserve_signed_batch(&[item]).await;
+                        each.push(alone.map_err(Error::from).and_then(|mut r| {
+                            r.pop()
+                                .ok_or_else(|| Error::internal("a reservation answered nothing"))
+                        }));
+                    }
+                    each
+                }
+                Err(e) => vec![Err(e.into())],
+            };
+        reservations
+            .into_iter()
+            .map(|r| {
+                let reservation = r?;
+                let ticket = match &reservation {
+                    Reservation::New(rows) => rows
+                        .first()
+                        .and_then(|r| r.raw_tx.as_deref())
+                        .map(|raw| self.outbox.queue(client.chain_id, wallet, raw)),
+                    _ => None,
+                };
+                Ok((reservation, ticket))
+            })
+            .collect()
     }
 
     /// Hands an execution's transactions to the node through the wallet's outbox, one at a time,
@@ -873,13 +1046,8 @@ impl WalletSender {
             return Ok(Some((hash.clone(), status == 1)));
         }
         for (hash, h) in signings(row) {
-            if let Some(receipt) = client
-                .provider
-                .get_transaction_receipt(h)
-                .await
-                .map_err(|e| rpc_error(client, e))?
-            {
-                return Ok(Some((hash.clone(), receipt.status())));
+            if let Some(status) = crate::receipts::status(client, h).await? {
+                return Ok(Some((hash.clone(), status)));
             }
         }
         Ok(None)

@@ -399,25 +399,38 @@ impl IntentRunner {
             .filter(|e| !e.state.is_ended())
             .collect();
         let halted = std::sync::atomic::AtomicBool::new(false);
-        let results: Vec<Result<bool>> = futures_util::stream::iter(open)
-            .map(|execution| {
-                let (params, agent_address, halted) = (&params, &agent_address, &halted);
-                async move {
-                    if halted.load(std::sync::atomic::Ordering::Acquire) {
-                        return Ok(false);
-                    }
-                    let ran = self
-                        .run_execution(intent, execution, params, agent_address)
-                        .await;
-                    if matches!(ran, Ok(false) | Err(_)) {
-                        halted.store(true, std::sync::atomic::Ordering::Release);
-                    }
-                    ran
+        let run = |execution: ExecutionRecord| {
+            let (params, agent_address, halted) = (&params, &agent_address, &halted);
+            async move {
+                if halted.load(std::sync::atomic::Ordering::Acquire) {
+                    return Ok(false);
                 }
-            })
-            .buffer_unordered(self.fanout_concurrency)
-            .collect()
-            .await;
+                let ran = self
+                    .run_execution(intent, execution, params, agent_address)
+                    .await;
+                if matches!(ran, Ok(false) | Err(_)) {
+                    halted.store(true, std::sync::atomic::Ordering::Release);
+                }
+                ran
+            }
+        };
+        // Started in groups, once half the places are free: executions started together plan,
+        // simulate and reserve together, so their node calls and writes are gathered
+        // (`chain::gather`); one that waits long (a transaction slow to be mined) holds its own
+        // place, not the others'.
+        let window = self.fanout_concurrency;
+        let mut waiting = open.into_iter();
+        let mut running = futures_util::stream::FuturesUnordered::new();
+        let mut results: Vec<Result<bool>> = Vec::new();
+        loop {
+            if running.len() <= window / 2 {
+                running.extend(waiting.by_ref().take(window - running.len()).map(run));
+            }
+            match running.next().await {
+                Some(ran) => results.push(ran),
+                None => break,
+            }
+        }
         let mut ended = true;
         for ran in results {
             ended &= ran?;

@@ -80,7 +80,7 @@ impl Default for Settings {
             idempotency_window: Duration::seconds(60),
             lease: Duration::seconds(30),
             direct_timeout: Duration::seconds(30),
-            fanout_concurrency: 16,
+            fanout_concurrency: 64,
             purchase: PurchaseSettings::default(),
             delegation_sweep: Duration::seconds(30),
             personhood: PersonhoodSettings::default(),

@@ -358,3 +358,117 @@ async fn a_gap_fill_left_unsent_is_taken_up_by_the_sweep() {
         "a mined fill is not taken up again"
     );
 }
+
+/// An error as a caller sees it (its code and message).
+fn seen<T>(r: Result<T, Error>) -> Result<T, (ErrorCode, String)> {
+    r.map_err(|e| (e.code, e.message))
+}
+
+/// A fan-out's users are planned side by side, and their plan reads and simulations go to the node
+/// together (`plan::batch::gathered`: the first caller's request alone, the ones that queued behind
+/// it as one `eth_simulateV1`). Each caller is answered exactly as it is alone: the same read asked
+/// twice answered twice, a reverting read with the node's own error, a user whose calls revert
+/// refused alone while the others in the same request get their gas limits.
+#[tokio::test]
+async fn gathered_reads_and_simulations_answer_each_caller_as_alone() {
+    use actiongate_chain::bindings::IERC20 as Token;
+    use actiongate_chain::plan::batch::gathered;
+    use actiongate_chain::plan::view;
+    use actiongate_chain::sender::simulate;
+    use alloy::sol_types::SolCall;
+
+    // The node requests by method, as the gateway's metrics count them (this test's thread).
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let metrics = recorder.handle();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let simulations = || {
+        metrics
+            .render()
+            .lines()
+            .filter(|l| l.starts_with("actiongate_rpc_calls_total") && l.contains("eth_simulateV1"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let devnet = Devnet::start();
+    let (_, client) = connect(&devnet, &ChainOptions::default()).await;
+    let client = &*client;
+    let usdc = devnet.usdc();
+    let (holder, a, b) = (
+        devnet.account(0).0,
+        devnet.account(1).0,
+        devnet.account(2).0,
+    );
+    let funded = devnet.balance(usdc, a).await + U256::from(5_000_000u64);
+    devnet.fund(a, U256::ZERO, U256::from(5_000_000u64)).await;
+    let reads = || async {
+        tokio::join!(
+            view(client, usdc, Token::decimalsCall {}),
+            view(client, usdc, Token::balanceOfCall { owner: holder }),
+            view(client, usdc, Token::balanceOfCall { owner: a }),
+            view(client, usdc, Token::balanceOfCall { owner: holder }),
+            view(
+                client,
+                usdc,
+                Token::transferCall {
+                    to: b,
+                    amount: U256::MAX
+                }
+            ),
+        )
+    };
+    let alone = reads().await;
+    let before = simulations();
+    let together = gathered(reads()).await;
+    // The first read alone, the four queued behind it in one simulation (its reverting call read
+    // again alone).
+    assert_eq!(simulations() - before, 1);
+    let (d, h, x, h2, t) = alone;
+    let alone = (seen(d), seen(h), seen(x), seen(h2), seen(t));
+    let (d, h, x, h2, t) = together;
+    assert_eq!((seen(d), seen(h), seen(x), seen(h2), seen(t)), alone);
+    assert_eq!(alone.2, Ok(funded), "{alone:?}");
+    assert!(
+        alone.4.is_err(),
+        "a transfer of more than the caller holds reverts: {alone:?}"
+    );
+
+    let overdraw = Call {
+        to: usdc,
+        data: Token::transferCall {
+            to: b,
+            amount: U256::MAX,
+        }
+        .abi_encode()
+        .into(),
+        value: U256::ZERO,
+        description: "overdraw".into(),
+    };
+    let mut two = approval(usdc, holder).calls;
+    two.extend(transfer(holder).calls);
+    let groups = [
+        (holder, transfer(a).calls),
+        (a, vec![overdraw]),
+        (b, two),
+        (holder, approval(usdc, b).calls),
+    ];
+    let sims = || {
+        futures_util::future::join_all(
+            groups
+                .iter()
+                .map(|(from, calls)| simulate(client, *from, calls)),
+        )
+    };
+    let before = simulations();
+    let alone: Vec<_> = sims().await.into_iter().map(seen).collect();
+    assert_eq!(simulations() - before, 4);
+    let together: Vec<_> = gathered(sims()).await.into_iter().map(seen).collect();
+    // The first user's alone, the three queued behind it in one request.
+    assert_eq!(simulations() - before, 6);
+    assert_eq!(together, alone);
+    assert_eq!(alone[0], Ok(vec![27_300]), "{alone:?}");
+    assert!(
+        matches!(&alone[1], Err((ErrorCode::ExecutionReverted, m)) if m.starts_with("overdraw would revert")),
+        "{alone:?}"
+    );
+    assert_eq!(alone[2].as_ref().map(Vec::len), Ok(2), "{alone:?}");
+}

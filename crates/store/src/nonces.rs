@@ -1,8 +1,8 @@
 //! The per-wallet nonce manager's rows: a wallet's transactions by nonce.
 
 use actiongate_core::store::{
-    ChainTxRecord, LeaseFence, MinedTx, NonceRequest, NonceStore, Reservation, SignAt, SignedTx,
-    StoreError, StoreErrorKind,
+    ChainTxRecord, LeaseFence, MinedTx, NonceRequest, NonceStore, Reservation, ReserveItem, SignAt,
+    SignedTx, StoreError, StoreErrorKind,
 };
 use async_trait::async_trait;
 use sqlx::sqlite::SqliteConnection;
@@ -98,95 +98,117 @@ impl NonceStore for SqlStore {
         fence: Option<&LeaseFence>,
         sign: Option<&SignAt<'_>>,
     ) -> Result<Reservation, StoreError> {
-        let NonceRequest {
-            chain_id,
-            wallet,
-            execution_key,
-            count,
-            chain_nonce,
-            now,
-            gaps_only,
-        } = request;
-        let chain = i64::try_from(chain_id).map_err(err)?;
-        let chain_nonce = i64::try_from(chain_nonce).map_err(err)?;
+        let mut answers = self
+            .reserve_signed_batch(&[ReserveItem {
+                request,
+                fence,
+                sign,
+            }])
+            .await?;
+        answers
+            .pop()
+            .ok_or_else(|| StoreError::new(StoreErrorKind::Other, "a reservation answered nothing"))
+    }
+
+    async fn reserve_signed_batch(
+        &self,
+        items: &[ReserveItem<'_>],
+    ) -> Result<Vec<Reservation>, StoreError> {
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            if !lease_held!(tx, fence, now) {
-                tx.rollback().await.map_err(err)?;
-                return Ok(Reservation::LeaseLost);
-            }
-            // The wallet's row is locked first: reservations of one wallet queue here.
-            let next: i64 = sqlx::query_scalar(
-                "INSERT INTO wallet_nonces (chain_id, wallet, next_nonce) VALUES ($1, $2, $3)
-                 ON CONFLICT (chain_id, wallet) DO UPDATE SET next_nonce =
-                   CASE WHEN wallet_nonces.next_nonce > excluded.next_nonce THEN wallet_nonces.next_nonce ELSE excluded.next_nonce END
-                 RETURNING next_nonce",
-            )
-            .bind(chain).bind(wallet).bind(chain_nonce)
-            .fetch_one(&mut *tx).await.map_err(err)?;
-            let existing: Vec<ChainTxRow> = sqlx::query_as(concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE execution_key = $1 AND state <> 'voided' ORDER BY idx"))
-                .bind(execution_key)
-                .fetch_all(&mut *tx).await.map_err(err)?;
-            let nonces: Vec<i64> = if existing.is_empty() {
-                // Voided nonces the chain has not used yet are filled first, so no gap stays behind.
-                // Only gaps: those below a nonce of the wallet still in use.
-                let voided: Vec<i64> = sqlx::query_scalar(
-                    "SELECT nonce FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce >= $3
-                       AND (NOT $5 OR nonce < (SELECT MAX(nonce) FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state <> 'voided'))
-                     ORDER BY nonce LIMIT $4",
-                )
-                .bind(chain).bind(wallet).bind(chain_nonce).bind(i64::from(count)).bind(gaps_only)
-                .fetch_all(&mut *tx).await.map_err(err)?;
-                sqlx::query("DELETE FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce < $3")
-                    .bind(chain).bind(wallet).bind(chain_nonce)
-                    .execute(&mut *tx).await.map_err(err)?;
-                let fresh = if gaps_only { 0 } else { i64::from(count) - voided.len() as i64 };
-                if fresh > 0 {
-                    sqlx::query("UPDATE wallet_nonces SET next_nonce = $3 WHERE chain_id = $1 AND wallet = $2")
-                        .bind(chain).bind(wallet).bind(next + fresh)
-                        .execute(&mut *tx).await.map_err(err)?;
-                }
-                voided.iter().copied().chain(next..next + fresh).collect()
-            } else if sign.is_some() && existing.iter().all(|r| r.state == "reserved") {
-                // Reserved and never signed (an earlier attempt stopped there): signed now.
-                existing.iter().map(|r| r.nonce).collect()
-            } else {
-                // Signed already (by another process running the same execution): answered as is,
-                // never signed again at those nonces.
-                tx.commit().await.map_err(err)?;
-                return existing.into_iter().map(chain_tx_from).collect::<Result<_, _>>().map(Reservation::Existing);
-            };
-            let signed = match sign {
-                Some(sign) => {
-                    let at: Vec<u64> = nonces.iter().map(|n| u64::try_from(*n).map_err(err)).collect::<Result<_, _>>()?;
-                    let signed = sign(&at)?;
-                    if signed.len() != nonces.len() {
-                        return Err(StoreError::new(StoreErrorKind::Other, format!("{} transactions signed for {} nonces", signed.len(), nonces.len())));
+            let mut answers = Vec::with_capacity(items.len());
+            for item in items {
+                let ReserveItem { request, fence, sign } = item;
+                let NonceRequest {
+                    chain_id,
+                    wallet,
+                    execution_key,
+                    count,
+                    chain_nonce,
+                    now,
+                    gaps_only,
+                } = *request;
+                let chain = i64::try_from(chain_id).map_err(err)?;
+                let chain_nonce = i64::try_from(chain_nonce).map_err(err)?;
+                let answer = 'item: {
+                    if !lease_held!(tx, *fence, now) {
+                        break 'item Reservation::LeaseLost;
                     }
-                    Some(signed)
-                }
-                None => None,
-            };
-            for (idx, nonce) in nonces.iter().enumerate() {
-                let t = signed.as_ref().and_then(|s| s.get(idx));
-                sqlx::query(
-                    "INSERT INTO chain_txs (chain_id, wallet, nonce, execution_key, idx, state, tx_hash, raw_tx, created_at, updated_at)
-                     VALUES ($1, $2, $3, $4, $5, $7, $8, $9, $6, $6)
-                     ON CONFLICT (chain_id, wallet, nonce) DO UPDATE SET execution_key = excluded.execution_key,
-                       idx = excluded.idx, state = excluded.state, tx_hash = excluded.tx_hash, raw_tx = excluded.raw_tx,
-                       prior_hashes = '', receipt_status = NULL, updated_at = excluded.updated_at",
-                )
-                .bind(chain).bind(wallet).bind(nonce).bind(execution_key).bind(idx as i64).bind(now)
-                .bind(if t.is_some() { "signed" } else { "reserved" })
-                .bind(t.map(|t| t.tx_hash.as_str()))
-                .bind(t.map(|t| t.raw_tx.as_slice()))
-                .execute(&mut *tx).await.map_err(err)?;
+                    // The wallet's row is locked first: reservations of one wallet queue here.
+                    let next: i64 = sqlx::query_scalar(
+                        "INSERT INTO wallet_nonces (chain_id, wallet, next_nonce) VALUES ($1, $2, $3)
+                         ON CONFLICT (chain_id, wallet) DO UPDATE SET next_nonce =
+                           CASE WHEN wallet_nonces.next_nonce > excluded.next_nonce THEN wallet_nonces.next_nonce ELSE excluded.next_nonce END
+                         RETURNING next_nonce",
+                    )
+                    .bind(chain).bind(wallet).bind(chain_nonce)
+                    .fetch_one(&mut *tx).await.map_err(err)?;
+                    let existing: Vec<ChainTxRow> = sqlx::query_as(concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE execution_key = $1 AND state <> 'voided' ORDER BY idx"))
+                        .bind(execution_key)
+                        .fetch_all(&mut *tx).await.map_err(err)?;
+                    let nonces: Vec<i64> = if existing.is_empty() {
+                        // Voided nonces the chain has not used yet are filled first, so no gap stays behind.
+                        // Only gaps: those below a nonce of the wallet still in use.
+                        let voided: Vec<i64> = sqlx::query_scalar(
+                            "SELECT nonce FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce >= $3
+                               AND (NOT $5 OR nonce < (SELECT MAX(nonce) FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state <> 'voided'))
+                             ORDER BY nonce LIMIT $4",
+                        )
+                        .bind(chain).bind(wallet).bind(chain_nonce).bind(i64::from(count)).bind(gaps_only)
+                        .fetch_all(&mut *tx).await.map_err(err)?;
+                        sqlx::query("DELETE FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce < $3")
+                            .bind(chain).bind(wallet).bind(chain_nonce)
+                            .execute(&mut *tx).await.map_err(err)?;
+                        let fresh = if gaps_only { 0 } else { i64::from(count) - voided.len() as i64 };
+                        if fresh > 0 {
+                            sqlx::query("UPDATE wallet_nonces SET next_nonce = $3 WHERE chain_id = $1 AND wallet = $2")
+                                .bind(chain).bind(wallet).bind(next + fresh)
+                                .execute(&mut *tx).await.map_err(err)?;
+                        }
+                        voided.iter().copied().chain(next..next + fresh).collect()
+                    } else if sign.is_some() && existing.iter().all(|r| r.state == "reserved") {
+                        // Reserved and never signed (an earlier attempt stopped there): signed now.
+                        existing.iter().map(|r| r.nonce).collect()
+                    } else {
+                        // Signed already (by another process running the same execution): answered as is,
+                        // never signed again at those nonces.
+                        break 'item existing.into_iter().map(chain_tx_from).collect::<Result<_, _>>().map(Reservation::Existing)?;
+                    };
+                    let signed = match sign {
+                        Some(sign) => {
+                            let at: Vec<u64> = nonces.iter().map(|n| u64::try_from(*n).map_err(err)).collect::<Result<_, _>>()?;
+                            let signed = sign(&at)?;
+                            if signed.len() != nonces.len() {
+                                return Err(StoreError::new(StoreErrorKind::Other, format!("{} transactions signed for {} nonces", signed.len(), nonces.len())));
+                            }
+                            Some(signed)
+                        }
+                        None => None,
+                    };
+                    for (idx, nonce) in nonces.iter().enumerate() {
+                        let t = signed.as_ref().and_then(|s| s.get(idx));
+                        sqlx::query(
+                            "INSERT INTO chain_txs (chain_id, wallet, nonce, execution_key, idx, state, tx_hash, raw_tx, created_at, updated_at)
+                             VALUES ($1, $2, $3, $4, $5, $7, $8, $9, $6, $6)
+                             ON CONFLICT (chain_id, wallet, nonce) DO UPDATE SET execution_key = excluded.execution_key,
+                               idx = excluded.idx, state = excluded.state, tx_hash = excluded.tx_hash, raw_tx = excluded.raw_tx,
+                               prior_hashes = '', receipt_status = NULL, updated_at = excluded.updated_at",
+                        )
+                        .bind(chain).bind(wallet).bind(nonce).bind(execution_key).bind(idx as i64).bind(now)
+                        .bind(if t.is_some() { "signed" } else { "reserved" })
+                        .bind(t.map(|t| t.tx_hash.as_str()))
+                        .bind(t.map(|t| t.raw_tx.as_slice()))
+                        .execute(&mut *tx).await.map_err(err)?;
+                    }
+                    let rows: Vec<ChainTxRow> = sqlx::query_as(concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE execution_key = $1 AND state <> 'voided' ORDER BY idx"))
+                        .bind(execution_key)
+                        .fetch_all(&mut *tx).await.map_err(err)?;
+                    rows.into_iter().map(chain_tx_from).collect::<Result<_, _>>().map(Reservation::New)?
+                };
+                answers.push(answer);
             }
-            let rows: Vec<ChainTxRow> = sqlx::query_as(concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE execution_key = $1 AND state <> 'voided' ORDER BY idx"))
-                .bind(execution_key)
-                .fetch_all(&mut *tx).await.map_err(err)?;
             tx.commit().await.map_err(err)?;
-            rows.into_iter().map(chain_tx_from).collect::<Result<_, _>>().map(Reservation::New)
+            Ok(answers)
         })
     }
 

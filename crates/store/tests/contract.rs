@@ -1194,6 +1194,109 @@ async fn leased_intent(s: &SqlStore, name: &str, email: &str) {
     );
 }
 
+/// Issue 22: the executions waiting for a wallet's turn are reserved together, in one transaction:
+/// each item answered as it would be alone, in order (later items above earlier ones), a lost
+/// lease only that item's answer, an execution signed already answered as stored; and a failing
+/// signing fails the whole batch, which records nothing.
+#[tokio::test]
+async fn a_batch_of_reservations_is_one_transaction_answered_item_by_item() {
+    use actiongate_core::store::{
+        LeaseFence, NonceRequest, Reservation, ReserveItem, SignAt, SignedTx, StoreError,
+        StoreErrorKind,
+    };
+    for (name, f) in backends().await {
+        let s = &f.store;
+        leased_intent(s, name, "batch@example.com").await;
+        let wallet = "0x00000000000000000000000000000000000000ee";
+        let request = |key: &'static str, count: u32| NonceRequest {
+            chain_id: 84532,
+            wallet,
+            execution_key: key,
+            count,
+            chain_nonce: 3,
+            now: 4_000,
+            gaps_only: false,
+        };
+        let holder = LeaseFence {
+            intent_id: "intent-1".into(),
+            owner: "w1".into(),
+        };
+        let thief = LeaseFence {
+            intent_id: "intent-1".into(),
+            owner: "thief".into(),
+        };
+        let sign = |nonces: &[u64]| -> Result<Vec<SignedTx>, StoreError> {
+            Ok(nonces
+                .iter()
+                .map(|n| signed(*n, &format!("0x{n:02x}")))
+                .collect())
+        };
+        let broken = |_: &[u64]| -> Result<Vec<SignedTx>, StoreError> {
+            Err(StoreError::new(StoreErrorKind::Other, "no key"))
+        };
+        let (sign, broken): (&SignAt<'_>, &SignAt<'_>) = (&sign, &broken);
+        // An execution's reservation: under the intent's holder, another worker, or no lease.
+        let item = |key: &'static str, count: u32, fence: Option<&'static str>, sign| ReserveItem {
+            request: request(key, count),
+            fence: fence.map(|f| if f == "w1" { &holder } else { &thief }),
+            sign: Some(sign),
+        };
+        // A failing signing: the batch fails, nothing of it recorded.
+        let failed = s
+            .reserve_signed_batch(&[
+                item("b:0", 1, Some("w1"), sign),
+                item("b:1", 1, Some("w1"), broken),
+            ])
+            .await;
+        assert!(failed.is_err(), "{name}: {failed:?}");
+        assert_eq!(s.execution_txs("b:0").await.ok(), Some(vec![]), "{name}");
+        // Then: two executions, one under another's lease, one more; in order, above each other.
+        let answers = s
+            .reserve_signed_batch(&[
+                item("b:0", 1, Some("w1"), sign),
+                item("b:1", 2, Some("thief"), sign),
+                item("b:2", 2, Some("w1"), sign),
+            ])
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let nonces = |r: &Reservation| match r {
+            Reservation::New(rows) => (
+                "new",
+                rows.iter().map(|r| (r.nonce, r.tx_hash.clone())).collect(),
+            ),
+            Reservation::Existing(rows) => (
+                "existing",
+                rows.iter().map(|r| (r.nonce, r.tx_hash.clone())).collect(),
+            ),
+            Reservation::LeaseLost => ("lease lost", Vec::new()),
+        };
+        let hash = |n: u64| Some(format!("0x{n:02x}"));
+        assert_eq!(
+            answers.iter().map(nonces).collect::<Vec<_>>(),
+            vec![
+                ("new", vec![(3, hash(3))]),
+                ("lease lost", vec![]),
+                ("new", vec![(4, hash(4)), (5, hash(5))]),
+            ],
+            "{name}"
+        );
+        assert_eq!(s.execution_txs("b:1").await.ok(), Some(vec![]), "{name}");
+        // Again beside a new one: the signed one as stored, the new one above everything.
+        let again = s
+            .reserve_signed_batch(&[item("b:2", 2, Some("w1"), sign), item("b:3", 1, None, sign)])
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            again.iter().map(nonces).collect::<Vec<_>>(),
+            vec![
+                ("existing", vec![(4, hash(4)), (5, hash(5))]),
+                ("new", vec![(6, hash(6))]),
+            ],
+            "{name}"
+        );
+    }
+}
+
 /// Issue 22: the nonces of an execution are reserved, signed at and recorded in one transaction,
 /// under the intent's lease: a lost lease or a failed signing reserves nothing, the signer is given
 /// the nonces picked (voided ones first), and an execution signed already is answered as stored,

@@ -4,6 +4,7 @@
 
 pub mod aave;
 pub mod across;
+pub mod batch;
 pub mod ctf;
 mod fx;
 mod readiness;
@@ -18,10 +19,8 @@ use swap::{plan_swap, plan_swap_v3};
 use actiongate_api_types::ErrorCode;
 use actiongate_core::error::Error;
 use actiongate_core::prices::Prices;
-use alloy::network::TransactionBuilder;
 use alloy::primitives::{Address, Bytes, U256};
 use alloy::providers::Provider;
-use alloy::rpc::types::TransactionRequest;
 use alloy::sol_types::SolCall;
 use serde_json::{Value, json};
 
@@ -194,15 +193,7 @@ pub async fn view<C: SolCall>(
     to: Address,
     call: C,
 ) -> Result<C::Return, Error> {
-    let tx = TransactionRequest::default()
-        .with_to(to)
-        .with_input(call.abi_encode());
-    let out = client
-        .provider
-        .call(tx)
-        .block(read_block())
-        .await
-        .map_err(|e| rpc_error(client, e))?;
+    let out = batch::call(client, read_block(), to, call.abi_encode().into()).await?;
     C::abi_decode_returns(&out).map_err(|e| {
         Error::new(
             ErrorCode::ExecutionReverted,

@@ -477,6 +477,15 @@ pub trait NonceStore: Send + Sync + 'static {
         sign: Option<&SignAt<'_>>,
     ) -> Result<Reservation, StoreError>;
 
+    /// Several reservations ([`NonceStore::reserve_signed`] each, in order: later items reserve
+    /// above earlier ones of the same wallet) in one transaction, so that the executions waiting
+    /// for a wallet's turn are reserved, signed and recorded with one commit. All or none: an error
+    /// of one item (a failed signing) fails the batch, and nothing of it is recorded.
+    async fn reserve_signed_batch(
+        &self,
+        items: &[ReserveItem<'_>],
+    ) -> Result<Vec<Reservation>, StoreError>;
+
     /// Reserves nonces without signing ([`NonceStore::reserve_signed`] without a fence or a
     /// signer).
     async fn reserve_nonces(

@@ -456,6 +456,14 @@ pub struct MinedTx {
     pub status: i64,
 }
 
+/// One of the reservations [`Store::reserve_signed_batch`] makes in one transaction: what
+/// [`Store::reserve_signed`] takes.
+pub struct ReserveItem<'a> {
+    pub request: NonceRequest<'a>,
+    pub fence: Option<&'a LeaseFence>,
+    pub sign: Option<&'a SignAt<'a>>,
+}
+
 /// What [`Store::reserve_signed`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reservation {

@@ -1,0 +1,156 @@
+//! Natural batching: callers queue requests under a key, and whoever gets the key's turn next
+//! takes everything queued so far and runs it as one batch; each caller gets its own answer. While
+//! one batch is with the node the next callers queue behind it, so a lone caller waits for nothing
+//! but its own request, and under load the batches grow with it (no timer, no size to tune). The
+//! outbox hands a wallet's transactions to the node this way; a fan-out's plan reads and
+//! simulations go to the node this way ([`crate::plan::view`], [`crate::sender::simulate`]).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::oneshot;
+
+use crate::locks::KeyedLocks;
+
+/// A queued request's answer, once its batch has run.
+pub struct Ticket<Resp>(oneshot::Receiver<Resp>);
+
+/// The requests queued under each key, each with where its answer goes.
+type Queues<K, Req, Resp> = HashMap<K, Vec<(Req, oneshot::Sender<Resp>)>>;
+
+/// Requests queued by key, run in batches.
+pub struct Gather<K, Req, Resp> {
+    queued: Mutex<Queues<K, Req, Resp>>,
+    /// One batch at a time per key: the holder takes everything queued.
+    turns: KeyedLocks<K>,
+}
+
+impl<K, Req, Resp> Default for Gather<K, Req, Resp> {
+    fn default() -> Self {
+        Self {
+            queued: Mutex::new(HashMap::new()),
+            turns: KeyedLocks::default(),
+        }
+    }
+}
+
+impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
+    fn queued(&self) -> MutexGuard<'_, Queues<K, Req, Resp>> {
+        // Nothing panics while holding it; should something, the map is still whole.
+        self.queued.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `request` under `key`; [`Gather::run`] runs it (in this caller's batch or an earlier
+    /// caller's).
+    pub fn queue(&self, key: K, request: Req) -> Ticket<Resp> {
+        let (answer, ticket) = oneshot::channel();
+        self.queued()
+            .entry(key)
+            .or_default()
+            .push((request, answer));
+        Ticket(ticket)
+    }
+
+    /// Waits for `key`'s turn, runs everything queued under it (unless an earlier turn took this
+    /// ticket's request along) with `batch`, which answers each request in order, and answers
+    /// `ticket`'s. `None` when its batch answered fewer requests than it was given or was dropped
+    /// before answering (its caller's future dropped mid-batch): the request's outcome is unknown.
+    pub async fn run<F, Fut>(&self, key: K, ticket: Ticket<Resp>, batch: F) -> Option<Resp>
+    where
+        F: FnOnce(Vec<Req>) -> Fut,
+        Fut: Future<Output = Vec<Resp>>,
+    {
+        {
+            let _turn = self.turns.lock(key.clone()).await;
+            let taken = self.queued().remove(&key).unwrap_or_default();
+            if !taken.is_empty() {
+                let (requests, answers): (Vec<Req>, Vec<_>) = taken.into_iter().unzip();
+                for (answer, response) in answers.into_iter().zip(batch(requests).await) {
+                    let _ = answer.send(response);
+                }
+            }
+        }
+        ticket.0.await.ok()
+    }
+
+    /// Queues `request` and runs it ([`Gather::queue`], [`Gather::run`]).
+    pub async fn one<F, Fut>(&self, key: K, request: Req, batch: F) -> Option<Resp>
+    where
+        F: FnOnce(Vec<Req>) -> Fut,
+        Fut: Future<Output = Vec<Resp>>,
+    {
+        let ticket = self.queue(key.clone(), request);
+        self.run(key, ticket, batch).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::Gather;
+
+    /// Callers that queue while a batch runs go out together in the next one, each answered its own.
+    #[tokio::test]
+    async fn callers_queued_during_a_batch_run_together_in_the_next() {
+        let gather: Arc<Gather<u8, u32, u32>> = Arc::default();
+        let batches = Arc::new(std::sync::Mutex::new(Vec::<Vec<u32>>::new()));
+        let (release, hold) = tokio::sync::oneshot::channel::<()>();
+        let first = {
+            let (gather, batches) = (gather.clone(), batches.clone());
+            tokio::spawn(async move {
+                gather
+                    .one(0, 1, |reqs| async move {
+                        let _ = hold.await;
+                        batches.lock().unwrap().push(reqs.clone());
+                        reqs.into_iter().map(|r| r * 10).collect()
+                    })
+                    .await
+            })
+        };
+        // The first batch holds the turn until released; three more queue behind it.
+        while gather.queued().get(&0).is_some() {
+            tokio::task::yield_now().await;
+        }
+        let mut later = Vec::new();
+        for r in 2..=4u32 {
+            let (gather, batches) = (gather.clone(), batches.clone());
+            later.push(tokio::spawn(async move {
+                gather
+                    .one(0, r, |reqs| async move {
+                        batches.lock().unwrap().push(reqs.clone());
+                        reqs.into_iter().map(|r| r * 10).collect()
+                    })
+                    .await
+            }));
+        }
+        while gather.queued().get(&0).map_or(0, Vec::len) < 3 {
+            tokio::task::yield_now().await;
+        }
+        let _ = release.send(());
+        assert_eq!(first.await.unwrap(), Some(10));
+        for (r, h) in (2..=4u32).zip(later) {
+            assert_eq!(h.await.unwrap(), Some(r * 10));
+        }
+        assert_eq!(*batches.lock().unwrap(), vec![vec![1], vec![2, 3, 4]]);
+    }
+
+    /// A batch that answers fewer requests than it was given leaves the rest `None`, not waiting.
+    #[tokio::test]
+    async fn a_short_answer_leaves_the_rest_unknown() {
+        let gather: Gather<u8, u32, u32> = Gather::default();
+        let runs = AtomicUsize::new(0);
+        let a = gather.queue(0, 1);
+        let b = gather.queue(0, 2);
+        let batch = |reqs: Vec<u32>| {
+            runs.fetch_add(1, Ordering::Relaxed);
+            async move { reqs.into_iter().take(1).collect() }
+        };
+        assert_eq!(gather.run(0, a, batch).await, Some(1));
+        assert_eq!(gather.run(0, b, |_| async { Vec::new() }).await, None);
+        assert_eq!(runs.load(Ordering::Relaxed), 1);
+    }
+}
