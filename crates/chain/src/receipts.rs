@@ -5,11 +5,12 @@
 //! execution together, where each waiting execution used to ask once per poll (at N=1,000 on the
 //! devnet: ~19 receipt lookups per execution, each taking the node's time from its mining).
 //!
-//! The wake-up is only a hint: the waiting execution still reads its receipt itself and that answer
-//! is the truth. A missed hint (a block skipped, a node without `eth_getBlockReceipts`, a failed
-//! call) costs latency, never correctness: the waiter looks again after the fallback interval.
+//! A woken execution takes its receipt's status from the block's receipts the watch read (the
+//! node's own answer, `ReceiptWatch::seen`) and asks the node itself only when the watch has not
+//! seen it. A missed wake-up (a block skipped, a node without `eth_getBlockReceipts`, a failed call)
+//! costs latency, never correctness: the waiter looks itself after the fallback interval.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -86,12 +87,14 @@ struct State {
     /// waiters poll on their own.
     off_until: Option<tokio::time::Instant>,
     recent: VecDeque<B256>,
-    recent_set: HashSet<B256>,
+    /// Each recent hash's receipt status as the block's receipts gave it (`None` when the node
+    /// left it out).
+    recent_set: HashMap<B256, Option<bool>>,
 }
 
 impl State {
-    fn remember(&mut self, hash: B256) {
-        if self.recent_set.insert(hash) {
+    fn remember(&mut self, hash: B256, status: Option<bool>) {
+        if self.recent_set.insert(hash, status).is_none() {
             self.recent.push_back(hash);
             if self.recent.len() > RECENT
                 && let Some(old) = self.recent.pop_front()
@@ -137,6 +140,13 @@ impl ReceiptWatch {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The receipt status of `hash` (`Some(success)`) when a block the watch read lately holds it:
+    /// the node's own answer, read with the block's receipts, so the woken waiter need not ask
+    /// again.
+    pub fn seen(&self, hash: &B256) -> Option<bool> {
+        self.state().recent_set.get(hash).copied().flatten()
+    }
+
     /// Sleeps until a block holding one of `hashes` has been read, or one fallback interval
     /// (`FALLBACK_POLLS` polls) has passed, whichever comes first; then the caller looks up its
     /// receipt. Where the node serves no block receipts, sleeps one poll (looking up every poll).
@@ -148,7 +158,7 @@ impl ReceiptWatch {
                 .is_some_and(|until| tokio::time::Instant::now() < until);
             if off || hashes.is_empty() {
                 None
-            } else if hashes.iter().any(|h| state.recent_set.contains(h)) {
+            } else if hashes.iter().any(|h| state.recent_set.contains_key(h)) {
                 // Read mined already (just before this waiter came, or its wake-up's lookup found
                 // nothing: a node behind the one the watch asked). Taken out, and looked up again
                 // after one poll; a lookup that still finds nothing registers next time.
@@ -239,10 +249,16 @@ impl ReceiptWatch {
                         failures = 0;
                         let mut state = self.state();
                         let hashes = mined.iter().filter_map(|r| {
-                            r.get("transactionHash")?.as_str()?.parse::<B256>().ok()
+                            let hash = r.get("transactionHash")?.as_str()?.parse::<B256>().ok()?;
+                            let status = match r.get("status").and_then(|s| s.as_str()) {
+                                Some("0x1") => Some(true),
+                                Some("0x0") => Some(false),
+                                _ => None,
+                            };
+                            Some((hash, status))
                         });
-                        for hash in hashes {
-                            state.remember(hash);
+                        for (hash, status) in hashes {
+                            state.remember(hash, status);
                             if let Some(list) = state.waiters.remove(&hash) {
                                 for (_, woken) in list {
                                     woken.notify_one();

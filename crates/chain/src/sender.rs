@@ -1045,6 +1045,12 @@ impl WalletSender {
         if let (Some(status), Some(hash)) = (row.receipt_status, &row.tx_hash) {
             return Ok(Some((hash.clone(), status == 1)));
         }
+        // Read with its block's receipts by the watch, else asked of the node.
+        for (hash, h) in signings(row) {
+            if let Some(status) = client.receipts.seen(&h) {
+                return Ok(Some((hash.clone(), status)));
+            }
+        }
         for (hash, h) in signings(row) {
             if let Some(status) = crate::receipts::status(client, h).await? {
                 return Ok(Some((hash.clone(), status)));
