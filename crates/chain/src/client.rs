@@ -71,10 +71,10 @@ pub struct ChainClient {
     pub receipt_lookups: Gather<(), B256, Result<Option<bool>, Error>>,
 }
 
-/// Every configured chain that has an RPC URL.
 /// A simulation's sender and calls.
 pub type Simulation = (Address, Vec<Call>);
 
+/// Every configured chain that has an RPC URL.
 #[derive(Clone, Default)]
 pub struct ChainClients {
     clients: BTreeMap<u64, Arc<ChainClient>>,
@@ -162,11 +162,6 @@ impl ChainClients {
     }
 }
 
-/// A read refused because the block it was made at is no longer (or not yet) held by the node that
-/// answered: the head moved between the tag's resolution and the read (anvil keeps only the latest
-/// state when it prunes history: `BlockOutOfRangeError`), or a load-balanced node is a block behind
-/// (geth's `header not found`). The same request asked again reads the new head; retried like a rate
-/// limit.
 /// Calls `method` once for each of `params` in one JSON-RPC batch (a plain call when there is one)
 /// and answers each call in order; a batch that fails as a whole fails each call with its error.
 pub async fn batch_calls<P: RpcSend, R: RpcRecv>(
@@ -214,13 +209,22 @@ impl RetryPolicy for NodePolicy {
     }
 
     fn backoff_hint(&self, error: &TransportError) -> Option<Duration> {
-        if head_moved(error) {
+        // Past the block it read: the new head is there now. A node a block behind (`header not
+        // found`) waits the configured backoff, as a rate limit does.
+        if error
+            .as_error_resp()
+            .is_some_and(|r| r.message.contains("BlockOutOfRangeError"))
+        {
             return Some(Duration::from_millis(1));
         }
         RateLimitRetryPolicy::default().backoff_hint(error)
     }
 }
 
+/// A read refused because the block it was made at is no longer (or not yet) held by the node that
+/// answered: the head moved between the tag's resolution and the read (anvil keeps only the latest
+/// state when it prunes history: `BlockOutOfRangeError`), or a load-balanced node is a block behind
+/// (geth's `header not found`). The same request asked again reads the new head ([`NodePolicy`]).
 fn head_moved(e: &TransportError) -> bool {
     e.as_error_resp().is_some_and(|r| {
         r.message.contains("BlockOutOfRangeError") || r.message.contains("header not found")

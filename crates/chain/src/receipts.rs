@@ -44,19 +44,32 @@ pub async fn status(client: &ChainClient, hash: B256) -> Result<Option<bool>, Er
     client
         .receipt_lookups
         .one((), hash, |hashes| async move {
-            let params = hashes.into_iter().map(|h| (h,)).collect();
-            batch_calls::<_, Option<TransactionReceipt>>(
-                client,
-                "eth_getTransactionReceipt",
-                params,
-            )
-            .await
-            .into_iter()
-            .map(|r| {
-                r.map(|r| r.map(|r| r.status()))
-                    .map_err(|e| rpc_error(client, e))
-            })
-            .collect()
+            let lookup = |hashes: Vec<B256>| async move {
+                let params = hashes.into_iter().map(|h| (h,)).collect();
+                batch_calls::<_, Option<TransactionReceipt>>(
+                    client,
+                    "eth_getTransactionReceipt",
+                    params,
+                )
+                .await
+                .into_iter()
+                .map(|r| {
+                    r.map(|r| r.map(|r| r.status()))
+                        .map_err(|e| rpc_error(client, e))
+                })
+                .collect::<Vec<_>>()
+            };
+            let answers = lookup(hashes.clone()).await;
+            // A batch refused as a whole (a node that caps or refuses batches): each alone.
+            if hashes.len() > 1 && answers.iter().all(Result::is_err) {
+                let alone = hashes.into_iter().map(|h| lookup(vec![h]));
+                return futures_util::future::join_all(alone)
+                    .await
+                    .into_iter()
+                    .flatten()
+                    .collect();
+            }
+            answers
         })
         .await
         .unwrap_or_else(|| {
