@@ -14,8 +14,10 @@
 // (one transaction a block, as the node mines the gateway's).
 //
 // Prints one JSON line: {n, made, setupMs, submitToCompletedMs, executions, distinctWallets,
-// succeeded, failed, perSecond, rpcPerExecution (the gateway's node calls by method, per delegator),
-// blocks (the node's blocks for the gateway's transactions), transactions, fullBlocks, rawMs,
+// succeeded, failed, perSecond, gathered (the gateway's gathered batches by kind: how many, mean
+// size), cpuMsPerDelegator (the CPU the gateway and the node spent on the
+// fan-out, per delegator, with --pids gateway:PID,node:PID), rpcPerExecution (the gateway's node calls by method, per delegator),
+// blocks (the node's blocks for the gateway's transactions), blockSizes (how many held how many), transactions, fullBlocks, rawMs,
 // rawPerSecond, ratio, oneAtATimeMs, oneAtATimePerSecond, oneAtATimeRatio}, and
 // on stderr where the setup's time went. Exits 1 if the intent does not complete with exactly N
 // executions, one per delegator, each succeeded.
@@ -116,7 +118,28 @@ const rpcCalls = async () => {
   }
   return calls;
 };
+// CPU time (ms) the gateway and the node used, from /proc (`--pids gateway:PID,node:PID`), read
+// before and after the fan-out: what each side spent on it.
+const pids = Object.fromEntries((args.pids ?? "").split(",").filter(Boolean).map((p) => p.split(":")));
+const cpuMs = () => Object.fromEntries(Object.entries(pids).map(([who, pid]) => {
+  try {
+    // utime and stime, in clock ticks (100 a second on Linux), after the parenthesised command name.
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+    return [who, (Number(fields[11]) + Number(fields[12])) * 10];
+  } catch { return [who, NaN]; }
+}));
+// The gateway's gathered batches by kind (its /metrics): how many ran and their total size.
+const batches = async () => {
+  const text = await (await fetch(`${args.gateway}/metrics`)).text();
+  const kinds = {};
+  for (const m of text.matchAll(/^actiongate_gathered_batch_size_(sum|count)\{kind="([^"]+)"\} ([0-9.e+]+)/gm)) {
+    kinds[m[2]] = { ...(kinds[m[2]] ?? {}), [m[1]]: Number(m[3]) };
+  }
+  return kinds;
+};
+const batchesBefore = await batches();
 const callsBefore = await rpcCalls();
+const cpuBefore = cpuMs();
 const submitted = Date.now();
 const intent = await gateway("/api/v1/agent/execute-intent", {
   agentApiKey: args.key, action: "swap", chainId: devnet.chainId, idempotencyKey: `fanout-${n}-${Date.now()}`,
@@ -130,6 +153,7 @@ for (;;) {
   await new Promise((resolve) => setTimeout(resolve, 20));
 }
 const elapsed = Date.now() - submitted;
+const cpuAfter = cpuMs();
 const results = status.results ?? status.executions ?? [];
 const succeeded = results.filter((e) => e.success === true).length;
 const distinct = new Set(results.map((e) => e.walletAddress.toLowerCase())).size;
@@ -137,6 +161,7 @@ const summary = {
   n, made: made.length, setupMs, submitToCompletedMs: elapsed, status: status.status,
   executions: status.total, distinctWallets: distinct, succeeded, failed: results.length - succeeded,
   perSecond: Number((n / (elapsed / 1000)).toFixed(1)),
+  cpuMsPerDelegator: Object.fromEntries(Object.keys(pids).map((who) => [who, Number(((cpuAfter[who] - cpuBefore[who]) / n).toFixed(2))])),
 };
 if (status.status !== "completed" || summary.executions !== n || succeeded !== n || distinct !== n) {
   console.log(JSON.stringify(summary));
@@ -153,6 +178,13 @@ const callsAfter = await rpcCalls();
 summary.rpcPerExecution = Object.fromEntries(Object.entries(callsAfter)
   .map(([m, c]) => [m, Number(((c - (callsBefore[m] ?? 0)) / n).toFixed(2))])
   .filter(([, c]) => c > 0));
+const batchesAfter = await batches();
+// Per kind: batches run during the fan-out and their mean size.
+summary.gathered = Object.fromEntries(Object.entries(batchesAfter).map(([kind, a]) => {
+  const b = batchesBefore[kind] ?? { sum: 0, count: 0 };
+  const count = a.count - (b.count ?? 0);
+  return [kind, { batches: count, mean: count ? Number(((a.sum - (b.sum ?? 0)) / count).toFixed(1)) : 0 }];
+}).filter(([, v]) => v.batches > 0));
 // The gateway's side, on stderr, before the replay (which can fail on its own).
 console.error(JSON.stringify(summary));
 // The node's own rates for the same transactions: the chain put back as it was before the fan-out,
@@ -161,11 +193,17 @@ console.error(JSON.stringify(summary));
 // its swap redeemed together), in the order it sent them.
 const lastBlock = await blockNumber();
 const hashes = [];
+const sizes = [];
 for (let b = firstBlock; b <= lastBlock; b++) {
-  hashes.push(...(await pub.getBlock({ blockNumber: b })).transactions);
+  const held = (await pub.getBlock({ blockNumber: b })).transactions;
+  hashes.push(...held);
+  sizes.push(held.length);
 }
-// How many blocks the node made of them (a block per transaction, or several a block).
+// How many blocks the node made of them (a block per transaction, or several a block), and how
+// full they were: how many blocks held 1, 2-4, 5-16, 17-64 and more of them.
 summary.blocks = Number(lastBlock - firstBlock + 1n);
+const bands = [[1, 1], [2, 4], [5, 16], [17, 64], [65, Infinity]];
+summary.blockSizes = Object.fromEntries(bands.map(([lo, hi]) => [hi === Infinity ? `${lo}+` : lo === hi ? `${lo}` : `${lo}-${hi}`, sizes.filter((s) => s >= lo && s <= hi).length]));
 // In nonce order, and checked to be the agent wallet's consecutive nonces (a gap would stall the
 // replay, and would mean the gateway's transactions are not all here).
 const txs = [];
@@ -228,7 +266,15 @@ let fullBlocks = 0;
 while (!(await receiptOf(sent[sent.length - 1]))) {
   await pub.request({ method: "evm_mine", params: [] });
   fullBlocks++;
-  if (fullBlocks > raws.length) throw new Error("the replayed transactions were not mined");
+  if (fullBlocks > raws.length) {
+    // Why: how many were mined, what the pool holds, and the fees against the base fee now.
+    const mined = (await pub.getTransactionCount({ address: txs[0].from, blockTag: "latest" })) - Number(BigInt(txs[0].nonce));
+    const pool = await pub.request({ method: "txpool_status", params: [] });
+    const base = (await pub.getBlock({ blockTag: "latest" })).baseFeePerGas;
+    const next = txs[mined];
+    console.error(JSON.stringify({ replayStuck: { mined, of: txs.length, pool, baseFee: String(base), nextMaxFee: next ? String(BigInt(next.maxFeePerGas ?? next.gasPrice)) : null, lowestMaxFee: String(txs.reduce((m, t) => { const f = BigInt(t.maxFeePerGas ?? t.gasPrice); return f < m ? f : m; }, BigInt(txs[0].maxFeePerGas ?? txs[0].gasPrice))) } }));
+    throw new Error("the replayed transactions were not mined");
+  }
 }
 const rawMs = Date.now() - rawStart;
 await pub.request({ method: "evm_setAutomine", params: [true] });

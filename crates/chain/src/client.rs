@@ -134,9 +134,9 @@ impl ChainClients {
                     provider,
                     poll,
                     head: Head::new(poll),
-                    views: Gather::default(),
-                    simulations: Gather::default(),
-                    receipt_lookups: Gather::default(),
+                    views: Gather::new("views"),
+                    simulations: Gather::new("simulations"),
+                    receipt_lookups: Gather::new("receipts"),
                 }),
             );
         }

@@ -8,9 +8,7 @@ pub mod bindings;
 pub mod client;
 pub mod delegation;
 pub mod earn;
-pub mod gather;
 pub mod head;
-pub mod locks;
 pub mod market;
 pub mod outbox;
 pub mod payments;
@@ -22,6 +20,8 @@ pub mod revert;
 pub mod sender;
 pub mod uniswap;
 
+// Natural batching and per-key locks live in the core (the runner gathers its writes too).
+pub use actiongate_core::{gather, locks};
 pub use client::{ChainClients, ChainOptions};
 pub use delegation::FrameworkChains;
 pub use earn::{EarnOptions, EarnReads};

@@ -4,11 +4,11 @@
 //! transactions are queued in the reservations' order; an execution's later ones are queued once the
 //! one before is answered, possibly behind later executions' nonces, which nodes hold until the gap
 //! closes), lets the turn go, and then hands the queue over: whoever gets the
-//! wallet's hand-over lock takes everything queued so far and sends it as one JSON-RPC batch, in
-//! order, and each execution gets its own transaction's answer. While one batch is with the node the
-//! next executions reserve, sign and queue behind it, so a node that mines what it holds when it
-//! builds a block (anvil, a sequencer) gets several of the wallet's transactions a block instead of
-//! one. A refused transaction does not stop the ones queued after it: its execution gives its nonce
+//! wallet's hand-over lock takes everything queued so far and sends it as one JSON-RPC batch (in
+//! runs, each highest nonce first: see [`hand_over_order`]), and each execution gets its own
+//! transaction's answer. While one batch is with the node the next executions reserve, sign and
+//! queue behind it, so a node that mines what it holds when it builds a block (anvil, a sequencer)
+//! gets several of the wallet's transactions a block instead of one. A refused transaction does not stop the ones queued after it: its execution gives its nonce
 //! back, and the nonce is filled (by its retry, another reservation, or a no-op) so that nothing
 //! waits behind a gap (see the sender).
 
@@ -26,8 +26,13 @@ pub struct Ticket(crate::gather::Ticket<Answer>);
 
 /// Signed transactions on their way to the node, by wallet: one hand-over at a time per wallet,
 /// the holder takes everything queued.
-#[derive(Default)]
 pub struct Outbox(Gather<Key, Bytes, Answer>);
+
+impl Default for Outbox {
+    fn default() -> Self {
+        Self(Gather::new("outbox"))
+    }
+}
 
 impl Outbox {
     /// Queues a signed transaction of `wallet` (an execution's first one while holding the
@@ -62,12 +67,68 @@ impl Outbox {
     }
 }
 
-/// Sends `batch` in order (one call when it holds one transaction) and answers each.
-async fn send(client: &ChainClient, batch: Vec<Bytes>) -> Vec<Answer> {
-    let params = batch.into_iter().map(|raw| (raw,)).collect();
-    batch_calls::<_, B256>(client, "eth_sendRawTransaction", params)
-        .await
-        .into_iter()
-        .map(|sent| sent.map(|_| ()))
+/// The most transactions of a wallet handed over highest nonce first ([`hand_over_order`]): the
+/// slots a geth pool keeps for an account's transactions that wait on a lower nonce
+/// (`txpool.accountqueue`, 64 by default), so none of a run is evicted while its first is on the way.
+const RUN: usize = 64;
+
+/// The order a batch goes to the node in: each run of up to [`RUN`] queued transactions (queued in
+/// their nonces' order) last first, so that none of a run can be mined before the whole run is with
+/// the node. A node that mines as soon as a transaction is executable (anvil's automine, a
+/// sequencer) then mines a run in one block, where in nonce order it mined the first alone while
+/// the rest arrived (a batch of 50 in 17 blocks on anvil, 16 of them holding one transaction; last
+/// first, one block). A node that mines on a clock is indifferent; every node holds a transaction
+/// above a gap until the gap closes, as it does for an execution's later transactions queued
+/// behind other executions' nonces.
+fn hand_over_order(len: usize) -> Vec<usize> {
+    let queued: Vec<usize> = (0..len).collect();
+    queued
+        .chunks(RUN)
+        .flat_map(|run| run.iter().rev().copied())
         .collect()
+}
+
+/// Hands `batch` over in [`hand_over_order`] (one call when it holds one transaction) and answers
+/// each transaction in the batch's own order.
+async fn send(client: &ChainClient, batch: Vec<Bytes>) -> Vec<Answer> {
+    let order = hand_over_order(batch.len());
+    let mut batch: Vec<Option<Bytes>> = batch.into_iter().map(Some).collect();
+    let params = order
+        .iter()
+        .filter_map(|&i| batch.get_mut(i).and_then(Option::take))
+        .map(|raw| (raw,))
+        .collect();
+    let sent = batch_calls::<_, B256>(client, "eth_sendRawTransaction", params).await;
+    let mut answers: Vec<Option<Answer>> = order.iter().map(|_| None).collect();
+    for (i, answer) in order.into_iter().zip(sent) {
+        if let Some(slot) = answers.get_mut(i) {
+            *slot = Some(answer.map(|_| ()));
+        }
+    }
+    answers
+        .into_iter()
+        .map(|a| {
+            a.unwrap_or_else(|| {
+                Err(TransportErrorKind::custom_str(
+                    "the node's batch answer left this transaction out",
+                ))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_are_handed_over_last_first_and_in_run_order() {
+        assert_eq!(hand_over_order(0), Vec::<usize>::new());
+        assert_eq!(hand_over_order(1), vec![0]);
+        assert_eq!(hand_over_order(3), vec![2, 1, 0]);
+        let order = hand_over_order(RUN + 2);
+        let first: Vec<usize> = (0..RUN).rev().collect();
+        assert_eq!(&order[..RUN], &first[..]);
+        assert_eq!(&order[RUN..], &[RUN + 1, RUN]);
+    }
 }

@@ -26,6 +26,7 @@ use serde_json::json;
 
 use crate::client::{ChainClient, ChainClients};
 use crate::delegation::{Framework, Parsed, is_disabled, redeem};
+use crate::gather::Gather;
 use crate::plan::across;
 use crate::plan::ctf::{OrderFill, order_fill};
 use crate::plan::{Plan, READS, WRITES, plan, read, readiness, runs_on};
@@ -38,6 +39,9 @@ pub struct EvmProvider {
     keyring: Keyring,
     sender: WalletSender,
     prices: Arc<Prices>,
+    /// An agent's sealed wallet key read once for the executions that ask at the same time (a
+    /// fan-out's), which then go on together.
+    sealed: Gather<String, (), Result<Option<Vec<u8>>, Error>>,
 }
 
 impl EvmProvider {
@@ -71,6 +75,7 @@ impl EvmProvider {
             keyring,
             sender,
             prices,
+            sealed: Gather::new("wallets"),
         }
     }
 
@@ -83,9 +88,17 @@ impl EvmProvider {
     /// The agent's execution wallet, opened with the master key for this one use.
     async fn signer(&self, ctx: &ExecutionContext) -> Result<PrivateKeySigner, Error> {
         let sealed = self
-            .store
-            .agent_wallet_sealed(&ctx.agent_id)
-            .await?
+            .sealed
+            .one(ctx.agent_id.clone(), (), |asked| async move {
+                let read = self
+                    .store
+                    .agent_wallet_sealed(&ctx.agent_id)
+                    .await
+                    .map_err(Error::from);
+                asked.iter().map(|()| read.clone()).collect()
+            })
+            .await
+            .ok_or_else(|| Error::internal("a wallet read was dropped unanswered"))??
             .ok_or_else(|| Error::internal(format!("agent {} has no wallet", ctx.agent_id)))?;
         let key = self.keyring.open_wallet_key(&sealed, &ctx.agent_id)?;
         let signer = PrivateKeySigner::from_bytes(&B256::from(*key))

@@ -52,7 +52,7 @@ use alloy::signers::local::PrivateKeySigner;
 use serde_json::json;
 
 use crate::client::{ChainClient, ChainOptions};
-use crate::gather::Gather;
+use crate::gather::{Gather, each_alone_on_failure};
 use crate::locks::KeyedLocks;
 use crate::outbox::{Outbox, Ticket};
 use crate::plan::{Call, Plan, rpc_error};
@@ -392,6 +392,8 @@ pub struct WalletSender {
     wallets: KeyedLocks<(u64, Address)>,
     /// Executions waiting for their wallet's turn, reserved and signed together (one commit).
     reservations: Gather<(u64, Address), Reserve, Reserved>,
+    /// Receipts found by executions of a wallet at the same time, recorded in one write.
+    mined_records: Gather<(u64, String), Vec<MinedTx>, Result<(), String>>,
     /// Signed transactions on their way to the node, in nonce order, several at once.
     outbox: Outbox,
     /// Accounts with transactions this process sent and has not seen mined: their plans read the
@@ -414,7 +416,8 @@ impl WalletSender {
             options,
             accounts: KeyedLocks::default(),
             wallets: KeyedLocks::default(),
-            reservations: Gather::default(),
+            reservations: Gather::new("reservations"),
+            mined_records: Gather::new("mined"),
             outbox: Outbox::default(),
             flights: Flights::new(STUCK_FOR),
             hooks,
@@ -657,22 +660,17 @@ impl WalletSender {
                 sign: Some(sign as &SignAt<'_>),
             })
             .collect();
-        let reservations: Vec<Result<Reservation, Error>> =
-            match self.store.reserve_signed_batch(&items).await {
-                Ok(all) => all.into_iter().map(Ok).collect(),
-                Err(_) if items.len() > 1 => {
-                    let mut each = Vec::with_capacity(items.len());
-                    for item in items {
-                        let alone = self.store.reserve_signed_batch(&[item]).await;
-                        each.push(alone.map_err(Error::from).and_then(|mut r| {
-                            r.pop()
-                                .ok_or_else(|| Error::internal("a reservation answered nothing"))
-                        }));
-                    }
-                    each
-                }
-                Err(e) => vec![Err(e.into())],
-            };
+        let reservations = each_alone_on_failure(
+            items,
+            |items: Vec<ReserveItem<'_>>| async move {
+                self.store
+                    .reserve_signed_batch(&items)
+                    .await
+                    .map_err(Error::from)
+            },
+            || Error::internal("a reservation answered nothing"),
+        )
+        .await;
         reservations
             .into_iter()
             .map(|r| {
@@ -883,14 +881,28 @@ impl WalletSender {
         if mined.is_empty() {
             return;
         }
-        if let Err(e) = self
-            .store
-            .record_mined_txs(chain_id, wallet, mined, self.now())
-            .await
-        {
-            tracing::error!(error = %e, "recording receipts failed");
+        // With the receipts other executions of the wallet found at the same time: one write.
+        let recorded = self
+            .mined_records
+            .one(
+                (chain_id, wallet.to_owned()),
+                std::mem::take(mined),
+                |found| async move {
+                    let all: Vec<MinedTx> = found.iter().flatten().cloned().collect();
+                    let written = self
+                        .store
+                        .record_mined_txs(chain_id, wallet, &all, self.now())
+                        .await
+                        .map_err(|e| e.to_string());
+                    found.iter().map(|_| written.clone()).collect()
+                },
+            )
+            .await;
+        match recorded {
+            Some(Ok(())) => {}
+            Some(Err(e)) => tracing::error!(error = %e, "recording receipts failed"),
+            None => tracing::error!("recording receipts was dropped before it answered"),
         }
-        mined.clear();
     }
 
     async fn any_known(&self, client: &ChainClient, rows: &[ChainTxRecord]) -> bool {

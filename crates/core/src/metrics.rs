@@ -24,6 +24,10 @@ pub const RUNNER_LAG: &str = "actiongate_runner_lag_seconds";
 pub const EXECUTIONS: &str = "actiongate_executions_total";
 /// Group commit: drafts and settles written per transaction.
 pub const BATCH_SIZE: &str = "actiongate_submit_batch_size";
+/// Natural batching ([`crate::gather::Gather`]): requests run per batch, by kind (`outbox`,
+/// `reservations`, `views`, `simulations`, `receipts`, `mined`, `starts`, `ends`, `grants`,
+/// `wallets`).
+pub const GATHERED_BATCH_SIZE: &str = "actiongate_gathered_batch_size";
 /// Group commit: time from the transaction's start to its commit.
 pub const BATCH_COMMIT: &str = "actiongate_submit_commit_seconds";
 /// Submissions accepted (a new intent written; replays of an idempotency key are not counted).
@@ -45,9 +49,14 @@ pub fn buckets(metric: &str) -> Option<&'static [f64]> {
     const SIZES: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
     match metric {
         HTTP_DURATION | BATCH_COMMIT => Some(SECONDS),
-        BATCH_SIZE => Some(SIZES),
+        BATCH_SIZE | GATHERED_BATCH_SIZE => Some(SIZES),
         _ => None,
     }
+}
+
+/// A gathered batch of `size` requests of `kind` ran.
+pub fn gathered(kind: &'static str, size: usize) {
+    metrics::histogram!(GATHERED_BATCH_SIZE, "kind" => kind).record(size as f64);
 }
 
 pub fn intent_ended(status: IntentStatus) {

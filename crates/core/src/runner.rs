@@ -17,8 +17,20 @@ use crate::catalog::{Catalog, Lane};
 use crate::clock::{Clock, to_millis};
 use crate::error::{Error, Result};
 use crate::execution::{ExecutionContext, ExecutionOutcome, Grant, Reconciled, Registry, Subject};
+use crate::gather::{Gather, each_alone_on_failure};
 use crate::states::{DelegationStatus, ExecutionState, IntentStatus};
-use crate::store::{ExecutionFinish, ExecutionRecord, IntentRecord, LeaseFence, OrderEnd, Store};
+use crate::store::{
+    DelegationRecord, ExecutionEnd, ExecutionFinish, ExecutionRecord, IntentRecord, LeaseFence,
+    OrderEnd, Store, StoreError,
+};
+
+/// A store that answered nothing for a write asked of it alone.
+fn unanswered() -> StoreError {
+    StoreError::new(
+        crate::store::StoreErrorKind::Other,
+        "the store answered nothing for a write",
+    )
+}
 
 /// Aborts a task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -73,6 +85,15 @@ pub struct IntentRunner {
     hand: tokio::sync::mpsc::UnboundedSender<(IntentRecord, ExecutionRecord)>,
     /// Whether workers run here (a process without workers leaves its intents to others).
     running: std::sync::atomic::AtomicBool,
+    /// A fan-out's executions started and ended together are written together, by intent: one
+    /// transaction (one commit) for those that reach the step at the same time
+    /// ([`crate::gather::Gather`]).
+    starts: Gather<String, u32, std::result::Result<bool, StoreError>>,
+    ends: Gather<String, ExecutionEnd, std::result::Result<bool, StoreError>>,
+    /// A fan-out's executions that look up their grants at the same time (by agent and chain) are
+    /// answered together, so that they go on to the chain together and their reads are gathered.
+    grants:
+        Gather<(String, u64), String, std::result::Result<Option<DelegationRecord>, StoreError>>,
 }
 
 impl IntentRunner {
@@ -99,6 +120,9 @@ impl IntentRunner {
             handed: std::sync::Mutex::new(Some(handed)),
             hand,
             running: std::sync::atomic::AtomicBool::new(false),
+            starts: Gather::new("starts"),
+            ends: Gather::new("ends"),
+            grants: Gather::new("grants"),
         }
     }
 
@@ -450,12 +474,7 @@ impl IntentRunner {
         let ctx = self.context(intent, &execution, params, agent_address.to_owned());
         let outcome = match execution.state {
             ExecutionState::Pending => {
-                let now = to_millis(self.clock.now());
-                if !self
-                    .store
-                    .start_execution(&intent.id, execution.seq, &self.owner, now)
-                    .await?
-                {
+                if !self.start(&intent.id, execution.seq).await? {
                     // The lease was lost: another worker owns the intent now.
                     tracing::warn!(
                         intent_id = intent.id,
@@ -580,13 +599,25 @@ impl IntentRunner {
     /// The delegation a fan-out execution runs under: its user's newest active delegation to the
     /// agent now, or the execution's refusal when it was revoked or expired since acceptance.
     async fn grant(&self, ctx: &ExecutionContext) -> Result<Result<Grant, ExecutionOutcome>> {
-        let now = to_millis(self.clock.now());
         let wallet = &ctx.subject.wallet_address;
-        let Some(record) = self
-            .store
-            .active_delegation(&ctx.agent_id, ctx.chain_id, wallet, now)
-            .await?
-        else {
+        let looked_up = self
+            .grants
+            .one(
+                (ctx.agent_id.clone(), ctx.chain_id),
+                wallet.clone(),
+                |wallets| {
+                    let now = to_millis(self.clock.now());
+                    let (agent_id, chain_id) = (&ctx.agent_id, ctx.chain_id);
+                    futures_util::future::join_all(wallets.into_iter().map(move |w| async move {
+                        self.store
+                            .active_delegation(agent_id, chain_id, &w, now)
+                            .await
+                    }))
+                },
+            )
+            .await
+            .ok_or_else(|| Error::internal("a delegation lookup was dropped unanswered"))?;
+        let Some(record) = looked_up? else {
             return Ok(Err(ExecutionOutcome::failed(
                 ErrorCode::DelegationRevoked,
                 format!(
@@ -697,18 +728,13 @@ impl IntentRunner {
                 .is_some_and(|p| p.follows(&intent.action));
         let now = to_millis(self.clock.now());
         let event = crate::audit::execution_event(intent, execution, &finish, now);
-        if !self
-            .store
-            .finish_execution(
-                &execution.intent_id,
-                execution.seq,
-                &self.owner,
-                &finish,
-                now,
-                &event,
-            )
-            .await?
-        {
+        let end = ExecutionEnd {
+            seq: execution.seq,
+            finish,
+            now,
+            event,
+        };
+        if !self.end(&execution.intent_id, end).await? {
             tracing::warn!(
                 intent_id = execution.intent_id,
                 seq = execution.seq,
@@ -717,5 +743,57 @@ impl IntentRunner {
             return Ok(false);
         }
         Ok(true)
+    }
+
+    /// Marks a pending execution started, with the executions of the intent starting at the same
+    /// time (one transaction; each alone if it fails).
+    async fn start(&self, intent_id: &str, seq: u32) -> Result<bool> {
+        let key = intent_id.to_owned();
+        let started = self
+            .starts
+            .one(key, seq, |seqs| {
+                let now = to_millis(self.clock.now());
+                each_alone_on_failure(
+                    seqs,
+                    move |seqs: Vec<u32>| async move {
+                        self.store
+                            .start_executions(intent_id, &seqs, &self.owner, now)
+                            .await
+                    },
+                    unanswered,
+                )
+            })
+            .await;
+        match started {
+            Some(started) => Ok(started?),
+            // Its batch was dropped before it answered: whether it started is not known; the
+            // intent is left to be taken up again (a started execution is reconciled).
+            None => Err(Error::internal(
+                "an execution's start was dropped unanswered",
+            )),
+        }
+    }
+
+    /// Records how a started execution ended, with the executions of the intent ending at the same
+    /// time (one transaction; each alone if it fails).
+    async fn end(&self, intent_id: &str, end: ExecutionEnd) -> Result<bool> {
+        let ended = self
+            .ends
+            .one(intent_id.to_owned(), end, |ends| {
+                each_alone_on_failure(
+                    ends,
+                    move |ends: Vec<ExecutionEnd>| async move {
+                        self.store
+                            .finish_executions(intent_id, &self.owner, &ends)
+                            .await
+                    },
+                    unanswered,
+                )
+            })
+            .await;
+        match ended {
+            Some(ended) => Ok(ended?),
+            None => Err(Error::internal("an execution's end was dropped unanswered")),
+        }
     }
 }

@@ -365,8 +365,7 @@ fn seen<T>(r: Result<T, Error>) -> Result<T, (ErrorCode, String)> {
 }
 
 /// A fan-out's users are planned side by side, and their plan reads and simulations go to the node
-/// together (`plan::batch::gathered`: the first caller's request alone, the ones that queued behind
-/// it as one `eth_simulateV1`). Each caller is answered exactly as it is alone: the same read asked
+/// together (`plan::batch::gathered`: the callers that ask together as one `eth_simulateV1`). Each caller is answered exactly as it is alone: the same read asked
 /// twice answered twice, a reverting read with the node's own error, a user whose calls revert
 /// refused alone while the others in the same request get their gas limits.
 #[tokio::test]
@@ -419,8 +418,7 @@ async fn gathered_reads_and_simulations_answer_each_caller_as_alone() {
     let alone = reads().await;
     let before = simulations();
     let together = gathered(reads()).await;
-    // The first read alone, the four queued behind it in one simulation (its reverting call read
-    // again alone).
+    // The five reads in one simulation (identical ones once; its reverting call read again alone).
     assert_eq!(simulations() - before, 1);
     let (d, h, x, h2, t) = alone;
     let alone = (seen(d), seen(h), seen(x), seen(h2), seen(t));
@@ -462,8 +460,9 @@ async fn gathered_reads_and_simulations_answer_each_caller_as_alone() {
     let alone: Vec<_> = sims().await.into_iter().map(seen).collect();
     assert_eq!(simulations() - before, 4);
     let together: Vec<_> = gathered(sims()).await.into_iter().map(seen).collect();
-    // The first user's alone, the three queued behind it in one request.
-    assert_eq!(simulations() - before, 6);
+    // The four users asked together: one request (the first caller yields once before taking
+    // the queue, so the others started with it queue first).
+    assert_eq!(simulations() - before, 5);
     assert_eq!(together, alone);
     assert_eq!(alone[0], Ok(vec![27_300]), "{alone:?}");
     assert!(

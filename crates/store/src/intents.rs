@@ -6,8 +6,9 @@ use actiongate_core::ledger::CreditLedger;
 use actiongate_core::states::ExecutionState;
 use actiongate_core::states::{ApprovalState, IntentStatus, LegState};
 use actiongate_core::store::{
-    AcceptOutcome, ApprovalEnd, AuditEvent, CreditAccount, ExecutionFinish, ExecutionRecord,
-    IdempotencyRecord, IntentDraft, IntentRecord, IntentStore, OpenLeg, OrderEnd, StoreError,
+    AcceptOutcome, ApprovalEnd, AuditEvent, CreditAccount, ExecutionEnd, ExecutionFinish,
+    ExecutionRecord, IdempotencyRecord, IntentDraft, IntentRecord, IntentStore, OpenLeg, OrderEnd,
+    StoreError,
 };
 use async_trait::async_trait;
 use sqlx::Row;
@@ -194,60 +195,78 @@ impl IntentStore for SqlStore {
         .map_err(err))
     }
 
-    async fn start_execution(
+    async fn start_executions(
         &self,
         intent_id: &str,
-        seq: u32,
+        seqs: &[u32],
         owner: &str,
         now: i64,
-    ) -> Result<bool, StoreError> {
-        let seq = i32::try_from(seq).map_err(err)?;
-        on_writer!(self, pool => sqlx::query(
-            "UPDATE intent_executions SET state = 'started', started_at = $4
-             WHERE intent_id = $1 AND seq = $2 AND state = 'pending'
-               AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $3 AND status = 'queued' AND lease_until > $4)",
-        )
-        .bind(intent_id)
-        .bind(seq)
-        .bind(owner)
-        .bind(now)
-        .execute(pool)
-        .await
-        .map(|r| r.rows_affected() == 1)
-        .map_err(err))
+    ) -> Result<Vec<bool>, StoreError> {
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let mut started = Vec::with_capacity(seqs.len());
+            for &seq in seqs {
+                let seq = i32::try_from(seq).map_err(err)?;
+                let changed = sqlx::query(
+                    "UPDATE intent_executions SET state = 'started', started_at = $4
+                     WHERE intent_id = $1 AND seq = $2 AND state = 'pending'
+                       AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $3 AND status = 'queued' AND lease_until > $4)",
+                )
+                .bind(intent_id)
+                .bind(seq)
+                .bind(owner)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?
+                .rows_affected();
+                started.push(changed == 1);
+            }
+            tx.commit().await.map_err(err)?;
+            Ok(started)
+        })
     }
 
-    async fn finish_execution(
+    async fn finish_executions(
         &self,
         intent_id: &str,
-        seq: u32,
         owner: &str,
-        f: &ExecutionFinish,
-        now: i64,
-        event: &AuditEvent,
-    ) -> Result<bool, StoreError> {
-        let seq = i32::try_from(seq).map_err(err)?;
-        let state = f.state().as_str();
-        update_with_event!(
-            self,
-            sqlx::query(
-                "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
-                     finished_at = $8, leg = $10
-                 WHERE intent_id = $1 AND seq = $2 AND state = 'started'
-                   AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $9)",
-            )
-            .bind(intent_id)
-            .bind(seq)
-            .bind(state)
-            .bind(&f.tx_hash)
-            .bind(&f.error_code)
-            .bind(&f.error_message)
-            .bind(&f.data)
-            .bind(now)
-            .bind(owner)
-            .bind(f.leg_open.then_some(LegState::Open.as_str())),
-            event
-        )
+        ends: &[ExecutionEnd],
+    ) -> Result<Vec<bool>, StoreError> {
+        on_writer!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let mut finished = Vec::with_capacity(ends.len());
+            for end in ends {
+                let f = &end.finish;
+                let changed = sqlx::query(
+                    "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
+                         finished_at = $8, leg = $10
+                     WHERE intent_id = $1 AND seq = $2 AND state = 'started'
+                       AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $9)",
+                )
+                .bind(intent_id)
+                .bind(i32::try_from(end.seq).map_err(err)?)
+                .bind(f.state().as_str())
+                .bind(&f.tx_hash)
+                .bind(&f.error_code)
+                .bind(&f.error_message)
+                .bind(&f.data)
+                .bind(end.now)
+                .bind(owner)
+                .bind(f.leg_open.then_some(LegState::Open.as_str()))
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?
+                .rows_affected()
+                    > 0;
+                if changed {
+                    insert_events!(tx, [&end.event]);
+                }
+                finished.push(changed);
+            }
+            tx.commit().await.map_err(err)?;
+            Ok(finished)
+        })
     }
 
     async fn open_legs(&self, skip: u32, limit: u32) -> Result<Vec<OpenLeg>, StoreError> {

@@ -1194,6 +1194,98 @@ async fn leased_intent(s: &SqlStore, name: &str, email: &str) {
     );
 }
 
+/// Issue 22: a fan-out's executions that start or end at the same time are written in one
+/// transaction, each answered as it would be alone: only the lease's holder starts or ends one, an
+/// execution not pending (or not started) is answered false, and only an end that changed its
+/// execution writes its audit event.
+#[tokio::test]
+async fn executions_started_and_ended_together_are_answered_each_as_alone() {
+    use actiongate_core::audit::Linker;
+    use actiongate_core::crypto::MasterKey;
+    use actiongate_core::store::{AuditStore, ExecutionEnd, ExecutionFinish};
+    let linker = Linker::new(
+        MasterKey::from_hex(&"34".repeat(32))
+            .expect("key")
+            .keyring(),
+    );
+    for (name, f) in backends().await {
+        let s = &f.store;
+        leased_intent(s, name, "together@example.com").await;
+        let state = |seq: u32| async move {
+            s.list_executions("intent-1")
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .into_iter()
+                .find(|e| e.seq == seq)
+                .map(|e| e.state.as_str().to_owned())
+        };
+        // Another worker starts nothing; the holder starts the one pending execution, and the
+        // seq that names no execution is answered false beside it.
+        assert_eq!(
+            s.start_executions("intent-1", &[0, 7], "thief", 4_000)
+                .await
+                .ok(),
+            Some(vec![false, false]),
+            "{name}"
+        );
+        assert_eq!(state(0).await.as_deref(), Some("pending"), "{name}");
+        assert_eq!(
+            s.start_executions("intent-1", &[0, 7], "w1", 4_000)
+                .await
+                .ok(),
+            Some(vec![true, false]),
+            "{name}"
+        );
+        assert_eq!(
+            s.start_executions("intent-1", &[0], "w1", 4_001).await.ok(),
+            Some(vec![false]),
+            "started once: {name}"
+        );
+        let end = |seq: u32| ExecutionEnd {
+            seq,
+            finish: ExecutionFinish {
+                success: true,
+                tx_hash: Some("0x02".into()),
+                error_code: None,
+                error_message: None,
+                data: None,
+                leg_open: false,
+            },
+            now: 4_100,
+            event: audit_event(Some("acc1"), "intent-1", "execution.ended"),
+        };
+        assert_eq!(
+            s.finish_executions("intent-1", "thief", &[end(0)])
+                .await
+                .ok(),
+            Some(vec![false]),
+            "{name}"
+        );
+        assert_eq!(
+            s.finish_executions("intent-1", "w1", &[end(7), end(0), end(0)])
+                .await
+                .ok(),
+            Some(vec![false, true, false]),
+            "{name}"
+        );
+        assert_eq!(state(0).await.as_deref(), Some("succeeded"), "{name}");
+        // One audit event: the end that changed the execution.
+        while let Ok(added) = s.chain_audit(&linker, 50).await {
+            if added.is_empty() {
+                break;
+            }
+        }
+        let ended = s
+            .audit_page("acc1", 0, None, None, 100)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .into_iter()
+            .filter(|e| e.entry.kind == "execution.ended")
+            .count();
+        assert_eq!(ended, 1, "{name}");
+    }
+}
+
 /// Issue 22: the executions waiting for a wallet's turn are reserved together, in one transaction:
 /// each item answered as it would be alone, in order (later items above earlier ones), a lost
 /// lease only that item's answer, an execution signed already answered as stored; and a failing

@@ -216,7 +216,20 @@ pub trait IntentStore: Send + Sync + 'static {
         seq: u32,
         owner: &str,
         now: i64,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let started = self.start_executions(intent_id, &[seq], owner, now).await?;
+        Ok(started.first().copied().unwrap_or(false))
+    }
+
+    /// Marks pending executions of one intent started ([`IntentStore::start_execution`] for each),
+    /// in one transaction: one answer per seq, in order. An error fails them all (nothing written).
+    async fn start_executions(
+        &self,
+        intent_id: &str,
+        seqs: &[u32],
+        owner: &str,
+        now: i64,
+    ) -> Result<Vec<bool>, StoreError>;
 
     /// Records how a started execution ended, by the holder of its intent's lease (`owner`); false
     /// when it was not in the started state or the lease is another worker's.
@@ -228,7 +241,28 @@ pub trait IntentStore: Send + Sync + 'static {
         finish: &ExecutionFinish,
         now: i64,
         event: &AuditEvent,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let end = ExecutionEnd {
+            seq,
+            finish: finish.clone(),
+            now,
+            event: event.clone(),
+        };
+        let finished = self
+            .finish_executions(intent_id, owner, std::slice::from_ref(&end))
+            .await?;
+        Ok(finished.first().copied().unwrap_or(false))
+    }
+
+    /// Records how started executions of one intent ended ([`IntentStore::finish_execution`] for
+    /// each, each with its audit event), in one transaction: one answer per end, in order. An error
+    /// fails them all (nothing written).
+    async fn finish_executions(
+        &self,
+        intent_id: &str,
+        owner: &str,
+        ends: &[ExecutionEnd],
+    ) -> Result<Vec<bool>, StoreError>;
 
     /// The succeeded executions whose leg is still open, the longest open first, `skip` of them
     /// passed over (at most `limit`).

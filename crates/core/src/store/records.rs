@@ -368,6 +368,17 @@ impl ExecutionFinish {
     }
 }
 
+/// One execution's end among those [`IntentStore::finish_executions`] records together (the intent
+/// and the lease holder are the batch's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionEnd {
+    pub seq: u32,
+    pub finish: ExecutionFinish,
+    pub now: i64,
+    /// Its audit event, written with it.
+    pub event: AuditEvent,
+}
+
 /// An order's execution ended without a fill ([`IntentStore::end_order`]): failed with `finish`,
 /// and `release_micros` given back from the agent's daily usage of `day`.
 #[derive(Debug, Clone, PartialEq)]
@@ -458,6 +469,7 @@ pub struct MinedTx {
 
 /// One of the reservations [`Store::reserve_signed_batch`] makes in one transaction: what
 /// [`Store::reserve_signed`] takes.
+#[derive(Clone, Copy)]
 pub struct ReserveItem<'a> {
     pub request: NonceRequest<'a>,
     pub fence: Option<&'a LeaseFence>,

@@ -1,9 +1,11 @@
 //! Natural batching: callers queue requests under a key, and whoever gets the key's turn next
 //! takes everything queued so far and runs it as one batch; each caller gets its own answer. While
 //! one batch is with the node the next callers queue behind it, so a lone caller waits for nothing
-//! but its own request, and under load the batches grow with it (no timer, no size to tune). The
-//! outbox hands a wallet's transactions to the node this way; a fan-out's plan reads and
-//! simulations go to the node this way ([`crate::plan::view`], [`crate::sender::simulate`]).
+//! but its own request and one yield to the scheduler (which lets the callers woken with it queue
+//! first), and under load the batches grow with it (no timer, no size to tune). The
+//! chain layer's outbox hands a wallet's transactions to the node this way, and a fan-out's plan
+//! reads, simulations and receipt lookups go to the node this way (`actiongate_chain::plan::batch`,
+//! `actiongate_chain::sender::simulate`); the runner gathers a fan-out's execution writes.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -25,14 +27,24 @@ pub struct Gather<K, Req, Resp> {
     queued: Mutex<Queues<K, Req, Resp>>,
     /// One batch at a time per key: the holder takes everything queued.
     turns: KeyedLocks<K>,
+    /// What its batches are, for the batch-size metric ([`crate::metrics::GATHERED_BATCH_SIZE`]).
+    kind: &'static str,
+}
+
+impl<K, Req, Resp> Gather<K, Req, Resp> {
+    /// Batches of `kind` (a fixed word: `outbox`, `reservations`, …, the metric's label).
+    pub fn new(kind: &'static str) -> Self {
+        Self {
+            queued: Mutex::new(HashMap::new()),
+            turns: KeyedLocks::default(),
+            kind,
+        }
+    }
 }
 
 impl<K, Req, Resp> Default for Gather<K, Req, Resp> {
     fn default() -> Self {
-        Self {
-            queued: Mutex::new(HashMap::new()),
-            turns: KeyedLocks::default(),
-        }
+        Self::new("other")
     }
 }
 
@@ -64,8 +76,13 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
     {
         {
             let _turn = self.turns.lock(key.clone()).await;
+            // Callers woken by the same event as this one (a fan-out's executions answered by one
+            // batch upstream) queue before the batch is taken: one yield to the scheduler, so that
+            // they go together instead of this one alone and the rest in the next batch.
+            tokio::task::yield_now().await;
             let taken = self.queued().remove(&key).unwrap_or_default();
             if !taken.is_empty() {
+                crate::metrics::gathered(self.kind, taken.len());
                 let (requests, answers): (Vec<Req>, Vec<_>) = taken.into_iter().unzip();
                 for (answer, response) in answers.into_iter().zip(batch(requests).await) {
                     let _ = answer.send(response);
@@ -86,6 +103,43 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
     }
 }
 
+/// Runs `run` over all of `requests` as one batch (one transaction, one node request) and, when it
+/// fails as a whole, over each request alone, so that a failing request fails alone and the others
+/// go on. `run` answers one response per request, in order; a request run alone that it answers
+/// nothing for gets `missing()`.
+pub async fn each_alone_on_failure<Req, Resp, E, F, Fut>(
+    requests: Vec<Req>,
+    run: F,
+    missing: impl Fn() -> E,
+) -> Vec<Result<Resp, E>>
+where
+    Req: Clone,
+    F: Fn(Vec<Req>) -> Fut,
+    Fut: Future<Output = Result<Vec<Resp>, E>>,
+{
+    let whole = if requests.len() == 1 {
+        run(requests).await
+    } else {
+        match run(requests.clone()).await {
+            Ok(all) => Ok(all),
+            Err(_) => {
+                let mut each = Vec::with_capacity(requests.len());
+                for request in requests {
+                    each.push(match run(vec![request]).await {
+                        Ok(one) => one.into_iter().next().ok_or_else(&missing),
+                        Err(e) => Err(e),
+                    });
+                }
+                return each;
+            }
+        }
+    };
+    match whole {
+        Ok(all) => all.into_iter().map(Ok).collect(),
+        Err(e) => vec![Err(e)],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -99,11 +153,13 @@ mod tests {
         let gather: Arc<Gather<u8, u32, u32>> = Arc::default();
         let batches = Arc::new(std::sync::Mutex::new(Vec::<Vec<u32>>::new()));
         let (release, hold) = tokio::sync::oneshot::channel::<()>();
+        let (running, started) = tokio::sync::oneshot::channel::<()>();
         let first = {
             let (gather, batches) = (gather.clone(), batches.clone());
             tokio::spawn(async move {
                 gather
                     .one(0, 1, |reqs| async move {
+                        let _ = running.send(());
                         let _ = hold.await;
                         batches.lock().unwrap().push(reqs.clone());
                         reqs.into_iter().map(|r| r * 10).collect()
@@ -112,9 +168,7 @@ mod tests {
             })
         };
         // The first batch holds the turn until released; three more queue behind it.
-        while gather.queued().get(&0).is_some() {
-            tokio::task::yield_now().await;
-        }
+        started.await.unwrap();
         let mut later = Vec::new();
         for r in 2..=4u32 {
             let (gather, batches) = (gather.clone(), batches.clone());
@@ -136,6 +190,66 @@ mod tests {
             assert_eq!(h.await.unwrap(), Some(r * 10));
         }
         assert_eq!(*batches.lock().unwrap(), vec![vec![1], vec![2, 3, 4]]);
+    }
+
+    /// Callers woken by one event (a fan-out's executions answered by one batch upstream) go as one
+    /// batch, not the first alone and the rest after it.
+    #[tokio::test]
+    async fn callers_woken_together_go_in_one_batch() {
+        let gather: Arc<Gather<u8, u32, u32>> = Arc::default();
+        let batches = Arc::new(std::sync::Mutex::new(Vec::<Vec<u32>>::new()));
+        let go = Arc::new(tokio::sync::Notify::new());
+        let waiting = Arc::new(AtomicUsize::new(0));
+        let callers: Vec<_> = (1..=5u32)
+            .map(|r| {
+                let (gather, batches, go, waiting) =
+                    (gather.clone(), batches.clone(), go.clone(), waiting.clone());
+                tokio::spawn(async move {
+                    let woken = go.notified();
+                    waiting.fetch_add(1, Ordering::SeqCst);
+                    woken.await;
+                    gather
+                        .one(0, r, |reqs| async move {
+                            batches.lock().unwrap().push(reqs.clone());
+                            reqs.into_iter().map(|r| r * 10).collect()
+                        })
+                        .await
+                })
+            })
+            .collect();
+        while waiting.load(Ordering::SeqCst) < 5 {
+            tokio::task::yield_now().await;
+        }
+        go.notify_waiters();
+        for (r, caller) in (1..=5u32).zip(callers) {
+            assert_eq!(caller.await.unwrap(), Some(r * 10));
+        }
+        assert_eq!(*batches.lock().unwrap(), vec![vec![1, 2, 3, 4, 5]]);
+    }
+
+    /// A batch that fails as a whole is run request by request: only the failing one fails.
+    #[tokio::test]
+    async fn a_failing_batch_is_run_each_alone() {
+        let runs = std::sync::Mutex::new(Vec::new());
+        let run = |reqs: Vec<u32>| {
+            runs.lock().unwrap().push(reqs.clone());
+            async move {
+                if reqs.contains(&2) {
+                    Err(format!("{reqs:?} refused"))
+                } else {
+                    Ok(reqs.into_iter().map(|r| r * 10).collect())
+                }
+            }
+        };
+        let missing = || "nothing".to_owned();
+        let answers = super::each_alone_on_failure(vec![1, 2, 3], run, missing).await;
+        assert_eq!(answers, vec![Ok(10), Err("[2] refused".to_owned()), Ok(30)]);
+        assert_eq!(
+            *runs.lock().unwrap(),
+            vec![vec![1, 2, 3], vec![1], vec![2], vec![3]]
+        );
+        let answers = super::each_alone_on_failure(vec![1, 3], run, missing).await;
+        assert_eq!(answers, vec![Ok(10), Ok(30)]);
     }
 
     /// A batch that answers fewer requests than it was given leaves the rest `None`, not waiting.
