@@ -162,13 +162,39 @@ impl ChainClients {
     }
 }
 
-/// Calls `method` once for each of `params` in one JSON-RPC batch (a plain call when there is one)
-/// and answers each call in order; a batch that fails as a whole fails each call with its error.
+/// The most calls in one JSON-RPC batch request. Nodes cap batches (geth at 1,000 calls; anvil
+/// answers a request past its body limit `Invalid request`, seen with a few hundred signed
+/// transactions in one batch, each then re-sent on its own again and again), so a longer batch goes
+/// as several requests, one after the other, in order.
+pub const MAX_BATCH_CALLS: usize = 64;
+
+/// Calls `method` once for each of `params` in JSON-RPC batches of at most [`MAX_BATCH_CALLS`],
+/// one after the other (a plain call when there is one), and answers each call in order; a batch
+/// that fails as a whole fails each of its calls with its error.
 pub async fn batch_calls<P: RpcSend, R: RpcRecv>(
     client: &ChainClient,
     method: &'static str,
     mut params: Vec<P>,
 ) -> Vec<Result<R, TransportError>> {
+    let mut answers = Vec::with_capacity(params.len());
+    while params.len() > MAX_BATCH_CALLS {
+        let rest = params.split_off(MAX_BATCH_CALLS);
+        answers.extend(batch_once(client, method, params).await);
+        params = rest;
+    }
+    answers.extend(batch_once(client, method, params).await);
+    answers
+}
+
+/// One JSON-RPC batch of `params` (a plain call when there is one).
+async fn batch_once<P: RpcSend, R: RpcRecv>(
+    client: &ChainClient,
+    method: &'static str,
+    mut params: Vec<P>,
+) -> Vec<Result<R, TransportError>> {
+    if params.is_empty() {
+        return Vec::new();
+    }
     if params.len() == 1
         && let Some(p) = params.pop()
     {

@@ -69,8 +69,9 @@ impl Outbox {
 
 /// The most transactions of a wallet handed over highest nonce first ([`hand_over_order`]): the
 /// slots a geth pool keeps for an account's transactions that wait on a lower nonce
-/// (`txpool.accountqueue`, 64 by default), so none of a run is evicted while its first is on the way.
-const RUN: usize = 64;
+/// (`txpool.accountqueue`, 64 by default), so none of a run is evicted while its first is on the
+/// way; one run is one JSON-RPC request ([`crate::client::MAX_BATCH_CALLS`]).
+const RUN: usize = crate::client::MAX_BATCH_CALLS;
 
 /// The order a batch goes to the node in: each run of up to [`RUN`] queued transactions (queued in
 /// their nonces' order) last first, so that none of a run can be mined before the whole run is with
