@@ -22,7 +22,7 @@ use alloy::rpc::types::TransactionRequest;
 use alloy::rpc::types::simulate::{SimBlock, SimulatePayload};
 
 use super::rpc_error;
-use crate::client::ChainClient;
+use crate::client::{ChainClient, MAX_BATCH_CALLS};
 
 tokio::task_local! {
     static GATHERED: ();
@@ -96,14 +96,23 @@ async fn call_batch(
             })
         })
         .collect();
-    let simulated = if unique.len() > 1 {
-        simulate_calls(client, block, &unique).await.ok()
-    } else {
-        None
-    };
+    // In simulations of at most MAX_BATCH_CALLS calls (a node refuses a request past its size
+    // limit whole); a chunk the node refuses, or a call that reverts, is read alone.
+    let mut simulated: Vec<Option<Bytes>> = vec![None; unique.len()];
+    if unique.len() > 1 {
+        for (c, chunk) in unique.chunks(MAX_BATCH_CALLS).enumerate() {
+            if let Ok(answers) = simulate_calls(client, block, chunk).await {
+                for (j, answer) in answers.into_iter().enumerate() {
+                    if let Some(slot) = simulated.get_mut(c * MAX_BATCH_CALLS + j) {
+                        *slot = answer;
+                    }
+                }
+            }
+        }
+    }
     let answers: Vec<Result<Bytes, Error>> =
         futures_util::future::join_all(unique.iter().enumerate().map(|(i, (to, input))| {
-            let got = simulated.as_ref().and_then(|s| s.get(i).cloned().flatten());
+            let got = simulated.get(i).cloned().flatten();
             async move {
                 match got {
                     Some(out) => Ok(out),
