@@ -761,6 +761,15 @@ async fn a_fan_out_killed_after_a_send_redeems_each_delegation_once() {
         .expect("fresh postgres url");
     let config =
         devnet.gateway_config_with("crash", &database_url, "[delegation]\nsweep-seconds = 1\n");
+    // One execution at a time: the outbox hands transactions queued together to the node in one
+    // request, so with the fan-out's executions side by side the crash could come after several
+    // users' sends instead of exactly one.
+    let text = std::fs::read_to_string(&config).expect("the gateway config is read");
+    std::fs::write(
+        &config,
+        text.replacen("[intents]\n", "[intents]\nfanout-concurrency = 1\n", 1),
+    )
+    .expect("the gateway config is written");
     let mut a = start_gateway(&config, true);
     let agent = onboard(&a, &database_url, "crash@example.com", &["swap"]).await;
     let devnet_json = devnet.dir.path().join("devnet.json").display().to_string();
