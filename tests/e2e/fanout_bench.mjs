@@ -6,6 +6,7 @@
 //
 //   node tests/e2e/fanout_bench.mjs --gateway URL --key AGENT_KEY --devnet devnet.json --n N
 //        [--have K]   (K delegators exist already: only N - K are made)
+//        [--pids gateway:PID,node:PID [--perf DIR]]   (CPU per side; with --perf, `perf record` of each)
 //
 // Then the node's own rates for the same transactions: the chain is put back to a snapshot taken
 // before the submit and the gateway's own signed transactions are handed to it directly, twice: all
@@ -18,10 +19,12 @@
 // size), cpuMsPerDelegator (the CPU the gateway and the node spent on the
 // fan-out, per delegator, with --pids gateway:PID,node:PID), rpcPerExecution (the gateway's node calls by method, per delegator),
 // blocks (the node's blocks for the gateway's transactions), blockSizes (how many held how many), transactions, fullBlocks, rawMs,
+// rawNodeCpuMsPerDelegator (the node's CPU for the full-block replay, with --pids),
 // rawPerSecond, ratio, oneAtATimeMs, oneAtATimePerSecond, oneAtATimeRatio}, and
 // on stderr where the setup's time went. Exits 1 if the intent does not complete with exactly N
 // executions, one per delegator, each succeeded.
 import fs from "node:fs";
+import { spawn } from "node:child_process";
 import { createPublicClient, createWalletClient, http, defineChain, parseAbi, parseUnits } from "viem";
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts";
 
@@ -137,6 +140,12 @@ const batches = async () => {
   }
   return kinds;
 };
+// With --perf DIR (and --pids): each side sampled by `perf record` during the fan-out only, into
+// DIR/<who>.data (read with `perf report -i`), to see where its CPU goes.
+const profilers = args.perf
+  ? Object.entries(pids).map(([who, pid]) => spawn("perf", ["record", "-q", "-F", "499", "-g", "-p", pid, "-o", `${args.perf}/${who}.data`], { stdio: "ignore" }))
+  : [];
+if (profilers.length) await new Promise((resolve) => setTimeout(resolve, 500));
 const batchesBefore = await batches();
 const callsBefore = await rpcCalls();
 const cpuBefore = cpuMs();
@@ -154,6 +163,7 @@ for (;;) {
 }
 const elapsed = Date.now() - submitted;
 const cpuAfter = cpuMs();
+await Promise.all(profilers.map((p) => new Promise((resolve) => { p.on("exit", resolve); p.kill("SIGINT"); })));
 const results = status.results ?? status.executions ?? [];
 const succeeded = results.filter((e) => e.success === true).length;
 const distinct = new Set(results.map((e) => e.walletAddress.toLowerCase())).size;
@@ -185,6 +195,16 @@ summary.gathered = Object.fromEntries(Object.entries(batchesAfter).map(([kind, a
   const count = a.count - (b.count ?? 0);
   return [kind, { batches: count, mean: count ? Number(((a.sum - (b.sum ?? 0)) / count).toFixed(1)) : 0 }];
 }).filter(([, v]) => v.batches > 0));
+// The median and largest gathered batch by kind (the gateway's summary since it started): a mean
+// of 2 can be all pairs, or singles and a few large ones (plan reads at N=100: median 1, largest 31).
+{
+  const text = await (await fetch(`${args.gateway}/metrics`)).text();
+  const sizes = {};
+  for (const m of text.matchAll(/^actiongate_gathered_batch_size\{kind="([^"]+)",quantile="(0\.5|1)"\} ([0-9.e+]+)/gm)) {
+    sizes[m[1]] = { ...(sizes[m[1]] ?? {}), [m[2] === "1" ? "largest" : "median"]: Math.round(Number(m[3])) };
+  }
+  for (const [kind, q] of Object.entries(sizes)) if (summary.gathered?.[kind]) Object.assign(summary.gathered[kind], q);
+}
 // The gateway's side, on stderr, before the replay (which can fail on its own).
 console.error(JSON.stringify(summary));
 // The node's own rates for the same transactions: the chain put back as it was before the fan-out,
@@ -251,6 +271,7 @@ const checkReceipts = async (hashes) => {
 // part of a fast replay from its pool (transactions handed over while a block was being mined
 // vanished, `txpool_content` empty, nonces behind them stuck): the earlier replays that never ended.
 await pub.request({ method: "evm_setAutomine", params: [false] });
+const rawCpuBefore = cpuMs();
 const rawStart = Date.now();
 const sent = [];
 for (let i = 0; i < raws.length; i += 50) {
@@ -285,6 +306,10 @@ while (!(await receiptOf(sent[sent.length - 1]))) {
   }
 }
 const rawMs = Date.now() - rawStart;
+// The node's CPU per delegator for the replay (sending, pooling and mining in full blocks): the
+// floor under what it spends on the same transactions through the gateway.
+const rawCpuAfter = cpuMs();
+if ("node" in pids) summary.rawNodeCpuMsPerDelegator = Number(((rawCpuAfter.node - rawCpuBefore.node) / n).toFixed(2));
 await pub.request({ method: "evm_setAutomine", params: [true] });
 await checkReceipts(sent);
 summary.fullBlocks = fullBlocks;

@@ -4,6 +4,7 @@
 //! delegation (lane `executeIntent`, fan-out); token balances and vault positions read for the agent
 //! (lane `executeIntent`). An action runs only on chains whose contracts it needs are configured.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
@@ -42,7 +43,14 @@ pub struct EvmProvider {
     /// An agent's sealed wallet key read once for the executions that ask at the same time (a
     /// fan-out's), which then go on together.
     sealed: Gather<String, (), Result<Option<Vec<u8>>, Error>>,
+    /// Sealed wallet keys read lately, by agent: an agent keeps its wallet for life, so a fan-out's
+    /// executions read the store once, not each (a read each held them apart, in small groups,
+    /// for every step after it). Only the sealed bytes are kept; a key is opened for each use.
+    sealed_lately: std::sync::Mutex<HashMap<String, (tokio::time::Instant, Vec<u8>)>>,
 }
+
+/// How long a sealed wallet key read from the store is used without reading it again.
+const SEALED_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl EvmProvider {
     /// Takes up unmined gap fills on every chain ([`WalletSender::sweep_fills`]); a chain whose
@@ -76,6 +84,7 @@ impl EvmProvider {
             sender,
             prices,
             sealed: Gather::new("wallets"),
+            sealed_lately: Default::default(),
         }
     }
 
@@ -85,21 +94,46 @@ impl EvmProvider {
         })
     }
 
+    fn sealed_lately(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (tokio::time::Instant, Vec<u8>)>> {
+        // Nothing panics while holding it; should something, the map is still whole.
+        self.sealed_lately
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The agent's execution wallet, opened with the master key for this one use.
     async fn signer(&self, ctx: &ExecutionContext) -> Result<PrivateKeySigner, Error> {
-        let sealed = self
-            .sealed
-            .one(ctx.agent_id.clone(), (), |asked| async move {
-                let read = self
-                    .store
-                    .agent_wallet_sealed(&ctx.agent_id)
+        let lately = self
+            .sealed_lately()
+            .get(&ctx.agent_id)
+            .and_then(|(at, sealed)| (at.elapsed() < SEALED_FOR).then(|| sealed.clone()));
+        let sealed = match lately {
+            Some(sealed) => sealed,
+            None => {
+                let at = tokio::time::Instant::now();
+                let sealed = self
+                    .sealed
+                    .one(ctx.agent_id.clone(), (), |asked| async move {
+                        let read = self
+                            .store
+                            .agent_wallet_sealed(&ctx.agent_id)
+                            .await
+                            .map_err(Error::from);
+                        asked.iter().map(|()| read.clone()).collect()
+                    })
                     .await
-                    .map_err(Error::from);
-                asked.iter().map(|()| read.clone()).collect()
-            })
-            .await
-            .ok_or_else(|| Error::internal("a wallet read was dropped unanswered"))??
-            .ok_or_else(|| Error::internal(format!("agent {} has no wallet", ctx.agent_id)))?;
+                    .ok_or_else(|| Error::internal("a wallet read was dropped unanswered"))??
+                    .ok_or_else(|| {
+                        Error::internal(format!("agent {} has no wallet", ctx.agent_id))
+                    })?;
+                let mut lately = self.sealed_lately();
+                lately.retain(|_, (read_at, _)| read_at.elapsed() < SEALED_FOR);
+                lately.insert(ctx.agent_id.clone(), (at, sealed.clone()));
+                sealed
+            }
+        };
         let key = self.keyring.open_wallet_key(&sealed, &ctx.agent_id)?;
         let signer = PrivateKeySigner::from_bytes(&B256::from(*key))
             .map_err(|_| Error::internal("a sealed wallet key is not a secp256k1 key"))?;

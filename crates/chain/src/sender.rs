@@ -51,7 +51,7 @@ use alloy::rpc::types::{BlockOverrides, TransactionRequest};
 use alloy::signers::local::PrivateKeySigner;
 use serde_json::json;
 
-use crate::client::{ChainClient, ChainOptions};
+use crate::client::{ChainClient, ChainOptions, MAX_BATCH_CALLS};
 use crate::gather::{Gather, each_alone_on_failure};
 use crate::locks::KeyedLocks;
 use crate::outbox::{Outbox, Ticket};
@@ -108,8 +108,8 @@ type Reserved = Result<(Reservation, Option<Ticket>), Error>;
 /// Simulates `calls` from `from`, in order, with state carried between them; answers each call's gas
 /// limit (its gas use plus headroom), or `EXECUTION_REVERTED` with the decoded reason. Within a
 /// fan-out's plan ([`crate::plan::gathered`]) the simulations of its users that are planned at the
-/// same time go to the node as one `eth_simulateV1` ([`Gather`]): each user's calls in sequence,
-/// as they will be mined; a user whose calls revert fails alone.
+/// same time go to the node together ([`Gather`]), in `eth_simulateV1` requests of up to 64 calls:
+/// each user's calls in sequence, as they will be mined; a user whose calls revert fails alone.
 pub async fn simulate(
     client: &ChainClient,
     from: Address,
@@ -145,26 +145,42 @@ async fn simulate_alone(
         .unwrap_or_else(|| Err(Error::internal("eth_simulateV1 answered no block")))
 }
 
-/// A batch of simulations in one request; when the node refuses the request as a whole (one
-/// group's call is invalid rather than reverting, or the request is too large for it), each group
-/// alone, so that each gets its own answer.
+/// A batch of simulations in requests of at most [`MAX_BATCH_CALLS`] calls (a group never split; a
+/// node refuses a request past its size limit whole), side by side; when the node refuses one as a
+/// whole (one group's call is invalid rather than reverting), each of its groups alone, so that
+/// each gets its own answer.
 async fn simulate_batch(
     client: &ChainClient,
     block: BlockId,
     batch: Vec<(Address, Vec<Call>)>,
 ) -> Vec<Result<Vec<u64>, Error>> {
-    let groups: Vec<(Address, &[Call])> = batch.iter().map(|(f, c)| (*f, c.as_slice())).collect();
-    if groups.len() > 1
-        && let Ok(answers) = simulate_groups(client, block, &groups).await
-    {
-        return answers;
+    let mut requests: Vec<Vec<(Address, &[Call])>> = Vec::new();
+    let mut in_request = usize::MAX;
+    for (from, calls) in &batch {
+        if in_request.saturating_add(calls.len()) > MAX_BATCH_CALLS {
+            requests.push(Vec::new());
+            in_request = 0;
+        }
+        if let Some(r) = requests.last_mut() {
+            r.push((*from, calls.as_slice()));
+        }
+        in_request += calls.len();
     }
-    futures_util::future::join_all(
-        groups
-            .iter()
-            .map(|(from, calls)| simulate_alone(client, block, *from, calls)),
-    )
-    .await
+    let answered = futures_util::future::join_all(requests.iter().map(|groups| async move {
+        if groups.len() > 1
+            && let Ok(answers) = simulate_groups(client, block, groups).await
+        {
+            return answers;
+        }
+        futures_util::future::join_all(
+            groups
+                .iter()
+                .map(|(from, calls)| simulate_alone(client, block, *from, calls)),
+        )
+        .await
+    }))
+    .await;
+    answered.into_iter().flatten().collect()
 }
 
 /// Simulates each group's calls from its sender, the groups one after the other in simulated

@@ -65,17 +65,26 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
         Ticket(ticket)
     }
 
-    /// Waits for `key`'s turn, runs everything queued under it (unless an earlier turn took this
-    /// ticket's request along) with `batch`, which answers each request in order, and answers
-    /// `ticket`'s. `None` when its batch answered fewer requests than it was given or was dropped
+    /// Waits for `key`'s turn and runs everything queued under it with `batch`, which answers each
+    /// request in order, and answers `ticket`'s; or answers at once when an earlier turn's batch
+    /// took this ticket's request along and answered it while this caller waited. `None` when its batch answered fewer requests than it was given or was dropped
     /// before answering (its caller's future dropped mid-batch): the request's outcome is unknown.
-    pub async fn run<F, Fut>(&self, key: K, ticket: Ticket<Resp>, batch: F) -> Option<Resp>
+    pub async fn run<F, Fut>(&self, key: K, mut ticket: Ticket<Resp>, batch: F) -> Option<Resp>
     where
         F: FnOnce(Vec<Req>) -> Fut,
         Fut: Future<Output = Vec<Resp>>,
     {
         {
-            let _turn = self.turns.lock(key.clone()).await;
+            // Answered by an earlier turn's batch while waiting for a turn: done, without one. A
+            // caller that waited for its turn all the same held up everyone queued behind it for
+            // the batch the turn before it ran (whatever arrived meanwhile, often one request): at
+            // 1,000 executions at once the plan reads went in 2,000 batches of one, one after the
+            // other.
+            let _turn = tokio::select! {
+                biased;
+                answer = &mut ticket.0 => return answer.ok(),
+                turn = self.turns.lock(key.clone()) => turn,
+            };
             // Callers woken by the same event as this one (a fan-out's executions answered by one
             // batch upstream) queue before the batch is taken: one yield to the scheduler, so that
             // they go together instead of this one alone and the rest in the next batch.
@@ -190,6 +199,87 @@ mod tests {
             assert_eq!(h.await.unwrap(), Some(r * 10));
         }
         assert_eq!(*batches.lock().unwrap(), vec![vec![1], vec![2, 3, 4]]);
+    }
+
+    /// A caller whose request an earlier turn's batch answered returns at once, without a turn of
+    /// its own: it is not held up behind a batch of requests that came after it (here the next
+    /// request of a caller answered before it, whose batch does not end until released).
+    #[tokio::test]
+    async fn a_caller_answered_by_an_earlier_batch_does_not_wait_for_a_turn() {
+        let gather: Arc<Gather<u8, u32, u32>> = Arc::default();
+        let release_first = Arc::new(tokio::sync::Notify::new());
+        let release_later = Arc::new(tokio::sync::Notify::new());
+        let first_running = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Each request answered times ten; a batch holding 1 ends once `release_first` is told, one
+        // holding 4 once `release_later` is.
+        let batch = {
+            let (first, later, running) = (
+                release_first.clone(),
+                release_later.clone(),
+                first_running.clone(),
+            );
+            move |reqs: Vec<u32>| {
+                let (first, later, running) = (first.clone(), later.clone(), running.clone());
+                async move {
+                    if reqs.contains(&1) {
+                        running.store(true, Ordering::SeqCst);
+                        first.notified().await;
+                    }
+                    if reqs.contains(&4) {
+                        later.notified().await;
+                    }
+                    reqs.into_iter().map(|r| r * 10).collect::<Vec<_>>()
+                }
+            }
+        };
+        let queued = |n: usize| {
+            let gather = gather.clone();
+            async move {
+                while gather.queued().get(&0).map_or(0, Vec::len) < n {
+                    tokio::task::yield_now().await;
+                }
+            }
+        };
+        let first = {
+            let (gather, batch) = (gather.clone(), batch.clone());
+            tokio::spawn(async move { gather.one(0, 1, batch).await })
+        };
+        while !first_running.load(Ordering::SeqCst) {
+            tokio::task::yield_now().await;
+        }
+        // Behind the first batch: a caller that, once answered, asks again (4); then two more.
+        let second = {
+            let (gather, batch) = (gather.clone(), batch.clone());
+            tokio::spawn(async move {
+                let answered = gather.one(0, 2, batch.clone()).await;
+                (answered, gather.one(0, 4, batch).await)
+            })
+        };
+        queued(1).await;
+        let behind: Vec<_> = [5u32, 3]
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let (gather, batch) = (gather.clone(), batch.clone());
+                let caller = tokio::spawn(async move { gather.one(0, r, batch).await });
+                (i, r, caller)
+            })
+            .collect();
+        let mut waiting = Vec::new();
+        for (i, r, caller) in behind {
+            queued(2 + i).await;
+            waiting.push((r, caller));
+        }
+        release_first.notify_one();
+        for (r, caller) in waiting {
+            let answered = tokio::time::timeout(std::time::Duration::from_secs(10), caller)
+                .await
+                .expect("a caller answered by an earlier batch waited for a later one");
+            assert_eq!(answered.unwrap(), Some(r * 10));
+        }
+        release_later.notify_one();
+        assert_eq!(first.await.unwrap(), Some(10));
+        assert_eq!(second.await.unwrap(), (Some(20), Some(40)));
     }
 
     /// Callers woken by one event (a fan-out's executions answered by one batch upstream) go as one
