@@ -80,7 +80,9 @@ impl Default for Settings {
             idempotency_window: Duration::seconds(60),
             lease: Duration::seconds(30),
             direct_timeout: Duration::seconds(30),
-            fanout_concurrency: 64,
+            // docs/benchmarks.md, stop 45: at N=1,000 ~0.35 of the node's full-block rate at 256,
+            // ~0.28 at 64.
+            fanout_concurrency: 256,
             purchase: PurchaseSettings::default(),
             delegation_sweep: Duration::seconds(30),
             personhood: PersonhoodSettings::default(),
