@@ -16,6 +16,8 @@ use crate::{Backend, Dialect, SqlStore};
 
 /// Entries one INSERT writes (ten variables each: under SQLite's 32,766).
 const ENTRY_CHUNK: usize = 1000;
+/// Audit events one INSERT writes (eight variables each: under SQLite's 32,766).
+pub(crate) const EVENT_CHUNK: usize = 1000;
 
 /// A query builder for `$sql` (ending in `IN (`) with each of `$items` bound in the list, closed.
 macro_rules! in_list {
@@ -31,26 +33,32 @@ macro_rules! in_list {
 }
 
 /// Writes audit events inside the open transaction `$tx`: an event that names only its agent gets
-/// the agent's account.
+/// the agent's account. One statement for up to [`EVENT_CHUNK`] events (SQLite's connection thread
+/// is handed each statement and its answer back: a statement an event cost two thread switches).
 macro_rules! insert_events {
     ($tx:ident, $events:expr) => {{
-        for e in $events {
-            let e: &actiongate_core::store::AuditEvent = e;
-            sqlx::query(
-                "INSERT INTO audit_events (account_id, at, kind, actor, subject, code, data)
-                 VALUES (COALESCE($1, (SELECT account_id FROM agents WHERE id = $2)), $3, $4, $5, $6, $7, $8)",
-            )
-            .bind(e.account_id.as_deref())
-            .bind(e.agent_id.as_deref())
-            .bind(e.at)
-            .bind(&e.kind)
-            .bind(&e.actor)
-            .bind(&e.subject)
-            .bind(e.code.as_deref())
-            .bind(&e.data)
-            .execute(&mut *$tx)
-            .await
-            .map_err(crate::error::err)?;
+        let events: Vec<&actiongate_core::store::AuditEvent> = $events.into_iter().collect();
+        for chunk in events.chunks(crate::audit::EVENT_CHUNK) {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO audit_events (account_id, at, kind, actor, subject, code, data) ",
+            );
+            q.push_values(chunk, |mut row, e| {
+                row.push("COALESCE(")
+                    .push_bind_unseparated(e.account_id.as_deref())
+                    .push_unseparated(", (SELECT account_id FROM agents WHERE id = ")
+                    .push_bind_unseparated(e.agent_id.as_deref())
+                    .push_unseparated("))")
+                    .push_bind(e.at)
+                    .push_bind(&e.kind)
+                    .push_bind(&e.actor)
+                    .push_bind(&e.subject)
+                    .push_bind(e.code.as_deref())
+                    .push_bind(&e.data);
+            });
+            q.build()
+                .execute(&mut *$tx)
+                .await
+                .map_err(crate::error::err)?;
         }
     }};
 }

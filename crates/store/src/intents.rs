@@ -236,6 +236,8 @@ impl IntentStore for SqlStore {
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let mut finished = Vec::with_capacity(ends.len());
+            // The ended executions' audit events, written together after them.
+            let mut events = Vec::with_capacity(ends.len());
             for end in ends {
                 let f = &end.finish;
                 let changed = sqlx::query(
@@ -260,10 +262,11 @@ impl IntentStore for SqlStore {
                 .rows_affected()
                     > 0;
                 if changed {
-                    insert_events!(tx, [&end.event]);
+                    events.push(&end.event);
                 }
                 finished.push(changed);
             }
+            insert_events!(tx, events);
             tx.commit().await.map_err(err)?;
             Ok(finished)
         })
