@@ -605,14 +605,17 @@ impl IntentRunner {
             .one(
                 (ctx.agent_id.clone(), ctx.chain_id),
                 wallet.clone(),
-                |wallets| {
+                |wallets| async move {
+                    // One query for the group (a store read answers all of them or none).
                     let now = to_millis(self.clock.now());
-                    let (agent_id, chain_id) = (&ctx.agent_id, ctx.chain_id);
-                    futures_util::future::join_all(wallets.into_iter().map(move |w| async move {
-                        self.store
-                            .active_delegation(agent_id, chain_id, &w, now)
-                            .await
-                    }))
+                    match self
+                        .store
+                        .active_delegations_of(&ctx.agent_id, ctx.chain_id, &wallets, now)
+                        .await
+                    {
+                        Ok(found) => found.into_iter().map(Ok).collect(),
+                        Err(e) => wallets.iter().map(|_| Err(e.clone())).collect(),
+                    }
                 },
             )
             .await

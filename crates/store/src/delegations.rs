@@ -14,6 +14,9 @@ macro_rules! delegation_columns {
     };
 }
 
+/// Delegators one grant lookup asks for (three variables more).
+const DELEGATOR_CHUNK: usize = 128;
+
 #[async_trait]
 impl DelegationStore for SqlStore {
     async fn put_delegation(
@@ -79,26 +82,51 @@ impl DelegationStore for SqlStore {
         rows.into_iter().map(delegation_record).collect()
     }
 
-    async fn active_delegation(
+    async fn active_delegations_of(
         &self,
         agent_id: &str,
         chain_id: u64,
-        delegator: &str,
+        delegators: &[String],
         now: i64,
-    ) -> Result<Option<DelegationRecord>, StoreError> {
+    ) -> Result<Vec<Option<DelegationRecord>>, StoreError> {
         let chain = i64::try_from(chain_id).map_err(err)?;
-        let row: Option<DelegationRow> = on_pool!(self, pool => sqlx::query_as(concat!(
-            "SELECT ", delegation_columns!(), " ", usable_delegations!(), " AND lower(delegator) = lower($4)
-               ORDER BY created_at DESC, hash LIMIT 1"
-        ))
-        .bind(agent_id)
-        .bind(chain)
-        .bind(now)
-        .bind(delegator)
-        .fetch_optional(pool)
-        .await
-        .map_err(err)?);
-        row.map(delegation_record).transpose()
+        // Each delegator's newest usable delegation: the first of its rows, newest first.
+        let mut newest: std::collections::HashMap<String, DelegationRecord> =
+            std::collections::HashMap::new();
+        for chunk in crate::shaped_chunks(delegators, DELEGATOR_CHUNK) {
+            let list: Vec<String> = (0..chunk.len())
+                .map(|i| format!("lower(${})", i + 4))
+                .collect();
+            let sql = format!(
+                concat!(
+                    "SELECT ",
+                    delegation_columns!(),
+                    " ",
+                    usable_delegations!(),
+                    " AND lower(delegator) IN ({})
+                   ORDER BY created_at DESC, hash"
+                ),
+                list.join(", ")
+            );
+            let rows: Vec<DelegationRow> = on_pool!(self, pool => {
+                // Built from this file's constant fragments and numbered placeholders only.
+                let mut q = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str())).bind(agent_id).bind(chain).bind(now);
+                for d in chunk {
+                    q = q.bind(d);
+                }
+                q.fetch_all(pool).await.map_err(err)?
+            });
+            for row in rows {
+                let record = delegation_record(row)?;
+                newest
+                    .entry(record.delegator.to_ascii_lowercase())
+                    .or_insert(record);
+            }
+        }
+        Ok(delegators
+            .iter()
+            .map(|d| newest.get(&d.to_ascii_lowercase()).cloned())
+            .collect())
     }
 
     async fn active_delegations(

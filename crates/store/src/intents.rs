@@ -15,6 +15,9 @@ use sqlx::Row;
 use sqlx::sqlite::SqliteConnection;
 
 use crate::batch::{Job, Settle, for_update};
+
+/// Executions one multi-row statement starts or ends (eight variables each at most).
+const SEQ_CHUNK: usize = 256;
 use crate::error::{closed, corrupt, err};
 use crate::rows::{CreditRow, credit_from, hash_from, intent_from_row, policy_from_row};
 use crate::write::{BatchRows, BatchWriter};
@@ -202,28 +205,32 @@ impl IntentStore for SqlStore {
         owner: &str,
         now: i64,
     ) -> Result<Vec<bool>, StoreError> {
+        let list: Vec<i32> = seqs
+            .iter()
+            .map(|s| i32::try_from(*s).map_err(err))
+            .collect::<Result<_, _>>()?;
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let mut started = Vec::with_capacity(seqs.len());
-            for &seq in seqs {
-                let seq = i32::try_from(seq).map_err(err)?;
-                let changed = sqlx::query(
-                    "UPDATE intent_executions SET state = 'started', started_at = $4
-                     WHERE intent_id = $1 AND seq = $2 AND state = 'pending'
-                       AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $3 AND status = 'queued' AND lease_until > $4)",
-                )
-                .bind(intent_id)
-                .bind(seq)
-                .bind(owner)
-                .bind(now)
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?
-                .rows_affected();
-                started.push(changed == 1);
+            // One UPDATE for a run of executions (a statement each was a round trip to SQLite's
+            // thread each).
+            let mut started = std::collections::HashSet::new();
+            for chunk in crate::shaped_chunks(&list, SEQ_CHUNK) {
+                let mut q = sqlx::QueryBuilder::new("UPDATE intent_executions SET state = 'started', started_at = ");
+                q.push_bind(now).push(" WHERE intent_id = ").push_bind(intent_id)
+                    .push(" AND state = 'pending' AND EXISTS (SELECT 1 FROM intents WHERE id = ").push_bind(intent_id)
+                    .push(" AND lease_owner = ").push_bind(owner)
+                    .push(" AND status = 'queued' AND lease_until > ").push_bind(now)
+                    .push(") AND seq IN (");
+                let mut each = q.separated(", ");
+                for seq in chunk {
+                    each.push_bind(*seq);
+                }
+                q.push(") RETURNING seq");
+                started.extend(q.build_query_scalar::<i32>().fetch_all(&mut *tx).await.map_err(err)?);
             }
             tx.commit().await.map_err(err)?;
-            Ok(started)
+            // A seq named twice started once: its first mention.
+            Ok(list.iter().map(|seq| started.remove(seq)).collect())
         })
     }
 
@@ -233,42 +240,50 @@ impl IntentStore for SqlStore {
         owner: &str,
         ends: &[ExecutionEnd],
     ) -> Result<Vec<bool>, StoreError> {
+        let seqs: Vec<i32> = ends
+            .iter()
+            .map(|e| i32::try_from(e.seq).map_err(err))
+            .collect::<Result<_, _>>()?;
+        // A seq named twice ends once: its first mention.
+        let mut named = std::collections::HashSet::new();
+        let first: Vec<bool> = seqs.iter().map(|s| named.insert(*s)).collect();
+        let once: Vec<(i32, &ExecutionEnd)> = seqs
+            .iter()
+            .zip(ends)
+            .zip(&first)
+            .filter(|(_, f)| **f)
+            .map(|((s, e), _)| (*s, e))
+            .collect();
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let mut finished = Vec::with_capacity(ends.len());
-            // The ended executions' audit events, written together after them.
-            let mut events = Vec::with_capacity(ends.len());
-            for end in ends {
-                let f = &end.finish;
-                let changed = sqlx::query(
-                    "UPDATE intent_executions SET state = $3, tx_hash = $4, error_code = $5, error_message = $6, data = $7,
-                         finished_at = $8, leg = $10
-                     WHERE intent_id = $1 AND seq = $2 AND state = 'started'
-                       AND EXISTS (SELECT 1 FROM intents WHERE id = $1 AND lease_owner = $9)",
+            // One UPDATE for a run of ended executions, each with its own values.
+            let mut finished = std::collections::HashSet::new();
+            for chunk in crate::shaped_chunks(&once, SEQ_CHUNK) {
+                let mut q = sqlx::QueryBuilder::new("WITH v (v_seq, v_state, v_hash, v_code, v_message, v_data, v_at, v_leg) AS (");
+                q.push_values(chunk, |mut b, (seq, end)| {
+                    let f = &end.finish;
+                    b.push_bind(*seq).push_bind(f.state().as_str()).push_bind(f.tx_hash.as_deref())
+                        .push_bind(f.error_code.as_deref()).push_bind(f.error_message.as_deref()).push_bind(f.data.as_deref())
+                        .push_bind(end.now).push_bind(f.leg_open.then_some(LegState::Open.as_str()));
+                });
+                q.push(
+                    ") UPDATE intent_executions SET state = v.v_state, tx_hash = v.v_hash, error_code = v.v_code,
+                         error_message = v.v_message, data = v.v_data, finished_at = v.v_at, leg = v.v_leg
+                     FROM v WHERE intent_executions.intent_id = ",
                 )
-                .bind(intent_id)
-                .bind(i32::try_from(end.seq).map_err(err)?)
-                .bind(f.state().as_str())
-                .bind(&f.tx_hash)
-                .bind(&f.error_code)
-                .bind(&f.error_message)
-                .bind(&f.data)
-                .bind(end.now)
-                .bind(owner)
-                .bind(f.leg_open.then_some(LegState::Open.as_str()))
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?
-                .rows_affected()
-                    > 0;
-                if changed {
-                    events.push(&end.event);
-                }
-                finished.push(changed);
+                .push_bind(intent_id)
+                .push(" AND intent_executions.seq = v.v_seq AND intent_executions.state = 'started' AND EXISTS (SELECT 1 FROM intents WHERE id = ")
+                .push_bind(intent_id)
+                .push(" AND lease_owner = ")
+                .push_bind(owner)
+                .push(") RETURNING seq");
+                finished.extend(q.build_query_scalar::<i32>().fetch_all(&mut *tx).await.map_err(err)?);
             }
-            insert_events!(tx, events);
+            let changed: Vec<bool> = seqs.iter().zip(&first).map(|(s, f)| *f && finished.contains(s)).collect();
+            // The ended executions' audit events, written together after them.
+            insert_events!(tx, ends.iter().zip(&changed).filter(|(_, c)| **c).map(|(e, _)| &e.event));
             tx.commit().await.map_err(err)?;
-            Ok(finished)
+            Ok(changed)
         })
     }
 

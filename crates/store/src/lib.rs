@@ -60,6 +60,22 @@ macro_rules! on_writer {
     };
 }
 
+/// Splits `items` into runs whose lengths are powers of two, largest first and at most `max` (a
+/// power of two): a multi-row statement then takes one of a few shapes (1, 2, 4, ... `max` rows),
+/// so that its prepared statements stay few and cached however many rows a batch has.
+pub(crate) fn shaped_chunks<T>(items: &[T], max: usize) -> impl Iterator<Item = &[T]> {
+    let mut rest = items;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let n = (1usize << rest.len().ilog2()).min(max.max(1));
+        let (run, after) = rest.split_at(n);
+        rest = after;
+        Some(run)
+    })
+}
+
 // The modules come after the macros they use (macros are in scope from where they are defined).
 #[macro_use]
 mod rows;
@@ -428,5 +444,26 @@ impl Store for SqlStore {
                 .map_err(err))?;
         }
         Ok(gone)
+    }
+}
+
+#[cfg(test)]
+mod shaped_tests {
+    use super::shaped_chunks;
+
+    #[test]
+    fn runs_are_powers_of_two_largest_first_capped() {
+        let lens = |n: usize, max: usize| {
+            let items: Vec<usize> = (0..n).collect();
+            let runs: Vec<&[usize]> = shaped_chunks(&items, max).collect();
+            // Every item once, in order.
+            assert_eq!(runs.concat(), items);
+            runs.iter().map(|r| r.len()).collect::<Vec<_>>()
+        };
+        assert_eq!(lens(0, 64), Vec::<usize>::new());
+        assert_eq!(lens(1, 64), vec![1]);
+        assert_eq!(lens(37, 64), vec![32, 4, 1]);
+        assert_eq!(lens(64, 64), vec![64]);
+        assert_eq!(lens(200, 64), vec![64, 64, 64, 8]);
     }
 }

@@ -41,6 +41,37 @@ macro_rules! lease_held {
     };
 }
 
+/// Raises the wallet's nonce counter to the node's nonce `$chain_nonce` (never lowers it), inside
+/// the open transaction `$tx`, and answers the counter: the wallet's row is locked first, so
+/// reservations of one wallet queue here.
+macro_rules! raise_counter {
+    ($tx:ident, $chain:expr, $wallet:expr, $chain_nonce:expr) => {{
+        let next: i64 = sqlx::query_scalar(
+            "INSERT INTO wallet_nonces (chain_id, wallet, next_nonce) VALUES ($1, $2, $3)
+             ON CONFLICT (chain_id, wallet) DO UPDATE SET next_nonce =
+               CASE WHEN wallet_nonces.next_nonce > excluded.next_nonce THEN wallet_nonces.next_nonce ELSE excluded.next_nonce END
+             RETURNING next_nonce",
+        )
+        .bind($chain)
+        .bind($wallet)
+        .bind($chain_nonce)
+        .fetch_one(&mut *$tx)
+        .await
+        .map_err(err)?;
+        next
+    }};
+}
+
+/// What a reservation's row at a nonce taken before (a voided one, or a stale one of another
+/// execution) becomes: the new execution's, signed or reserved, nothing of the old one kept.
+macro_rules! chain_tx_taken_over {
+    () => {
+        " ON CONFLICT (chain_id, wallet, nonce) DO UPDATE SET execution_key = excluded.execution_key,
+           idx = excluded.idx, state = excluded.state, tx_hash = excluded.tx_hash, raw_tx = excluded.raw_tx,
+           prior_hashes = '', receipt_status = NULL, updated_at = excluded.updated_at"
+    };
+}
+
 /// A wallet transaction row as stored (`chain_tx_columns!`).
 #[derive(sqlx::FromRow)]
 pub(crate) struct ChainTxRow {
@@ -90,6 +121,45 @@ pub(crate) fn chain_tx_from(row: ChainTxRow) -> Result<ChainTxRecord, StoreError
     })
 }
 
+/// Signs an execution's transactions at `nonces` when a signer is given: as many as nonces, or an
+/// error.
+fn signed_at(
+    sign: Option<&SignAt<'_>>,
+    nonces: &[i64],
+) -> Result<Option<Vec<SignedTx>>, StoreError> {
+    let Some(sign) = sign else { return Ok(None) };
+    let at: Vec<u64> = nonces
+        .iter()
+        .map(|n| u64::try_from(*n).map_err(err))
+        .collect::<Result<_, _>>()?;
+    let signed = sign(&at)?;
+    if signed.len() != nonces.len() {
+        return Err(StoreError::new(
+            StoreErrorKind::Other,
+            format!(
+                "{} transactions signed for {} nonces",
+                signed.len(),
+                nonces.len()
+            ),
+        ));
+    }
+    Ok(Some(signed))
+}
+
+/// A row a batch of reservations writes ([`NonceStore::reserve_signed_batch`] together).
+struct NewRow<'a> {
+    chain: i64,
+    wallet: &'a str,
+    nonce: i64,
+    execution_key: &'a str,
+    idx: i64,
+    now: i64,
+    signed: Option<SignedTx>,
+}
+
+/// Rows one INSERT of a batch of reservations writes (nine variables each).
+const RESERVE_CHUNK: usize = 256;
+
 #[async_trait]
 impl NonceStore for SqlStore {
     async fn reserve_signed(
@@ -116,6 +186,146 @@ impl NonceStore for SqlStore {
     ) -> Result<Vec<Reservation>, StoreError> {
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
+            // Together, when no two items share an execution key and no wallet of theirs has a voided
+            // row (the common case): each item's nonces then come from its wallet's counter alone, so
+            // the counters, the items' rows and the lease fences are read and written once for the
+            // batch, not once an item (each statement is a round trip to SQLite's thread). Otherwise
+            // item by item, below. Both answer the same.
+            let mut keys = std::collections::HashSet::new();
+            let mut together = items.iter().all(|i| keys.insert(i.request.execution_key));
+            let mut wallets: Vec<(i64, &str)> = Vec::new();
+            for i in items {
+                let w = (i64::try_from(i.request.chain_id).map_err(err)?, i.request.wallet);
+                if !wallets.contains(&w) {
+                    wallets.push(w);
+                }
+            }
+            for (chain, wallet) in &wallets {
+                if !together {
+                    break;
+                }
+                let voided: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided')",
+                )
+                .bind(chain).bind(wallet)
+                .fetch_one(&mut *tx).await.map_err(err)?;
+                together = !voided;
+            }
+            if together {
+                // Each fence checked once, at the latest time of its items: held then, held at each.
+                let mut fences: Vec<(&LeaseFence, i64, bool)> = Vec::new();
+                for i in items {
+                    if let Some(f) = i.fence {
+                        match fences.iter_mut().find(|(g, ..)| *g == f) {
+                            Some(at) => at.1 = at.1.max(i.request.now),
+                            None => fences.push((f, i.request.now, false)),
+                        }
+                    }
+                }
+                for (f, now, held) in &mut fences {
+                    *held = lease_held!(tx, Some(*f), *now);
+                }
+                let mut existing: std::collections::HashMap<String, Vec<ChainTxRow>> = std::collections::HashMap::new();
+                for chunk in crate::shaped_chunks(items, RESERVE_CHUNK) {
+                    let mut q = in_list!(
+                        concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE state <> 'voided' AND execution_key IN ("),
+                        chunk.iter().map(|i| i.request.execution_key)
+                    );
+                    for row in q.build_query_as::<ChainTxRow>().fetch_all(&mut *tx).await.map_err(err)? {
+                        existing.entry(row.execution_key.clone()).or_default().push(row);
+                    }
+                }
+                // Each wallet's counter: (wallet, as the batch found and raised it, next).
+                let mut counters: Vec<((i64, &str), i64, i64)> = Vec::new();
+                let mut answers: Vec<Option<Reservation>> = Vec::with_capacity(items.len());
+                let mut rows: Vec<NewRow<'_>> = Vec::new();
+                for item in items {
+                    let ReserveItem { request, fence, sign } = item;
+                    let NonceRequest { chain_id, wallet, execution_key, count, chain_nonce, now, gaps_only } = *request;
+                    let chain = i64::try_from(chain_id).map_err(err)?;
+                    let chain_nonce = i64::try_from(chain_nonce).map_err(err)?;
+                    let held = fence.is_none_or(|f| fences.iter().any(|(g, _, held)| *g == f && *held));
+                    if !held {
+                        answers.push(Some(Reservation::LeaseLost));
+                        continue;
+                    }
+                    let counter = match counters.iter().position(|(w, ..)| *w == (chain, wallet)) {
+                        Some(at) => {
+                            counters[at].2 = counters[at].2.max(chain_nonce);
+                            at
+                        }
+                        None => {
+                            let next = raise_counter!(tx, chain, wallet, chain_nonce);
+                            counters.push(((chain, wallet), next, next));
+                            counters.len() - 1
+                        }
+                    };
+                    let mut found = existing.remove(execution_key).unwrap_or_default();
+                    found.sort_by_key(|r| r.idx);
+                    let nonces: Vec<i64> = if found.is_empty() {
+                        // No voided nonce to fill: fresh ones from the counter (none when only gaps are asked).
+                        let fresh = if gaps_only { 0 } else { i64::from(count) };
+                        let next = counters[counter].2;
+                        counters[counter].2 = next + fresh;
+                        (next..next + fresh).collect()
+                    } else if sign.is_some() && found.iter().all(|r| r.state == "reserved") {
+                        found.iter().map(|r| r.nonce).collect()
+                    } else {
+                        answers.push(Some(found.into_iter().map(chain_tx_from).collect::<Result<_, _>>().map(Reservation::Existing)?));
+                        continue;
+                    };
+                    let mut signed = signed_at(*sign, &nonces)?.map(Vec::into_iter);
+                    for (idx, nonce) in nonces.into_iter().enumerate() {
+                        rows.push(NewRow {
+                            chain, wallet, nonce, execution_key, idx: idx as i64, now,
+                            signed: signed.as_mut().and_then(Iterator::next),
+                        });
+                    }
+                    answers.push(None);
+                }
+                for ((chain, wallet), found, next) in &counters {
+                    if next != found {
+                        sqlx::query("UPDATE wallet_nonces SET next_nonce = $3 WHERE chain_id = $1 AND wallet = $2")
+                            .bind(chain).bind(wallet).bind(next)
+                            .execute(&mut *tx).await.map_err(err)?;
+                    }
+                }
+                let mut at = std::collections::HashSet::new();
+                if !rows.iter().all(|r| at.insert((r.chain, r.wallet, r.nonce))) {
+                    return Err(StoreError::new(StoreErrorKind::Other, "two reservations of one batch at one nonce"));
+                }
+                let mut written: std::collections::HashMap<String, Vec<ChainTxRow>> = std::collections::HashMap::new();
+                for chunk in crate::shaped_chunks(&rows, RESERVE_CHUNK) {
+                    let mut q = sqlx::QueryBuilder::new(
+                        "INSERT INTO chain_txs (chain_id, wallet, nonce, execution_key, idx, state, tx_hash, raw_tx, created_at, updated_at) ",
+                    );
+                    q.push_values(chunk, |mut b, r| {
+                        let t = r.signed.as_ref();
+                        b.push_bind(r.chain).push_bind(r.wallet).push_bind(r.nonce).push_bind(r.execution_key).push_bind(r.idx)
+                            .push_bind(if t.is_some() { "signed" } else { "reserved" })
+                            .push_bind(t.map(|t| t.tx_hash.as_str()))
+                            .push_bind(t.map(|t| t.raw_tx.as_slice()))
+                            .push_bind(r.now).push_bind(r.now);
+                    });
+                    q.push(concat!(chain_tx_taken_over!(), " RETURNING ", chain_tx_columns!()));
+                    for row in q.build_query_as::<ChainTxRow>().fetch_all(&mut *tx).await.map_err(err)? {
+                        written.entry(row.execution_key.clone()).or_default().push(row);
+                    }
+                }
+                let mut answered = Vec::with_capacity(items.len());
+                for (item, answer) in items.iter().zip(answers) {
+                    answered.push(match answer {
+                        Some(answer) => answer,
+                        None => {
+                            let mut rows = written.remove(item.request.execution_key).unwrap_or_default();
+                            rows.sort_by_key(|r| r.idx);
+                            rows.into_iter().map(chain_tx_from).collect::<Result<_, _>>().map(Reservation::New)?
+                        }
+                    });
+                }
+                tx.commit().await.map_err(err)?;
+                return Ok(answered);
+            }
             let mut answers = Vec::with_capacity(items.len());
             for item in items {
                 let ReserveItem { request, fence, sign } = item;
@@ -134,15 +344,7 @@ impl NonceStore for SqlStore {
                     if !lease_held!(tx, *fence, now) {
                         break 'item Reservation::LeaseLost;
                     }
-                    // The wallet's row is locked first: reservations of one wallet queue here.
-                    let next: i64 = sqlx::query_scalar(
-                        "INSERT INTO wallet_nonces (chain_id, wallet, next_nonce) VALUES ($1, $2, $3)
-                         ON CONFLICT (chain_id, wallet) DO UPDATE SET next_nonce =
-                           CASE WHEN wallet_nonces.next_nonce > excluded.next_nonce THEN wallet_nonces.next_nonce ELSE excluded.next_nonce END
-                         RETURNING next_nonce",
-                    )
-                    .bind(chain).bind(wallet).bind(chain_nonce)
-                    .fetch_one(&mut *tx).await.map_err(err)?;
+                    let next = raise_counter!(tx, chain, wallet, chain_nonce);
                     let existing: Vec<ChainTxRow> = sqlx::query_as(concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE execution_key = $1 AND state <> 'voided' ORDER BY idx"))
                         .bind(execution_key)
                         .fetch_all(&mut *tx).await.map_err(err)?;
@@ -174,25 +376,12 @@ impl NonceStore for SqlStore {
                         // never signed again at those nonces.
                         break 'item existing.into_iter().map(chain_tx_from).collect::<Result<_, _>>().map(Reservation::Existing)?;
                     };
-                    let signed = match sign {
-                        Some(sign) => {
-                            let at: Vec<u64> = nonces.iter().map(|n| u64::try_from(*n).map_err(err)).collect::<Result<_, _>>()?;
-                            let signed = sign(&at)?;
-                            if signed.len() != nonces.len() {
-                                return Err(StoreError::new(StoreErrorKind::Other, format!("{} transactions signed for {} nonces", signed.len(), nonces.len())));
-                            }
-                            Some(signed)
-                        }
-                        None => None,
-                    };
+                    let signed = signed_at(*sign, &nonces)?;
                     for (idx, nonce) in nonces.iter().enumerate() {
                         let t = signed.as_ref().and_then(|s| s.get(idx));
                         sqlx::query(
-                            "INSERT INTO chain_txs (chain_id, wallet, nonce, execution_key, idx, state, tx_hash, raw_tx, created_at, updated_at)
-                             VALUES ($1, $2, $3, $4, $5, $7, $8, $9, $6, $6)
-                             ON CONFLICT (chain_id, wallet, nonce) DO UPDATE SET execution_key = excluded.execution_key,
-                               idx = excluded.idx, state = excluded.state, tx_hash = excluded.tx_hash, raw_tx = excluded.raw_tx,
-                               prior_hashes = '', receipt_status = NULL, updated_at = excluded.updated_at",
+                            concat!("INSERT INTO chain_txs (chain_id, wallet, nonce, execution_key, idx, state, tx_hash, raw_tx, created_at, updated_at)
+                             VALUES ($1, $2, $3, $4, $5, $7, $8, $9, $6, $6)", chain_tx_taken_over!()),
                         )
                         .bind(chain).bind(wallet).bind(nonce).bind(execution_key).bind(idx as i64).bind(now)
                         .bind(if t.is_some() { "signed" } else { "reserved" })
@@ -300,19 +489,37 @@ impl NonceStore for SqlStore {
             return Ok(());
         }
         let chain = i64::try_from(chain_id).map_err(err)?;
+        // One UPDATE for a run of receipts, each with its own values. A nonce is mined once: should
+        // one be named twice, its last mention counts.
+        let mut last: Vec<(i64, &MinedTx)> = Vec::with_capacity(mined.len());
+        for m in mined {
+            let nonce = i64::try_from(m.nonce).map_err(err)?;
+            match last.iter_mut().find(|(n, _)| *n == nonce) {
+                Some(at) => at.1 = m,
+                None => last.push((nonce, m)),
+            }
+        }
         on_writer!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            for m in mined {
-                let nonce = i64::try_from(m.nonce).map_err(err)?;
-                sqlx::query(
-                    "UPDATE chain_txs SET state = 'mined', receipt_status = $5, updated_at = $6,
-                       prior_hashes = CASE WHEN tx_hash = $4 OR tx_hash IS NULL THEN prior_hashes
-                                           WHEN prior_hashes = '' THEN tx_hash ELSE prior_hashes || ',' || tx_hash END,
-                       tx_hash = $4
-                     WHERE chain_id = $1 AND wallet = $2 AND nonce = $3",
-                )
-                .bind(chain).bind(wallet).bind(nonce).bind(&m.tx_hash).bind(m.status).bind(now)
-                .execute(&mut *tx).await.map_err(err)?;
+            for chunk in crate::shaped_chunks(&last, RESERVE_CHUNK) {
+                let mut q = sqlx::QueryBuilder::new("WITH v (v_nonce, v_hash, v_status) AS (");
+                q.push_values(chunk, |mut b, (nonce, m)| {
+                    b.push_bind(*nonce).push_bind(m.tx_hash.as_str()).push_bind(m.status);
+                });
+                q.push(") UPDATE chain_txs SET state = 'mined', receipt_status = v.v_status, updated_at = ")
+                    .push_bind(now)
+                    .push(
+                        ", prior_hashes = CASE WHEN chain_txs.tx_hash = v.v_hash OR chain_txs.tx_hash IS NULL THEN chain_txs.prior_hashes
+                                               WHEN chain_txs.prior_hashes = '' THEN chain_txs.tx_hash
+                                               ELSE chain_txs.prior_hashes || ',' || chain_txs.tx_hash END,
+                           tx_hash = v.v_hash
+                         FROM v WHERE chain_txs.chain_id = ",
+                    )
+                    .push_bind(chain)
+                    .push(" AND chain_txs.wallet = ")
+                    .push_bind(wallet)
+                    .push(" AND chain_txs.nonce = v.v_nonce");
+                q.build().execute(&mut *tx).await.map_err(err)?;
             }
             tx.commit().await.map_err(err)
         })

@@ -922,6 +922,39 @@ async fn delegations_are_found_by_agent_delegator_and_window_and_revoked_once() 
                 .is_none(),
             "{name}"
         );
+        // Several delegators in one lookup, answered in the order asked, each as alone: the newest
+        // usable one, whatever the case; none for a closed window or a stranger.
+        let stranger = "0xC0ffee0000000000000000000000000000000003".to_owned();
+        let asked = vec![
+            bob.to_owned(),
+            alice.to_lowercase(),
+            stranger.clone(),
+            alice.to_uppercase().replacen("0X", "0x", 1),
+        ];
+        for (now, want) in [
+            (3_500, [Some("0x03"), Some("0x02"), None, Some("0x02")]),
+            (6_000, [None, Some("0x01"), None, Some("0x01")]),
+        ] {
+            let found: Vec<Option<String>> = s
+                .active_delegations_of("ag1", 84532, &asked, now)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .into_iter()
+                .map(|d| d.map(|d| d.hash))
+                .collect();
+            assert_eq!(
+                found,
+                want.map(|h| h.map(str::to_owned)).to_vec(),
+                "{name} at {now}"
+            );
+        }
+        assert_eq!(
+            s.active_delegations_of("ag2", 84532, &[stranger], 3_500)
+                .await
+                .ok(),
+            Some(vec![None]),
+            "{name}"
+        );
         let listed: Vec<String> = s
             .list_delegations("ag1", Some(84532), None)
             .await
@@ -1286,6 +1319,135 @@ async fn executions_started_and_ended_together_are_answered_each_as_alone() {
     }
 }
 
+/// Issue 22: a fan-out's executions started and ended in one statement each get their own values:
+/// several executions started at once (a seq named twice starts once, one not pending stays), ended
+/// at once with different outcomes, each row as its own end says.
+#[tokio::test]
+async fn a_fan_outs_executions_started_and_ended_together_keep_their_own_values() {
+    use actiongate_core::store::{ExecutionEnd, ExecutionFinish};
+    for (name, f) in backends().await {
+        let s = &f.store;
+        onboarded(s, "fan@example.com").await;
+        s.grant_credits("acc1", 100, "grant", "test", 2_500)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (hash, delegator) in [
+            ("0x11", "0x1111111111111111111111111111111111111111"),
+            ("0x22", "0x2222222222222222222222222222222222222222"),
+            ("0x33", "0x3333333333333333333333333333333333333333"),
+        ] {
+            let mut d = delegation(hash, "ag1", delegator, 1_000, None);
+            d.chain_id = 8453;
+            s.put_delegation(&d, &audit_event(Some("acc1"), "d", "delegation.activated"))
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        let mut draft = read_draft(1, "acc1", 1);
+        draft.fan_out = true;
+        draft.lease = Some(("w1".into(), 10_000));
+        let accepted = s.accept_intent(&draft).await;
+        assert!(
+            matches!(accepted, Ok(AcceptOutcome::Accepted { .. })),
+            "{name}: {accepted:?}"
+        );
+        let seqs: Vec<u32> = s
+            .list_executions("intent-1")
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs.len(), 3, "{name}: {seqs:?}");
+        let (a, b, c) = (seqs[0], seqs[1], seqs[2]);
+        assert_eq!(
+            s.start_executions("intent-1", &[c, a, c, 99], "w1", 4_000)
+                .await
+                .ok(),
+            Some(vec![true, true, false, false]),
+            "{name}"
+        );
+        let end = |seq: u32, success: bool, hash: Option<&str>, leg_open: bool| ExecutionEnd {
+            seq,
+            finish: ExecutionFinish {
+                success,
+                tx_hash: hash.map(str::to_owned),
+                error_code: (!success).then(|| "REVERTED".to_owned()),
+                error_message: (!success).then(|| format!("execution {seq} reverted")),
+                data: success.then(|| format!("{{\"seq\":{seq}}}")),
+                leg_open,
+            },
+            now: 4_100,
+            event: audit_event(Some("acc1"), "intent-1", "execution.ended"),
+        };
+        assert_eq!(
+            s.finish_executions(
+                "intent-1",
+                "w1",
+                &[
+                    end(a, true, Some("0xaa"), true),
+                    end(b, true, Some("0xbb"), false),
+                    end(c, false, None, false),
+                ]
+            )
+            .await
+            .ok(),
+            Some(vec![true, false, true]),
+            "{name}: the one never started does not end"
+        );
+        let rows = s
+            .list_executions("intent-1")
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let row = |seq: u32| {
+            rows.iter().find(|e| e.seq == seq).map(|e| {
+                (
+                    e.state.as_str().to_owned(),
+                    e.tx_hash.clone(),
+                    e.error_code.clone(),
+                    e.error_message.clone(),
+                    e.data.clone(),
+                )
+            })
+        };
+        assert_eq!(
+            row(a),
+            Some((
+                "succeeded".into(),
+                Some("0xaa".into()),
+                None,
+                None,
+                Some(format!("{{\"seq\":{a}}}"))
+            )),
+            "{name}"
+        );
+        assert_eq!(
+            row(b),
+            Some(("pending".into(), None, None, None, None)),
+            "{name}"
+        );
+        assert_eq!(
+            row(c),
+            Some((
+                "failed".into(),
+                None,
+                Some("REVERTED".into()),
+                Some(format!("execution {c} reverted")),
+                None
+            )),
+            "{name}"
+        );
+        // Only the succeeded one whose leg was open is an open leg.
+        let open: Vec<u32> = s
+            .open_legs(0, 10)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .into_iter()
+            .map(|l| l.execution.seq)
+            .collect();
+        assert_eq!(open, vec![a], "{name}");
+    }
+}
+
 /// Issue 22: the executions waiting for a wallet's turn are reserved together, in one transaction:
 /// each item answered as it would be alone, in order (later items above earlier ones), a lost
 /// lease only that item's answer, an execution signed already answered as stored; and a failing
@@ -1383,6 +1545,34 @@ async fn a_batch_of_reservations_is_one_transaction_answered_item_by_item() {
             vec![
                 ("existing", vec![(4, hash(4)), (5, hash(5))]),
                 ("new", vec![(6, hash(6))]),
+            ],
+            "{name}"
+        );
+        // The node's nonce moving past the counter within a batch: later items reserve above it,
+        // and the counter keeps it for the next batch.
+        let at = |key: &'static str, chain_nonce: u64| ReserveItem {
+            request: NonceRequest {
+                chain_nonce,
+                ..request(key, 1)
+            },
+            fence: Some(&holder),
+            sign: Some(sign),
+        };
+        let moved = s
+            .reserve_signed_batch(&[at("b:4", 3), at("b:5", 20), at("b:6", 3)])
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let next = s
+            .reserve_signed_batch(&[at("b:7", 3)])
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            moved.iter().chain(&next).map(nonces).collect::<Vec<_>>(),
+            vec![
+                ("new", vec![(7, hash(7))]),
+                ("new", vec![(20, hash(20))]),
+                ("new", vec![(21, hash(21))]),
+                ("new", vec![(22, hash(22))]),
             ],
             "{name}"
         );

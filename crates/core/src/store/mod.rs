@@ -405,7 +405,23 @@ pub trait DelegationStore: Send + Sync + 'static {
         chain_id: u64,
         delegator: &str,
         now: i64,
-    ) -> Result<Option<DelegationRecord>, StoreError>;
+    ) -> Result<Option<DelegationRecord>, StoreError> {
+        Ok(self
+            .active_delegations_of(agent_id, chain_id, &[delegator.to_owned()], now)
+            .await?
+            .pop()
+            .flatten())
+    }
+
+    /// [`DelegationStore::active_delegation`] for each of `delegators` (any case), in their order:
+    /// a fan-out's executions that start together look up their grants with one query.
+    async fn active_delegations_of(
+        &self,
+        agent_id: &str,
+        chain_id: u64,
+        delegators: &[String],
+        now: i64,
+    ) -> Result<Vec<Option<DelegationRecord>>, StoreError>;
 
     /// Active delegations of every agent, by hash after `after`, at most `limit` (the revocation sweep).
     async fn active_delegations(
