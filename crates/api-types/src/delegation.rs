@@ -332,6 +332,7 @@ pub struct DelegationRedeemed {
 /// Query of `GET /api/v1/agent/delegation/check`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct DelegationCheckQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain_id: Option<u64>,
@@ -344,6 +345,7 @@ pub struct DelegationCheckQuery {
 /// Query of the routes that name one delegation (verify, inspect, balance).
 #[derive(Debug, Clone, Serialize, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct DelegationHashQuery {
     pub delegation_hash: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -86,6 +86,7 @@ pub struct DepositConsume {
 /// Query of org check.
 #[derive(Debug, Clone, Serialize, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct OrgCheck {
     pub org_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -17,10 +17,30 @@ use crate::store::{ExecutionRecord, IntentRecord};
 impl Intents {
     /// The intent, for the agent that submitted it; 404 for anyone else.
     pub async fn intent_status(&self, agent_key: Option<&str>, intent_id: &str) -> Result<Intent> {
-        let (intent, executions) = self.agent_intent(agent_key, intent_id).await?;
-        let mut view = intent_view(&intent, &executions);
-        self.follow_legs(&intent, &mut view).await;
-        Ok(view)
+        self.wait_for_intent(agent_key, intent_id, std::time::Duration::ZERO)
+            .await
+    }
+
+    /// [`Intents::intent_status`] answered once the intent has ended or after `wait_seconds`
+    /// (at most [`MAX_STATUS_WAIT_SECONDS`]), whichever comes first: a long poll, one request where
+    /// an agent would poll many times. Above the most: `INVALID_REQUEST`, nothing read.
+    pub async fn intent_status_waiting(
+        &self,
+        agent_key: Option<&str>,
+        intent_id: &str,
+        wait_seconds: u64,
+    ) -> Result<Intent> {
+        if wait_seconds > MAX_STATUS_WAIT_SECONDS {
+            return Err(Error::invalid(format!(
+                "waitSeconds is at most {MAX_STATUS_WAIT_SECONDS} (got {wait_seconds}); ask again to wait longer."
+            )));
+        }
+        self.wait_for_intent(
+            agent_key,
+            intent_id,
+            std::time::Duration::from_secs(wait_seconds),
+        )
+        .await
     }
 
     /// Adds to each successful result the leg its venue still runs elsewhere (a bridge's fill on
@@ -84,10 +104,12 @@ impl Intents {
             ended.as_mut().enable();
             let (intent, executions) = self.agent_intent(agent_key, intent_id).await?;
             let mut view = intent_view(&intent, &executions);
-            if intent.status.is_ended() {
+            let last = tokio::time::Instant::now() >= deadline;
+            // The answer shows the legs still running elsewhere, as a status read does.
+            if intent.status.is_ended() || last {
                 self.follow_legs(&intent, &mut view).await;
             }
-            if has_ended(&view) || tokio::time::Instant::now() >= deadline {
+            if has_ended(&view) || last {
                 return Ok(view);
             }
             tokio::select! {
@@ -171,6 +193,9 @@ fn family_name(family: ErrorFamily) -> String {
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
 }
+
+/// The longest a status read waits for its intent to end ([`Intents::intent_status_waiting`]).
+pub const MAX_STATUS_WAIT_SECONDS: u64 = 30;
 
 /// How often [`Intents::wait_for_intent`] looks again without being woken.
 const LOOK_AGAIN: std::time::Duration = std::time::Duration::from_millis(500);

@@ -19,6 +19,7 @@ type Answer<T> = Result<Json<Envelope<T>>, ApiError>;
 /// Query of `GET /api/v1/approvals`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ApprovalsQuery {
     /// pending (default), approved, rejected or expired.
     pub state: Option<String>,

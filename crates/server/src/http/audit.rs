@@ -24,6 +24,7 @@ use super::identity::Owner;
 /// Query of `GET /api/v1/audit`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ExportQuery {
     /// Entries at or after this instant (RFC 3339).
     pub from: Option<String>,

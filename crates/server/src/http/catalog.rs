@@ -31,6 +31,7 @@ pub async fn get_catalog(State(state): State<AppState>, headers: HeaderMap) -> R
 /// Query of `GET /api/v1/agent/actions`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ActionsQuery {
     /// With it, only the actions this agent's policy allows and that are enabled.
     pub agent_api_key: Option<String>,

@@ -56,14 +56,20 @@ pub async fn execute_intent(
 /// Query of the status route.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct StatusQuery {
     /// From the submit response.
     pub intent_id: String,
     /// The agent key, when not sent in `x-agent-api-key`.
     pub agent_api_key: Option<String>,
+    /// Up to 30: answer once the intent has ended (completed or failed) or after this many
+    /// seconds, whichever comes first (a long poll). 0 or absent: answer at once.
+    #[param(maximum = 30)]
+    pub wait_seconds: Option<u64>,
 }
 
-/// The intent, for the agent that submitted it. Poll until status is completed or failed.
+/// The intent, for the agent that submitted it. Poll until status is completed or failed, or wait
+/// for the end in one request with waitSeconds.
 #[utoipa::path(
     get,
     path = "/api/v1/agent/execute-intent/status",
@@ -71,6 +77,7 @@ pub struct StatusQuery {
     params(StatusQuery, ("x-agent-api-key" = Option<String>, Header, description = "The agent key")),
     responses(
         (status = 200, body = Intent),
+        (status = 400, description = "INVALID_REQUEST: waitSeconds above 30", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED: no key", body = ErrorBody),
         (status = 404, description = "NOT_FOUND: no such intent for this agent", body = ErrorBody),
     )
@@ -85,7 +92,7 @@ pub async fn intent_status(
         state
             .gateway
             .intents()
-            .intent_status(key, &q.intent_id)
+            .intent_status_waiting(key, &q.intent_id, q.wait_seconds.unwrap_or(0))
             .await?,
     ))
 }
@@ -203,6 +210,7 @@ pub async fn preflight(
 /// Query of the preflight route.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct LaneQuery {
     /// Check the direct-execution lane (`POST /api/v1/agent/execute`) instead of execute-intent.
     pub direct: Option<bool>,

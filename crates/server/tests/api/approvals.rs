@@ -261,8 +261,26 @@ async fn rejected_and_expired_intents_end_failed_and_give_their_reservation_back
     assert_eq!(again.status, 202);
     assert_eq!(again.body["data"]["intentId"], json!(direct));
     assert_eq!(reserved(&app, &owner).await, (90, 10, 30_000_000));
-    app.clock.advance(time::Duration::seconds(3));
-    let ended = wait_terminal(&app, &owner.agent_key, &direct).await;
+    // A status read may wait for the end (waitSeconds, at most 30). Nothing ends within a second
+    // here (the clock stands still): answered as it stands once the second has passed.
+    let status_of = |wait: u32| {
+        format!("/api/v1/agent/execute-intent/status?intentId={direct}&waitSeconds={wait}")
+    };
+    let waited = app.get_agent(&status_of(1), &owner.agent_key).await;
+    assert_eq!(waited.status, 200, "{}", waited.text);
+    assert_eq!(waited.body["status"], "queued", "{}", waited.text);
+    assert_eq!(waited.body["approval"]["state"], "pending");
+    app.get_agent(&status_of(31), &owner.agent_key)
+        .await
+        .assert_error(400, "INVALID_REQUEST");
+    // A long poll begun before the approval expires answers the end: one request, no polling.
+    let long_poll = status_of(20);
+    let (ended, ()) = tokio::join!(app.get_agent(&long_poll, &owner.agent_key), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        app.clock.advance(time::Duration::seconds(3));
+    });
+    assert_eq!(ended.status, 200, "{}", ended.text);
+    let ended = ended.body;
     assert_eq!(ended["status"], "failed");
     assert_eq!(ended["approval"]["state"], "expired");
     assert_eq!(ended["results"][0]["code"], "APPROVAL_EXPIRED", "{ended}");
