@@ -14,10 +14,11 @@ use sqlx::sqlite::SqliteConnection;
 use crate::error::{closed, corrupt, err};
 use crate::{Backend, Dialect, SqlStore};
 
-/// Entries one INSERT writes (ten variables each: under SQLite's 32,766).
-const ENTRY_CHUNK: usize = 1000;
-/// Audit events one INSERT writes (eight variables each: under SQLite's 32,766).
-pub(crate) const EVENT_CHUNK: usize = 1000;
+/// Entries one INSERT writes at most (ten variables each: under SQLite's 32,766), in power-of-two
+/// runs ([`crate::shaped_chunks`]: a few prepared shapes, not one per batch size).
+const ENTRY_CHUNK: usize = 512;
+/// Audit events one INSERT writes at most (eight variables each), in power-of-two runs.
+pub(crate) const EVENT_CHUNK: usize = 512;
 
 /// A query builder for `$sql` (ending in `IN (`) with each of `$items` bound in the list, closed.
 macro_rules! in_list {
@@ -38,7 +39,7 @@ macro_rules! in_list {
 macro_rules! insert_events {
     ($tx:ident, $events:expr) => {{
         let events: Vec<&actiongate_core::store::AuditEvent> = $events.into_iter().collect();
-        for chunk in events.chunks(crate::audit::EVENT_CHUNK) {
+        for chunk in crate::shaped_chunks(&events, crate::audit::EVENT_CHUNK) {
             let mut q = sqlx::QueryBuilder::new(
                 "INSERT INTO audit_events (account_id, at, kind, actor, subject, code, data) ",
             );
@@ -270,7 +271,7 @@ impl SqlStore {
                 return Ok(false);
             }
             // The entries and their webhook deliveries in a few multi-row statements.
-            for chunk in added.chunks(ENTRY_CHUNK) {
+            for chunk in crate::shaped_chunks(added, ENTRY_CHUNK) {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO audit_entries (account_id, seq, at, kind, actor, subject, code, data, prev_hash, hash) ",
                 );
