@@ -146,6 +146,33 @@ fn signed_at(
     Ok(Some(signed))
 }
 
+/// What a reservation does with the rows its execution already has (not voided), the one rule of
+/// both paths of [`NonceStore::reserve_signed_batch`].
+enum Found {
+    /// None: nonces are picked now.
+    Nothing,
+    /// Reserved and never signed (an earlier attempt stopped there), with a signer given: signed
+    /// now at these nonces.
+    Unsigned(Vec<i64>),
+    /// Signed already (by another process running the same execution), or no signer given:
+    /// answered as stored, never signed again at those nonces.
+    AsStored(Reservation),
+}
+
+fn found(rows: Vec<ChainTxRow>, signing: bool) -> Result<Found, StoreError> {
+    Ok(if rows.is_empty() {
+        Found::Nothing
+    } else if signing && rows.iter().all(|r| r.state == "reserved") {
+        Found::Unsigned(rows.iter().map(|r| r.nonce).collect())
+    } else {
+        Found::AsStored(Reservation::Existing(
+            rows.into_iter()
+                .map(chain_tx_from)
+                .collect::<Result<_, _>>()?,
+        ))
+    })
+}
+
 /// A row a batch of reservations writes ([`NonceStore::reserve_signed_batch`] together).
 struct NewRow<'a> {
     chain: i64,
@@ -260,19 +287,21 @@ impl NonceStore for SqlStore {
                             counters.len() - 1
                         }
                     };
-                    let mut found = existing.remove(execution_key).unwrap_or_default();
-                    found.sort_by_key(|r| r.idx);
-                    let nonces: Vec<i64> = if found.is_empty() {
-                        // No voided nonce to fill: fresh ones from the counter (none when only gaps are asked).
-                        let fresh = if gaps_only { 0 } else { i64::from(count) };
-                        let next = counters[counter].2;
-                        counters[counter].2 = next + fresh;
-                        (next..next + fresh).collect()
-                    } else if sign.is_some() && found.iter().all(|r| r.state == "reserved") {
-                        found.iter().map(|r| r.nonce).collect()
-                    } else {
-                        answers.push(Some(found.into_iter().map(chain_tx_from).collect::<Result<_, _>>().map(Reservation::Existing)?));
-                        continue;
+                    let mut found_rows = existing.remove(execution_key).unwrap_or_default();
+                    found_rows.sort_by_key(|r| r.idx);
+                    let nonces: Vec<i64> = match found(found_rows, sign.is_some())? {
+                        Found::Nothing => {
+                            // No voided nonce to fill: fresh ones from the counter (none when only gaps are asked).
+                            let fresh = if gaps_only { 0 } else { i64::from(count) };
+                            let next = counters[counter].2;
+                            counters[counter].2 = next + fresh;
+                            (next..next + fresh).collect()
+                        }
+                        Found::Unsigned(nonces) => nonces,
+                        Found::AsStored(answer) => {
+                            answers.push(Some(answer));
+                            continue;
+                        }
                     };
                     let mut signed = signed_at(*sign, &nonces)?.map(Vec::into_iter);
                     for (idx, nonce) in nonces.into_iter().enumerate() {
@@ -348,33 +377,30 @@ impl NonceStore for SqlStore {
                     let existing: Vec<ChainTxRow> = sqlx::query_as(concat!("SELECT ", chain_tx_columns!(), " FROM chain_txs WHERE execution_key = $1 AND state <> 'voided' ORDER BY idx"))
                         .bind(execution_key)
                         .fetch_all(&mut *tx).await.map_err(err)?;
-                    let nonces: Vec<i64> = if existing.is_empty() {
-                        // Voided nonces the chain has not used yet are filled first, so no gap stays behind.
-                        // Only gaps: those below a nonce of the wallet still in use.
-                        let voided: Vec<i64> = sqlx::query_scalar(
-                            "SELECT nonce FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce >= $3
-                               AND (NOT $5 OR nonce < (SELECT MAX(nonce) FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state <> 'voided'))
-                             ORDER BY nonce LIMIT $4",
-                        )
-                        .bind(chain).bind(wallet).bind(chain_nonce).bind(i64::from(count)).bind(gaps_only)
-                        .fetch_all(&mut *tx).await.map_err(err)?;
-                        sqlx::query("DELETE FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce < $3")
-                            .bind(chain).bind(wallet).bind(chain_nonce)
-                            .execute(&mut *tx).await.map_err(err)?;
-                        let fresh = if gaps_only { 0 } else { i64::from(count) - voided.len() as i64 };
-                        if fresh > 0 {
-                            sqlx::query("UPDATE wallet_nonces SET next_nonce = $3 WHERE chain_id = $1 AND wallet = $2")
-                                .bind(chain).bind(wallet).bind(next + fresh)
+                    let nonces: Vec<i64> = match found(existing, sign.is_some())? {
+                        Found::Nothing => {
+                            // Voided nonces the chain has not used yet are filled first, so no gap stays behind.
+                            // Only gaps: those below a nonce of the wallet still in use.
+                            let voided: Vec<i64> = sqlx::query_scalar(
+                                "SELECT nonce FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce >= $3
+                                   AND (NOT $5 OR nonce < (SELECT MAX(nonce) FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state <> 'voided'))
+                                 ORDER BY nonce LIMIT $4",
+                            )
+                            .bind(chain).bind(wallet).bind(chain_nonce).bind(i64::from(count)).bind(gaps_only)
+                            .fetch_all(&mut *tx).await.map_err(err)?;
+                            sqlx::query("DELETE FROM chain_txs WHERE chain_id = $1 AND wallet = $2 AND state = 'voided' AND nonce < $3")
+                                .bind(chain).bind(wallet).bind(chain_nonce)
                                 .execute(&mut *tx).await.map_err(err)?;
+                            let fresh = if gaps_only { 0 } else { i64::from(count) - voided.len() as i64 };
+                            if fresh > 0 {
+                                sqlx::query("UPDATE wallet_nonces SET next_nonce = $3 WHERE chain_id = $1 AND wallet = $2")
+                                    .bind(chain).bind(wallet).bind(next + fresh)
+                                    .execute(&mut *tx).await.map_err(err)?;
+                            }
+                            voided.iter().copied().chain(next..next + fresh).collect()
                         }
-                        voided.iter().copied().chain(next..next + fresh).collect()
-                    } else if sign.is_some() && existing.iter().all(|r| r.state == "reserved") {
-                        // Reserved and never signed (an earlier attempt stopped there): signed now.
-                        existing.iter().map(|r| r.nonce).collect()
-                    } else {
-                        // Signed already (by another process running the same execution): answered as is,
-                        // never signed again at those nonces.
-                        break 'item existing.into_iter().map(chain_tx_from).collect::<Result<_, _>>().map(Reservation::Existing)?;
+                        Found::Unsigned(nonces) => nonces,
+                        Found::AsStored(answer) => break 'item answer,
                     };
                     let signed = signed_at(*sign, &nonces)?;
                     for (idx, nonce) in nonces.iter().enumerate() {

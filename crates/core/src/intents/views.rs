@@ -89,7 +89,8 @@ impl Intents {
     }
 
     /// The intent once it has ended, or as it stands when `timeout` has passed: the one way to
-    /// wait for an intent (MCP `agentRun`). Wakes when this process's runner ends an intent, and
+    /// wait for an intent (MCP `agentRun`, the status route's `waitSeconds`; a status read is the
+    /// wait of zero). Wakes when this process's runner ends an intent, and
     /// looks again at least every [`LOOK_AGAIN`] (another process's runner may end it).
     pub async fn wait_for_intent(
         &self,
