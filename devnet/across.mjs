@@ -57,7 +57,7 @@ function artifacts(here, fail) {
 // One chain's clients and send helpers.
 function chainOf(chainId, rpcUrl, fail) {
   const chain = { id: chainId, name: `devnet-${chainId}`, nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } };
-  const pub = createPublicClient({ chain, transport: transport(rpcUrl) });
+  const pub = createPublicClient({ chain, transport: transport(rpcUrl), pollingInterval: 20 });
   const wallet = (account) => createWalletClient({ account, chain, transport: transport(rpcUrl) });
   const deploy = async (w, art, args = []) => {
     const hash = await w.deployContract({ abi: art.abi, bytecode: art.bytecode, args, gas: 29_000_000n });

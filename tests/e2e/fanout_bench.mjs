@@ -12,7 +12,8 @@
 // before the submit and the gateway's own signed transactions are handed to it directly, twice: all
 // at once with automining off, then mined in blocks as full as the gas limit allows (the node's
 // capacity for them), and one at a time with automining on, each mined before the next is sent
-// (one transaction a block, as the node mines the gateway's).
+// (one transaction a block, as the node mines the gateway's). Not on a node mining on a clock: there
+// it would measure the clock (a block a transaction).
 //
 // Prints one JSON line: {n, made, setupMs, submitToCompletedMs, executions, distinctWallets,
 // succeeded, failed, perSecond, gathered (the gateway's gathered batches by kind: how many, mean
@@ -20,8 +21,13 @@
 // fan-out, per delegator, with --pids gateway:PID,node:PID), rpcPerExecution (the gateway's node calls by method, per delegator),
 // blocks (the node's blocks for the gateway's transactions), blockSizes (how many held how many), transactions, fullBlocks, rawMs,
 // rawNodeCpuMsPerDelegator (the node's CPU for the full-block replay, with --pids),
-// rawPerSecond, ratio, oneAtATimeMs, oneAtATimePerSecond, oneAtATimeRatio}, and
-// on stderr where the setup's time went. Exits 1 if the intent does not complete with exactly N
+// rawPerSecond, ratio, oneAtATimeMs, oneAtATimePerSecond, oneAtATimeRatio (not on a node mining on a
+// clock), mining ("automine" or "clock"), gasLimitPerTx and gasUsedPerTx (means),
+// checkNodeCpuMsPerDelegator (the node's CPU for simulating the same redemptions as the gateway
+// does before signing, with --pids) and checkedRatioBound (the full-block replay's node CPU over
+// that plus the check's); with FANOUT_CHECK_SHAPES set, checkShapes: the check's node CPU a
+// delegator in other shapes, "calls a request/calls a simulated block"}, and on stderr where the setup's time went (and, with FANOUT_TIMELINE set,
+// the node's head and pool every 10 ms during the fan-out). Exits 1 if the intent does not complete with exactly N
 // executions, one per delegator, each succeeded.
 import fs from "node:fs";
 import { spawn } from "node:child_process";
@@ -149,7 +155,23 @@ if (profilers.length) await new Promise((resolve) => setTimeout(resolve, 500));
 const batchesBefore = await batches();
 const callsBefore = await rpcCalls();
 const cpuBefore = cpuMs();
+// How the node mines: automining (each transaction as it arrives, anvil's default) or on a clock.
+const automining = await pub.request({ method: "anvil_getAutomine", params: [] });
 const submitted = Date.now();
+// With FANOUT_TIMELINE set: the node's pool and head read every 10 ms during the fan-out, printed on
+// stderr as {timeline: [[ms since the submit, head, pending, queued], ...]} (when the gateway's
+// transactions reach the node, and when they are mined).
+const timeline = [];
+let watching = !!process.env.FANOUT_TIMELINE;
+const watcher = (async () => {
+  while (watching) {
+    const [head, pool] = await Promise.all([blockNumber(), pub.request({ method: "txpool_status", params: [] })]);
+    const row = [Date.now() - submitted, Number(head), Number(BigInt(pool.pending)), Number(BigInt(pool.queued))];
+    const last = timeline[timeline.length - 1];
+    if (!last || last[1] !== row[1] || last[2] !== row[2] || last[3] !== row[3]) timeline.push(row);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+})();
 const intent = await gateway("/api/v1/agent/execute-intent", {
   agentApiKey: args.key, action: "swap", chainId: devnet.chainId, idempotencyKey: `fanout-${n}-${Date.now()}`,
   params: { tokenIn: "USDC", tokenOut: "WETH", amountIn: "1", slippageBps: 500 },
@@ -169,6 +191,9 @@ for (;;) {
   if (!longPoll) await new Promise((resolve) => setTimeout(resolve, 20));
 }
 const waitedBy = longPoll ? "long poll" : "polling every 20 ms";
+watching = false;
+await watcher;
+if (timeline.length) console.error(JSON.stringify({ timeline }));
 const elapsed = Date.now() - submitted;
 const cpuAfter = cpuMs();
 await Promise.all(profilers.map((p) => new Promise((resolve) => { p.on("exit", resolve); p.kill("SIGINT"); })));
@@ -176,7 +201,7 @@ const results = status.results ?? status.executions ?? [];
 const succeeded = results.filter((e) => e.success === true).length;
 const distinct = new Set(results.map((e) => e.walletAddress.toLowerCase())).size;
 const summary = {
-  n, made: made.length, setupMs, submitToCompletedMs: elapsed, waitedBy, status: status.status,
+  n, made: made.length, setupMs, mining: automining ? "automine" : "clock", submitToCompletedMs: elapsed, waitedBy, status: status.status,
   executions: status.total, distinctWallets: distinct, succeeded, failed: results.length - succeeded,
   perSecond: Number((n / (elapsed / 1000)).toFixed(1)),
   cpuMsPerDelegator: Object.fromEntries(Object.keys(pids).map((who) => [who, Number(((cpuAfter[who] - cpuBefore[who]) / n).toFixed(2))])),
@@ -228,9 +253,10 @@ for (let b = firstBlock; b <= lastBlock; b++) {
   sizes.push(held.length);
 }
 // How many blocks the node made of them (a block per transaction, or several a block), and how
-// full they were: how many blocks held 1, 2-4, 5-16, 17-64 and more of them.
+// full they were: how many blocks held none (a node mining on a clock mines empty ones), 1, 2-4, 5-16,
+// 17-64 and more of them.
 summary.blocks = Number(lastBlock - firstBlock + 1n);
-const bands = [[1, 1], [2, 4], [5, 16], [17, 64], [65, Infinity]];
+const bands = [[0, 0], [1, 1], [2, 4], [5, 16], [17, 64], [65, Infinity]];
 summary.blockSizes = Object.fromEntries(bands.map(([lo, hi]) => [hi === Infinity ? `${lo}+` : lo === hi ? `${lo}` : `${lo}-${hi}`, sizes.filter((s) => s >= lo && s <= hi).length]));
 // In nonce order, and checked to be the agent wallet's consecutive nonces (a gap would stall the
 // replay, and would mean the gateway's transactions are not all here).
@@ -243,6 +269,14 @@ for (let i = 1; i < txs.length; i++) {
     throw new Error(`the mined transactions are not one wallet's consecutive nonces: senders ${[...senders]}, nonce ${BigInt(txs[i - 1].nonce)} then ${BigInt(txs[i].nonce)}`);
   }
 }
+// The gas each redemption was given (its limit: what a block is packed by) and used (its mined
+// receipt), on average.
+{
+  let used = 0n;
+  for (const t of txs) used += BigInt((await pub.request({ method: "eth_getTransactionReceipt", params: [t.hash] })).gasUsed);
+  summary.gasLimitPerTx = Number(txs.reduce((sum, t) => sum + BigInt(t.gas), 0n) / BigInt(txs.length));
+  summary.gasUsedPerTx = Number(used / BigInt(txs.length));
+}
 const raws = [];
 for (const t of txs) raws.push(await pub.request({ method: "eth_getRawTransactionByHash", params: [t.hash] }));
 const reverted = await pub.request({ method: "evm_revert", params: [snapshot] });
@@ -250,6 +284,41 @@ if (!reverted) throw new Error("the chain was not put back before the fan-out");
 // A revert leaves anvil's pool as it was: whatever an earlier replay left unmined goes.
 const emptyPool = () => pub.request({ method: "anvil_dropAllTransactions", params: [] });
 await emptyPool();
+// The node's CPU for the check the gateway makes before it signs anything: the same redemptions
+// simulated at the state before the fan-out, as the gateway simulates them (eth_simulateV1, requests
+// of 64 calls in simulated blocks of 32, one request at a time). A sender that signs without checking
+// (the replays below) never pays it; the gateway pays it on the same node that mines.
+if ("node" in pids) {
+  const calls = txs.map((t) => ({ from: t.from, to: t.to, input: t.input, value: t.value }));
+  const at = Math.floor(Date.now() / 1000) + 5;
+  const before = cpuMs().node;
+  for (let i = 0; i < calls.length; i += 64) {
+    const chunk = calls.slice(i, i + 64);
+    const blocks = [];
+    for (let j = 0; j < chunk.length; j += 32) blocks.push({ blockOverrides: { time: `0x${(at + blocks.length).toString(16)}` }, calls: chunk.slice(j, j + 32) });
+    const answer = await pub.request({ method: "eth_simulateV1", params: [{ blockStateCalls: blocks }, "latest"] });
+    if (answer.flatMap((b) => b.calls).some((c) => c.status !== "0x1")) throw new Error("a simulated redemption reverted");
+  }
+  summary.checkNodeCpuMsPerDelegator = Number(((cpuMs().node - before) / n).toFixed(2));
+  if (process.env.FANOUT_CHECK_SHAPES) {
+    // The same check in other shapes: [calls a request, calls a simulated block].
+    summary.checkShapes = {};
+    for (const [perRequest, perBlock] of [[64, 64], [64, 16], [64, 8], [128, 32], [16, 16], [1, 1]]) {
+      const start = cpuMs().node;
+      try {
+        for (let i = 0; i < calls.length; i += perRequest) {
+          const chunk = calls.slice(i, i + perRequest);
+          const blocks = [];
+          for (let j = 0; j < chunk.length; j += perBlock) blocks.push({ blockOverrides: { time: `0x${(at + blocks.length).toString(16)}` }, calls: chunk.slice(j, j + perBlock) });
+          await pub.request({ method: "eth_simulateV1", params: [{ blockStateCalls: blocks }, "latest"] });
+        }
+        summary.checkShapes[`${perRequest}/${perBlock}`] = Number(((cpuMs().node - start) / n).toFixed(2));
+      } catch (e) {
+        summary.checkShapes[`${perRequest}/${perBlock}`] = String(e.shortMessage ?? e.message).slice(0, 80);
+      }
+    }
+  }
+}
 // Taken again for the second replay (a snapshot is used up when reverted to).
 const again = await pub.request({ method: "evm_snapshot", params: [] });
 const receiptOf = (hash) => pub.request({ method: "eth_getTransactionReceipt", params: [hash] });
@@ -278,7 +347,9 @@ const checkReceipts = async (hashes) => {
 // the block gas limit allows) until the last one is in. With automining on, anvil at N=1,000 dropped
 // part of a fast replay from its pool (transactions handed over while a block was being mined
 // vanished, `txpool_content` empty, nonces behind them stuck): the earlier replays that never ended.
-await pub.request({ method: "evm_setAutomine", params: [false] });
+// On a node mining on a clock (FANOUT_BLOCK_TIME) the clock keeps mining beside the `evm_mine`s: the
+// blocks are as full as the pool allows either way.
+if (automining) await pub.request({ method: "evm_setAutomine", params: [false] });
 const rawCpuBefore = cpuMs();
 const rawStart = Date.now();
 const sent = [];
@@ -317,8 +388,16 @@ const rawMs = Date.now() - rawStart;
 // The node's CPU per delegator for the replay (sending, pooling and mining in full blocks): the
 // floor under what it spends on the same transactions through the gateway.
 const rawCpuAfter = cpuMs();
-if ("node" in pids) summary.rawNodeCpuMsPerDelegator = Number(((rawCpuAfter.node - rawCpuBefore.node) / n).toFixed(2));
-await pub.request({ method: "evm_setAutomine", params: [true] });
+if ("node" in pids) {
+  summary.rawNodeCpuMsPerDelegator = Number(((rawCpuAfter.node - rawCpuBefore.node) / n).toFixed(2));
+  // The ratio a checking sender could reach if the node did the mining and the checks one after
+  // the other at these costs, with nothing else (no receipts read, no block but full ones): the
+  // node's full-block CPU over that plus the check's.
+  if (summary.checkNodeCpuMsPerDelegator) {
+    summary.checkedRatioBound = Number((summary.rawNodeCpuMsPerDelegator / (summary.rawNodeCpuMsPerDelegator + summary.checkNodeCpuMsPerDelegator)).toFixed(3));
+  }
+}
+if (automining) await pub.request({ method: "evm_setAutomine", params: [true] });
 await checkReceipts(sent);
 summary.fullBlocks = fullBlocks;
 // Then the node mining the same transactions one a block, as it mines the gateway's (automining,
@@ -329,12 +408,12 @@ await emptyPool();
 const oneStart = Date.now();
 const oneByOne = [];
 let oneMs = null;
-for (const raw of raws) {
+for (const raw of automining ? raws : []) {
   const hash = await pub.request({ method: "eth_sendRawTransaction", params: [raw] });
   oneByOne.push(hash);
   if (!(await minedBy(hash))) break;
 }
-if (oneByOne.length === raws.length && (await receiptOf(oneByOne[oneByOne.length - 1]))) {
+if (automining && oneByOne.length === raws.length && (await receiptOf(oneByOne[oneByOne.length - 1]))) {
   oneMs = Date.now() - oneStart;
   await checkReceipts(oneByOne);
 }

@@ -307,7 +307,16 @@ where
         let methods: Vec<String> = request.method_names().map(str::to_owned).collect();
         let answer = self.inner.call(request);
         Box::pin(async move {
+            let started = std::time::Instant::now();
             let answer = answer.await;
+            // Each request to the node, its calls and how long it took (at trace level).
+            tracing::trace!(
+                chain_id,
+                method = methods.first().map_or("", String::as_str),
+                calls = methods.len(),
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "an RPC request answered"
+            );
             let failed = answer.as_ref().map_or(true, |r| r.is_error());
             actiongate_core::metrics::rpc(chain_id, methods.iter().map(String::as_str), failed);
             if failed {

@@ -91,11 +91,20 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
             tokio::task::yield_now().await;
             let taken = self.queued().remove(&key).unwrap_or_default();
             if !taken.is_empty() {
-                crate::metrics::gathered(self.kind, taken.len());
+                let size = taken.len();
+                crate::metrics::gathered(self.kind, size);
+                let started = std::time::Instant::now();
                 let (requests, answers): (Vec<Req>, Vec<_>) = taken.into_iter().unzip();
                 for (answer, response) in answers.into_iter().zip(batch(requests).await) {
                     let _ = answer.send(response);
                 }
+                // When each batch ran and for how long (a fan-out's timeline, at trace level).
+                tracing::trace!(
+                    kind = self.kind,
+                    size,
+                    ms = started.elapsed().as_secs_f64() * 1e3,
+                    "a gathered batch ran"
+                );
             }
         }
         ticket.0.await.ok()
