@@ -247,10 +247,12 @@ console.error(JSON.stringify(summary));
 const lastBlock = await blockNumber();
 const hashes = [];
 const sizes = [];
+const baseFees = [];
 for (let b = firstBlock; b <= lastBlock; b++) {
-  const held = (await pub.getBlock({ blockNumber: b })).transactions;
-  hashes.push(...held);
-  sizes.push(held.length);
+  const block = await pub.getBlock({ blockNumber: b });
+  hashes.push(...block.transactions);
+  sizes.push(block.transactions.length);
+  baseFees.push(Number(block.baseFeePerGas ?? 0n));
 }
 // How many blocks the node made of them (a block per transaction, or several a block), and how
 // full they were: how many blocks held none (a node mining on a clock mines empty ones), 1, 2-4, 5-16,
@@ -276,6 +278,12 @@ for (let i = 1; i < txs.length; i++) {
   for (const t of txs) used += BigInt((await pub.request({ method: "eth_getTransactionReceipt", params: [t.hash] })).gasUsed);
   summary.gasLimitPerTx = Number(txs.reduce((sum, t) => sum + BigInt(t.gas), 0n) / BigInt(txs.length));
   summary.gasUsedPerTx = Number(used / BigInt(txs.length));
+}
+// With FANOUT_TIMELINE set: each of the fan-out's blocks as [transactions, base fee], and the
+// lowest and highest fee cap the gateway signed, on stderr.
+if (process.env.FANOUT_TIMELINE) {
+  const caps = txs.map((t) => Number(BigInt(t.maxFeePerGas ?? t.gasPrice)));
+  console.error(JSON.stringify({ blocks: sizes.map((size, i) => [size, baseFees[i]]), feeCaps: [Math.min(...caps), Math.max(...caps)] }));
 }
 const raws = [];
 for (const t of txs) raws.push(await pub.request({ method: "eth_getRawTransactionByHash", params: [t.hash] }));

@@ -470,4 +470,41 @@ async fn gathered_reads_and_simulations_answer_each_caller_as_alone() {
         "{alone:?}"
     );
     assert_eq!(alone[2].as_ref().map(Vec::len), Ok(2), "{alone:?}");
+
+    // 150 users asked together (200 calls): requests of at most 64 calls, a user's calls never
+    // split (64, 64, 64 and 8 calls), each user answered as alone, the reverting ones alone
+    // failing. Calls whose gas does not depend on the users simulated before them in the same
+    // request (transfers of 1 wei, and a revert), so that "as alone" is one answer per kind.
+    let kinds = [
+        groups[0].clone(),
+        groups[1].clone(),
+        (b, [transfer(holder).calls, transfer(a).calls].concat()),
+    ];
+    let each_alone: Vec<_> = futures_util::future::join_all(
+        kinds
+            .iter()
+            .map(|(from, calls)| simulate(client, *from, calls)),
+    )
+    .await
+    .into_iter()
+    .map(seen)
+    .collect();
+    let many: Vec<_> = kinds.iter().cycle().take(150).collect();
+    let before = simulations();
+    let together: Vec<_> = gathered(futures_util::future::join_all(
+        many.iter()
+            .map(|(from, calls)| simulate(client, *from, calls)),
+    ))
+    .await
+    .into_iter()
+    .map(seen)
+    .collect();
+    assert_eq!(
+        simulations() - before,
+        4,
+        "four requests of at most 64 calls"
+    );
+    let expected: Vec<_> = each_alone.iter().cycle().take(150).cloned().collect();
+    assert_eq!(together, expected);
+    assert_eq!(each_alone[2], Ok(vec![27_300, 27_300]), "{each_alone:?}");
 }
