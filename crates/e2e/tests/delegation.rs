@@ -928,6 +928,23 @@ async fn a_wallet_used_elsewhere_leaves_no_nonce_gap() {
     for i in 0..users.len() {
         assert_eq!(before[i].0 - after[i].0, usdc(10), "user {i} paid once");
     }
+    // The runner started the six executions together: one start (one store transaction) for all
+    // of them, not one each.
+    let starts = |part: &'static str| {
+        let gw = &gw;
+        async move {
+            metric(
+                gw,
+                &format!("actiongate_gathered_batch_size_{part}{{kind=\"starts\"}}"),
+            )
+            .await
+        }
+    };
+    assert_eq!(
+        (starts("count").await, starts("sum").await),
+        (Some(1.0), Some(users.len() as f64)),
+        "the fan-out's executions started in one batch"
+    );
     // Every redemption mined right above the moved nonce: none waits behind a gap.
     assert_eq!(
         devnet.nonce(agent.address).await,

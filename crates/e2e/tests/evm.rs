@@ -19,20 +19,6 @@ use serde_json::{Value, json};
 use actiongate_core::store::NonceStore;
 use common::*;
 
-/// A series of the gateway's `/metrics` (the exact name with its labels), if it is there.
-async fn metric(gw: &Gateway, series: &str) -> Option<f64> {
-    let metrics = reqwest::get(format!("{}/metrics", gw.url))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|v| v.parse().ok())
-}
-
 /// How many times the gateway has called `method` on the devnet's chain.
 async fn rpc_calls(gw: &Gateway, method: &str) -> f64 {
     let series = format!("actiongate_rpc_calls_total{{chain=\"84532\",method=\"{method}\"}}");

@@ -287,6 +287,20 @@ impl Devnet {
     }
 }
 
+/// A series of the gateway's `/metrics` (the exact name with its labels), if it is there.
+pub async fn metric(gw: &Gateway, series: &str) -> Option<f64> {
+    let metrics = reqwest::get(format!("{}/metrics", gw.url))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
 pub struct Gateway {
     pub process: Stop,
     pub url: String,
