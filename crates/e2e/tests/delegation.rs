@@ -930,18 +930,12 @@ async fn a_wallet_used_elsewhere_leaves_no_nonce_gap() {
     }
     // The runner started the six executions together: one start (one store transaction) for all
     // of them, not one each.
-    let starts = |part: &'static str| {
-        let gw = &gw;
-        async move {
-            metric(
-                gw,
-                &format!("actiongate_gathered_batch_size_{part}{{kind=\"starts\"}}"),
-            )
-            .await
-        }
-    };
+    let starts = |part: &str| format!("actiongate_gathered_batch_size_{part}{{kind=\"starts\"}}");
     assert_eq!(
-        (starts("count").await, starts("sum").await),
+        (
+            metric(&gw, &starts("count")).await,
+            metric(&gw, &starts("sum")).await
+        ),
         (Some(1.0), Some(users.len() as f64)),
         "the fan-out's executions started in one batch"
     );
