@@ -500,6 +500,10 @@ const toml = [
   `[chains.${CHAIN_ID}]`,
   'name = "devnet"',
   `rpc-url = "${rpcUrl}"`,
+  // Every check at the latest block run both by the node and in the gateway's own EVM, each
+  // disagreement counted (the e2e tests assert none); DEVNET_FANOUT_CHECK=local|node otherwise
+  // (scripts/bench fanout runs local).
+  `fanout-check = "${process.env.DEVNET_FANOUT_CHECK || "shadow"}"`,
   `[chains.${CHAIN_ID}.tokens.USDC]`,
   `address = "${addr.USDC}"`,
   "decimals = 6",

@@ -147,6 +147,13 @@ const batches = async () => {
   }
   return kinds;
 };
+// The gateway's checks in its own EVM by result (its /metrics: FANOUT_CHECK=local or shadow).
+const localChecks = async () => {
+  const text = await (await fetch(`${args.gateway}/metrics`)).text();
+  const counts = {};
+  for (const m of text.matchAll(/^actiongate_local_checks_total\{[^}]*result="([^"]+)"\} (\d+)/gm)) counts[m[1]] = Number(m[2]);
+  return counts;
+};
 // With --perf DIR (and --pids): each side sampled by `perf record` during the fan-out only, into
 // DIR/<who>.data (read with `perf report -i`), to see where its CPU goes.
 const profilers = args.perf
@@ -154,6 +161,7 @@ const profilers = args.perf
   : [];
 if (profilers.length) await new Promise((resolve) => setTimeout(resolve, 500));
 const batchesBefore = await batches();
+const localBefore = await localChecks();
 const callsBefore = await rpcCalls();
 const cpuBefore = cpuMs();
 // How the node mines: automining (each transaction as it arrives, anvil's default) or on a clock.
@@ -206,6 +214,7 @@ const summary = {
   executions: status.total, distinctWallets: distinct, succeeded, failed: results.length - succeeded,
   perSecond: Number((n / (elapsed / 1000)).toFixed(1)),
   cpuMsPerDelegator: Object.fromEntries(Object.keys(pids).map((who) => [who, Number(((cpuAfter[who] - cpuBefore[who]) / n).toFixed(2))])),
+  localChecks: Object.fromEntries(Object.entries(await localChecks()).map(([r, c]) => [r, c - (localBefore[r] ?? 0)])),
 };
 if (status.status !== "completed" || summary.executions !== n || succeeded !== n || distinct !== n) {
   console.log(JSON.stringify(summary));

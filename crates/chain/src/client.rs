@@ -19,6 +19,7 @@ use alloy::transports::{TransportError, TransportErrorKind};
 
 use crate::gather::Gather;
 use crate::head::Head;
+use crate::local::LocalEvm;
 use crate::plan::Call;
 use crate::receipts::ReceiptWatch;
 
@@ -69,6 +70,8 @@ pub struct ChainClient {
     pub simulations: Gather<BlockNumberOrTag, Simulation, Result<Vec<u64>, Error>>,
     /// Receipt lookups, gathered ([`crate::receipts::status`]).
     pub receipt_lookups: Gather<(), B256, Result<Option<bool>, Error>>,
+    /// The gateway's own EVM over this chain's state, for a fan-out's checks ([`crate::local`]).
+    pub local: Arc<LocalEvm>,
 }
 
 /// A simulation's sender and calls.
@@ -131,6 +134,7 @@ impl ChainClients {
                     chain_id,
                     settings: settings.clone(),
                     receipts: ReceiptWatch::new(provider.clone(), settings.rpc_url.clone(), poll),
+                    local: Arc::new(LocalEvm::new(chain_id, provider.clone())),
                     provider,
                     poll,
                     head: Head::new(poll),

@@ -9,6 +9,7 @@ pub mod client;
 pub mod delegation;
 pub mod earn;
 pub mod head;
+pub mod local;
 pub mod market;
 pub mod outbox;
 pub mod payments;

@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use actiongate_api_types::ErrorCode;
+use actiongate_core::chains::FanoutCheck;
 use actiongate_core::clock::{Clock, to_millis};
 use actiongate_core::error::Error;
 use actiongate_core::execution::ExecutionOutcome;
@@ -44,10 +45,10 @@ use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::{Decodable2718, Encodable2718};
 use alloy::eips::{BlockId, BlockNumberOrTag};
 use alloy::network::{TransactionBuilder, TxSignerSync};
-use alloy::primitives::{Address, B256, TxKind};
+use alloy::primitives::{Address, B256, Bytes, TxKind};
 use alloy::providers::Provider;
 use alloy::rpc::types::simulate::{SimBlock, SimCallResult, SimulatePayload};
-use alloy::rpc::types::{BlockOverrides, TransactionRequest};
+use alloy::rpc::types::{BlockOverrides, Header, TransactionRequest};
 use alloy::signers::local::PrivateKeySigner;
 use serde_json::json;
 
@@ -108,8 +109,9 @@ type Reserved = Result<(Reservation, Option<Ticket>), Error>;
 /// Simulates `calls` from `from`, in order, with state carried between them; answers each call's gas
 /// limit (its gas use plus headroom), or `EXECUTION_REVERTED` with the decoded reason. Within a
 /// fan-out's plan ([`crate::plan::gathered`]) the simulations of its users that are planned at the
-/// same time go to the node together ([`Gather`]), in `eth_simulateV1` requests of up to 64 calls:
-/// each user's calls in sequence, as they will be mined; a user whose calls revert fails alone.
+/// same time are checked together ([`Gather`]): by the node in `eth_simulateV1` requests of up to 64
+/// calls, each user's calls in sequence, as they will be mined; or, as the chain's `fanout-check`
+/// says, in the gateway's own EVM ([`crate::local`]). A user whose calls revert fails alone.
 pub async fn simulate(
     client: &ChainClient,
     from: Address,
@@ -118,12 +120,18 @@ pub async fn simulate(
     let block = crate::plan::read_block();
     let key = match block {
         BlockId::Number(tag) if crate::plan::batch::gathering() => tag,
+        BlockId::Number(BlockNumberOrTag::Latest) if shadowed(client, block) => {
+            let mut answers = shadow(client, block, vec![(from, calls.to_vec())]).await;
+            return answers
+                .pop()
+                .unwrap_or_else(|| Err(Error::internal("a check answered nothing")));
+        }
         _ => return simulate_alone(client, block, from, calls).await,
     };
     let gathered = client
         .simulations
         .one(key, (from, calls.to_vec()), |batch| {
-            simulate_batch(client, block, batch)
+            check_batch(client, block, batch)
         })
         .await;
     match gathered {
@@ -131,6 +139,101 @@ pub async fn simulate(
         // Its batch was dropped before it answered (its caller gave up): simulated alone.
         None => simulate_alone(client, block, from, calls).await,
     }
+}
+
+/// Whether the chain's checks at `block` run in both EVMs (`fanout-check = "shadow"`, at the
+/// latest block: the local EVM reads no pending state).
+fn shadowed(client: &ChainClient, block: BlockId) -> bool {
+    client.settings.fanout_check == FanoutCheck::Shadow
+        && block == BlockId::Number(BlockNumberOrTag::Latest)
+}
+
+/// A fan-out's gathered checks, where the chain's `fanout-check` says (the local EVM only at the
+/// latest block).
+async fn check_batch(
+    client: &ChainClient,
+    block: BlockId,
+    batch: Vec<(Address, Vec<Call>)>,
+) -> Vec<Result<Vec<u64>, Error>> {
+    let latest = block == BlockId::Number(BlockNumberOrTag::Latest);
+    match client.settings.fanout_check {
+        FanoutCheck::Local if latest => check_locally(client, block, batch).await,
+        FanoutCheck::Shadow if latest => shadow(client, block, batch).await,
+        _ => simulate_batch(client, block, batch).await,
+    }
+}
+
+/// The checks in the gateway's EVM; a user it could not check (a state read failed) by the node.
+async fn check_locally(
+    client: &ChainClient,
+    block: BlockId,
+    batch: Vec<(Address, Vec<Call>)>,
+) -> Vec<Result<Vec<u64>, Error>> {
+    let (header, time) = match simulated_block(client).await {
+        Ok(at) => at,
+        Err(e) => return batch.iter().map(|_| Err(e.clone())).collect(),
+    };
+    let local = client.local.check(&header, time, &batch).await;
+    let mut answers = Vec::with_capacity(batch.len());
+    let mut unchecked = Vec::new();
+    for (i, (answer, user)) in local.into_iter().zip(batch).enumerate() {
+        match answer {
+            Ok(answer) => answers.push(answer),
+            Err(reason) => {
+                tracing::warn!(chain_id = client.chain_id, %reason, "a local check could not run; the node checks it");
+                actiongate_core::metrics::local_check(client.chain_id, "unchecked");
+                answers.push(Err(Error::internal("unchecked")));
+                unchecked.push((i, user));
+            }
+        }
+    }
+    if !unchecked.is_empty() {
+        let (at, users): (Vec<usize>, Vec<_>) = unchecked.into_iter().unzip();
+        for (i, answer) in at
+            .into_iter()
+            .zip(simulate_batch(client, block, users).await)
+        {
+            answers[i] = answer;
+        }
+    }
+    answers
+}
+
+/// The checks by the node and in the gateway's EVM side by side: the node's answers, each local
+/// one that disagrees logged and counted (`shadow`).
+async fn shadow(
+    client: &ChainClient,
+    block: BlockId,
+    batch: Vec<(Address, Vec<Call>)>,
+) -> Vec<Result<Vec<u64>, Error>> {
+    let local = async {
+        match simulated_block(client).await {
+            Ok((header, time)) => client.local.check(&header, time, &batch).await,
+            Err(e) => batch.iter().map(|_| Err(e.to_string())).collect(),
+        }
+    };
+    let (node, local) = tokio::join!(simulate_batch(client, block, batch.clone()), local);
+    for ((node, local), (from, calls)) in node.iter().zip(local).zip(&batch) {
+        let result = match &local {
+            Err(_) => "unchecked",
+            Ok(local) if crate::local::agree(node, local) => "agreed",
+            Ok(_) => "disagreed",
+        };
+        actiongate_core::metrics::local_check(client.chain_id, result);
+        if result != "agreed" {
+            let first = calls.first().map(|c| c.description.as_str()).unwrap_or("");
+            tracing::warn!(
+                chain_id = client.chain_id,
+                %from,
+                calls = calls.len(),
+                first,
+                node = ?node,
+                local = ?local,
+                "the local check's answer is not the node's ({result})"
+            );
+        }
+    }
+    node
 }
 
 async fn simulate_alone(
@@ -183,6 +286,25 @@ async fn simulate_batch(
     answered.into_iter().flatten().collect()
 }
 
+/// The latest block and the date of the block a check simulates: a few seconds ahead, as the
+/// block that will include the transactions is, so that code that branches on elapsed time (a
+/// Uniswap V2 pair's price accumulators) takes the path, and uses the gas, it will take onchain.
+async fn simulated_block(client: &ChainClient) -> Result<(Header, u64), Error> {
+    let latest = client
+        .provider
+        .get_block_by_number(BlockNumberOrTag::Latest)
+        .await
+        .map_err(|e| rpc_error(client, e))?
+        .map(|b| b.header)
+        .ok_or_else(|| Error::internal("the node has no latest block"))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let time = latest.timestamp.max(now) + SIMULATED_BLOCK_AHEAD_SECONDS;
+    Ok((latest, time))
+}
+
 /// Simulates each group's calls from its sender, the groups one after the other in simulated
 /// blocks of at most [`SIMULATED_BLOCK_CALLS`] calls (a group never split), and answers each
 /// group's gas limits or its first call's revert.
@@ -191,21 +313,7 @@ async fn simulate_groups(
     block: BlockId,
     groups: &[(Address, &[Call])],
 ) -> Result<Vec<Result<Vec<u64>, Error>>, Error> {
-    // The simulated blocks lie a few seconds ahead, as the block that will include the
-    // transactions does: code that branches on elapsed time (a Uniswap V2 pair's price
-    // accumulators) takes the path, and uses the gas, it will take onchain.
-    let latest = client
-        .provider
-        .get_block_by_number(BlockNumberOrTag::Latest)
-        .await
-        .map_err(|e| rpc_error(client, e))?
-        .map(|b| b.header.timestamp)
-        .unwrap_or_default();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default();
-    let time = latest.max(now) + SIMULATED_BLOCK_AHEAD_SECONDS;
+    let (_, time) = simulated_block(client).await?;
     let mut blocks: Vec<SimBlock> = Vec::new();
     let mut in_block = usize::MAX;
     for (from, calls) in groups {
@@ -253,36 +361,59 @@ async fn simulate_groups(
                 "eth_simulateV1 answered fewer results than the {expected} calls it was given"
             )));
         }
-        answers.push(gas_limits(calls, got));
+        answers.push(gas_limits(calls, got.into_iter().map(Simulated::of)));
     }
     Ok(answers)
 }
 
-/// Each call's gas limit from its simulated result, or the first revert's error.
-fn gas_limits(calls: &[Call], results: Vec<SimCallResult>) -> Result<Vec<u64>, Error> {
-    let mut gas = Vec::with_capacity(calls.len());
-    for (call, result) in calls.iter().zip(results) {
+/// A simulated call's outcome, from the node's check or the gateway's own EVM.
+#[derive(Debug)]
+pub(crate) enum Simulated {
+    /// It ran, and needed this much gas before refunds.
+    Ran { gas: u64 },
+    /// It reverted (or halted), with its revert data and the message it came with.
+    Reverted {
+        data: Option<Bytes>,
+        message: String,
+    },
+}
+
+impl Simulated {
+    fn of(result: SimCallResult) -> Self {
         if !result.status {
-            let (data, message) = match &result.error {
-                Some(e) => (
-                    e.data.as_ref().or(Some(&result.return_data)),
-                    e.message.as_str(),
-                ),
-                None => (Some(&result.return_data), ""),
+            let (data, message) = match result.error {
+                Some(e) => (e.data.or(Some(result.return_data)), e.message),
+                None => (Some(result.return_data), String::new()),
             };
-            let reason = revert::reason(data, message);
-            return Err(Error::new(
-                revert::code(data, &reason),
-                format!("{} would revert: {reason}", call.description),
-            ));
+            return Self::Reverted { data, message };
         }
         // The gas a call needs before refunds, not what it costs after them.
-        let needed = result
-            .max_used_gas
-            .unwrap_or_default()
-            .max(result.gas_used)
-            .max(21_000);
-        gas.push(needed * (100 + GAS_HEADROOM_PERCENT) / 100);
+        Self::Ran {
+            gas: result.max_used_gas.unwrap_or_default().max(result.gas_used),
+        }
+    }
+}
+
+/// Each call's gas limit from its simulated outcome, or the first revert's error: one rule for
+/// the node's check and the local one.
+pub(crate) fn gas_limits(
+    calls: &[Call],
+    outcomes: impl IntoIterator<Item = Simulated>,
+) -> Result<Vec<u64>, Error> {
+    let mut gas = Vec::with_capacity(calls.len());
+    for (call, outcome) in calls.iter().zip(outcomes) {
+        match outcome {
+            Simulated::Reverted { data, message } => {
+                let reason = revert::reason(data.as_ref(), &message);
+                return Err(Error::new(
+                    revert::code(data.as_ref(), &reason),
+                    format!("{} would revert: {reason}", call.description),
+                ));
+            }
+            Simulated::Ran { gas: needed } => {
+                gas.push(needed.max(21_000) * (100 + GAS_HEADROOM_PERCENT) / 100);
+            }
+        }
     }
     Ok(gas)
 }

@@ -36,6 +36,24 @@ pub struct ChainSettings {
     pub prediction_questions: BTreeMap<String, Question>,
     /// Bridge routes from this chain by destination chain id (`[chains.<id>.bridge-routes.<to>]`).
     pub bridge_routes: BTreeMap<u64, BridgeRoute>,
+    /// Where a fan-out's redemptions are checked before they are signed (`fanout-check`).
+    pub fanout_check: FanoutCheck,
+}
+
+/// Where a fan-out's redemptions are checked (simulated) before the gateway signs them
+/// (`[chains.<id>] fanout-check`; `actiongate_chain::local`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FanoutCheck {
+    /// By the chain's node (`eth_simulateV1`).
+    #[default]
+    Node,
+    /// In the gateway's own EVM over the node's state (Ethereum's rules: for chains whose EVM is
+    /// Ethereum's); a user whose state cannot be read is checked by the node.
+    Local,
+    /// Both, on every check at the latest block; the node's answer is used and each disagreement
+    /// is logged and counted (`actiongate_local_checks_total`).
+    Shadow,
 }
 
 /// An Across route from a chain to `<to>`: the destination's SpokePool, the output token on the

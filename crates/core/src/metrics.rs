@@ -38,6 +38,9 @@ pub const RPC_CALLS: &str = "actiongate_rpc_calls_total";
 pub const RPC_ERRORS: &str = "actiongate_rpc_errors_total";
 /// Signed transactions not mined yet, by chain, read from the database at each scrape.
 pub const UNMINED_TXS: &str = "actiongate_unmined_transactions";
+/// A fan-out's checks in the gateway's own EVM, by chain and result: `agreed` or `disagreed` with
+/// the node's (`fanout-check = "shadow"`), `unchecked` (it could not run there: a state read failed, or the node refuses the transaction as a whole; the node checked it).
+pub const LOCAL_CHECKS: &str = "actiongate_local_checks_total";
 /// Requests refused by a rate limit, by the limit (`agent-key`, `onboarding`, …).
 pub const RATE_LIMITED: &str = "actiongate_rate_limited_total";
 
@@ -95,6 +98,11 @@ pub fn rpc<'a>(chain: u64, methods: impl Iterator<Item = &'a str>, failed: bool)
     if failed {
         metrics::counter!(RPC_ERRORS, "chain" => chain).increment(1);
     }
+}
+
+/// One check in the gateway's own EVM ([`LOCAL_CHECKS`]).
+pub fn local_check(chain: u64, result: &'static str) {
+    metrics::counter!(LOCAL_CHECKS, "chain" => chain.to_string(), "result" => result).increment(1);
 }
 
 pub fn rate_limited(limit: &'static str) {

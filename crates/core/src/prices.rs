@@ -832,6 +832,7 @@ mod tests {
             fx_pairs: vec![],
             prediction_questions: BTreeMap::new(),
             bridge_routes: BTreeMap::new(),
+            fanout_check: Default::default(),
         }
     }
 

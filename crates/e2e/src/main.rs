@@ -6,6 +6,8 @@
 //!   fan-out, with its durable record of effects in that file;
 //! - `CRASH_AFTER_SEND=1`: abort the process right after the EVM sender hands a transaction to the
 //!   node and before anything is recorded (the window a crash-safe sender must survive);
+//! - `ACTIONGATE_TEST_LOG=FILTER` (e.g. `warn`): the gateway's log on stderr, at that filter (none
+//!   otherwise: a test's expected warnings would crowd the test run's output);
 //! - `STEAL_LEASE_BEFORE_RESERVE=1`: the first time an execution is about to reserve its nonces
 //!   (it has the wallet's turn), another worker ("thief") takes the leases of the queued intents for
 //!   3 seconds, as a process that found them run out would; the worker must then reserve nothing
@@ -30,6 +32,12 @@ async fn main() -> anyhow::Result<()> {
     let (Some(flag), Some(config)) = (args.next(), args.next()) else {
         anyhow::bail!("usage: actiongate-venue-gateway --config FILE");
     };
+    if let Ok(filter) = std::env::var("ACTIONGATE_TEST_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     anyhow::ensure!(
         flag == "--config",
         "usage: actiongate-venue-gateway --config FILE"

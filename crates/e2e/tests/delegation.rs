@@ -939,6 +939,17 @@ async fn a_wallet_used_elsewhere_leaves_no_nonce_gap() {
         (Some(1.0), Some(users.len() as f64)),
         "the fan-out's executions started in one batch"
     );
+    // Each user's redemption (an EIP-7702 account redeeming a swap delegation through the
+    // Delegation Framework) was checked by the node and in the gateway's own EVM, and the two
+    // agreed (the devnet's gateways run `fanout-check = "shadow"`; a disagreement fails the test
+    // when the gateway is dropped).
+    let agreed = metric(
+        &gw,
+        r#"actiongate_local_checks_total{chain="84532",result="agreed"}"#,
+    )
+    .await
+    .unwrap_or_default();
+    assert!(agreed >= users.len() as f64, "{agreed}");
     // Every redemption mined right above the moved nonce: none waits behind a gap.
     assert_eq!(
         devnet.nonce(agent.address).await,

@@ -14,7 +14,7 @@ use actiongate_chain::client::ChainClient;
 use actiongate_chain::plan::{Call, Plan};
 use actiongate_chain::sender::{BeforeReserve, SendHooks, WalletSender};
 use actiongate_chain::{ChainClients, ChainOptions};
-use actiongate_core::chains::{ChainSettings, Chains};
+use actiongate_core::chains::{ChainSettings, Chains, FanoutCheck};
 use actiongate_core::clock::SystemClock;
 use actiongate_core::error::Error;
 use actiongate_core::store::{NonceRequest, Reservation, Store};
@@ -67,6 +67,11 @@ async fn connect(devnet: &Devnet, options: &ChainOptions) -> (Arc<dyn Store>, Ar
         .expect("the store opens");
     store.migrate().await.expect("migrations");
     let store: Arc<dyn Store> = Arc::new(store);
+    (store, devnet_client(devnet, options, FanoutCheck::Node))
+}
+
+/// The devnet's client, its fan-outs checked where `check` says.
+fn devnet_client(devnet: &Devnet, options: &ChainOptions, check: FanoutCheck) -> Arc<ChainClient> {
     let settings = ChainSettings {
         name: "devnet".into(),
         rpc_url: Some(devnet.url.clone()),
@@ -78,14 +83,14 @@ async fn connect(devnet: &Devnet, options: &ChainOptions) -> (Arc<dyn Store>, Ar
         fx_pairs: Vec::new(),
         prediction_questions: BTreeMap::new(),
         bridge_routes: BTreeMap::new(),
+        fanout_check: check,
     };
     let clients = ChainClients::connect(
         &Chains(BTreeMap::from([(CHAIN, settings)])),
         options.clone(),
     )
     .expect("the devnet's client");
-    let client = clients.get(CHAIN).expect("the devnet's client").clone();
-    (store, client)
+    clients.get(CHAIN).expect("the devnet's client").clone()
 }
 
 /// Execution B is reserved while execution A holds the nonce below it (A's reservation is made from
@@ -360,6 +365,36 @@ async fn a_gap_fill_left_unsent_is_taken_up_by_the_sweep() {
 }
 
 /// An error as a caller sees it (its code and message).
+/// Users to check, each with its calls: a transfer of 1 wei, a token transfer of more than the
+/// user holds (it reverts), an approval then a transfer, an approval.
+fn users_to_check(
+    usdc: Address,
+    holder: Address,
+    a: Address,
+    b: Address,
+) -> Vec<(Address, Vec<Call>)> {
+    use alloy::sol_types::SolCall;
+    let overdraw = Call {
+        to: usdc,
+        data: actiongate_chain::bindings::IERC20::transferCall {
+            to: b,
+            amount: U256::MAX,
+        }
+        .abi_encode()
+        .into(),
+        value: U256::ZERO,
+        description: "overdraw".into(),
+    };
+    let mut two = approval(usdc, holder).calls;
+    two.extend(transfer(holder).calls);
+    vec![
+        (holder, transfer(a).calls),
+        (a, vec![overdraw]),
+        (b, two),
+        (holder, approval(usdc, b).calls),
+    ]
+}
+
 fn seen<T>(r: Result<T, Error>) -> Result<T, (ErrorCode, String)> {
     r.map_err(|e| (e.code, e.message))
 }
@@ -374,7 +409,6 @@ async fn gathered_reads_and_simulations_answer_each_caller_as_alone() {
     use actiongate_chain::plan::batch::gathered;
     use actiongate_chain::plan::view;
     use actiongate_chain::sender::simulate;
-    use alloy::sol_types::SolCall;
 
     // The node requests by method, as the gateway's metrics count them (this test's thread).
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
@@ -430,25 +464,7 @@ async fn gathered_reads_and_simulations_answer_each_caller_as_alone() {
         "a transfer of more than the caller holds reverts: {alone:?}"
     );
 
-    let overdraw = Call {
-        to: usdc,
-        data: Token::transferCall {
-            to: b,
-            amount: U256::MAX,
-        }
-        .abi_encode()
-        .into(),
-        value: U256::ZERO,
-        description: "overdraw".into(),
-    };
-    let mut two = approval(usdc, holder).calls;
-    two.extend(transfer(holder).calls);
-    let groups = [
-        (holder, transfer(a).calls),
-        (a, vec![overdraw]),
-        (b, two),
-        (holder, approval(usdc, b).calls),
-    ];
+    let groups = users_to_check(usdc, holder, a, b);
     let sims = || {
         futures_util::future::join_all(
             groups
@@ -507,4 +523,84 @@ async fn gathered_reads_and_simulations_answer_each_caller_as_alone() {
     let expected: Vec<_> = each_alone.iter().cycle().take(150).cloned().collect();
     assert_eq!(together, expected);
     assert_eq!(each_alone[2], Ok(vec![27_300, 27_300]), "{each_alone:?}");
+}
+
+/// A fan-out's check in the gateway's own EVM (`fanout-check = "local"`) answers each user as the
+/// node's check does: the same gas limits, the same refusal for a call that would revert, each
+/// user alone; and it asks the node to simulate only what it does not run itself (its state reads
+/// run on blocking threads, which this test's thread-local metrics recorder does not see). The fan-out's own redemptions (EIP-7702 accounts redeeming through the Delegation
+/// Framework) are compared with the node's in `delegation.rs`, with the devnet's gateway in
+/// `shadow`.
+#[tokio::test]
+async fn the_local_check_answers_as_the_nodes() {
+    use actiongate_chain::plan::batch::gathered;
+    use actiongate_chain::plan::reading_at;
+    use actiongate_chain::sender::simulate;
+    use alloy::eips::BlockId;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let metrics = recorder.handle();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let calls_of = |method: &str| {
+        metrics
+            .render()
+            .lines()
+            .filter(|l| l.starts_with("actiongate_rpc_calls_total") && l.contains(method))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let devnet = Devnet::start();
+    let options = ChainOptions::default();
+    let node = devnet_client(&devnet, &options, FanoutCheck::Node);
+    let local = devnet_client(&devnet, &options, FanoutCheck::Local);
+    let usdc = devnet.usdc();
+    let (holder, a, b) = (
+        devnet.account(0).0,
+        devnet.account(1).0,
+        devnet.account(2).0,
+    );
+    devnet.fund(a, U256::ZERO, U256::from(5_000_000u64)).await;
+    let mut users = users_to_check(usdc, holder, a, b);
+    // A user that has nothing sends value: not a transaction the local EVM runs (the sender cannot
+    // pay it), so the node checks it, and refuses it.
+    users.push((Address::repeat_byte(0x5a), transfer(a).calls));
+    let check = |client: Arc<ChainClient>| {
+        let users = users.clone();
+        async move {
+            // At the latest block, as the sender checks an account with nothing in flight.
+            let all = futures_util::future::join_all(
+                users
+                    .iter()
+                    .map(|(from, calls)| simulate(&client, *from, calls)),
+            );
+            reading_at(BlockId::latest(), gathered(all))
+                .await
+                .into_iter()
+                .map(seen)
+                .collect::<Vec<_>>()
+        }
+    };
+    let by_node = check(node).await;
+    let simulations = calls_of("eth_simulateV1");
+    let by_local = check(local).await;
+    assert_eq!(by_local, by_node);
+    assert_eq!(by_node[0], Ok(vec![27_300]), "{by_node:?}");
+    assert!(
+        matches!(&by_node[1], Err((ErrorCode::ExecutionReverted, m)) if m.starts_with("overdraw would revert")),
+        "{by_node:?}"
+    );
+    assert_eq!(by_node[2].as_ref().map(Vec::len), Ok(2), "{by_node:?}");
+    assert!(by_node[4].is_err(), "{by_node:?}");
+    assert_eq!(
+        calls_of("eth_simulateV1"),
+        simulations + 1,
+        "the local check asks the node to simulate only what it does not run"
+    );
+    assert!(
+        metrics
+            .render()
+            .contains(r#"actiongate_local_checks_total{chain="84532",result="unchecked"} 1"#),
+        "{}",
+        metrics.render()
+    );
 }

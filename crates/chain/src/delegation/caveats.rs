@@ -593,6 +593,7 @@ mod tests {
             fx_pairs: vec![],
             prediction_questions: BTreeMap::new(),
             bridge_routes: BTreeMap::new(),
+            fanout_check: Default::default(),
         };
         let framework = Framework::of(84532, &settings).unwrap_or_else(|| panic!("defaults"));
         (framework, settings)

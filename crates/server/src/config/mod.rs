@@ -288,6 +288,10 @@ pub struct ChainConfig {
     /// Bridge routes by destination chain id: `{ destination-spoke, tokens, fee-bps, fill-seconds }`.
     #[serde(default)]
     pub bridge_routes: BTreeMap<String, BridgeRouteConfig>,
+    /// Where a fan-out's redemptions are checked before they are signed: `node` (default),
+    /// `local` (the gateway's own EVM over the node's state) or `shadow` (both, compared).
+    #[serde(default)]
+    pub fanout_check: actiongate_core::chains::FanoutCheck,
 }
 
 /// A route of `[chains.<id>.bridge-routes.<toChainId>]`.
@@ -711,6 +715,7 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
                         fx_pairs,
                         prediction_questions,
                         bridge_routes,
+                        fanout_check: c.fanout_check,
                     },
                 ))
             })
@@ -1042,6 +1047,7 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 fx_pairs: BTreeMap::new(),
                 prediction_questions: BTreeMap::new(),
                 bridge_routes: BTreeMap::new(),
+                fanout_check: Default::default(),
             },
         ),
         (
@@ -1063,6 +1069,7 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 fx_pairs: BTreeMap::new(),
                 prediction_questions: BTreeMap::new(),
                 bridge_routes: BTreeMap::new(),
+                fanout_check: Default::default(),
             },
         ),
     ])
