@@ -134,7 +134,11 @@ impl ChainClients {
                     chain_id,
                     settings: settings.clone(),
                     receipts: ReceiptWatch::new(provider.clone(), settings.rpc_url.clone(), poll),
-                    local: Arc::new(LocalEvm::new(chain_id, provider.clone())),
+                    local: Arc::new(LocalEvm::new(
+                        chain_id,
+                        provider.clone(),
+                        settings.rpc_url.clone(),
+                    )),
                     provider,
                     poll,
                     head: Head::new(poll),

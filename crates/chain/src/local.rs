@@ -71,6 +71,8 @@ enum Value {
 pub struct LocalEvm {
     chain_id: u64,
     provider: DynProvider,
+    /// Taken out of every error it reports (a provider's URL may carry its key).
+    rpc_url: Option<String>,
     /// State reads of the checks running on one block, gathered into JSON-RPC batches.
     reads: Gather<B256, Read, Result<Value, String>>,
     /// The state read at the latest block a batch of checks ran on.
@@ -111,10 +113,11 @@ impl std::error::Error for Unread {}
 impl DBErrorMarker for Unread {}
 
 impl LocalEvm {
-    pub fn new(chain_id: u64, provider: DynProvider) -> Self {
+    pub fn new(chain_id: u64, provider: DynProvider, rpc_url: Option<String>) -> Self {
         Self {
             chain_id,
             provider,
+            rpc_url,
             reads: Gather::new("state"),
             latest: Mutex::new(None),
         }
@@ -277,6 +280,11 @@ impl LocalEvm {
             .collect()
     }
 
+    /// A node error as the local check reports it: without the RPC URL.
+    fn unread(&self, e: impl std::fmt::Display) -> String {
+        crate::plan::without_url(self.rpc_url.as_deref(), e)
+    }
+
     /// One JSON-RPC batch of reads.
     async fn read_chunk(
         &self,
@@ -308,11 +316,11 @@ impl LocalEvm {
             };
             match added {
                 Ok(w) => waiting.push(w),
-                Err(e) => return failed(reads, &e),
+                Err(e) => return failed(reads, &self.unread(e)),
             }
         }
         if let Err(e) = request.send().await {
-            return failed(reads, &e);
+            return failed(reads, &self.unread(e));
         }
         let mut answers = Vec::with_capacity(reads.len());
         for (r, w) in reads.into_iter().zip(waiting) {
@@ -322,14 +330,14 @@ impl LocalEvm {
                         Ok((balance, nonce, code)) => {
                             Ok(Value::Account(account(balance, nonce.to::<u64>(), code)))
                         }
-                        Err(e) => Err(e.to_string()),
+                        Err(e) => Err(self.unread(e)),
                     }
                 }
-                Waiting::Slot(w) => w.await.map(Value::Slot).map_err(|e| e.to_string()),
+                Waiting::Slot(w) => w.await.map(Value::Slot).map_err(|e| self.unread(e)),
                 Waiting::BlockHash(w) => match w.await {
                     Ok(Some(b)) => Ok(Value::BlockHash(b.header.hash)),
                     Ok(None) => Ok(Value::BlockHash(B256::ZERO)),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(self.unread(e)),
                 },
             };
             answers.push((r, value));
@@ -451,5 +459,35 @@ impl DatabaseRef for Reader<'_> {
         };
         locked(&self.state.hashes).insert(number, h);
         Ok(h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actiongate_api_types::ErrorCode;
+
+    use super::*;
+
+    #[test]
+    fn agreement_allows_the_refunds_above_and_a_tenth_below() {
+        let ok = |g: u64| Ok::<_, Error>(vec![1_000, g]);
+        let refused = |code| Err::<Vec<u64>, _>(Error::new(code, "would revert"));
+        assert!(agree(&ok(100_000), &ok(100_000)));
+        assert!(agree(&ok(100_000), &ok(90_000)));
+        assert!(!agree(&ok(100_000), &ok(89_999)));
+        // A node that answers the gas after refunds (anvil): the local figure, before them, is
+        // up to a fifth more, and a tenth on top.
+        assert!(agree(&ok(100_000), &ok(132_000)));
+        assert!(!agree(&ok(100_000), &ok(132_001)));
+        assert!(!agree(&ok(100_000), &Ok(vec![1_000])));
+        assert!(agree(
+            &refused(ErrorCode::ExecutionReverted),
+            &refused(ErrorCode::ExecutionReverted)
+        ));
+        assert!(!agree(
+            &refused(ErrorCode::ExecutionReverted),
+            &refused(ErrorCode::NotAvailable)
+        ));
+        assert!(!agree(&refused(ErrorCode::ExecutionReverted), &ok(100_000)));
     }
 }

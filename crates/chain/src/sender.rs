@@ -176,16 +176,26 @@ async fn check_locally(
     let local = client.local.check(&header, time, &batch).await;
     let mut answers = Vec::with_capacity(batch.len());
     let mut unchecked = Vec::new();
+    let mut first_reason = None;
     for (i, (answer, user)) in local.into_iter().zip(batch).enumerate() {
         match answer {
             Ok(answer) => answers.push(answer),
             Err(reason) => {
-                tracing::warn!(chain_id = client.chain_id, %reason, "a local check could not run; the node checks it");
                 actiongate_core::metrics::local_check(client.chain_id, "unchecked");
+                first_reason.get_or_insert(reason);
                 answers.push(Err(Error::internal("unchecked")));
                 unchecked.push((i, user));
             }
         }
+    }
+    if let Some(reason) = first_reason {
+        // One line a batch (a node that stopped answering state reads fails them all).
+        tracing::warn!(
+            chain_id = client.chain_id,
+            users = unchecked.len(),
+            %reason,
+            "local checks could not run; the node checks them"
+        );
     }
     if !unchecked.is_empty() {
         let (at, users): (Vec<usize>, Vec<_>) = unchecked.into_iter().unzip();
