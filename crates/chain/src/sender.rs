@@ -224,8 +224,12 @@ async fn shadow(
     };
     let (node, local) = tokio::join!(simulate_batch(client, block, batch.clone()), local);
     for ((node, local), (from, calls)) in node.iter().zip(local).zip(&batch) {
+        // Nothing to compare when either could not answer (a node that did not answer is no
+        // verdict on the transaction).
+        let node_silent = matches!(node, Err(e) if e.code == ErrorCode::NotAvailable);
         let result = match &local {
             Err(_) => "unchecked",
+            Ok(_) if node_silent => "unchecked",
             Ok(local) if crate::local::agree(node, local) => "agreed",
             Ok(_) => "disagreed",
         };

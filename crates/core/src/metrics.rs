@@ -39,7 +39,7 @@ pub const RPC_ERRORS: &str = "actiongate_rpc_errors_total";
 /// Signed transactions not mined yet, by chain, read from the database at each scrape.
 pub const UNMINED_TXS: &str = "actiongate_unmined_transactions";
 /// A fan-out's checks in the gateway's own EVM, by chain and result: `agreed` or `disagreed` with
-/// the node's (`fanout-check = "shadow"`), `unchecked` (it could not run there: a state read failed, or the node refuses the transaction as a whole; the node checked it).
+/// the node's (`fanout-check = "shadow"`), `unchecked` (it could not run there: a state read failed, or the node refuses the transaction as a whole, and the node checked it; or, in `shadow`, the node did not answer).
 pub const LOCAL_CHECKS: &str = "actiongate_local_checks_total";
 /// Requests refused by a rate limit, by the limit (`agent-key`, `onboarding`, …).
 pub const RATE_LIMITED: &str = "actiongate_rate_limited_total";
