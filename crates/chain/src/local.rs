@@ -243,12 +243,8 @@ impl LocalEvm {
     /// One batch of reads at `block`: each distinct read once, in JSON-RPC batches of at most
     /// [`MAX_BATCH_CALLS`] calls side by side (an account is three calls: balance, nonce, code).
     async fn read_batch(&self, block: B256, reads: Vec<Read>) -> Vec<Result<Value, String>> {
-        let mut distinct: Vec<Read> = Vec::with_capacity(reads.len());
-        for r in &reads {
-            if !distinct.contains(r) {
-                distinct.push(*r);
-            }
-        }
+        let mut seen = std::collections::HashSet::with_capacity(reads.len());
+        let distinct: Vec<Read> = reads.iter().copied().filter(|r| seen.insert(*r)).collect();
         let mut chunks: Vec<Vec<Read>> = Vec::new();
         let mut in_chunk = usize::MAX;
         for r in distinct {

@@ -163,7 +163,8 @@ async fn check_batch(
     }
 }
 
-/// The checks in the gateway's EVM; a user it could not check (a state read failed) by the node.
+/// The checks in the gateway's EVM; a user it could not run (a state read failed, or a transaction
+/// it does not run: value above the sender's balance, a sender with code) checked by the node.
 async fn check_locally(
     client: &ChainClient,
     block: BlockId,
