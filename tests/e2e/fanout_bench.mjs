@@ -147,11 +147,13 @@ const batches = async () => {
   }
   return kinds;
 };
-// The gateway's checks in its own EVM by result (its /metrics: FANOUT_CHECK=local or shadow).
+// The gateway's checks in its own EVM by result, and their state reads (read ahead, or asked while
+// the EVM waited), from its /metrics (FANOUT_CHECK=local or shadow).
 const localChecks = async () => {
   const text = await (await fetch(`${args.gateway}/metrics`)).text();
   const counts = {};
   for (const m of text.matchAll(/^actiongate_local_checks_total\{[^}]*result="([^"]+)"\} (\d+)/gm)) counts[m[1]] = Number(m[2]);
+  for (const m of text.matchAll(/^actiongate_local_check_reads_total\{[^}]*read="([^"]+)"\} (\d+)/gm)) counts[`reads_${m[1]}`] = Number(m[2]);
   return counts;
 };
 // With --perf DIR (and --pids): each side sampled by `perf record` during the fan-out only, into

@@ -12,7 +12,8 @@
 //!
 //! The state is read at the latest block when a batch of checks starts and kept for that block
 //! (by its hash: the contracts every delegator touches are read once a block, each delegator's own
-//! few slots once). Each user's calls run in order with their state carried, in a simulated block
+//! few slots once). What a check will read is foreseen from the first check of the same shape of
+//! calls and read ahead in one round ([`LocalEvm::check`]). Each user's calls run in order with their state carried, in a simulated block
 //! dated as the node's check dates it; each user alone, on the block's state. The answer is the
 //! same rule as the node's check ([`crate::sender::gas_limits`]): each call's gas before refunds
 //! plus headroom, or the first revert's decoded reason.
@@ -24,6 +25,7 @@
 //! (Osaka): `local` is for chains whose EVM is Ethereum's.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use actiongate_core::error::Error;
@@ -33,14 +35,20 @@ use alloy::providers::{DynProvider, Provider};
 use alloy::rpc::client::{BatchRequest, Waiter};
 use alloy::rpc::types::{Block, Header};
 use revm::bytecode::Bytecode;
-use revm::context::TxEnv;
-use revm::context::result::{EVMError, ExecutionResult};
+use revm::context::result::ExecutionResult;
+use revm::context::{BlockEnv, CfgEnv, Journal, TxEnv};
 use revm::database::CacheDB;
 use revm::database_interface::DBErrorMarker;
+use revm::interpreter::Interpreter;
+use revm::interpreter::interpreter::EthInterpreter;
+use revm::interpreter::interpreter_types::{Jumps, MemoryTr};
 use revm::primitives::hardfork::SpecId;
 use revm::primitives::{KECCAK_EMPTY, StorageKey, StorageValue, keccak256};
 use revm::state::AccountInfo;
-use revm::{Context, DatabaseRef, ExecuteCommitEvm, MainBuilder, MainContext};
+use revm::{
+    Context, Database, DatabaseRef, ExecuteCommitEvm, InspectCommitEvm, Inspector, MainBuilder,
+    MainContext,
+};
 
 use crate::client::MAX_BATCH_CALLS;
 use crate::gather::Gather;
@@ -50,6 +58,18 @@ use crate::sender::{Simulated, gas_limits};
 /// The most gas one simulated call is given: a block's gas limit, capped as Osaka caps a
 /// transaction's (EIP-7825).
 const CALL_GAS_CAP: u64 = 1 << 24;
+
+/// How many users' checks one blocking thread runs, one after the other.
+const USERS_PER_THREAD: usize = 16;
+
+/// How many shapes of calls the reads of are kept ([`Ahead`]); past it they are learnt afresh.
+const MAX_SHAPES: usize = 1024;
+
+/// The longest keccak input a learning run keeps (a struct's hash of up to 16 words).
+const MAX_PREIMAGE: usize = 512;
+
+/// How deep a slot's keccak inputs are traced back (a mapping of mappings of structs' hashes).
+const MAX_DEPTH: usize = 8;
 
 /// A piece of state the EVM asks the node for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,6 +87,9 @@ enum Value {
     BlockHash(B256),
 }
 
+/// A check's answer: the gas limits or the refusal; `Err` when it could not run here.
+type Checked = Result<Result<Vec<u64>, Error>, String>;
+
 /// The chain's local EVM: its node's state reads, gathered, and the state of the latest block read.
 pub struct LocalEvm {
     chain_id: u64,
@@ -77,6 +100,8 @@ pub struct LocalEvm {
     reads: Gather<B256, Read, Result<Value, String>>,
     /// The state read at the latest block a batch of checks ran on.
     latest: Mutex<Option<Arc<BlockState>>>,
+    /// What a check of each shape of calls reads, learnt from its first run.
+    shapes: Mutex<HashMap<Shape, Arc<Vec<Ahead>>>>,
 }
 
 /// The state of one block as read so far, and the block a check on it simulates.
@@ -92,6 +117,36 @@ struct BlockState {
     code: Mutex<HashMap<B256, Bytecode>>,
     storage: Mutex<HashMap<(Address, U256), U256>>,
     hashes: Mutex<HashMap<u64, B256>>,
+}
+
+impl BlockState {
+    fn has(&self, read: Read) -> bool {
+        match read {
+            Read::Account(a) => locked(&self.accounts).contains_key(&a),
+            Read::Slot(a, i) => locked(&self.storage).contains_key(&(a, i)),
+            Read::BlockHash(n) => locked(&self.hashes).contains_key(&n),
+        }
+    }
+
+    /// Keeps what the node answered for `read`.
+    fn keep(&self, read: Read, value: &Value) -> Result<(), Unread> {
+        match (read, value) {
+            (Read::Account(address), Value::Account(a)) => {
+                if let Some(code) = &a.code {
+                    locked(&self.code).insert(a.code_hash, code.clone());
+                }
+                locked(&self.accounts).insert(address, a.clone());
+            }
+            (Read::Slot(address, index), Value::Slot(v)) => {
+                locked(&self.storage).insert((address, index), *v);
+            }
+            (Read::BlockHash(n), Value::BlockHash(h)) => {
+                locked(&self.hashes).insert(n, *h);
+            }
+            _ => return Err(Unread("the node answered another read".into())),
+        }
+        Ok(())
+    }
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -120,30 +175,145 @@ impl LocalEvm {
             rpc_url,
             reads: Gather::new("state"),
             latest: Mutex::new(None),
+            shapes: Mutex::default(),
         }
     }
 
     /// Checks each user's calls (as [`crate::sender::simulate`] does), each on the latest block's
     /// state; `Err` for a user means it could not be checked here (a state read failed), and the
     /// node checks it. `time` is the simulated block's date.
+    ///
+    /// A fan-out's users call the same contracts the same way, and differ in their addresses and
+    /// amounts: what one user's check reads tells what the others' will ([`Ahead`]). So the first
+    /// user of a shape of calls not seen before runs first, its reads and its keccak inputs
+    /// traced; then the state every other user is expected to read is read in one round (JSON-RPC
+    /// batches side by side), and they run on it. What was not foreseen is read when the EVM asks
+    /// for it, as before: a wrong guess costs a read, never a wrong answer.
+    ///
+    /// The users run on blocking threads, [`USERS_PER_THREAD`] to a thread one after the other: a
+    /// read not foreseen parks its thread until its batch ([`Gather`]) answers. (A thread parked
+    /// for each read and woken for its answer cost the gateway about a fifth of its CPU in a
+    /// fan-out before the reads were foreseen. revm's `asyncdb` fibers, which would suspend a user
+    /// instead of its thread, keep the running fiber in a thread-local that a suspended fiber does
+    /// not give back: with two fibers in flight on one thread the second's resume runs on the
+    /// first's frame (a segfault here), so they are not used.)
     pub async fn check(
         self: &Arc<Self>,
         latest: &Header,
         time: u64,
         users: &[(Address, Vec<Call>)],
-    ) -> Vec<Result<Result<Vec<u64>, Error>, String>> {
+    ) -> Vec<Checked> {
         let state = self.state_at(latest, time);
-        let runtime = tokio::runtime::Handle::current();
-        let runs = users.iter().map(|(from, calls)| {
-            let (evm, state, runtime) = (self.clone(), state.clone(), runtime.clone());
-            let (from, calls) = (*from, calls.clone());
+        let asked = Arc::new(AtomicUsize::new(0));
+        let mut answers: Vec<Option<Checked>> = vec![None; users.len()];
+
+        // The first user of each shape not learnt yet runs alone first, and teaches it.
+        let shapes: Vec<Shape> = users.iter().map(|(_, calls)| Shape::of(calls)).collect();
+        let mut learning: HashMap<Shape, usize> = HashMap::new();
+        {
+            let known = locked(&self.shapes);
+            for (i, shape) in shapes.iter().enumerate() {
+                if !known.contains_key(shape) {
+                    learning.entry(shape.clone()).or_insert(i);
+                }
+            }
+        }
+        let learnt = futures_util::future::join_all(learning.into_iter().map(|(shape, i)| {
+            let (evm, state, asked) = (self.clone(), state.clone(), asked.clone());
+            let runtime = tokio::runtime::Handle::current();
+            let (from, calls) = users[i].clone();
             async move {
-                tokio::task::spawn_blocking(move || evm.run(&state, &runtime, from, &calls))
-                    .await
-                    .unwrap_or_else(|e| Err(format!("the local check stopped: {e}")))
+                let run = tokio::task::spawn_blocking(move || {
+                    evm.learn(&state, &runtime, &asked, from, &calls)
+                })
+                .await
+                .unwrap_or_else(|e| (Err(format!("the local check stopped: {e}")), None));
+                (shape, i, run)
+            }
+        }))
+        .await;
+        for (shape, i, (answer, ahead)) in learnt {
+            // Learnt from a run that went through (one that reverted read only up to its revert).
+            if let (Ok(Ok(_)), Some(ahead)) = (&answer, ahead) {
+                let mut shapes = locked(&self.shapes);
+                if shapes.len() >= MAX_SHAPES {
+                    shapes.clear();
+                }
+                shapes.insert(shape, Arc::new(ahead));
+            }
+            answers[i] = Some(answer);
+        }
+
+        // What the others will read, read ahead in one round.
+        let mut ahead = Vec::new();
+        {
+            let known = locked(&self.shapes);
+            let mut seen = std::collections::HashSet::new();
+            for (((from, calls), shape), answer) in users.iter().zip(&shapes).zip(&answers) {
+                if answer.is_some() {
+                    continue;
+                }
+                for a in known.get(shape).into_iter().flat_map(|a| a.iter()) {
+                    if let Some(read) = a.read(*from, calls)
+                        && seen.insert(read)
+                        && !state.has(read)
+                    {
+                        ahead.push(read);
+                    }
+                }
+            }
+        }
+        if !ahead.is_empty() {
+            let values = self.read_batch(state.hash, ahead.clone()).await;
+            for (read, value) in ahead.iter().zip(values) {
+                // A read that failed is asked again when the EVM needs it.
+                if let Ok(value) = value {
+                    let _ = state.keep(*read, &value);
+                }
+            }
+        }
+
+        let rest: Vec<(usize, (Address, Vec<Call>))> = answers
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.is_none())
+            .map(|(i, _)| (i, users[i].clone()))
+            .collect();
+        let runtime = tokio::runtime::Handle::current();
+        let threads = rest.chunks(USERS_PER_THREAD).map(|chunk| {
+            let (evm, state, asked) = (self.clone(), state.clone(), asked.clone());
+            let runtime = runtime.clone();
+            let chunk = chunk.to_vec();
+            async move {
+                let at: Vec<usize> = chunk.iter().map(|(i, _)| *i).collect();
+                let ran = tokio::task::spawn_blocking(move || {
+                    chunk
+                        .iter()
+                        .map(|(_, (from, calls))| evm.run(&state, &runtime, &asked, *from, calls))
+                        .collect::<Vec<_>>()
+                })
+                .await
+                .unwrap_or_else(|e| vec![Err(format!("the local check stopped: {e}")); at.len()]);
+                at.into_iter().zip(ran).collect::<Vec<_>>()
             }
         });
-        futures_util::future::join_all(runs).await
+        for (i, answer) in futures_util::future::join_all(threads)
+            .await
+            .into_iter()
+            .flatten()
+        {
+            answers[i] = Some(answer);
+        }
+        actiongate_core::metrics::local_check_reads(self.chain_id, "ahead", ahead.len());
+        actiongate_core::metrics::local_check_reads(
+            self.chain_id,
+            "on_demand",
+            asked.load(Ordering::Relaxed),
+        );
+        answers
+            .into_iter()
+            .map(|a| a.unwrap_or_else(|| Err("the local check answered nothing".into())))
+            .collect()
     }
 
     /// The state of `latest` (kept while it is the latest block checked on).
@@ -170,21 +340,13 @@ impl LocalEvm {
         state
     }
 
-    /// One user's calls in order, state carried from call to call (on a blocking thread: a state
-    /// read waits for the node).
-    fn run(
+    /// The EVM's context on `state` over `db`: the simulated block, Ethereum's rules.
+    fn context<DB: Database>(
         &self,
         state: &BlockState,
-        runtime: &tokio::runtime::Handle,
-        from: Address,
-        calls: &[Call],
-    ) -> Result<Result<Vec<u64>, Error>, String> {
-        let db = CacheDB::new(Reader {
-            evm: self,
-            state,
-            runtime,
-        });
-        let mut evm = Context::mainnet()
+        db: DB,
+    ) -> Context<BlockEnv, TxEnv, CfgEnv, DB, Journal<DB>, ()> {
+        Context::mainnet()
             .with_db(db)
             .modify_cfg_chained(|cfg| {
                 cfg.chain_id = self.chain_id;
@@ -201,36 +363,90 @@ impl LocalEvm {
                 block.beneficiary = state.beneficiary;
                 block.prevrandao = Some(state.prevrandao);
             })
-            .build_mainnet();
+    }
+
+    /// One call as the EVM runs it.
+    fn tx(&self, state: &BlockState, from: Address, call: &Call) -> Result<TxEnv, String> {
+        TxEnv::builder()
+            .caller(from)
+            .call(call.to)
+            .data(call.data.clone())
+            .value(call.value)
+            .gas_limit(state.gas_limit.min(CALL_GAS_CAP))
+            .gas_price(0)
+            .chain_id(Some(self.chain_id))
+            .build()
+            .map_err(|e| format!("{e:?}"))
+    }
+
+    /// One user's calls in order, state carried from call to call (on a blocking thread: a read not
+    /// foreseen waits for the node).
+    fn run(
+        &self,
+        state: &BlockState,
+        runtime: &tokio::runtime::Handle,
+        asked: &AtomicUsize,
+        from: Address,
+        calls: &[Call],
+    ) -> Checked {
+        let reader = Reader {
+            evm: self,
+            state,
+            runtime,
+            asked,
+            traced: None,
+        };
+        let mut evm = self.context(state, CacheDB::new(reader)).build_mainnet();
+        self.each_call(state, from, calls, |tx| {
+            evm.transact_commit(tx).map_err(|e| e.to_string())
+        })
+    }
+
+    /// [`LocalEvm::run`] for the first user of a shape, its reads and keccak inputs traced: its
+    /// answer, and what the shape reads.
+    fn learn(
+        &self,
+        state: &BlockState,
+        runtime: &tokio::runtime::Handle,
+        asked: &AtomicUsize,
+        from: Address,
+        calls: &[Call],
+    ) -> (Checked, Option<Vec<Ahead>>) {
+        let traced = Mutex::new(Vec::new());
+        let reader = Reader {
+            evm: self,
+            state,
+            runtime,
+            asked,
+            traced: Some(&traced),
+        };
+        let mut evm = self
+            .context(state, CacheDB::new(reader))
+            .build_mainnet_with_inspector(Preimages::default());
+        let answer = self.each_call(state, from, calls, |tx| {
+            evm.inspect_tx_commit(tx).map_err(|e| e.to_string())
+        });
+        if answer.is_err() {
+            return (answer, None);
+        }
+        let preimages = std::mem::take(&mut evm.inspector.0);
+        let reads = std::mem::take(&mut *locked(&traced));
+        (answer, Some(Ahead::learn(from, calls, &reads, &preimages)))
+    }
+
+    /// Runs `calls` from `from` with `transact` until one reverts, and answers as the node's check
+    /// does. An error (a state read that failed, or not a transaction the node's check would run
+    /// either way: an invalid one) leaves the user to the node's check.
+    fn each_call(
+        &self,
+        state: &BlockState,
+        from: Address,
+        calls: &[Call],
+        mut transact: impl FnMut(TxEnv) -> Result<ExecutionResult, String>,
+    ) -> Checked {
         let mut outcomes = Vec::with_capacity(calls.len());
         for call in calls {
-            let tx = TxEnv::builder()
-                .caller(from)
-                .call(call.to)
-                .data(call.data.clone())
-                .value(call.value)
-                .gas_limit(state.gas_limit.min(CALL_GAS_CAP))
-                .gas_price(0)
-                .chain_id(Some(self.chain_id))
-                .build()
-                .map_err(|e| format!("{e:?}"))?;
-            let outcome = match evm.transact_commit(tx) {
-                Ok(ExecutionResult::Success { gas, .. }) => Simulated::Ran {
-                    gas: gas.total_gas_spent().max(gas.tx_gas_used()),
-                },
-                Ok(ExecutionResult::Revert { output, .. }) => Simulated::Reverted {
-                    data: Some(output),
-                    message: "execution reverted".into(),
-                },
-                Ok(ExecutionResult::Halt { reason, .. }) => Simulated::Reverted {
-                    data: None,
-                    message: format!("{reason:?}"),
-                },
-                Err(EVMError::Database(e)) => return Err(e.0),
-                // Not a transaction the node's check would run either way (an invalid one): the
-                // node's check answers it.
-                Err(e) => return Err(e.to_string()),
-            };
+            let outcome = outcome(transact(self.tx(state, from, call)?)?);
             let reverted = matches!(outcome, Simulated::Reverted { .. });
             outcomes.push(outcome);
             if reverted {
@@ -387,24 +603,71 @@ fn account(balance: U256, nonce: u64, code: Bytes) -> AccountInfo {
     AccountInfo::new(balance, nonce, hash, code)
 }
 
+/// What one call came to.
+fn outcome(result: ExecutionResult) -> Simulated {
+    match result {
+        ExecutionResult::Success { gas, .. } => Simulated::Ran {
+            gas: gas.total_gas_spent().max(gas.tx_gas_used()),
+        },
+        ExecutionResult::Revert { output, .. } => Simulated::Reverted {
+            data: Some(output),
+            message: "execution reverted".into(),
+        },
+        ExecutionResult::Halt { reason, .. } => Simulated::Reverted {
+            data: None,
+            message: format!("{reason:?}"),
+        },
+    }
+}
+
 /// The block's state as revm reads it: what was read already, else read from the node now (the
-/// reads of every check running at the moment gathered into one batch).
+/// reads of every check running at the moment gathered into one batch), parking the thread.
 struct Reader<'a> {
     evm: &'a LocalEvm,
     state: &'a BlockState,
     runtime: &'a tokio::runtime::Handle,
+    /// Reads asked of the node while the EVM waited, for the batch's count.
+    asked: &'a AtomicUsize,
+    /// Every account and slot the EVM asked for, when learning a shape.
+    traced: Option<&'a Mutex<Vec<Read>>>,
 }
 
 impl Reader<'_> {
-    fn read(&self, read: Read) -> Result<Value, Unread> {
-        let gathered = self
+    /// `read` as kept for the block, else asked of the node and kept.
+    fn value(&self, read: Read) -> Result<Value, Unread> {
+        if let Some(traced) = self.traced {
+            locked(traced).push(read);
+        }
+        let kept = match read {
+            Read::Account(a) => locked(&self.state.accounts)
+                .get(&a)
+                .cloned()
+                .map(Value::Account),
+            Read::Slot(a, i) => locked(&self.state.storage)
+                .get(&(a, i))
+                .copied()
+                .map(Value::Slot),
+            Read::BlockHash(n) => locked(&self.state.hashes)
+                .get(&n)
+                .copied()
+                .map(Value::BlockHash),
+        };
+        if let Some(value) = kept {
+            return Ok(value);
+        }
+        self.asked.fetch_add(1, Ordering::Relaxed);
+        let hash = self.state.hash;
+        let value = self
             .runtime
-            .block_on(self.evm.reads.one(self.state.hash, read, |batch| {
-                self.evm.read_batch(self.state.hash, batch)
-            }));
-        gathered
+            .block_on(
+                self.evm
+                    .reads
+                    .one(hash, read, |batch| self.evm.read_batch(hash, batch)),
+            )
             .unwrap_or_else(|| Err("a state read was dropped".into()))
-            .map_err(Unread)
+            .map_err(Unread)?;
+        self.state.keep(read, &value)?;
+        Ok(value)
     }
 }
 
@@ -412,17 +675,10 @@ impl DatabaseRef for Reader<'_> {
     type Error = Unread;
 
     fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, Unread> {
-        if let Some(a) = locked(&self.state.accounts).get(&address) {
-            return Ok(Some(a.clone()));
+        match self.value(Read::Account(address))? {
+            Value::Account(a) => Ok(Some(a)),
+            _ => Err(Unread("the node answered another read".into())),
         }
-        let Value::Account(a) = self.read(Read::Account(address))? else {
-            return Err(Unread("the node answered another read".into()));
-        };
-        if let Some(code) = &a.code {
-            locked(&self.state.code).insert(a.code_hash, code.clone());
-        }
-        locked(&self.state.accounts).insert(address, a.clone());
-        Ok(Some(a))
     }
 
     fn code_by_hash_ref(&self, hash: B256) -> Result<Bytecode, Unread> {
@@ -436,25 +692,191 @@ impl DatabaseRef for Reader<'_> {
     }
 
     fn storage_ref(&self, address: Address, index: StorageKey) -> Result<StorageValue, Unread> {
-        if let Some(v) = locked(&self.state.storage).get(&(address, index)) {
-            return Ok(*v);
+        match self.value(Read::Slot(address, index))? {
+            Value::Slot(v) => Ok(v),
+            _ => Err(Unread("the node answered another read".into())),
         }
-        let Value::Slot(v) = self.read(Read::Slot(address, index))? else {
-            return Err(Unread("the node answered another read".into()));
-        };
-        locked(&self.state.storage).insert((address, index), v);
-        Ok(v)
     }
 
     fn block_hash_ref(&self, number: u64) -> Result<B256, Unread> {
-        if let Some(h) = locked(&self.state.hashes).get(&number) {
-            return Ok(*h);
+        match self.value(Read::BlockHash(number))? {
+            Value::BlockHash(h) => Ok(h),
+            _ => Err(Unread("the node answered another read".into())),
         }
-        let Value::BlockHash(h) = self.read(Read::BlockHash(number))? else {
-            return Err(Unread("the node answered another read".into()));
+    }
+}
+
+/// The keccak inputs a learning run hashed (a mapping's slot is the keccak of its key and its
+/// place), by their hash.
+#[derive(Default)]
+struct Preimages(HashMap<B256, Vec<u8>>);
+
+impl<CTX> Inspector<CTX, EthInterpreter> for Preimages {
+    fn step(&mut self, interp: &mut Interpreter<EthInterpreter>, _context: &mut CTX) {
+        const KECCAK256: u8 = 0x20;
+        if interp.bytecode.opcode() != KECCAK256 {
+            return;
+        }
+        let (Ok(offset), Ok(size)) = (interp.stack.peek(0), interp.stack.peek(1)) else {
+            return;
         };
-        locked(&self.state.hashes).insert(number, h);
-        Ok(h)
+        let (Ok(offset), Ok(size)) = (usize::try_from(offset), usize::try_from(size)) else {
+            return;
+        };
+        if size == 0 || size > MAX_PREIMAGE || !size.is_multiple_of(32) {
+            return;
+        }
+        // Memory past its end reads as zeros (the instruction grows it).
+        let mut input = vec![0u8; size];
+        let present = interp.memory.size().saturating_sub(offset).min(size);
+        if present > 0 {
+            input[..present].copy_from_slice(&interp.memory.slice_len(offset, present));
+        }
+        self.0.insert(keccak256(&input), input);
+    }
+}
+
+/// A shape of calls: the same targets, functions, data lengths and whether value is sent (a
+/// fan-out's users, who differ in their addresses and amounts).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Shape(Vec<(Address, [u8; 4], usize, bool)>);
+
+impl Shape {
+    fn of(calls: &[Call]) -> Self {
+        Self(
+            calls
+                .iter()
+                .map(|c| {
+                    let mut selector = [0u8; 4];
+                    let n = c.data.len().min(4);
+                    selector[..n].copy_from_slice(&c.data[..n]);
+                    (c.to, selector, c.data.len(), c.value.is_zero())
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A 32-byte word a check read by, as another user of the shape finds its own: the same
+/// constant, its sender, a call's target, bytes of a call's data, or the keccak of such words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Word {
+    Const(B256),
+    From,
+    To(usize),
+    Data { call: usize, at: usize, len: usize },
+    Keccak(Vec<Word>),
+}
+
+/// A read a shape's check makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ahead {
+    Account(Word),
+    Slot(Word, Word),
+}
+
+impl Ahead {
+    /// What a run of `calls` from `from` read, as words of its inputs where they came from them.
+    fn learn(
+        from: Address,
+        calls: &[Call],
+        reads: &[Read],
+        preimages: &HashMap<B256, Vec<u8>>,
+    ) -> Vec<Ahead> {
+        let word = |w: B256| Word::learn(w, from, calls, preimages, 0);
+        let mut ahead: Vec<Ahead> = Vec::new();
+        for read in reads {
+            let a = match *read {
+                Read::Account(a) => Ahead::Account(word(a.into_word())),
+                Read::Slot(a, i) => Ahead::Slot(word(a.into_word()), word(B256::from(i))),
+                Read::BlockHash(_) => continue,
+            };
+            if !ahead.contains(&a) {
+                ahead.push(a);
+            }
+        }
+        ahead
+    }
+
+    /// The read this makes for `from`'s `calls` (of the shape it was learnt from).
+    fn read(&self, from: Address, calls: &[Call]) -> Option<Read> {
+        let address = |w: &Word| w.eval(from, calls).map(Address::from_word);
+        match self {
+            Ahead::Account(a) => Some(Read::Account(address(a)?)),
+            Ahead::Slot(a, i) => Some(Read::Slot(address(a)?, i.eval(from, calls)?.into())),
+        }
+    }
+}
+
+impl Word {
+    fn learn(
+        w: B256,
+        from: Address,
+        calls: &[Call],
+        preimages: &HashMap<B256, Vec<u8>>,
+        depth: usize,
+    ) -> Word {
+        let value = U256::from_be_bytes(w.0);
+        // Small numbers (a mapping's place, a flag) are constants wherever else they appear.
+        if value <= U256::from(u64::MAX) {
+            return Word::Const(w);
+        }
+        if w == from.into_word() {
+            return Word::From;
+        }
+        if let Some(i) = calls.iter().position(|c| c.to.into_word() == w) {
+            return Word::To(i);
+        }
+        let address = w[..12].iter().all(|b| *b == 0);
+        if address && let Some(found) = Word::found(calls, &w[12..]) {
+            return found;
+        }
+        if depth < MAX_DEPTH
+            && let Some(input) = preimages.get(&w)
+        {
+            let words: Vec<Word> = input
+                .chunks(32)
+                .map(|c| Word::learn(B256::from_slice(c), from, calls, preimages, depth + 1))
+                .collect();
+            if words.iter().any(|w| !matches!(w, Word::Const(_))) {
+                return Word::Keccak(words);
+            }
+            return Word::Const(w);
+        }
+        Word::found(calls, w.as_slice()).unwrap_or(Word::Const(w))
+    }
+
+    /// Where `bytes` first appear in the calls' data.
+    fn found(calls: &[Call], bytes: &[u8]) -> Option<Word> {
+        calls.iter().enumerate().find_map(|(call, c)| {
+            let at = c.data.windows(bytes.len()).position(|w| w == bytes)?;
+            Some(Word::Data {
+                call,
+                at,
+                len: bytes.len(),
+            })
+        })
+    }
+
+    fn eval(&self, from: Address, calls: &[Call]) -> Option<B256> {
+        Some(match self {
+            Word::Const(w) => *w,
+            Word::From => from.into_word(),
+            Word::To(i) => calls.get(*i)?.to.into_word(),
+            Word::Data { call, at, len } => {
+                let bytes = calls.get(*call)?.data.get(*at..at.checked_add(*len)?)?;
+                let mut w = B256::ZERO;
+                w[32 - len..].copy_from_slice(bytes);
+                w
+            }
+            Word::Keccak(words) => {
+                let mut input = Vec::with_capacity(words.len() * 32);
+                for w in words {
+                    input.extend_from_slice(w.eval(from, calls)?.as_slice());
+                }
+                keccak256(&input)
+            }
+        })
     }
 }
 

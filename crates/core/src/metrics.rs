@@ -41,6 +41,10 @@ pub const UNMINED_TXS: &str = "actiongate_unmined_transactions";
 /// A fan-out's checks in the gateway's own EVM, by chain and result: `agreed` or `disagreed` with
 /// the node's (`fanout-check = "shadow"`), `unchecked` (it could not run there: a state read failed, or the node refuses the transaction as a whole, and the node checked it; or, in `shadow`, the node did not answer).
 pub const LOCAL_CHECKS: &str = "actiongate_local_checks_total";
+/// The state those checks read from the node, by chain and when: `ahead` (foreseen from an earlier
+/// check of the same shape of calls and read in one round before the EVM ran) or `on_demand` (asked
+/// while the EVM waited).
+pub const LOCAL_CHECK_READS: &str = "actiongate_local_check_reads_total";
 /// Requests refused by a rate limit, by the limit (`agent-key`, `onboarding`, …).
 pub const RATE_LIMITED: &str = "actiongate_rate_limited_total";
 
@@ -103,6 +107,12 @@ pub fn rpc<'a>(chain: u64, methods: impl Iterator<Item = &'a str>, failed: bool)
 /// One check in the gateway's own EVM ([`LOCAL_CHECKS`]).
 pub fn local_check(chain: u64, result: &'static str) {
     metrics::counter!(LOCAL_CHECKS, "chain" => chain.to_string(), "result" => result).increment(1);
+}
+
+/// `n` state reads of local checks, `ahead` or `on_demand` ([`LOCAL_CHECK_READS`]).
+pub fn local_check_reads(chain: u64, read: &'static str, n: usize) {
+    metrics::counter!(LOCAL_CHECK_READS, "chain" => chain.to_string(), "read" => read)
+        .increment(n as u64);
 }
 
 pub fn rate_limited(limit: &'static str) {

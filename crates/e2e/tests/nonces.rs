@@ -604,3 +604,121 @@ async fn the_local_check_answers_as_the_nodes() {
         metrics.render()
     );
 }
+
+/// An ERC-20 transfer of `amount` of `token` to `to`.
+fn token_transfer(token: Address, to: Address, amount: U256) -> Vec<Call> {
+    use alloy::sol_types::SolCall;
+    vec![Call {
+        to: token,
+        data: actiongate_chain::bindings::IERC20::transferCall { to, amount }
+            .abi_encode()
+            .into(),
+        value: U256::ZERO,
+        description: "transfer".into(),
+    }]
+}
+
+/// A fan-out's users call the same contracts the same way, and differ in their addresses and
+/// amounts. The local check learns from the first user of a shape of calls what its check reads,
+/// and reads that ahead, in one round, for the next users of the shape. On a later block, with
+/// other senders, recipients and amounts, every read is foreseen: none is asked while the EVM
+/// waits; and every answer is still the node's (a token transfer, an approval, an overdraw).
+#[tokio::test]
+async fn the_local_check_reads_ahead_what_a_shape_of_calls_reads() {
+    use actiongate_chain::plan::batch::gathered;
+    use actiongate_chain::plan::reading_at;
+    use actiongate_chain::sender::simulate;
+    use alloy::eips::BlockId;
+
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let metrics = recorder.handle();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let reads = |read: &str| {
+        let series =
+            format!(r#"actiongate_local_check_reads_total{{chain="84532",read="{read}"}}"#);
+        metrics
+            .render()
+            .lines()
+            .filter(|l| l.starts_with(&series))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let devnet = Devnet::start();
+    let options = ChainOptions::default();
+    let node = devnet_client(&devnet, &options, FanoutCheck::Node);
+    let local = devnet_client(&devnet, &options, FanoutCheck::Local);
+    let usdc = devnet.usdc();
+    let (holder, a, b) = (
+        devnet.account(0).0,
+        devnet.account(1).0,
+        devnet.account(2).0,
+    );
+    devnet.fund(a, U256::ZERO, U256::from(5_000_000u64)).await;
+    let check = |users: Vec<(Address, Vec<Call>)>| {
+        let (node, local) = (node.clone(), local.clone());
+        async move {
+            let mut answers = Vec::new();
+            for client in [node, local] {
+                let all = futures_util::future::join_all(
+                    users
+                        .iter()
+                        .map(|(from, calls)| simulate(&client, *from, calls)),
+                );
+                answers.push(
+                    reading_at(BlockId::latest(), gathered(all))
+                        .await
+                        .into_iter()
+                        .map(seen)
+                        .collect::<Vec<_>>(),
+                );
+            }
+            let local = answers.pop().unwrap_or_default();
+            let node = answers.pop().unwrap_or_default();
+            assert_eq!(local, node);
+            node
+        }
+    };
+
+    let first = check(vec![
+        (holder, token_transfer(usdc, a, U256::from(1u64))),
+        (holder, token_transfer(usdc, b, U256::from(2u64))),
+        (b, approval(usdc, holder).calls),
+    ])
+    .await;
+    assert!(first.iter().all(Result::is_ok), "{first:?}");
+    let (asked, ahead) = (reads("on_demand"), reads("ahead"));
+    assert!(
+        asked > 0,
+        "the first user of each shape reads as its EVM asks"
+    );
+    assert!(ahead > 0, "the second transfer's own reads are read ahead");
+
+    // A later block: nothing read for the first is kept for it.
+    rpc(&devnet, "evm_mine", json!([])).await;
+    let second = check(vec![
+        (a, token_transfer(usdc, b, U256::from(3u64))),
+        (
+            holder,
+            token_transfer(usdc, Address::repeat_byte(0x77), U256::from(4u64)),
+        ),
+        (a, approval(usdc, b).calls),
+        // (Each user alone, as a fan-out's are: the node checks them one after the other.)
+        (
+            Address::repeat_byte(0x66),
+            token_transfer(usdc, a, U256::MAX),
+        ),
+    ])
+    .await;
+    assert!(second[..3].iter().all(Result::is_ok), "{second:?}");
+    assert!(
+        matches!(&second[3], Err((ErrorCode::ExecutionReverted, _))),
+        "{second:?}"
+    );
+    assert_eq!(
+        reads("on_demand"),
+        asked,
+        "every read of a learnt shape is read ahead\n{}",
+        metrics.render()
+    );
+    assert!(reads("ahead") > ahead);
+}
