@@ -395,6 +395,22 @@ fn users_to_check(
     ]
 }
 
+/// The sum of the counters of a rendered Prometheus text whose lines `series` picks.
+fn counted(rendered: &str, series: impl Fn(&str) -> bool) -> u64 {
+    rendered
+        .lines()
+        .filter(|l| series(l))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The JSON-RPC calls of `method` the gateway counted.
+fn rpc_calls(rendered: &str, method: &str) -> u64 {
+    counted(rendered, |l| {
+        l.starts_with("actiongate_rpc_calls_total") && l.contains(method)
+    })
+}
+
 fn seen<T>(r: Result<T, Error>) -> Result<T, (ErrorCode, String)> {
     r.map_err(|e| (e.code, e.message))
 }
@@ -414,14 +430,7 @@ async fn gathered_reads_and_simulations_answer_each_caller_as_alone() {
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
     let metrics = recorder.handle();
     let _recording = metrics::set_default_local_recorder(&recorder);
-    let simulations = || {
-        metrics
-            .render()
-            .lines()
-            .filter(|l| l.starts_with("actiongate_rpc_calls_total") && l.contains("eth_simulateV1"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum::<u64>()
-    };
+    let simulations = || rpc_calls(&metrics.render(), "eth_simulateV1");
     let devnet = Devnet::start();
     let (_, client) = connect(&devnet, &ChainOptions::default()).await;
     let client = &*client;
@@ -541,14 +550,7 @@ async fn the_local_check_answers_as_the_nodes() {
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
     let metrics = recorder.handle();
     let _recording = metrics::set_default_local_recorder(&recorder);
-    let calls_of = |method: &str| {
-        metrics
-            .render()
-            .lines()
-            .filter(|l| l.starts_with("actiongate_rpc_calls_total") && l.contains(method))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum::<u64>()
-    };
+    let calls_of = |method: &str| rpc_calls(&metrics.render(), method);
     let devnet = Devnet::start();
     let options = ChainOptions::default();
     let node = devnet_client(&devnet, &options, FanoutCheck::Node);
@@ -636,12 +638,7 @@ async fn the_local_check_reads_ahead_what_a_shape_of_calls_reads() {
     let reads = |read: &str| {
         let series =
             format!(r#"actiongate_local_check_reads_total{{chain="84532",read="{read}"}}"#);
-        metrics
-            .render()
-            .lines()
-            .filter(|l| l.starts_with(&series))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum::<u64>()
+        counted(&metrics.render(), |l| l.starts_with(&series))
     };
     let devnet = Devnet::start();
     let options = ChainOptions::default();
