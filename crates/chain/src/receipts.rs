@@ -9,6 +9,19 @@
 //! node's own answer, `ReceiptWatch::seen`) and asks the node itself only when the watch has not
 //! seen it. A missed wake-up (a block skipped, a node without `eth_getBlockReceipts`, a failed call)
 //! costs latency, never correctness: the waiter looks itself after the fallback interval.
+//!
+//! A waiter that was not woken does not ask the node either when nothing can have been missed: the
+//! watch has read every block since the waiter last knew its transactions unmined (its [`Mark`],
+//! taken before it asked the node or handed them over), without a skip, without being turned off,
+//! and through the latest block at least once since. Then a block holding one of them would have
+//! woken it (or been found among the recent hashes when it registered), and it sleeps again; it
+//! still asks itself after `QUIET_FALLBACK_POLLS` polls at the latest (a block replaced by a reorg
+//! after the watch read it is not read again). So a fan-out whose transactions wait many blocks in
+//! the node's pool costs the node one lookup per waiter in `QUIET_FALLBACK_POLLS` polls at most.
+//!
+//! The watch also tells a waiter whether its wallet had a transaction mined lately (while any of
+//! the wallet's executions wait): a transaction queued behind the wallet's others is not handed to
+//! the node again while those are being mined.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,7 +29,7 @@ use std::time::Duration;
 
 use actiongate_core::error::Error;
 use alloy::eips::BlockNumberOrTag;
-use alloy::primitives::B256;
+use alloy::primitives::{Address, B256};
 use alloy::providers::{DynProvider, Provider};
 use alloy::rpc::types::TransactionReceipt;
 use tokio::sync::Notify;
@@ -24,8 +37,17 @@ use tokio::sync::Notify;
 use crate::client::{ChainClient, batch_calls};
 use crate::plan::rpc_error;
 
-/// How many polls a waiter sleeps at most before it looks for its receipt itself.
+/// How many polls a waiter sleeps at most before it looks for its receipt itself, unless the
+/// watch read every block since (see the module's docs).
 const FALLBACK_POLLS: u32 = 10;
+/// How many polls after its mark (when it last knew its transactions unmined) a waiter asks the
+/// node again at its next fallback, whatever the watch read (so at most this plus
+/// `FALLBACK_POLLS`).
+const QUIET_FALLBACK_POLLS: u32 = 60;
+/// A wallet had a transaction mined "lately" within this many polls (as many as a waiter waits
+/// before handing its transaction over again: blocks coming at least that often keep it waiting
+/// its turn).
+const SENDER_MINING_POLLS: u32 = 20;
 /// The most blocks read in one tick; further behind, the watch jumps ahead (the waiters of the
 /// skipped blocks look for themselves after the fallback interval).
 const MAX_BLOCKS_PER_TICK: u64 = 32;
@@ -88,11 +110,47 @@ pub struct ReceiptWatch {
     state: Mutex<State>,
 }
 
+/// Where the watch's reading stood when a waiter last knew its transactions unmined.
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    gaps: u64,
+    reads: u64,
+    at: tokio::time::Instant,
+}
+
+/// What a waiter does when [`ReceiptWatch::until_mined`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waited {
+    /// Look for the receipt: woken by a block holding one of the hashes, or the watch may have
+    /// missed it, or the node was last asked long ago. Otherwise none of them is mined as far as
+    /// the watch read.
+    pub look: bool,
+    /// The watch read one of the hashes in a block (woken, or found among the recent hashes), or
+    /// was turned off.
+    pub saw: bool,
+    /// The sender had a transaction in a block the watch read within `SENDER_MINING_POLLS` polls.
+    pub sender_mining: bool,
+}
+
+/// A wallet whose executions wait: how many, and when the watch last read one of its
+/// transactions in a block.
+#[derive(Default)]
+struct Sender {
+    waiters: usize,
+    mined_at: Option<tokio::time::Instant>,
+}
+
 #[derive(Default)]
 struct State {
     waiters: HashMap<B256, Vec<(u64, Arc<Notify>)>>,
     next_waiter: u64,
     running: bool,
+    /// Bumped whenever the blocks read stop being one unbroken run: the first read, a jump ahead,
+    /// the watch turned off.
+    gaps: u64,
+    /// Bumped each time the watch has read through the latest block.
+    reads: u64,
+    senders: HashMap<Address, Sender>,
     /// The next block to read, kept across the task's restarts (so a block mined while no one
     /// waited, just before a waiter came, is still read).
     next: Option<u64>,
@@ -123,6 +181,7 @@ struct Registered<'a> {
     watch: &'a ReceiptWatch,
     id: u64,
     hashes: &'a [B256],
+    sender: Option<Address>,
 }
 
 impl Drop for Registered<'_> {
@@ -134,6 +193,14 @@ impl Drop for Registered<'_> {
                 if list.is_empty() {
                     state.waiters.remove(hash);
                 }
+            }
+        }
+        if let Some(sender) = self.sender
+            && let Some(seen) = state.senders.get_mut(&sender)
+        {
+            seen.waiters = seen.waiters.saturating_sub(1);
+            if seen.waiters == 0 {
+                state.senders.remove(&sender);
             }
         }
     }
@@ -160,10 +227,28 @@ impl ReceiptWatch {
         self.state().recent_set.get(hash).copied().flatten()
     }
 
+    /// Where the watch's reading stands now: taken by a waiter just before it asks the node for its
+    /// receipt or hands its transactions over.
+    pub fn mark(&self) -> Mark {
+        let state = self.state();
+        Mark {
+            gaps: state.gaps,
+            reads: state.reads,
+            at: tokio::time::Instant::now(),
+        }
+    }
+
     /// Sleeps until a block holding one of `hashes` has been read, or one fallback interval
-    /// (`FALLBACK_POLLS` polls) has passed, whichever comes first; then the caller looks up its
-    /// receipt. Where the node serves no block receipts, sleeps one poll (looking up every poll).
-    pub async fn until_mined(self: &Arc<Self>, hashes: &[B256]) {
+    /// (`FALLBACK_POLLS` polls) has passed, whichever comes first, and says whether the caller
+    /// should look up its receipt (see [`Waited`]; `mark`: when the caller last knew `hashes`
+    /// unmined, `None` when it does not). Where the node serves no block receipts, sleeps one poll
+    /// (looking up every poll). `sender`: whose transactions they are.
+    pub async fn until_mined(
+        self: &Arc<Self>,
+        hashes: &[B256],
+        sender: Option<Address>,
+        mark: Option<Mark>,
+    ) -> Waited {
         let registered = {
             let mut state = self.state();
             let off = state
@@ -180,26 +265,59 @@ impl ReceiptWatch {
                 }
                 None
             } else {
-                Some(self.register(&mut state, hashes))
+                Some(self.register(&mut state, hashes, sender))
             }
         };
         let Some((id, woken)) = registered else {
             tokio::time::sleep(self.poll).await;
-            return;
+            return Waited {
+                look: true,
+                saw: !hashes.is_empty(),
+                sender_mining: false,
+            };
         };
-        // Taken out of the waiters however this ends (also when the caller stops waiting).
+        // Taken out of the waiters however this ends (also when the caller stops waiting), after
+        // what the watch saw is read below.
         let _registered = Registered {
             watch: self,
             id,
             hashes,
+            sender,
         };
-        let _ = tokio::time::timeout(self.poll * FALLBACK_POLLS, woken.notified()).await;
+        let woke = tokio::time::timeout(self.poll * FALLBACK_POLLS, woken.notified())
+            .await
+            .is_ok();
+        let state = self.state();
+        let sender_mining = sender
+            .and_then(|s| state.senders.get(&s)?.mined_at)
+            .is_some_and(|at| at.elapsed() < self.poll * SENDER_MINING_POLLS);
+        // Nothing can have been missed: every block since the mark read in one run, and through
+        // the latest block by a tick that began after the mark (two reads through since it).
+        let read_since = mark.is_some_and(|m| {
+            m.gaps == state.gaps
+                && state.reads >= m.reads + 2
+                && m.at.elapsed() < self.poll * QUIET_FALLBACK_POLLS
+        });
+        drop(state);
+        Waited {
+            look: woke || !read_since,
+            saw: woke,
+            sender_mining,
+        }
     }
 
     /// Puts a waiter under each of its hashes, and starts the watch if it is not running.
-    fn register(self: &Arc<Self>, state: &mut State, hashes: &[B256]) -> (u64, Arc<Notify>) {
+    fn register(
+        self: &Arc<Self>,
+        state: &mut State,
+        hashes: &[B256],
+        sender: Option<Address>,
+    ) -> (u64, Arc<Notify>) {
         let id = state.next_waiter;
         state.next_waiter += 1;
+        if let Some(sender) = sender {
+            state.senders.entry(sender).or_default().waiters += 1;
+        }
         // One wake-up per waiter, under each of its hashes: the first mined wakes it (a permit
         // is kept if it comes before the waiter sleeps).
         let woken = Arc::new(Notify::new());
@@ -244,11 +362,19 @@ impl ReceiptWatch {
                 // Too far behind (idle a long while, or a node racing ahead): the last blocks
                 // only; the waiters of skipped blocks look for themselves after the fallback.
                 Some(n) if latest >= n => n.max(latest.saturating_sub(MAX_BLOCKS_PER_TICK - 1)),
-                Some(_) => continue,
+                // Nothing new: read through.
+                Some(_) => {
+                    self.state().reads += 1;
+                    continue;
+                }
                 // The first read: the last few blocks (a waiter looked for its receipt just before
                 // it came, and the transaction may have been mined since).
                 None => latest.saturating_sub(2),
             };
+            if next != Some(from) {
+                self.state().gaps += 1;
+            }
+            let mut read_through = true;
             for number in from..=latest {
                 let receipts: Result<Option<Vec<serde_json::Value>>, _> = self
                     .provider
@@ -261,6 +387,16 @@ impl ReceiptWatch {
                     Ok(Some(mined)) => {
                         failures = 0;
                         let mut state = self.state();
+                        if !state.senders.is_empty() {
+                            let now = tokio::time::Instant::now();
+                            for r in &mined {
+                                let sender: Option<Address> =
+                                    r.get("from").and_then(|f| f.as_str()?.parse().ok());
+                                if let Some(seen) = sender.and_then(|s| state.senders.get_mut(&s)) {
+                                    seen.mined_at = Some(now);
+                                }
+                            }
+                        }
                         let hashes = mined.iter().filter_map(|r| {
                             let hash = r.get("transactionHash")?.as_str()?.parse::<B256>().ok()?;
                             let status = match r.get("status").and_then(|s| s.as_str()) {
@@ -281,7 +417,10 @@ impl ReceiptWatch {
                         state.next = Some(number + 1);
                     }
                     // Not there yet (a node behind its own head): read again next tick.
-                    Ok(None) => break,
+                    Ok(None) => {
+                        read_through = false;
+                        break;
+                    }
                     Err(e) => {
                         failures += 1;
                         let refused = unsupported(&e);
@@ -294,6 +433,7 @@ impl ReceiptWatch {
                             let mut state = self.state();
                             state.off_until = Some(tokio::time::Instant::now() + OFF_FOR);
                             state.running = false;
+                            state.gaps += 1;
                             // Wake everyone: they poll on their own meanwhile.
                             for (_, list) in state.waiters.drain() {
                                 for (_, woken) in list {
@@ -303,9 +443,13 @@ impl ReceiptWatch {
                             return;
                         }
                         tracing::debug!(error = %self.without_url(&e), block = number, "reading a block's receipts failed");
+                        read_through = false;
                         break;
                     }
                 }
+            }
+            if read_through {
+                self.state().reads += 1;
             }
         }
     }

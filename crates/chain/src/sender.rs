@@ -57,6 +57,7 @@ use crate::gather::{Gather, each_alone_on_failure};
 use crate::locks::KeyedLocks;
 use crate::outbox::{Outbox, Ticket};
 use crate::plan::{Call, Plan, rpc_error};
+use crate::receipts::Mark;
 use crate::revert;
 
 /// Gas limit headroom over the simulated gas use, in percent.
@@ -694,6 +695,9 @@ impl WalletSender {
                 gas: gas.clone(),
                 fees: (max_fee, priority),
             };
+            // Where the receipt watch stands before anything of this attempt can reach the node
+            // (another execution's turn may hand its first transaction over once it is queued).
+            let unmined = client.receipts.mark();
             // The executions that wait for the wallet's turn meanwhile are reserved, signed and
             // recorded together when it comes, and their first transactions queued in the
             // outbox in their nonces' order.
@@ -719,7 +723,7 @@ impl WalletSender {
                 // first).
                 Reservation::Existing(rows) => {
                     let flying = self.flights.fly((client.chain_id, account));
-                    return Ok(Some((rows, plan.summary, false, flying)));
+                    return Ok(Some((rows, plan.summary, None, flying)));
                 }
                 // The lease is another worker's now: send nothing, touch nothing.
                 Reservation::LeaseLost => return Ok(None),
@@ -727,7 +731,9 @@ impl WalletSender {
             // In flight from here until its wait ends: the account's next plan reads the pending
             // block.
             let flying = self.flights.fly((client.chain_id, account));
-            let (refused, delivered) = self.hand_over(client, wallet, &rows, ticket).await?;
+            let (refused, delivered) = self
+                .hand_over(client, wallet, &rows, ticket, unmined)
+                .await?;
             let Some(reason) = refused else {
                 return Ok(Some((rows, plan.summary, delivered, flying)));
             };
@@ -755,7 +761,7 @@ impl WalletSender {
                     format!("The node refused the transaction: {reason}"),
                 ));
             }
-            return Ok(Some((rows, plan.summary, false, flying)));
+            return Ok(Some((rows, plan.summary, None, flying)));
         }
         Err(Error::new(
             ErrorCode::NotAvailable,
@@ -852,14 +858,17 @@ impl WalletSender {
     /// Hands an execution's transactions to the node through the wallet's outbox, one at a time,
     /// each answered before the next is queued: nothing after a refused transaction of the
     /// execution reaches the node. `first`: the first transaction's ticket, queued under the
-    /// wallet's turn. Answers the node's refusal, if any, and whether the node took every one.
+    /// wallet's turn. Answers the node's refusal, if any, and, when the node took every one,
+    /// `unmined`: where the receipt watch stood before the first was queued (none of them mined
+    /// then).
     async fn hand_over(
         &self,
         client: &ChainClient,
         wallet: Address,
         rows: &[ChainTxRecord],
         mut first: Option<Ticket>,
-    ) -> Result<(Option<String>, bool), Error> {
+        unmined: Mark,
+    ) -> Result<(Option<String>, Option<Mark>), Error> {
         let mut delivered = true;
         for row in rows {
             let (Some(raw_tx), Some(tx_hash)) = (&row.raw_tx, &row.tx_hash) else {
@@ -870,7 +879,7 @@ impl WalletSender {
                 .unwrap_or_else(|| self.outbox.queue(client.chain_id, wallet, raw_tx));
             match self.outbox.hand_over(client, wallet, ticket).await {
                 Ok(()) => {}
-                Err(e) if rejected(&e) => return Ok((Some(e.to_string()), false)),
+                Err(e) if rejected(&e) => return Ok((Some(e.to_string()), None)),
                 // A transport failure: the node may have it; waiting re-sends the same bytes.
                 Err(e) => {
                     delivered = false;
@@ -881,7 +890,7 @@ impl WalletSender {
                 hook();
             }
         }
-        Ok((None, delivered))
+        Ok((None, delivered.then_some(unmined)))
     }
 
     /// Fills nonces of the wallet given back below transactions already signed (a gap the node
@@ -933,6 +942,7 @@ impl WalletSender {
                 now: self.now(),
                 gaps_only: true,
             };
+            let unmined = client.receipts.mark();
             let turn = self.wallets.lock((client.chain_id, wallet)).await;
             let rows = match self
                 .store
@@ -950,7 +960,9 @@ impl WalletSender {
                 .and_then(|r| r.raw_tx.as_deref())
                 .map(|raw| self.outbox.queue(client.chain_id, wallet, raw));
             drop(turn);
-            let (refused, delivered) = self.hand_over(client, wallet, &rows, ticket).await?;
+            let (refused, delivered) = self
+                .hand_over(client, wallet, &rows, ticket, unmined)
+                .await?;
             if let Some(reason) = refused {
                 // Refused as well: its nonces go back for the next reservation (as before a fill).
                 self.store.void_txs(&key, true, self.now()).await?;
@@ -1014,7 +1026,7 @@ impl WalletSender {
         let mut mined = Vec::new();
         let mut failed = None;
         for row in rows.iter().filter(|r| r.state == ChainTxState::Signed) {
-            match self.mined(client, row).await {
+            match self.mined(client, row, true).await {
                 Ok(Some((hash, status))) => mined.push(MinedTx {
                     nonce: row.nonce,
                     tx_hash: hash,
@@ -1104,7 +1116,7 @@ impl WalletSender {
             transactions = rows.len(),
             "resuming an execution's signed transactions"
         );
-        let outcome = self.wait(client, signer, rows, None, fence, false).await;
+        let outcome = self.wait(client, signer, rows, None, fence, None).await;
         if !outcome.pending {
             self.flights.landed(execution_key);
         }
@@ -1115,7 +1127,14 @@ impl WalletSender {
     /// while one stays unmined; ends when all are mined. Past the receipt timeout it answers
     /// `pending` with the unmined transaction's hash: the nonce stays this execution's, and the next
     /// look at it (`reconcile`) goes on re-sending and bumping. `delivered`: the node took every
-    /// transaction just now, so they are not handed to it again before they are due a bump.
+    /// transaction just now (where the receipt watch stood before), so they are not handed to it
+    /// again before they are due, and the first is not looked up before the watch could see it.
+    ///
+    /// Between lookups it sleeps on the receipt watch
+    /// ([`crate::receipts::ReceiptWatch::until_mined`]), and asks the node only when woken by a
+    /// block holding the transaction, when the watch may have missed it, or when it last asked
+    /// long ago. A transaction is handed over again after `REHAND_POLLS` polls without a receipt,
+    /// unless the wallet's transactions are being mined (it waits its turn behind them).
     async fn wait(
         &self,
         client: &ChainClient,
@@ -1123,7 +1142,7 @@ impl WalletSender {
         mut rows: Vec<ChainTxRecord>,
         summary: Option<serde_json::Value>,
         fence: Option<&LeaseFence>,
-        delivered: bool,
+        delivered: Option<Mark>,
     ) -> ExecutionOutcome {
         let started = tokio::time::Instant::now();
         let mut hashes = Vec::new();
@@ -1132,11 +1151,19 @@ impl WalletSender {
         // by the time it looks).
         let mut mined = Vec::new();
         let wallet = rows.first().map(|r| r.wallet.clone()).unwrap_or_default();
-        for row in &mut rows {
-            let mut resent = delivered;
+        let sender = wallet.parse::<Address>().ok();
+        for (i, row) in rows.iter_mut().enumerate() {
+            let mut resent = delivered.is_some();
             let mut handed = tokio::time::Instant::now();
+            // When this row was last known unmined. The first row just handed over cannot be
+            // mined before the watch reads a block (the later ones may be by the time they are
+            // looked at): the node is not asked until then.
+            let mut unmined = if i == 0 { delivered } else { None };
+            let mut ask = unmined.is_none();
+            let (mut sender_mining, mut watch_saw) = (false, false);
             loop {
-                match self.mined(client, row).await {
+                let asking = client.receipts.mark();
+                match self.mined(client, row, ask).await {
                     Ok(Some((hash, status))) => {
                         hashes.push(hash.clone());
                         mined.push(MinedTx {
@@ -1157,6 +1184,10 @@ impl WalletSender {
                         }
                         break;
                     }
+                    // Not mined as the node answers now. Unless the watch saw it mined (a node
+                    // behind the one the watch asked; that block is not read again): then it is
+                    // looked up at every fallback until found.
+                    Ok(None) if ask => unmined = (!watch_saw).then_some(asking),
                     Ok(None) => {}
                     Err(e) => {
                         tracing::warn!(error = %e.detail.clone().unwrap_or_default(), "receipt lookup failed; retrying")
@@ -1170,8 +1201,9 @@ impl WalletSender {
                     i64::try_from(self.options.bump_after.as_millis()).unwrap_or(i64::MAX);
                 let stale = self.now().saturating_sub(row.updated_at) > bump_after;
                 // Handed over again when no receipt came for a while: a node may drop what it
-                // took (anvil does, under load), and then nothing behind it is mined either.
-                let due = handed.elapsed() >= client.poll * REHAND_POLLS;
+                // took (anvil does, under load), and then nothing behind it is mined either. Not
+                // while the wallet's transactions are being mined: this one waits its turn.
+                let due = handed.elapsed() >= client.poll * REHAND_POLLS && !sender_mining;
                 if !resent || stale || due {
                     handed = tokio::time::Instant::now();
                     match self.push(client, signer, row, stale, fence).await {
@@ -1195,7 +1227,8 @@ impl WalletSender {
                 }
                 // Until the watch reads a block holding the transaction (or a fallback interval).
                 let signed: Vec<B256> = signings(row).map(|(_, h)| h).collect();
-                client.receipts.until_mined(&signed).await;
+                let waited = client.receipts.until_mined(&signed, sender, unmined).await;
+                (ask, sender_mining, watch_saw) = (waited.look, waited.sender_mining, waited.saw);
             }
         }
         self.record_mined(client.chain_id, &wallet, &mut mined)
@@ -1210,11 +1243,13 @@ impl WalletSender {
         }
     }
 
-    /// The receipt of any signing of a row: (hash, success).
+    /// The receipt of any signing of a row: (hash, success). `ask`: ask the node when neither the
+    /// record nor the receipt watch has it.
     async fn mined(
         &self,
         client: &ChainClient,
         row: &ChainTxRecord,
+        ask: bool,
     ) -> Result<Option<(String, bool)>, Error> {
         if let (Some(status), Some(hash)) = (row.receipt_status, &row.tx_hash) {
             return Ok(Some((hash.clone(), status == 1)));
@@ -1224,6 +1259,9 @@ impl WalletSender {
             if let Some(status) = client.receipts.seen(&h) {
                 return Ok(Some((hash.clone(), status)));
             }
+        }
+        if !ask {
+            return Ok(None);
         }
         for (hash, h) in signings(row) {
             if let Some(status) = crate::receipts::status(client, h).await? {
@@ -1305,8 +1343,14 @@ impl WalletSender {
 }
 
 /// What an execution sent: its rows, its plan's summary, whether the node took every transaction
-/// just now, and its place among the account's executions in flight.
-type Sent<'a> = (Vec<ChainTxRecord>, serde_json::Value, bool, InFlight<'a>);
+/// just now (and where the receipt watch stood before), and its place among the account's
+/// executions in flight.
+type Sent<'a> = (
+    Vec<ChainTxRecord>,
+    serde_json::Value,
+    Option<Mark>,
+    InFlight<'a>,
+);
 
 /// Accounts with executions in flight (sent, not seen mined), counted per account; an execution
 /// answered `pending` stays counted by its key until a later look sees it mined, or `stuck_for`.

@@ -490,8 +490,8 @@ async fn build_tx_and_direct_execution_move_real_tokens() {
     // While no block comes, the waiting execution does not ask the node for its receipt on every
     // poll (50 ms on a local node: 20 lookups a second for each signing of the transaction, the
     // first and each re-signed one): it sleeps until the chain's receipt watch reads a block
-    // holding the transaction, looking for itself only every 10 polls (~2 a second a signing;
-    // ~5 a second were seen here, re-signed every 2 s).
+    // holding the transaction, looking for itself only when the watch may have missed a block and
+    // at the latest every 60 polls.
     let waited_lookups = rpc_calls(&gw, "eth_getTransactionReceipt").await - lookups_before;
     let waited = waiting.elapsed().as_secs_f64();
     assert!(

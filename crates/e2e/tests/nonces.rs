@@ -70,6 +70,34 @@ async fn connect(devnet: &Devnet, options: &ChainOptions) -> (Arc<dyn Store>, Ar
     (store, devnet_client(devnet, options, FanoutCheck::Node))
 }
 
+/// A wallet of the devnet with its sender's parts: a receipt timeout of 60 s.
+struct Wallet {
+    options: ChainOptions,
+    store: Arc<dyn Store>,
+    client: Arc<ChainClient>,
+    address: Address,
+    signer: PrivateKeySigner,
+    /// Its next nonce on the chain when it was taken.
+    first: u64,
+}
+
+async fn wallet_of(devnet: &Devnet, account: usize) -> Wallet {
+    let options = ChainOptions {
+        receipt_timeout: Duration::from_secs(60),
+        ..ChainOptions::default()
+    };
+    let (store, client) = connect(devnet, &options).await;
+    let (address, key) = devnet.account(account);
+    Wallet {
+        options,
+        store,
+        client,
+        address,
+        signer: key.parse().expect("a devnet key"),
+        first: devnet.nonce(address).await,
+    }
+}
+
 /// The devnet's client, its fan-outs checked where `check` says.
 fn devnet_client(devnet: &Devnet, options: &ChainOptions, check: FanoutCheck) -> Arc<ChainClient> {
     let settings = ChainSettings {
@@ -102,14 +130,14 @@ fn devnet_client(devnet: &Devnet, options: &ChainOptions, check: FanoutCheck) ->
 #[tokio::test]
 async fn a_refused_transaction_leaves_no_gap_below_the_next() {
     let devnet = Devnet::start();
-    let options = ChainOptions {
-        receipt_timeout: Duration::from_secs(60),
-        ..ChainOptions::default()
-    };
-    let (store, client) = connect(&devnet, &options).await;
-    let (wallet, key) = devnet.account(9);
-    let signer: PrivateKeySigner = key.parse().expect("a devnet key");
-    let first = devnet.nonce(wallet).await;
+    let Wallet {
+        options,
+        store,
+        client,
+        address: wallet,
+        signer,
+        first,
+    } = wallet_of(&devnet, 9).await;
 
     let hook_store = store.clone();
     let node = devnet.provider.clone();
@@ -170,22 +198,7 @@ async fn a_refused_transaction_leaves_no_gap_below_the_next() {
         })
     };
     // Until B is with the node (queued behind the nonce A holds).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let pool: Value = devnet
-            .provider
-            .raw_request("txpool_status".into(), ())
-            .await
-            .expect("the pool's status");
-        if pool["queued"] != json!("0x0") || pool["pending"] != json!("0x0") {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "B never reached the node"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    pooled(&devnet, 1).await;
     assert_eq!(
         devnet.nonce(wallet).await,
         first,
@@ -718,4 +731,122 @@ async fn the_local_check_reads_ahead_what_a_shape_of_calls_reads() {
         metrics.render()
     );
     assert!(reads("ahead") > ahead);
+}
+
+/// Until the node's pool holds `count` transactions (pending or queued).
+async fn pooled(devnet: &Devnet, count: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let pool: Value = devnet
+            .provider
+            .raw_request("txpool_status".into(), ())
+            .await
+            .expect("the pool's status");
+        let held = |k: &str| {
+            u64::from_str_radix(
+                pool[k].as_str().unwrap_or("0x0").trim_start_matches("0x"),
+                16,
+            )
+            .unwrap_or(0)
+        };
+        if held("pending") + held("queued") >= count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the pool never held {count} transactions: {pool}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Executions whose transactions wait in the node's pool leave the node to its mining: while no
+/// block comes, none asks the node for its receipt (the receipt watch has read every block since
+/// each handed its transaction over; only the first, which started the watch, looks once); and
+/// while the wallet's transactions are mined one per block, the ones queued behind are not handed
+/// to the node again. Each is mined exactly once.
+#[tokio::test]
+async fn waiting_executions_leave_the_node_to_its_mining() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let metrics = recorder.handle();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let calls_of = |method: &str| rpc_calls(&metrics.render(), method);
+    let devnet = Devnet::start();
+    let w = wallet_of(&devnet, 5).await;
+    let (client, wallet, signer) = (w.client, w.address, w.signer);
+    let sender = Arc::new(WalletSender::new(
+        w.store,
+        Arc::new(SystemClock),
+        w.options,
+        SendHooks::default(),
+    ));
+    let _: Value = devnet
+        .provider
+        .raw_request("evm_setAutomine".into(), (false,))
+        .await
+        .expect("the devnet stops mining");
+    let to = devnet.account(8).0;
+    let execute = |key: String| {
+        let (sender, client, signer) = (sender.clone(), client.clone(), signer.clone());
+        tokio::spawn(async move {
+            sender
+                .execute(&client, &signer, wallet, &key, None, || async {
+                    Ok::<_, Error>(transfer(to))
+                })
+                .await
+        })
+    };
+
+    // No block comes: the first execution waits, then twelve more.
+    let mut waiting = vec![execute("W0".into())];
+    pooled(&devnet, 1).await;
+    let w0_pooled = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    waiting.extend((1..13).map(|i| execute(format!("W{i}"))));
+    pooled(&devnet, 13).await;
+    tokio::time::sleep_until(w0_pooled + Duration::from_millis(2500)).await;
+    let lookups = calls_of("eth_getTransactionReceipt");
+    assert!(
+        lookups <= 1,
+        "{lookups} receipt lookups while no block came (each waited 1.7 s to 2.5 s)"
+    );
+
+    // One transfer per block (27,300 gas each with the headroom), a block every 200 ms.
+    let _: Value = devnet
+        .provider
+        .raw_request("evm_setBlockGasLimit".into(), (U256::from(40_000u64),))
+        .await
+        .expect("the devnet sets the block gas limit");
+    let mine = || async {
+        let _: Value = devnet
+            .provider
+            .raw_request("evm_mine".into(), ())
+            .await
+            .expect("the devnet mines a block");
+    };
+    mine().await;
+    // Until the watch has read the first block (a waiter that looked just before it may hand its
+    // transaction over again once).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sends = calls_of("eth_sendRawTransaction");
+    for _ in 0..12 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        mine().await;
+    }
+    let mut hashes = std::collections::BTreeSet::new();
+    for w in waiting {
+        let outcome = tokio::time::timeout(Duration::from_secs(30), w)
+            .await
+            .expect("every execution ends once its block is mined")
+            .expect("the execution's task");
+        assert!(outcome.success, "{outcome:?}");
+        hashes.insert(outcome.tx_hash.expect("its transaction"));
+    }
+    assert_eq!(
+        calls_of("eth_sendRawTransaction") - sends,
+        0,
+        "transactions handed over again while the wallet's were being mined"
+    );
+    assert_eq!(hashes.len(), 13);
+    assert_eq!(devnet.nonce(wallet).await, w.first + 13);
 }
