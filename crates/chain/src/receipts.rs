@@ -13,8 +13,9 @@
 //! A waiter that was not woken does not ask the node either when nothing can have been missed: the
 //! watch has read every block since the waiter last knew its transactions unmined (its [`Mark`],
 //! taken before it asked the node or handed them over), without a skip, without being turned off,
-//! and through the latest block at least once since. Then a block holding one of them would have
-//! woken it (or been found among the recent hashes when it registered), and it sleeps again; it
+//! through the latest block at least once since, and fewer than `RECENT` hashes since (none read
+//! can have left the recent ones). Then a block holding one of them would have woken it (or been
+//! found among the recent hashes when it registered), and it sleeps again; it
 //! still asks itself after `QUIET_FALLBACK_POLLS` polls at the latest (a block replaced by a reorg
 //! after the watch read it is not read again). So a fan-out whose transactions wait many blocks in
 //! the node's pool costs the node one lookup per waiter in `QUIET_FALLBACK_POLLS` polls at most.
@@ -115,6 +116,7 @@ pub struct ReceiptWatch {
 pub struct Mark {
     gaps: u64,
     reads: u64,
+    remembered: u64,
     at: tokio::time::Instant,
 }
 
@@ -150,6 +152,9 @@ struct State {
     gaps: u64,
     /// Bumped each time the watch has read through the latest block.
     reads: u64,
+    /// How many hashes were ever remembered among the recent ones (RECENT more since a mark: one
+    /// read after it may be gone before its waiter registers again).
+    remembered: u64,
     senders: HashMap<Address, Sender>,
     /// The next block to read, kept across the task's restarts (so a block mined while no one
     /// waited, just before a waiter came, is still read).
@@ -166,6 +171,7 @@ struct State {
 impl State {
     fn remember(&mut self, hash: B256, status: Option<bool>) {
         if self.recent_set.insert(hash, status).is_none() {
+            self.remembered += 1;
             self.recent.push_back(hash);
             if self.recent.len() > RECENT
                 && let Some(old) = self.recent.pop_front()
@@ -234,6 +240,7 @@ impl ReceiptWatch {
         Mark {
             gaps: state.gaps,
             reads: state.reads,
+            remembered: state.remembered,
             at: tokio::time::Instant::now(),
         }
     }
@@ -291,11 +298,13 @@ impl ReceiptWatch {
         let sender_mining = sender
             .and_then(|s| state.senders.get(&s)?.mined_at)
             .is_some_and(|at| at.elapsed() < self.poll * SENDER_MINING_POLLS);
-        // Nothing can have been missed: every block since the mark read in one run, and through
-        // the latest block by a tick that began after the mark (two reads through since it).
+        // Nothing can have been missed: every block since the mark read in one run, through the
+        // latest block by a tick that began after the mark (two reads through since it), and no
+        // hash read since it can have left the recent ones.
         let read_since = mark.is_some_and(|m| {
             m.gaps == state.gaps
                 && state.reads >= m.reads + 2
+                && (state.remembered.saturating_sub(m.remembered) as usize) < RECENT
                 && m.at.elapsed() < self.poll * QUIET_FALLBACK_POLLS
         });
         drop(state);
