@@ -1162,7 +1162,7 @@ impl WalletSender {
             let mut ask = unmined.is_none();
             let (mut sender_mining, mut watch_saw) = (false, false);
             loop {
-                let asking = client.receipts.mark();
+                let asking = ask.then(|| client.receipts.mark());
                 match self.mined(client, row, ask).await {
                     Ok(Some((hash, status))) => {
                         hashes.push(hash.clone());
@@ -1187,7 +1187,7 @@ impl WalletSender {
                     // Not mined as the node answers now. Unless the watch saw it mined (a node
                     // behind the one the watch asked; that block is not read again): then it is
                     // looked up at every fallback until found.
-                    Ok(None) if ask => unmined = (!watch_saw).then_some(asking),
+                    Ok(None) if ask => unmined = asking.filter(|_| !watch_saw),
                     Ok(None) => {}
                     Err(e) => {
                         tracing::warn!(error = %e.detail.clone().unwrap_or_default(), "receipt lookup failed; retrying")
