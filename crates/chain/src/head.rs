@@ -2,9 +2,9 @@
 //! shared by the executions of one process for a poll interval (50 ms on a local node, 1 s
 //! elsewhere): the fee estimate (`eth_feeHistory`: a max fee of twice the next base fee plus the
 //! tip, so an estimate one Base block old still covers the base fee's move) and each wallet's mined
-//! transaction count (only a floor under the stored nonce reservations). One request refreshes the
-//! fees while the others wait for it, so a fan-out's executions cost the node one fee read per
-//! interval instead of one each.
+//! transaction count (only a floor under the stored nonce reservations). One request refreshes
+//! each while the others wait for it, so a fan-out's executions cost the node one fee read and one
+//! count read per interval instead of one each.
 //!
 //! What is never shared: plans' reads (balances, allowances, quotes), simulations and the block
 //! they are dated from (a devnet's clock may jump between two of them), the pending nonce read on
@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actiongate_core::Error;
@@ -77,12 +77,16 @@ impl<T: Clone, E: Clone> Fresh<T, E> {
     }
 }
 
+/// A wallet's shared count, with when it was last asked for.
+type Asked = (Instant, Arc<Fresh<u64>>);
+
 /// The head reads of one chain.
 pub struct Head {
     /// (max fee per gas, max priority fee per gas).
     pub fees: Fresh<(u128, u128)>,
-    /// Each wallet's transaction count at the latest block, when read.
-    mined: Mutex<HashMap<Address, (Instant, u64)>>,
+    /// Each wallet's transaction count at the latest block, shared as `fees` is, with when it was
+    /// last asked for (the wallets of the last interval stay).
+    mined: Mutex<HashMap<Address, Asked>>,
     ttl: Duration,
 }
 
@@ -96,38 +100,33 @@ impl Head {
     }
 
     /// `wallet`'s mined transaction count, read by `read` unless it was read within the interval.
-    /// Reads of one wallet that cross are not merged (the executions of a fan-out that miss at the
-    /// same moment each read): the count is a floor under the stored reservations, and the higher
-    /// of two crossing reads is kept.
-    pub async fn mined_count<E, Fut>(
+    /// One read at a time per wallet: the executions of a fan-out that miss at the same moment
+    /// take the one read's answer (a thousand of them asked the node a thousand times).
+    pub async fn mined_count<Fut>(
         &self,
         wallet: Address,
         read: impl FnOnce() -> Fut,
-    ) -> Result<u64, E>
+    ) -> Result<u64, Error>
     where
-        Fut: Future<Output = Result<u64, E>>,
+        Fut: Future<Output = Result<u64, Error>>,
     {
-        if let Some(count) = self
-            .counts()
-            .get(&wallet)
-            .and_then(|(at, count)| (at.elapsed() < self.ttl).then_some(*count))
-        {
-            return Ok(count);
-        }
-        let at = Instant::now();
-        let count = read().await?;
-        let mut counts = self.counts();
-        // Only the fresh ones stay: the map holds the wallets of the last interval.
-        counts.retain(|_, (read_at, _)| read_at.elapsed() < self.ttl);
-        let entry = counts.entry(wallet).or_insert((at, count));
-        *entry = (entry.0.max(at), entry.1.max(count));
-        Ok(entry.1)
-    }
-
-    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<Address, (Instant, u64)>> {
-        self.mined
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        let fresh = {
+            let mut wallets = self
+                .mined
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let now = Instant::now();
+            // Only the wallets asked for within the interval, or being read, stay.
+            wallets.retain(|_, (asked, fresh)| {
+                now.duration_since(*asked) < self.ttl || Arc::strong_count(fresh) > 1
+            });
+            let (asked, fresh) = wallets
+                .entry(wallet)
+                .or_insert_with(|| (now, Arc::new(Fresh::new(self.ttl))));
+            *asked = now;
+            fresh.clone()
+        };
+        fresh.get(read).await
     }
 }
 
@@ -223,14 +222,57 @@ mod tests {
     #[tokio::test]
     async fn a_wallets_mined_count_is_kept_per_wallet_for_the_interval() {
         let (a, b) = (Address::repeat_byte(1), Address::repeat_byte(2));
-        let count = |n: u64| move || async move { Ok::<_, String>(n) };
+        let count = |n: u64| move || async move { Ok::<_, Error>(n) };
         let head = Head::new(LONG);
-        assert_eq!(head.mined_count(a, count(5)).await, Ok(5));
-        assert_eq!(head.mined_count(a, count(6)).await, Ok(5), "kept");
-        assert_eq!(head.mined_count(b, count(1)).await, Ok(1), "per wallet");
+        assert_eq!(head.mined_count(a, count(5)).await.ok(), Some(5));
+        assert_eq!(head.mined_count(a, count(6)).await.ok(), Some(5), "kept");
+        assert_eq!(
+            head.mined_count(b, count(1)).await.ok(),
+            Some(1),
+            "per wallet"
+        );
         let head = Head::new(SHORT);
-        assert_eq!(head.mined_count(a, count(5)).await, Ok(5));
+        assert_eq!(head.mined_count(a, count(5)).await.ok(), Some(5));
         tokio::time::sleep(SHORT * 3).await;
-        assert_eq!(head.mined_count(a, count(8)).await, Ok(8), "read again");
+        assert_eq!(
+            head.mined_count(a, count(8)).await.ok(),
+            Some(8),
+            "read again"
+        );
+    }
+
+    #[tokio::test]
+    async fn callers_that_miss_a_wallets_count_together_share_one_read() {
+        let (a, b) = (Address::repeat_byte(1), Address::repeat_byte(2));
+        let reads = Arc::new(AtomicU32::new(0));
+        let head = Arc::new(Head::new(LONG));
+        let callers: Vec<_> = (0..16u64)
+            .map(|i| {
+                let (head, reads) = (head.clone(), reads.clone());
+                let wallet = if i % 2 == 0 { a } else { b };
+                tokio::spawn(async move {
+                    head.mined_count(wallet, || async move {
+                        reads.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        Ok::<_, Error>(if wallet == a { 40 } else { 7 })
+                    })
+                    .await
+                    .ok()
+                })
+            })
+            .collect();
+        let mut counts = Vec::new();
+        for c in callers {
+            counts.push(c.await.ok().flatten());
+        }
+        let expected: Vec<_> = (0..16)
+            .map(|i| Some(if i % 2 == 0 { 40 } else { 7 }))
+            .collect();
+        assert_eq!(counts, expected);
+        assert_eq!(
+            reads.load(Ordering::SeqCst),
+            2,
+            "one read a wallet for sixteen callers"
+        );
     }
 }

@@ -88,7 +88,10 @@ enum Value {
 }
 
 /// A check's answer: the gas limits or the refusal; `Err` when it could not run here.
-type Checked = Result<Result<Vec<u64>, Error>, String>;
+pub type Checked = Result<Result<Vec<u64>, Error>, String>;
+
+/// Hears a user's check as soon as it is known ([`LocalEvm::check`]).
+pub type OnAnswer = Arc<dyn Fn(usize, &Checked) + Send + Sync>;
 
 /// The chain's local EVM: its node's state reads, gathered, and the state of the latest block read.
 pub struct LocalEvm {
@@ -197,11 +200,16 @@ impl LocalEvm {
     /// instead of its thread, keep the running fiber in a thread-local that a suspended fiber does
     /// not give back: with two fibers in flight on one thread the second's resume runs on the
     /// first's frame (a segfault here), so they are not used.)
+    ///
+    /// `on_answer`, when given, hears each user's answer (by its index in `users`) as soon as it
+    /// is known, from whichever thread ran it: a fan-out's executions go on to their reservations
+    /// and sends while the other users are still checked.
     pub async fn check(
         self: &Arc<Self>,
         latest: &Header,
         time: u64,
         users: &[(Address, Vec<Call>)],
+        on_answer: Option<OnAnswer>,
     ) -> Vec<Checked> {
         let state = self.state_at(latest, time);
         let asked = Arc::new(AtomicUsize::new(0));
@@ -240,6 +248,9 @@ impl LocalEvm {
                     shapes.clear();
                 }
                 shapes.insert(shape, Arc::new(ahead));
+            }
+            if let Some(heard) = &on_answer {
+                heard(i, &answer);
             }
             answers[i] = Some(answer);
         }
@@ -282,14 +293,20 @@ impl LocalEvm {
         let runtime = tokio::runtime::Handle::current();
         let threads = rest.chunks(USERS_PER_THREAD).map(|chunk| {
             let (evm, state, asked) = (self.clone(), state.clone(), asked.clone());
-            let runtime = runtime.clone();
+            let (runtime, on_answer) = (runtime.clone(), on_answer.clone());
             let chunk = chunk.to_vec();
             async move {
                 let at: Vec<usize> = chunk.iter().map(|(i, _)| *i).collect();
                 let ran = tokio::task::spawn_blocking(move || {
                     chunk
                         .iter()
-                        .map(|(_, (from, calls))| evm.run(&state, &runtime, &asked, *from, calls))
+                        .map(|(i, (from, calls))| {
+                            let answer = evm.run(&state, &runtime, &asked, *from, calls);
+                            if let Some(heard) = &on_answer {
+                                heard(*i, &answer);
+                            }
+                            answer
+                        })
                         .collect::<Vec<_>>()
                 })
                 .await

@@ -329,15 +329,6 @@ impl EvmProvider {
         })?;
         let parsed = Parsed::from_wire(delegation)?;
         let hash = parsed.hash();
-        if is_disabled(client, &framework, hash).await? {
-            return Ok(ExecutionOutcome::failed(
-                ErrorCode::DelegationRevoked,
-                format!(
-                    "{} disabled delegation {hash} onchain; skipped, nothing was sent.",
-                    grant.delegator
-                ),
-            ));
-        }
         // The output goes to the delegator: the core refused other recipients before calling.
         let delegator = parsed.delegator;
         let signer = self.signer(ctx).await?;
@@ -350,7 +341,23 @@ impl EvmProvider {
                 &ctx.execution_key,
                 ctx.lease.as_ref(),
                 || async {
-                    let p = plan(client, &self.prices, &ctx.action, &ctx.params, delegator).await?;
+                    // Whether the delegator disabled the delegation onchain, read beside the plan's
+                    // first reads (one round of a fan-out's gathered reads); a disabled one is the
+                    // answer whatever the plan says, and nothing is sent.
+                    let (disabled, p) = tokio::join!(
+                        is_disabled(client, &framework, hash),
+                        plan(client, &self.prices, &ctx.action, &ctx.params, delegator)
+                    );
+                    if disabled? {
+                        return Err(Error::new(
+                            ErrorCode::DelegationRevoked,
+                            format!(
+                                "{} disabled delegation {hash} onchain; skipped, nothing was sent.",
+                                grant.delegator
+                            ),
+                        ));
+                    }
+                    let p = p?;
                     // The user's calls as one transaction of redemptions: all or none.
                     let calls = if p.calls.is_empty() {
                         Vec::new()

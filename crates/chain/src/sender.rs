@@ -44,8 +44,8 @@ use actiongate_core::store::{
 use alloy::consensus::{SignableTransaction, TxEip1559, TxEnvelope};
 use alloy::eips::eip2718::{Decodable2718, Encodable2718};
 use alloy::eips::{BlockId, BlockNumberOrTag};
-use alloy::network::{TransactionBuilder, TxSignerSync};
-use alloy::primitives::{Address, B256, Bytes, TxKind};
+use alloy::network::TransactionBuilder;
+use alloy::primitives::{Address, B256, Bytes, Signature, TxKind};
 use alloy::providers::Provider;
 use alloy::rpc::types::simulate::{SimBlock, SimCallResult, SimulatePayload};
 use alloy::rpc::types::{BlockOverrides, Header, TransactionRequest};
@@ -53,7 +53,7 @@ use alloy::signers::local::PrivateKeySigner;
 use serde_json::json;
 
 use crate::client::{ChainClient, ChainOptions, MAX_BATCH_CALLS};
-use crate::gather::{Gather, each_alone_on_failure};
+use crate::gather::{Answers, Gather, each_alone_on_failure};
 use crate::locks::KeyedLocks;
 use crate::outbox::{Outbox, Ticket};
 use crate::plan::{Call, Plan, rpc_error};
@@ -131,8 +131,8 @@ pub async fn simulate(
     };
     let gathered = client
         .simulations
-        .one(key, (from, calls.to_vec()), |batch| {
-            check_batch(client, block, batch)
+        .one_each(key, (from, calls.to_vec()), |batch, answers| {
+            check_batch(client, block, batch, answers)
         })
         .await;
     match gathered {
@@ -150,42 +150,62 @@ fn shadowed(client: &ChainClient, block: BlockId) -> bool {
 }
 
 /// A fan-out's gathered checks, where the chain's `fanout-check` says (the local EVM only at the
-/// latest block).
+/// latest block), each answered in `answers` by its index in the batch.
 async fn check_batch(
     client: &ChainClient,
     block: BlockId,
     batch: Vec<(Address, Vec<Call>)>,
-) -> Vec<Result<Vec<u64>, Error>> {
+    answers: Answers<Result<Vec<u64>, Error>>,
+) {
     let latest = block == BlockId::Number(BlockNumberOrTag::Latest);
-    match client.settings.fanout_check {
-        FanoutCheck::Local if latest => check_locally(client, block, batch).await,
+    let answered = match client.settings.fanout_check {
+        FanoutCheck::Local if latest => return check_locally(client, block, batch, answers).await,
         FanoutCheck::Shadow if latest => shadow(client, block, batch).await,
         _ => simulate_batch(client, block, batch).await,
+    };
+    for (i, answer) in answered.into_iter().enumerate() {
+        answers.answer(i, answer);
     }
 }
 
-/// The checks in the gateway's EVM; a user it could not run (a state read failed, or a transaction
-/// it does not run: value above the sender's balance, a sender with code) checked by the node.
+/// The checks in the gateway's EVM, each user answered as soon as its own check ends (its
+/// reservation and send go on while the others are checked); a user it could not run (a state read
+/// failed, or a transaction it does not run: value above the sender's balance, a sender with code)
+/// checked by the node, once the local checks end.
 async fn check_locally(
     client: &ChainClient,
     block: BlockId,
     batch: Vec<(Address, Vec<Call>)>,
-) -> Vec<Result<Vec<u64>, Error>> {
+    answers: Answers<Result<Vec<u64>, Error>>,
+) {
     let (header, time) = match simulated_block(client).await {
         Ok(at) => at,
-        Err(e) => return batch.iter().map(|_| Err(e.clone())).collect(),
+        Err(e) => {
+            for i in 0..batch.len() {
+                answers.answer(i, Err(e.clone()));
+            }
+            return;
+        }
     };
-    let local = client.local.check(&header, time, &batch).await;
-    let mut answers = Vec::with_capacity(batch.len());
+    let early = answers.clone();
+    let on_answer: crate::local::OnAnswer = Arc::new(move |i, checked| {
+        if let Ok(answer) = checked {
+            early.answer(i, answer.clone());
+        }
+    });
+    let local = client
+        .local
+        .check(&header, time, &batch, Some(on_answer))
+        .await;
     let mut unchecked = Vec::new();
     let mut first_reason = None;
     for (i, (answer, user)) in local.into_iter().zip(batch).enumerate() {
         match answer {
-            Ok(answer) => answers.push(answer),
+            // Answered when it ended (a second answer is dropped).
+            Ok(answer) => answers.answer(i, answer),
             Err(reason) => {
                 actiongate_core::metrics::local_check(client.chain_id, "unchecked");
                 first_reason.get_or_insert(reason);
-                answers.push(Err(Error::internal("unchecked")));
                 unchecked.push((i, user));
             }
         }
@@ -205,10 +225,9 @@ async fn check_locally(
             .into_iter()
             .zip(simulate_batch(client, block, users).await)
         {
-            answers[i] = answer;
+            answers.answer(i, answer);
         }
     }
-    answers
 }
 
 /// The checks by the node and in the gateway's EVM side by side: the node's answers, each local
@@ -220,7 +239,7 @@ async fn shadow(
 ) -> Vec<Result<Vec<u64>, Error>> {
     let local = async {
         match simulated_block(client).await {
-            Ok((header, time)) => client.local.check(&header, time, &batch).await,
+            Ok((header, time)) => client.local.check(&header, time, &batch, None).await,
             Err(e) => batch.iter().map(|_| Err(e.to_string())).collect(),
         }
     };
@@ -480,10 +499,21 @@ async fn nonce_at(client: &ChainClient, wallet: Address, block: BlockId) -> Resu
         .map_err(|e| rpc_error(client, e))
 }
 
-fn sign(signer: &PrivateKeySigner, mut tx: TxEip1559) -> Result<(B256, Vec<u8>), Error> {
-    let signature = signer
-        .sign_transaction_sync(&mut tx)
-        .map_err(|e| Error::internal(format!("signing: {e}")))?;
+/// Signs `tx` with libsecp256k1 (the C library revm's ecrecover uses too): RFC 6979 nonces and a
+/// low S, so the very signature k256 (alloy's signer) makes, in about a third of its time. A
+/// fan-out signs each execution's transactions inside its reservation's write, one after another.
+fn sign(signer: &PrivateKeySigner, tx: TxEip1559) -> Result<(B256, Vec<u8>), Error> {
+    let mut secret = signer.to_bytes();
+    let key = secp256k1::SecretKey::from_byte_array(secret.0);
+    zeroize::Zeroize::zeroize(&mut secret.0);
+    let mut key =
+        key.map_err(|_| Error::internal("signing: the wallet key is not a valid secret key"))?;
+    let message = secp256k1::Message::from_digest(tx.signature_hash().0);
+    let (recovery, compact) = secp256k1::SECP256K1
+        .sign_ecdsa_recoverable(message, &key)
+        .serialize_compact();
+    key.non_secure_erase();
+    let signature = Signature::from_bytes_and_parity(&compact, i32::from(recovery) != 0);
     let envelope = TxEnvelope::Eip1559(tx.into_signed(signature));
     Ok((*envelope.tx_hash(), envelope.encoded_2718()))
 }
@@ -1486,6 +1516,55 @@ mod tests {
     use super::*;
 
     const ACCOUNT: (u64, Address) = (84532, Address::repeat_byte(7));
+
+    #[test]
+    fn transactions_are_signed_as_alloys_signer_signs_them() {
+        use alloy::network::TxSignerSync;
+        for seed in 1u8..=24 {
+            let signer = PrivateKeySigner::from_bytes(&B256::repeat_byte(seed)).expect("a key");
+            let call = Call {
+                to: Address::repeat_byte(seed.wrapping_mul(3)),
+                value: alloy::primitives::U256::from(seed) << 70,
+                data: Bytes::from(vec![seed; usize::from(seed) * 5]),
+                description: String::new(),
+            };
+            let signed = sign_call(
+                &signer,
+                84532,
+                u64::from(seed) * 1_000,
+                426_500,
+                (2_000_000_014, 1_000_000_000),
+                &call,
+            )
+            .expect("signed");
+            let mut tx = TxEip1559 {
+                chain_id: 84532,
+                nonce: u64::from(seed) * 1_000,
+                gas_limit: 426_500,
+                max_fee_per_gas: 2_000_000_014,
+                max_priority_fee_per_gas: 1_000_000_000,
+                to: TxKind::Call(call.to),
+                value: call.value,
+                access_list: Default::default(),
+                input: call.data.clone(),
+            };
+            let signature = signer.sign_transaction_sync(&mut tx).expect("k256 signed");
+            let expected = TxEnvelope::Eip1559(tx.into_signed(signature));
+            assert_eq!(
+                signed.raw_tx,
+                expected.encoded_2718(),
+                "the same bytes as alloy's signer (seed {seed})"
+            );
+            assert_eq!(signed.tx_hash, hex_hash(expected.tx_hash()));
+            let decoded = TxEnvelope::decode_2718(&mut signed.raw_tx.as_slice()).expect("decodes");
+            let decoded = decoded.as_eip1559().expect("an EIP-1559 transaction");
+            let from = decoded
+                .signature()
+                .recover_address_from_prehash(&decoded.signature_hash())
+                .expect("recovers");
+            assert_eq!(from, signer.address());
+        }
+    }
 
     #[test]
     fn an_account_is_in_flight_while_an_execution_of_it_is() {

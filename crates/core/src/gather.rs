@@ -69,10 +69,27 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
     /// request in order, and answers `ticket`'s; or answers at once when an earlier turn's batch
     /// took this ticket's request along and answered it while this caller waited. `None` when its batch answered fewer requests than it was given or was dropped
     /// before answering (its caller's future dropped mid-batch): the request's outcome is unknown.
-    pub async fn run<F, Fut>(&self, key: K, mut ticket: Ticket<Resp>, batch: F) -> Option<Resp>
+    pub async fn run<F, Fut>(&self, key: K, ticket: Ticket<Resp>, batch: F) -> Option<Resp>
     where
         F: FnOnce(Vec<Req>) -> Fut,
         Fut: Future<Output = Vec<Resp>>,
+    {
+        self.run_each(key, ticket, |requests, answers| async move {
+            for (i, response) in batch(requests).await.into_iter().enumerate() {
+                answers.answer(i, response);
+            }
+        })
+        .await
+    }
+
+    /// [`Gather::run`] with a batch that answers each request as soon as it has its answer
+    /// ([`Answers::answer`], by the request's index in the batch): a caller answered mid-batch
+    /// goes on while the rest of the batch runs (the turn's holder, which runs it, when it ends).
+    /// A request the batch does not answer gets `None`.
+    pub async fn run_each<F, Fut>(&self, key: K, mut ticket: Ticket<Resp>, batch: F) -> Option<Resp>
+    where
+        F: FnOnce(Vec<Req>, Answers<Resp>) -> Fut,
+        Fut: Future<Output = ()>,
     {
         {
             // Answered by an earlier turn's batch while waiting for a turn: done, without one. A
@@ -95,9 +112,13 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
                 crate::metrics::gathered(self.kind, size);
                 let started = std::time::Instant::now();
                 let (requests, answers): (Vec<Req>, Vec<_>) = taken.into_iter().unzip();
-                for (answer, response) in answers.into_iter().zip(batch(requests).await) {
-                    let _ = answer.send(response);
-                }
+                batch(
+                    requests,
+                    Answers(std::sync::Arc::new(
+                        answers.into_iter().map(|a| Mutex::new(Some(a))).collect(),
+                    )),
+                )
+                .await;
                 // When each batch ran and for how long (a fan-out's timeline, at trace level).
                 tracing::trace!(
                     kind = self.kind,
@@ -118,6 +139,40 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
     {
         let ticket = self.queue(key.clone(), request);
         self.run(key, ticket, batch).await
+    }
+
+    /// Queues `request` and runs it, answered as soon as its batch has its answer
+    /// ([`Gather::run_each`]).
+    pub async fn one_each<F, Fut>(&self, key: K, request: Req, batch: F) -> Option<Resp>
+    where
+        F: FnOnce(Vec<Req>, Answers<Resp>) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let ticket = self.queue(key.clone(), request);
+        self.run_each(key, ticket, batch).await
+    }
+}
+
+/// Where a batch's answers go, by each request's index in the batch: each request answered once
+/// (a second answer is dropped), from any task or thread (cloned into each).
+pub struct Answers<Resp>(std::sync::Arc<Vec<Mutex<Option<oneshot::Sender<Resp>>>>>);
+
+impl<Resp> Clone for Answers<Resp> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<Resp> Answers<Resp> {
+    /// Answers the batch's `i`th request (its caller goes on), unless it was answered already.
+    pub fn answer(&self, i: usize, response: Resp) {
+        let sender = self
+            .0
+            .get(i)
+            .and_then(|slot| slot.lock().unwrap_or_else(PoisonError::into_inner).take());
+        if let Some(sender) = sender {
+            let _ = sender.send(response);
+        }
     }
 }
 
@@ -164,6 +219,45 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::Gather;
+
+    /// A batch that answers a request mid-batch lets its caller go on while the batch still runs.
+    #[tokio::test]
+    async fn a_caller_answered_mid_batch_goes_on_before_the_batch_ends() {
+        let gather: Arc<Gather<u8, u32, u32>> = Arc::default();
+        // Queued before the holder takes the turn: the holder's batch takes it along (index 0).
+        let waiting = gather.queue(0, 2);
+        let (release, hold) = tokio::sync::oneshot::channel::<()>();
+        let (running, started) = tokio::sync::oneshot::channel::<()>();
+        let holder = {
+            let gather = gather.clone();
+            tokio::spawn(async move {
+                gather
+                    .one_each(0, 1, |reqs, answers| async move {
+                        assert_eq!(reqs, vec![2, 1]);
+                        answers.answer(0, 20);
+                        answers.answer(0, 21); // a second answer is dropped
+                        let _ = running.send(());
+                        let _ = hold.await;
+                        answers.answer(1, 10);
+                    })
+                    .await
+            })
+        };
+        started.await.unwrap();
+        let early = gather
+            .run_each(0, waiting, |_, _| async {
+                unreachable!("answered by the holder's batch")
+            })
+            .await;
+        assert_eq!(
+            early,
+            Some(20),
+            "answered while the holder's batch is still held"
+        );
+        assert!(!holder.is_finished());
+        let _ = release.send(());
+        assert_eq!(holder.await.unwrap(), Some(10));
+    }
 
     /// Callers that queue while a batch runs go out together in the next one, each answered its own.
     #[tokio::test]

@@ -23,6 +23,7 @@ use alloy::rpc::types::simulate::{SimBlock, SimulatePayload};
 
 use super::rpc_error;
 use crate::client::{ChainClient, MAX_BATCH_CALLS};
+use crate::gather::Answers;
 
 tokio::task_local! {
     static GATHERED: ();
@@ -52,8 +53,8 @@ pub(super) async fn call(
     };
     let gathered = client
         .views
-        .one(key, (to, input.clone()), |batch| {
-            call_batch(client, block, batch)
+        .one_each(key, (to, input.clone()), |batch, answers| {
+            call_batch(client, block, batch, answers)
         })
         .await;
     match gathered {
@@ -78,50 +79,59 @@ async fn call_alone(
         .map_err(|e| rpc_error(client, e))
 }
 
-/// Answers each call of `batch` in order: identical calls once, all in one simulation when there
-/// are several.
+/// Answers each call of `batch` (by its index, in `answers`): identical calls once, in simulations
+/// of at most [`MAX_BATCH_CALLS`] calls (a node refuses a request past its size limit whole) sent
+/// side by side, each caller answered as soon as its simulation is (a plan goes on to its next read
+/// or its check while the rest of the round is read); a call that reverts, or whose simulation the
+/// node refuses, is read alone.
 async fn call_batch(
     client: &ChainClient,
     block: BlockId,
     batch: Vec<(Address, Bytes)>,
-) -> Vec<Result<Bytes, Error>> {
+    answers: Answers<Result<Bytes, Error>>,
+) {
     let mut unique: Vec<(Address, Bytes)> = Vec::new();
+    let mut callers: Vec<Vec<usize>> = Vec::new();
     let mut seen: HashMap<(Address, Bytes), usize> = HashMap::new();
-    let slots: Vec<usize> = batch
-        .into_iter()
-        .map(|c| {
-            *seen.entry(c.clone()).or_insert_with(|| {
-                unique.push(c);
-                unique.len() - 1
-            })
-        })
-        .collect();
-    // In simulations of at most MAX_BATCH_CALLS calls (a node refuses a request past its size
-    // limit whole); a chunk the node refuses, or a call that reverts, is read alone.
-    let mut simulated: Vec<Option<Bytes>> = vec![None; unique.len()];
-    if unique.len() > 1 {
-        for (c, chunk) in unique.chunks(MAX_BATCH_CALLS).enumerate() {
-            if let Ok(answers) = simulate_calls(client, block, chunk).await {
-                for (j, answer) in answers.into_iter().enumerate() {
-                    if let Some(slot) = simulated.get_mut(c * MAX_BATCH_CALLS + j) {
-                        *slot = answer;
-                    }
-                }
-            }
-        }
+    for (caller, c) in batch.into_iter().enumerate() {
+        let at = *seen.entry(c.clone()).or_insert_with(|| {
+            unique.push(c);
+            callers.push(Vec::new());
+            unique.len() - 1
+        });
+        callers[at].push(caller);
     }
-    let answers: Vec<Result<Bytes, Error>> =
-        futures_util::future::join_all(unique.iter().enumerate().map(|(i, (to, input))| {
-            let got = simulated.get(i).cloned().flatten();
-            async move {
+    let (answers, callers) = (&answers, &callers);
+    let answer = |at: usize, outcome: Result<Bytes, Error>| {
+        for &caller in &callers[at] {
+            answers.answer(caller, outcome.clone());
+        }
+    };
+    let alone = |at: usize| {
+        let (to, input) = unique[at].clone();
+        async move { answer(at, call_alone(client, block, to, input).await) }
+    };
+    if unique.len() == 1 {
+        alone(0).await;
+        return;
+    }
+    futures_util::future::join_all(unique.chunks(MAX_BATCH_CALLS).enumerate().map(
+        |(c, chunk)| async move {
+            let first = c * MAX_BATCH_CALLS;
+            let simulated = simulate_calls(client, block, chunk)
+                .await
+                .unwrap_or_else(|_| vec![None; chunk.len()]);
+            let mut reverted = Vec::new();
+            for (j, got) in simulated.into_iter().enumerate() {
                 match got {
-                    Some(out) => Ok(out),
-                    None => call_alone(client, block, *to, input.clone()).await,
+                    Some(out) => answer(first + j, Ok(out)),
+                    None => reverted.push(first + j),
                 }
             }
-        }))
-        .await;
-    slots.into_iter().map(|i| answers[i].clone()).collect()
+            futures_util::future::join_all(reverted.into_iter().map(alone)).await;
+        },
+    ))
+    .await;
 }
 
 /// Every call's return data from one simulation of them at `block` (`None` for a call that

@@ -340,6 +340,25 @@ async fn approval(
     }))
 }
 
+/// The approval `token` needs for `spender` to spend `amount` of `owner`'s ([`approval`]; none for
+/// the native coin).
+async fn approval_of(
+    client: &ChainClient,
+    token: &Token,
+    owner: Address,
+    spender: Address,
+    amount: U256,
+) -> Result<Option<Call>, Error> {
+    match token {
+        Token::Native => Ok(None),
+        Token::Erc20 {
+            address,
+            symbol,
+            decimals,
+        } => approval(client, *address, symbol, *decimals, owner, spender, amount).await,
+    }
+}
+
 /// The time of the chain's block at `tag`: `Latest` the last mined one's, `Pending` the time a
 /// block mined now would have (an idle chain's latest block is older).
 async fn block_time(

@@ -7,7 +7,7 @@ use alloy::primitives::{Address, U256};
 use serde_json::{Value, json};
 
 use super::{
-    Plan, Token, V2_ROUTER, V3_QUOTER, V3_ROUTER, address, approval, call, contract, invalid,
+    Plan, Token, V2_ROUTER, V3_QUOTER, V3_ROUTER, address, approval_of, call, contract, invalid,
     now_seconds, opt_str, opt_u64, param_str, resolve_token, units, view, weth,
 };
 use crate::amount::format_units;
@@ -37,21 +37,24 @@ pub(super) async fn plan_swap(
         param_str(params, "amountIn")?,
         token_in.decimals(),
     )?;
-    let amounts = view(
-        client,
-        router,
-        IUniswapV2Router02::getAmountsOutCall {
-            amountIn: amount_in,
-            path: path.clone(),
-        },
-    )
-    .await?;
+    // The quote and the allowance side by side: one round of a fan-out's gathered reads.
+    let (amounts, approve) = tokio::try_join!(
+        view(
+            client,
+            router,
+            IUniswapV2Router02::getAmountsOutCall {
+                amountIn: amount_in,
+                path: path.clone(),
+            },
+        ),
+        approval_of(client, &token_in, signer, router, amount_in),
+    )?;
     let quoted = amounts.last().copied().unwrap_or_default();
     let terms = swap_terms(params, signer, &token_in, &token_out, amount_in, quoted, "")?;
     let (min_out, recipient, description) =
         (terms.min_out, terms.recipient, terms.description.clone());
     let deadline = U256::from(now_seconds() + opt_u64(params, "deadlineSeconds")?.unwrap_or(600));
-    let mut calls = Vec::new();
+    let mut calls: Vec<_> = approve.into_iter().collect();
     let swap = match (&token_in, &token_out) {
         (Token::Native, _) => call(
             router,
@@ -64,20 +67,7 @@ pub(super) async fn plan_swap(
             amount_in,
             description,
         ),
-        (
-            Token::Erc20 {
-                address,
-                symbol,
-                decimals,
-            },
-            out,
-        ) => {
-            calls.extend(
-                approval(
-                    client, *address, symbol, *decimals, signer, router, amount_in,
-                )
-                .await?,
-            );
+        (Token::Erc20 { .. }, out) => {
             if *out == Token::Native {
                 call(
                     router,
@@ -158,9 +148,8 @@ pub(super) async fn plan_swap_v3(
             sqrtPriceLimitX96: Default::default(),
         },
     };
-    let quoted = view(client, quoter, quote)
-        .await
-        .map_err(|e| {
+    let quoted = async {
+        view(client, quoter, quote).await.map_err(|e| {
             if e.code == ErrorCode::ExecutionReverted || e.code == ErrorCode::NotAvailable {
                 Error::new(
                     ErrorCode::ExecutionReverted,
@@ -173,8 +162,14 @@ pub(super) async fn plan_swap_v3(
             } else {
                 e
             }
-        })?
-        .amountOut;
+        })
+    };
+    // The quote and the allowance side by side: one round of a fan-out's gathered reads.
+    let (quoted, approve) = tokio::try_join!(
+        quoted,
+        approval_of(client, &token_in, signer, router, amount_in)
+    )?;
+    let quoted = quoted.amountOut;
     let terms = swap_terms(
         params,
         signer,
@@ -196,22 +191,10 @@ pub(super) async fn plan_swap_v3(
             sqrtPriceLimitX96: Default::default(),
         },
     };
-    let mut calls = Vec::new();
+    let mut calls: Vec<_> = approve.into_iter().collect();
     let value = match &token_in {
         Token::Native => amount_in,
-        Token::Erc20 {
-            address,
-            symbol,
-            decimals,
-        } => {
-            calls.extend(
-                approval(
-                    client, *address, symbol, *decimals, signer, router, amount_in,
-                )
-                .await?,
-            );
-            U256::ZERO
-        }
+        Token::Erc20 { .. } => U256::ZERO,
     };
     calls.push(call(router, swap, value, terms.description));
     let mut summary = terms.summary;
