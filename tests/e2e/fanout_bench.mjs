@@ -22,7 +22,7 @@
 // blocks (the node's blocks for the gateway's transactions), blockSizes (how many held how many), transactions, fullBlocks, rawMs,
 // rawNodeCpuMsPerDelegator (the node's CPU for the full-block replay, with --pids),
 // rawPerSecond, ratio, oneAtATimeMs, oneAtATimePerSecond, oneAtATimeRatio (not on a node mining on a
-// clock), mining ("automine" or "clock"), gasLimitPerTx and gasUsedPerTx (means),
+// clock), emptyBlockNodeCpuMs (the node's CPU for a block holding nothing, with --pids), mining ("automine" or "clock"), gasLimitPerTx and gasUsedPerTx (means),
 // checkNodeCpuMsPerDelegator (the node's CPU for simulating the same redemptions as the gateway
 // does before signing, with --pids) and checkedRatioBound (the full-block replay's node CPU over
 // that plus the check's); with FANOUT_CHECK_SHAPES set, checkShapes: the check's node CPU a
@@ -183,6 +183,21 @@ const watcher = (async () => {
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 })();
+// With FANOUT_CPU set (and --pids): each side's CPU every 50 ms of the fan-out, from /proc alone (it
+// asks nothing of the node or the gateway), printed on stderr as {cpu: [[ms since the submit,
+// gateway ms, node ms], ...]}, each the CPU spent in that interval (100 = a whole core): when a
+// core sits idle, and whose.
+const cpuTimeline = [];
+let sampling = !!process.env.FANOUT_CPU && Object.keys(pids).length > 0;
+const sampler = (async () => {
+  let last = cpuMs();
+  while (sampling) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const now = cpuMs();
+    cpuTimeline.push([Date.now() - submitted, ...["gateway", "node"].map((who) => (now[who] ?? 0) - (last[who] ?? 0))]);
+    last = now;
+  }
+})();
 const intent = await gateway("/api/v1/agent/execute-intent", {
   agentApiKey: args.key, action: "swap", chainId: devnet.chainId, idempotencyKey: `fanout-${n}-${Date.now()}`,
   params: { tokenIn: "USDC", tokenOut: "WETH", amountIn: "1", slippageBps: 500 },
@@ -203,8 +218,10 @@ for (;;) {
 }
 const waitedBy = longPoll ? "long poll" : "polling every 20 ms";
 watching = false;
-await watcher;
+sampling = false;
+await Promise.all([watcher, sampler]);
 if (timeline.length) console.error(JSON.stringify({ timeline }));
+if (cpuTimeline.length) console.error(JSON.stringify({ cpu: cpuTimeline }));
 const elapsed = Date.now() - submitted;
 const cpuAfter = cpuMs();
 await Promise.all(profilers.map((p) => new Promise((resolve) => { p.on("exit", resolve); p.kill("SIGINT"); })));
@@ -442,4 +459,13 @@ summary.ratio = rawMs === null ? null : Number((elapsedRatio(rawMs, elapsed)).to
 summary.oneAtATimeMs = oneMs;
 summary.oneAtATimePerSecond = oneMs === null ? null : Number((n / (oneMs / 1000)).toFixed(1));
 summary.oneAtATimeRatio = oneMs === null ? null : Number((elapsedRatio(oneMs, elapsed)).toFixed(3));
+// What a block costs the node whatever it holds (anvil computes each block's state root over the
+// whole state, and keeps a copy of the state per block it keeps): 20 empty blocks mined on the
+// state after the fan-out, the node's CPU a block. A fan-out that needs more blocks than the
+// replay's full ones pays this for each.
+if ("node" in pids) {
+  const before = cpuMs().node;
+  for (let i = 0; i < 20; i++) await pub.request({ method: "evm_mine", params: [] });
+  summary.emptyBlockNodeCpuMs = Number(((cpuMs().node - before) / 20).toFixed(1));
+}
 console.log(JSON.stringify(summary));
