@@ -201,8 +201,8 @@ async fn check_locally(
     let mut first_reason = None;
     for (i, (answer, user)) in local.into_iter().zip(batch).enumerate() {
         match answer {
-            // Answered when it ended (a second answer is dropped).
-            Ok(answer) => answers.answer(i, answer),
+            // Answered by `on_answer` when its run ended.
+            Ok(_) => {}
             Err(reason) => {
                 actiongate_core::metrics::local_check(client.chain_id, "unchecked");
                 first_reason.get_or_insert(reason);
