@@ -237,10 +237,11 @@ const summary = {
 };
 if (status.status !== "completed" || summary.executions !== n || succeeded !== n || distinct !== n) {
   console.log(JSON.stringify(summary));
-  // Why executions failed, by code and message (the intent's body holds all N).
+  // Why executions failed: each code with the end of its message (the reason; the start names the
+  // user), how many times (the intent's body holds all N).
   const reasons = {};
-  for (const e of results.filter((e) => e.success !== true).slice(0, 5)) {
-    const why = JSON.stringify(e).slice(0, 400);
+  for (const e of results.filter((e) => e.success !== true)) {
+    const why = `${e.code ?? e.error}: ...${String(e.message ?? "").slice(-240)}`;
     reasons[why] = (reasons[why] ?? 0) + 1;
   }
   console.error(JSON.stringify({ status: status.status, failures: reasons }));

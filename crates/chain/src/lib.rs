@@ -15,6 +15,7 @@ pub mod outbox;
 pub mod payments;
 pub mod plan;
 pub mod prices;
+pub mod probe;
 pub mod provider;
 pub mod receipts;
 pub mod revert;

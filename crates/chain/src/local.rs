@@ -28,6 +28,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use futures_util::future::BoxFuture;
+
 use actiongate_core::error::Error;
 use alloy::eips::BlockId;
 use alloy::primitives::{Address, B256, Bytes, U64, U256};
@@ -53,6 +55,7 @@ use revm::{
 use crate::client::MAX_BATCH_CALLS;
 use crate::gather::Gather;
 use crate::plan::Call;
+use crate::probe;
 use crate::sender::{Simulated, gas_limits};
 
 /// The most gas one simulated call is given: a block's gas limit, capped as Osaka caps a
@@ -61,6 +64,14 @@ const CALL_GAS_CAP: u64 = 1 << 24;
 
 /// How many users' checks one blocking thread runs, one after the other.
 const USERS_PER_THREAD: usize = 16;
+
+/// How many of one contract's slots, or how many accounts, a batch of reads has before they are read
+/// by the node's EVM in one call ([`crate::probe`]) instead of one call each.
+const PROBE_FROM: usize = 4;
+
+/// How many accounts one call of [`crate::probe::ACCOUNTS`] reads: with a nonce read each, one
+/// JSON-RPC batch of [`MAX_BATCH_CALLS`] calls.
+const ACCOUNTS_PER_PROBE: usize = MAX_BATCH_CALLS - 1;
 
 /// How many shapes of calls the reads of are kept ([`Ahead`]); past it they are learnt afresh.
 const MAX_SHAPES: usize = 1024;
@@ -156,6 +167,9 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Nothing panics while holding these; should something, the map is still whole.
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
+
+/// A read with the node's answer.
+type Answered = (Read, Result<Value, String>);
 
 /// A state read that failed: the check falls back to the node.
 #[derive(Debug)]
@@ -473,31 +487,53 @@ impl LocalEvm {
         Ok(gas_limits(calls, outcomes))
     }
 
-    /// One batch of reads at `block`: each distinct read once, in JSON-RPC batches of at most
-    /// [`MAX_BATCH_CALLS`] calls side by side (an account is three calls: balance, nonce, code).
+    /// One batch of reads at `block`: each distinct read once. A contract's slots, and accounts,
+    /// [`PROBE_FROM`] or more of them, are read by the node's EVM in one `eth_call` for many
+    /// ([`crate::probe`]; an account's nonce still one call each); the rest one call each (an
+    /// account three: balance, nonce, code), in JSON-RPC batches of at most [`MAX_BATCH_CALLS`]
+    /// calls side by side.
     async fn read_batch(&self, block: B256, reads: Vec<Read>) -> Vec<Result<Value, String>> {
         let mut seen = std::collections::HashSet::with_capacity(reads.len());
         let distinct: Vec<Read> = reads.iter().copied().filter(|r| seen.insert(*r)).collect();
-        let mut chunks: Vec<Vec<Read>> = Vec::new();
-        let mut in_chunk = usize::MAX;
+        let mut slots: HashMap<Address, Vec<U256>> = HashMap::new();
+        let mut accounts = Vec::new();
+        let mut singly = Vec::new();
         for r in distinct {
-            let calls = if matches!(r, Read::Account(_)) { 3 } else { 1 };
-            if in_chunk.saturating_add(calls) > MAX_BATCH_CALLS {
-                chunks.push(Vec::new());
-                in_chunk = 0;
+            match r {
+                Read::Slot(a, i) => slots.entry(a).or_default().push(i),
+                Read::Account(a) => accounts.push(a),
+                Read::BlockHash(_) => singly.push(r),
             }
-            if let Some(c) = chunks.last_mut() {
-                c.push(r);
+        }
+        let mut contracts = Vec::new();
+        for (contract, slots) in slots {
+            if slots.len() >= PROBE_FROM {
+                contracts.extend(
+                    slots
+                        .chunks(probe::MAX_SLOTS)
+                        .map(|c| (contract, c.to_vec())),
+                );
+            } else {
+                singly.extend(slots.into_iter().map(|i| Read::Slot(contract, i)));
             }
-            in_chunk += calls;
+        }
+        if accounts.len() < PROBE_FROM {
+            singly.extend(accounts.drain(..).map(Read::Account));
         }
         let at = BlockId::from(block);
-        let answered = futures_util::future::join_all(
-            chunks.into_iter().map(|chunk| self.read_chunk(at, chunk)),
-        )
-        .await;
-        let answers: HashMap<Read, Result<Value, String>> =
-            answered.into_iter().flatten().collect();
+        let mut rounds: Vec<BoxFuture<'_, Vec<Answered>>> = Vec::new();
+        for batch in contracts.chunks(MAX_BATCH_CALLS) {
+            rounds.push(Box::pin(self.probe_slots(at, batch.to_vec())));
+        }
+        for batch in accounts.chunks(ACCOUNTS_PER_PROBE) {
+            rounds.push(Box::pin(self.probe_accounts(at, batch.to_vec())));
+        }
+        rounds.push(Box::pin(self.read_singly(at, singly)));
+        let answers: HashMap<Read, Result<Value, String>> = futures_util::future::join_all(rounds)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
         reads
             .iter()
             .map(|r| {
@@ -509,17 +545,122 @@ impl LocalEvm {
             .collect()
     }
 
+    /// `reads`, one call each (an account three), in JSON-RPC batches side by side.
+    async fn read_singly(&self, at: BlockId, reads: Vec<Read>) -> Vec<Answered> {
+        let mut chunks: Vec<Vec<Read>> = Vec::new();
+        let mut in_chunk = usize::MAX;
+        for r in reads {
+            let calls = if matches!(r, Read::Account(_)) { 3 } else { 1 };
+            if in_chunk.saturating_add(calls) > MAX_BATCH_CALLS {
+                chunks.push(Vec::new());
+                in_chunk = 0;
+            }
+            if let Some(c) = chunks.last_mut() {
+                c.push(r);
+            }
+            in_chunk += calls;
+        }
+        futures_util::future::join_all(chunks.into_iter().map(|chunk| self.read_chunk(at, chunk)))
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// Contracts' slots, an `eth_call` a contract ([`probe::slots_call`]) in one JSON-RPC batch; a
+    /// call the node refuses or answers with something else has its slots read one call each.
+    async fn probe_slots(
+        &self,
+        at: BlockId,
+        contracts: Vec<(Address, Vec<U256>)>,
+    ) -> Vec<Answered> {
+        let mut request = BatchRequest::new(self.provider.client());
+        let mut waiting = Vec::with_capacity(contracts.len());
+        for (contract, slots) in &contracts {
+            match request.add_call::<_, Bytes>("eth_call", &probe::slots_call(*contract, slots, at))
+            {
+                Ok(w) => waiting.push(w),
+                Err(e) => return failed(slot_reads(&contracts), &self.unread(e)),
+            }
+        }
+        if request.send().await.is_err() {
+            return self.read_singly(at, slot_reads(&contracts)).await;
+        }
+        let mut answers = Vec::new();
+        let mut again = Vec::new();
+        for ((contract, slots), w) in contracts.into_iter().zip(waiting) {
+            let values = w
+                .await
+                .ok()
+                .and_then(|out| probe::slots_answer(&out, slots.len()));
+            match values {
+                Some(values) => answers.extend(
+                    slots
+                        .into_iter()
+                        .zip(values)
+                        .map(|(i, v)| (Read::Slot(contract, i), Ok(Value::Slot(v)))),
+                ),
+                None => again.extend(slots.into_iter().map(|i| Read::Slot(contract, i))),
+            }
+        }
+        if !again.is_empty() {
+            answers.extend(self.read_singly(at, again).await);
+        }
+        answers
+    }
+
+    /// Accounts' balances and code in one `eth_call` ([`probe::accounts_call`]) and their nonces
+    /// beside it, in one JSON-RPC batch; when the node refuses the call or answers something else,
+    /// the accounts are read three calls each.
+    async fn probe_accounts(&self, at: BlockId, accounts: Vec<Address>) -> Vec<Answered> {
+        let reads = || {
+            accounts
+                .iter()
+                .map(|a| Read::Account(*a))
+                .collect::<Vec<_>>()
+        };
+        let mut request = BatchRequest::new(self.provider.client());
+        let added = (|| {
+            let probe =
+                request.add_call::<_, Bytes>("eth_call", &probe::accounts_call(&accounts, at))?;
+            let nonces = accounts
+                .iter()
+                .map(|a| request.add_call::<_, U64>("eth_getTransactionCount", &(a, at)))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok::<_, alloy::transports::TransportError>((probe, nonces))
+        })();
+        let (probe, nonces) = match added {
+            Ok(added) => added,
+            Err(e) => return failed(reads(), &self.unread(e)),
+        };
+        if request.send().await.is_err() {
+            return self.read_singly(at, reads()).await;
+        }
+        let Some(probed) = probe
+            .await
+            .ok()
+            .and_then(|out| probe::accounts_answer(&out, accounts.len()))
+        else {
+            return self.read_singly(at, reads()).await;
+        };
+        let mut answers = Vec::with_capacity(accounts.len());
+        for ((address, (balance, code)), nonce) in accounts.iter().zip(probed).zip(nonces) {
+            let value = match nonce.await {
+                Ok(nonce) => Ok(Value::Account(account(balance, nonce.to::<u64>(), code))),
+                Err(e) => Err(self.unread(e)),
+            };
+            answers.push((Read::Account(*address), value));
+        }
+        answers
+    }
+
     /// A node error as the local check reports it: without the RPC URL.
     fn unread(&self, e: impl std::fmt::Display) -> String {
         crate::plan::without_url(self.rpc_url.as_deref(), e)
     }
 
     /// One JSON-RPC batch of reads.
-    async fn read_chunk(
-        &self,
-        at: BlockId,
-        reads: Vec<Read>,
-    ) -> Vec<(Read, Result<Value, String>)> {
+    async fn read_chunk(&self, at: BlockId, reads: Vec<Read>) -> Vec<Answered> {
         enum Waiting {
             Account(Waiter<U256>, Waiter<U64>, Waiter<Bytes>),
             Slot(Waiter<U256>),
@@ -603,7 +744,15 @@ pub fn agree(node: &Result<Vec<u64>, Error>, local: &Result<Vec<u64>, Error>) ->
     }
 }
 
-fn failed(reads: Vec<Read>, e: &impl std::fmt::Display) -> Vec<(Read, Result<Value, String>)> {
+/// Each of `contracts`' slots as a read.
+fn slot_reads(contracts: &[(Address, Vec<U256>)]) -> Vec<Read> {
+    contracts
+        .iter()
+        .flat_map(|(a, slots)| slots.iter().map(|i| Read::Slot(*a, *i)))
+        .collect()
+}
+
+fn failed(reads: Vec<Read>, e: &impl std::fmt::Display) -> Vec<Answered> {
     let e = e.to_string();
     reads.into_iter().map(|r| (r, Err(e.clone()))).collect()
 }

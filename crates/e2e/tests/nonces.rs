@@ -555,11 +555,6 @@ async fn gathered_reads_and_simulations_answer_each_caller_as_alone() {
 /// `shadow`.
 #[tokio::test]
 async fn the_local_check_answers_as_the_nodes() {
-    use actiongate_chain::plan::batch::gathered;
-    use actiongate_chain::plan::reading_at;
-    use actiongate_chain::sender::simulate;
-    use alloy::eips::BlockId;
-
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
     let metrics = recorder.handle();
     let _recording = metrics::set_default_local_recorder(&recorder);
@@ -579,25 +574,9 @@ async fn the_local_check_answers_as_the_nodes() {
     // A user that has nothing sends value: not a transaction the local EVM runs (the sender cannot
     // pay it), so the node checks it, and refuses it.
     users.push((Address::repeat_byte(0x5a), transfer(a).calls));
-    let check = |client: Arc<ChainClient>| {
-        let users = users.clone();
-        async move {
-            // At the latest block, as the sender checks an account with nothing in flight.
-            let all = futures_util::future::join_all(
-                users
-                    .iter()
-                    .map(|(from, calls)| simulate(&client, *from, calls)),
-            );
-            reading_at(BlockId::latest(), gathered(all))
-                .await
-                .into_iter()
-                .map(seen)
-                .collect::<Vec<_>>()
-        }
-    };
-    let by_node = check(node).await;
+    let by_node = checked_together(&node, &users).await;
     let simulations = calls_of("eth_simulateV1");
-    let by_local = check(local).await;
+    let by_local = checked_together(&local, &users).await;
     assert_eq!(by_local, by_node);
     assert_eq!(by_node[0], Ok(vec![27_300]), "{by_node:?}");
     assert!(
@@ -618,6 +597,29 @@ async fn the_local_check_answers_as_the_nodes() {
         "{}",
         metrics.render()
     );
+}
+
+/// Each user's calls checked by `client` as a fan-out's are: all at the same time, at the latest
+/// block (as the sender checks an account with nothing in flight).
+async fn checked_together(
+    client: &ChainClient,
+    users: &[(Address, Vec<Call>)],
+) -> Vec<Result<Vec<u64>, (ErrorCode, String)>> {
+    use actiongate_chain::plan::batch::gathered;
+    use actiongate_chain::plan::reading_at;
+    use actiongate_chain::sender::simulate;
+    use alloy::eips::BlockId;
+
+    let all = futures_util::future::join_all(
+        users
+            .iter()
+            .map(|(from, calls)| simulate(client, *from, calls)),
+    );
+    reading_at(BlockId::latest(), gathered(all))
+        .await
+        .into_iter()
+        .map(seen)
+        .collect()
 }
 
 /// An ERC-20 transfer of `amount` of `token` to `to`.
@@ -731,6 +733,82 @@ async fn the_local_check_reads_ahead_what_a_shape_of_calls_reads() {
         metrics.render()
     );
     assert!(reads("ahead") > ahead);
+}
+
+/// A fan-out's many users' state goes to the node in a few calls: what the users after the first
+/// of a shape read (each sender's account, its token balance, its recipient's) is read by the
+/// node's own EVM, a contract's slots in one `eth_call` and the accounts' balances and code in one
+/// more (their nonces one call each), where it was a call a read; and every answer is still the
+/// node's.
+#[tokio::test]
+async fn the_local_check_reads_many_users_state_in_a_few_calls() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let metrics = recorder.handle();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let calls_of = |method: &str| rpc_calls(&metrics.render(), method);
+    let ahead = || {
+        counted(&metrics.render(), |l| {
+            l.starts_with(r#"actiongate_local_check_reads_total{chain="84532",read="ahead"}"#)
+        })
+    };
+    let devnet = Devnet::start();
+    let options = ChainOptions::default();
+    let node = devnet_client(&devnet, &options, FanoutCheck::Node);
+    let local = devnet_client(&devnet, &options, FanoutCheck::Local);
+    let usdc = devnet.usdc();
+    let mut users = Vec::new();
+    for i in 0..8u8 {
+        let sender = Address::repeat_byte(0x30 + i);
+        // Some hold ETH too, so that balances differ.
+        let eth = U256::from(u64::from(i % 2)) * U256::from(10u64).pow(U256::from(17u64));
+        devnet
+            .fund(sender, eth, U256::from(1_000_000u64 + u64::from(i)))
+            .await;
+        let to = Address::repeat_byte(0x50 + i);
+        users.push((
+            sender,
+            token_transfer(usdc, to, U256::from(1_000u64 + u64::from(i))),
+        ));
+    }
+    // A sender that holds nothing: refused, as the node refuses it.
+    users.push((
+        Address::repeat_byte(0x3f),
+        token_transfer(usdc, Address::repeat_byte(0x5f), U256::from(1u64)),
+    ));
+    let by_node = checked_together(&node, &users).await;
+    let before = |m: &str| calls_of(m);
+    let (storage, balances, codes, calls, read) = (
+        before("eth_getStorageAt"),
+        before("eth_getBalance"),
+        before("eth_getCode"),
+        before("eth_call"),
+        ahead(),
+    );
+    let by_local = checked_together(&local, &users).await;
+    assert_eq!(by_local, by_node);
+    assert!(by_node[..8].iter().all(Result::is_ok), "{by_node:?}");
+    assert!(
+        matches!(&by_node[8], Err((ErrorCode::ExecutionReverted, _))),
+        "{by_node:?}"
+    );
+    // The seven users after the first: their accounts and their and their recipients' balances
+    // of the token, read ahead.
+    assert!(ahead() - read >= 7 * 3, "{}", metrics.render());
+    assert_eq!(
+        (
+            calls_of("eth_getStorageAt") - storage,
+            calls_of("eth_getBalance") - balances,
+            calls_of("eth_getCode") - codes,
+        ),
+        (0, 0, 0),
+        "no slot or account read ahead a call each\n{}",
+        metrics.render()
+    );
+    assert_eq!(
+        calls_of("eth_call") - calls,
+        2,
+        "the token's slots in one call, the accounts in another"
+    );
 }
 
 /// Until the node's pool holds `count` transactions (pending or queued).
