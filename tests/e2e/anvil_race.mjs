@@ -25,7 +25,7 @@ const one = async (method, params) => {
 };
 const chain = defineChain({ id: dn.chainId, name: "devnet", nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 }, rpcUrls: { default: { http: [url] } } });
 const usdc = dn.tokens.USDC.address;
-const account = privateKeyToAccount(dn.accounts[3].privateKey);
+const account = privateKeyToAccount(dn.accounts[0].privateKey);
 const wallet = createWalletClient({ account, chain, transport: http(url) });
 const mint = parseAbi(["function mint(address to, uint256 amount)"]);
 let nonce = Number(await one("eth_getTransactionCount", [account.address, "latest"]));
