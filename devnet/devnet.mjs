@@ -504,6 +504,10 @@ const toml = [
   // disagreement counted (the e2e tests assert none); DEVNET_FANOUT_CHECK=local|node otherwise
   // (scripts/bench fanout runs local).
   `fanout-check = "${process.env.DEVNET_FANOUT_CHECK || "shadow"}"`,
+  // anvil automines: a wallet's next run of transactions handed over once its earlier ones are
+  // mined (anvil 1.7.1 mines empty blocks for what reaches its pool while a block is being mined);
+  // DEVNET_HAND_OVER=eager otherwise.
+  `hand-over = "${process.env.DEVNET_HAND_OVER || "paced"}"`,
   `[chains.${CHAIN_ID}.tokens.USDC]`,
   `address = "${addr.USDC}"`,
   "decimals = 6",

@@ -12,8 +12,18 @@
 //! block instead of one. A refused transaction does not stop the ones queued after it: its
 //! execution gives its nonce back, and the nonce is filled (by its retry, another reservation, or a
 //! no-op) so that nothing waits behind a gap (see the sender).
+//!
+//! On a chain whose `hand-over` is `paced` (a node that mines each transaction as it arrives), a
+//! wallet's next run waits until its earlier transactions are mined, so that nothing of the wallet's
+//! reaches the node's pool while a block of its transactions is being mined ([`HandOver::Paced`]).
 
+use std::time::Duration;
+
+use actiongate_core::chains::HandOver;
+use alloy::consensus::{Transaction as _, TxEnvelope};
+use alloy::eips::eip2718::Decodable2718;
 use alloy::primitives::{Address, B256, Bytes};
+use alloy::providers::Provider as _;
 use alloy::transports::{TransportError, TransportErrorKind};
 
 use crate::client::{ChainClient, batch_calls};
@@ -57,7 +67,7 @@ impl Outbox {
     ) -> Result<(), TransportError> {
         self.0
             .run((client.chain_id, wallet), ticket.0, |batch| {
-                send(client, batch)
+                send(client, wallet, batch)
             })
             .await
             .unwrap_or_else(|| {
@@ -74,46 +84,73 @@ impl Outbox {
 /// way; one run is one JSON-RPC request ([`crate::client::MAX_BATCH_CALLS`]).
 const RUN: usize = crate::client::MAX_BATCH_CALLS;
 
-/// The requests a batch goes to the node in, each a list of the batch's indexes: each run of up to
-/// [`RUN`] queued transactions (queued in their nonces' order) as two requests, the run without its
-/// first transaction last first, then its first alone once the node has answered the rest. None of
-/// a run can be mined before the whole run is with the node, so a node that mines as soon as a
-/// transaction is executable (anvil's automine, a sequencer) mines a run in one block, where in
-/// nonce order it mined the first alone while the rest arrived (a batch of 50 in 17 blocks on
-/// anvil, 16 of them holding one transaction). The first goes in its own request because anvil,
-/// handed a whole run last first in one request, mined the run and then up to 63 empty blocks
-/// after it, one for each transaction that turned executable (an empty block costs it about what a
-/// full one does); its first handed over after the rest, one block. A node that mines on a clock is
-/// indifferent; every node holds a transaction above a gap until the gap closes, as it does for an
-/// execution's later transactions queued behind other executions' nonces.
-fn hand_over_order(len: usize) -> Vec<Vec<usize>> {
+/// A run of queued transactions (indexes in the batch, queued in their nonces' order): its first,
+/// and the rest, which go to the node before it, highest nonce first.
+#[derive(Debug, PartialEq, Eq)]
+struct Run {
+    first: usize,
+    rest: Vec<usize>,
+}
+
+/// The runs a batch goes to the node in: each run of up to [`RUN`] queued transactions (queued in
+/// their nonces' order) as two requests, the run without its first transaction last first, then
+/// its first alone once the node has answered the rest. None of a run can be mined before the
+/// whole run is with the node, so a node that mines as soon as a transaction is executable (anvil's
+/// automine, a sequencer) mines a run in one block, where in nonce order it mined the first alone
+/// while the rest arrived (a batch of 50 in 17 blocks on anvil, 16 of them holding one
+/// transaction). The first goes in its own request because anvil, handed a whole run last first in
+/// one request, mined the run and then up to 63 empty blocks after it, one for each transaction
+/// that turned executable (an empty block costs it about what a full one does); its first handed
+/// over after the rest, one block. A node that mines on a clock is indifferent; every node holds a
+/// transaction above a gap until the gap closes, as it does for an execution's later transactions
+/// queued behind other executions' nonces.
+fn hand_over_order(len: usize) -> Vec<Run> {
     let queued: Vec<usize> = (0..len).collect();
     queued
         .chunks(RUN)
-        .flat_map(|run| match run.split_first() {
-            Some((first, rest)) if !rest.is_empty() => {
-                vec![rest.iter().rev().copied().collect(), vec![*first]]
-            }
-            _ => vec![run.to_vec()],
+        .filter_map(|run| {
+            let (first, rest) = run.split_first()?;
+            Some(Run {
+                first: *first,
+                rest: rest.iter().rev().copied().collect(),
+            })
         })
         .collect()
 }
 
-/// Hands `batch` over in [`hand_over_order`]'s requests, one after the other, and answers each
-/// transaction in the batch's own order.
-async fn send(client: &ChainClient, batch: Vec<Bytes>) -> Vec<Answer> {
+/// The longest a paced hand-over waits for the wallet's earlier transactions to be mined before it
+/// hands the next run over anyway (one stuck below it must not hold the wallet's sends back).
+const PACE_LIMIT: Duration = Duration::from_secs(2);
+
+/// How often a paced hand-over asks whether they are.
+const PACE_POLL: Duration = Duration::from_millis(2);
+
+/// Hands `batch` over run by run ([`hand_over_order`]) and answers each transaction in the batch's
+/// own order. On a chain whose hand-over is paced, each run waits until every nonce of `wallet`
+/// below its first is mined ([`PACE_LIMIT`] at most).
+async fn send(client: &ChainClient, wallet: Address, batch: Vec<Bytes>) -> Vec<Answer> {
+    let paced = client.settings.hand_over == HandOver::Paced;
+    let first_nonces: Vec<Option<u64>> = batch.iter().map(|raw| nonce_of(raw)).collect();
     let mut batch: Vec<Option<Bytes>> = batch.into_iter().map(Some).collect();
     let mut answers: Vec<Option<Answer>> = batch.iter().map(|_| None).collect();
-    for request in hand_over_order(batch.len()) {
-        let params = request
-            .iter()
-            .filter_map(|&i| batch.get_mut(i).and_then(Option::take))
-            .map(|raw| (raw,))
-            .collect();
-        let sent = batch_calls::<_, B256>(client, "eth_sendRawTransaction", params).await;
-        for (i, answer) in request.into_iter().zip(sent) {
-            if let Some(slot) = answers.get_mut(i) {
-                *slot = Some(answer.map(|_| ()));
+    for run in hand_over_order(batch.len()) {
+        if paced && let Some(Some(nonce)) = first_nonces.get(run.first) {
+            mined_below(client, wallet, *nonce).await;
+        }
+        for request in [run.rest, vec![run.first]] {
+            if request.is_empty() {
+                continue;
+            }
+            let params = request
+                .iter()
+                .filter_map(|&i| batch.get_mut(i).and_then(Option::take))
+                .map(|raw| (raw,))
+                .collect();
+            let sent = batch_calls::<_, B256>(client, "eth_sendRawTransaction", params).await;
+            for (i, answer) in request.into_iter().zip(sent) {
+                if let Some(slot) = answers.get_mut(i) {
+                    *slot = Some(answer.map(|_| ()));
+                }
             }
         }
     }
@@ -129,21 +166,69 @@ async fn send(client: &ChainClient, batch: Vec<Bytes>) -> Vec<Answer> {
         .collect()
 }
 
+/// A signed transaction's nonce (`None` for bytes that do not decode: handed over unpaced).
+fn nonce_of(raw: &[u8]) -> Option<u64> {
+    let mut bytes = raw;
+    TxEnvelope::decode_2718(&mut bytes)
+        .ok()
+        .map(|tx| tx.nonce())
+}
+
+/// Until the node has mined every nonce of `wallet` below `nonce`, [`PACE_LIMIT`] at most; a
+/// failed read ends the wait.
+async fn mined_below(client: &ChainClient, wallet: Address, nonce: u64) {
+    let deadline = tokio::time::Instant::now() + PACE_LIMIT;
+    loop {
+        match client.provider.get_transaction_count(wallet).latest().await {
+            Ok(mined) if mined < nonce && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(PACE_POLL).await;
+            }
+            _ => return,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn runs_are_handed_over_last_first_then_their_first() {
-        assert_eq!(hand_over_order(0), Vec::<Vec<usize>>::new());
-        assert_eq!(hand_over_order(1), vec![vec![0]]);
-        assert_eq!(hand_over_order(3), vec![vec![2, 1], vec![0]]);
-        let order = hand_over_order(RUN + 2);
+        let run = |first: usize, rest: Vec<usize>| Run { first, rest };
+        assert_eq!(hand_over_order(0), Vec::<Run>::new());
+        assert_eq!(hand_over_order(1), vec![run(0, vec![])]);
+        assert_eq!(hand_over_order(3), vec![run(0, vec![2, 1])]);
         let rest: Vec<usize> = (1..RUN).rev().collect();
-        assert_eq!(order, vec![rest, vec![0], vec![RUN + 1], vec![RUN]]);
+        assert_eq!(
+            hand_over_order(RUN + 2),
+            vec![run(0, rest), run(RUN, vec![RUN + 1])]
+        );
         // Every transaction once.
-        let mut all: Vec<usize> = hand_over_order(3 * RUN + 5).concat();
+        let mut all: Vec<usize> = hand_over_order(3 * RUN + 5)
+            .into_iter()
+            .flat_map(|r| std::iter::once(r.first).chain(r.rest))
+            .collect();
         all.sort_unstable();
         assert_eq!(all, (0..3 * RUN + 5).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_signed_transactions_nonce_is_read_from_its_bytes() {
+        use alloy::consensus::{SignableTransaction, TxEip1559};
+        use alloy::eips::eip2718::Encodable2718;
+        use alloy::network::TxSignerSync;
+        use alloy::signers::local::PrivateKeySigner;
+
+        let signer = PrivateKeySigner::random();
+        let mut tx = TxEip1559 {
+            chain_id: 84532,
+            nonce: 417,
+            gas_limit: 21_000,
+            ..Default::default()
+        };
+        let signature = signer.sign_transaction_sync(&mut tx).unwrap();
+        let raw = TxEnvelope::from(tx.into_signed(signature)).encoded_2718();
+        assert_eq!(nonce_of(&raw), Some(417));
+        assert_eq!(nonce_of(b"not a transaction"), None);
     }
 }

@@ -38,6 +38,25 @@ pub struct ChainSettings {
     pub bridge_routes: BTreeMap<u64, BridgeRoute>,
     /// Where a fan-out's redemptions are checked before they are signed (`fanout-check`).
     pub fanout_check: FanoutCheck,
+    /// How a wallet's signed transactions are handed to the node (`hand-over`).
+    pub hand_over: HandOver,
+}
+
+/// How a wallet's queued transactions go to the chain's node (`[chains.<id>] hand-over`;
+/// `actiongate_chain::outbox`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HandOver {
+    /// Every queued run at once, one after the other: a node that mines on a clock (every real
+    /// chain) puts as many as a block holds in each block.
+    #[default]
+    Eager,
+    /// A wallet's next run once its earlier transactions are mined (or 2 s have passed): for a
+    /// node that mines each transaction as it arrives (anvil's or hardhat's automine), which then
+    /// mines a run a block. anvil 1.7.1 mines empty blocks for the transactions that reach its pool
+    /// while a block of the same wallet's is being mined (docs/benchmarks.md, stop 53). On a node
+    /// that mines on a clock it would hand over one run a block.
+    Paced,
 }
 
 /// Where a fan-out's redemptions are checked (simulated) before the gateway signs them

@@ -833,6 +833,7 @@ mod tests {
             prediction_questions: BTreeMap::new(),
             bridge_routes: BTreeMap::new(),
             fanout_check: Default::default(),
+            hand_over: Default::default(),
         }
     }
 

@@ -14,7 +14,7 @@ use actiongate_chain::client::ChainClient;
 use actiongate_chain::plan::{Call, Plan};
 use actiongate_chain::sender::{BeforeReserve, SendHooks, WalletSender};
 use actiongate_chain::{ChainClients, ChainOptions};
-use actiongate_core::chains::{ChainSettings, Chains, FanoutCheck};
+use actiongate_core::chains::{ChainSettings, Chains, FanoutCheck, HandOver};
 use actiongate_core::clock::SystemClock;
 use actiongate_core::error::Error;
 use actiongate_core::store::{NonceRequest, Reservation, Store};
@@ -100,6 +100,17 @@ async fn wallet_of(devnet: &Devnet, account: usize) -> Wallet {
 
 /// The devnet's client, its fan-outs checked where `check` says.
 fn devnet_client(devnet: &Devnet, options: &ChainOptions, check: FanoutCheck) -> Arc<ChainClient> {
+    client_handing_over(devnet, options, check, HandOver::Eager)
+}
+
+/// The devnet's client, its fan-outs checked where `check` says, its wallets' transactions handed
+/// over as `hand_over` says.
+fn client_handing_over(
+    devnet: &Devnet,
+    options: &ChainOptions,
+    check: FanoutCheck,
+    hand_over: HandOver,
+) -> Arc<ChainClient> {
     let settings = ChainSettings {
         name: "devnet".into(),
         rpc_url: Some(devnet.url.clone()),
@@ -112,6 +123,7 @@ fn devnet_client(devnet: &Devnet, options: &ChainOptions, check: FanoutCheck) ->
         prediction_questions: BTreeMap::new(),
         bridge_routes: BTreeMap::new(),
         fanout_check: check,
+        hand_over,
     };
     let clients = ChainClients::connect(
         &Chains(BTreeMap::from([(CHAIN, settings)])),
@@ -811,30 +823,133 @@ async fn the_local_check_reads_many_users_state_in_a_few_calls() {
     );
 }
 
+/// How many transactions the node's pool holds (pending or queued).
+async fn pool_count(devnet: &Devnet) -> u64 {
+    let pool: Value = devnet
+        .provider
+        .raw_request("txpool_status".into(), ())
+        .await
+        .expect("the pool's status");
+    let held = |k: &str| {
+        u64::from_str_radix(
+            pool[k].as_str().unwrap_or("0x0").trim_start_matches("0x"),
+            16,
+        )
+        .unwrap_or(0)
+    };
+    held("pending") + held("queued")
+}
+
 /// Until the node's pool holds `count` transactions (pending or queued).
 async fn pooled(devnet: &Devnet, count: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let pool: Value = devnet
-            .provider
-            .raw_request("txpool_status".into(), ())
-            .await
-            .expect("the pool's status");
-        let held = |k: &str| {
-            u64::from_str_radix(
-                pool[k].as_str().unwrap_or("0x0").trim_start_matches("0x"),
-                16,
-            )
-            .unwrap_or(0)
-        };
-        if held("pending") + held("queued") >= count {
-            return;
-        }
+    while pool_count(devnet).await < count {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the pool never held {count} transactions: {pool}"
+            "the pool never held {count} transactions"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// On a chain whose hand-over is paced (`hand-over = "paced"`: a node that mines each transaction
+/// as it arrives), a wallet's next run goes to the node only once its earlier transactions are
+/// mined: while the node mines nothing, the first execution's transaction waits in its pool alone
+/// and the next executions' are held back; as blocks come they follow, and each execution is mined
+/// exactly once.
+#[tokio::test]
+async fn a_paced_hand_over_waits_until_the_wallets_earlier_transactions_are_mined() {
+    let devnet = Devnet::start();
+    let w = wallet_of(&devnet, 6).await;
+    let (wallet, first) = (w.address, w.first);
+    let client = client_handing_over(&devnet, &w.options, FanoutCheck::Node, HandOver::Paced);
+    let transfers = Transfers::new(&devnet, w, client).await;
+    let execute = |key: String| transfers.start(key);
+    let mut executions = vec![execute("P0".into())];
+    pooled(&devnet, 1).await;
+    executions.extend((1..6).map(|i| execute(format!("P{i}"))));
+    // Reserved and signed, they wait behind the first, which nothing mines (well inside the 2 s a
+    // paced hand-over waits at most).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        pool_count(&devnet).await,
+        1,
+        "the next runs wait until the first is mined"
+    );
+    assert_eq!(devnet.nonce(wallet).await, first);
+    // Blocks come: the rest follow.
+    let mining = {
+        let provider = devnet.provider.clone();
+        tokio::spawn(async move {
+            loop {
+                let _: Result<Value, _> = provider.raw_request("evm_mine".into(), ()).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let mut hashes = std::collections::BTreeSet::new();
+    for e in executions {
+        let outcome = tokio::time::timeout(Duration::from_secs(30), e)
+            .await
+            .expect("every execution ends as blocks come")
+            .expect("the execution's task");
+        assert!(outcome.success, "{outcome:?}");
+        hashes.insert(outcome.tx_hash.expect("its transaction"));
+    }
+    mining.abort();
+    assert_eq!(hashes.len(), 6);
+    assert_eq!(devnet.nonce(wallet).await, first + 6);
+}
+
+/// Transfers from a devnet wallet through its sender, on a devnet that has stopped mining.
+struct Transfers {
+    sender: Arc<WalletSender>,
+    client: Arc<ChainClient>,
+    signer: PrivateKeySigner,
+    wallet: Address,
+    to: Address,
+}
+
+impl Transfers {
+    /// Stops the devnet's mining; `client` hands `w`'s transactions over.
+    async fn new(devnet: &Devnet, w: Wallet, client: Arc<ChainClient>) -> Self {
+        let _: Value = devnet
+            .provider
+            .raw_request("evm_setAutomine".into(), (false,))
+            .await
+            .expect("the devnet stops mining");
+        Self {
+            sender: Arc::new(WalletSender::new(
+                w.store,
+                Arc::new(SystemClock),
+                w.options,
+                SendHooks::default(),
+            )),
+            client,
+            signer: w.signer,
+            wallet: w.address,
+            to: devnet.account(8).0,
+        }
+    }
+
+    /// A transfer under execution key `key`, running.
+    fn start(
+        &self,
+        key: String,
+    ) -> tokio::task::JoinHandle<actiongate_core::execution::ExecutionOutcome> {
+        let (sender, client, signer) = (
+            self.sender.clone(),
+            self.client.clone(),
+            self.signer.clone(),
+        );
+        let (wallet, to) = (self.wallet, self.to);
+        tokio::spawn(async move {
+            sender
+                .execute(&client, &signer, wallet, &key, None, || async {
+                    Ok::<_, Error>(transfer(to))
+                })
+                .await
+        })
     }
 }
 
@@ -851,29 +966,10 @@ async fn waiting_executions_leave_the_node_to_its_mining() {
     let calls_of = |method: &str| rpc_calls(&metrics.render(), method);
     let devnet = Devnet::start();
     let w = wallet_of(&devnet, 5).await;
-    let (client, wallet, signer) = (w.client, w.address, w.signer);
-    let sender = Arc::new(WalletSender::new(
-        w.store,
-        Arc::new(SystemClock),
-        w.options,
-        SendHooks::default(),
-    ));
-    let _: Value = devnet
-        .provider
-        .raw_request("evm_setAutomine".into(), (false,))
-        .await
-        .expect("the devnet stops mining");
-    let to = devnet.account(8).0;
-    let execute = |key: String| {
-        let (sender, client, signer) = (sender.clone(), client.clone(), signer.clone());
-        tokio::spawn(async move {
-            sender
-                .execute(&client, &signer, wallet, &key, None, || async {
-                    Ok::<_, Error>(transfer(to))
-                })
-                .await
-        })
-    };
+    let (wallet, first) = (w.address, w.first);
+    let client = w.client.clone();
+    let transfers = Transfers::new(&devnet, w, client).await;
+    let execute = |key: String| transfers.start(key);
 
     // No block comes: the first execution waits, then twelve more.
     let mut waiting = vec![execute("W0".into())];
@@ -926,5 +1022,5 @@ async fn waiting_executions_leave_the_node_to_its_mining() {
         "transactions handed over again while the wallet's were being mined"
     );
     assert_eq!(hashes.len(), 13);
-    assert_eq!(devnet.nonce(wallet).await, w.first + 13);
+    assert_eq!(devnet.nonce(wallet).await, first + 13);
 }

@@ -594,6 +594,7 @@ mod tests {
             prediction_questions: BTreeMap::new(),
             bridge_routes: BTreeMap::new(),
             fanout_check: Default::default(),
+            hand_over: Default::default(),
         };
         let framework = Framework::of(84532, &settings).unwrap_or_else(|| panic!("defaults"));
         (framework, settings)

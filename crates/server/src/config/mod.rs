@@ -292,6 +292,10 @@ pub struct ChainConfig {
     /// `local` (the gateway's own EVM over the node's state) or `shadow` (both, compared).
     #[serde(default)]
     pub fanout_check: actiongate_core::chains::FanoutCheck,
+    /// How a wallet's transactions are handed to the node: `eager` (default) or `paced` (a run
+    /// once the wallet's earlier ones are mined; for a node that mines on arrival).
+    #[serde(default)]
+    pub hand_over: actiongate_core::chains::HandOver,
 }
 
 /// A route of `[chains.<id>.bridge-routes.<toChainId>]`.
@@ -716,6 +720,7 @@ fn chain_settings(file: BTreeMap<String, ChainConfig>) -> Result<Chains, ConfigE
                         prediction_questions,
                         bridge_routes,
                         fanout_check: c.fanout_check,
+                        hand_over: c.hand_over,
                     },
                 ))
             })
@@ -1048,6 +1053,7 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 prediction_questions: BTreeMap::new(),
                 bridge_routes: BTreeMap::new(),
                 fanout_check: Default::default(),
+                hand_over: Default::default(),
             },
         ),
         (
@@ -1070,6 +1076,7 @@ fn builtin_chains() -> BTreeMap<u64, ChainConfig> {
                 prediction_questions: BTreeMap::new(),
                 bridge_routes: BTreeMap::new(),
                 fanout_check: Default::default(),
+                hand_over: Default::default(),
             },
         ),
     ])
