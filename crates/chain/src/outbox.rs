@@ -130,12 +130,16 @@ const PACE_POLL: Duration = Duration::from_millis(2);
 /// below its first is mined ([`PACE_LIMIT`] at most).
 async fn send(client: &ChainClient, wallet: Address, batch: Vec<Bytes>) -> Vec<Answer> {
     let paced = client.settings.hand_over == HandOver::Paced;
-    let first_nonces: Vec<Option<u64>> = batch.iter().map(|raw| nonce_of(raw)).collect();
     let mut batch: Vec<Option<Bytes>> = batch.into_iter().map(Some).collect();
     let mut answers: Vec<Option<Answer>> = batch.iter().map(|_| None).collect();
     for run in hand_over_order(batch.len()) {
-        if paced && let Some(Some(nonce)) = first_nonces.get(run.first) {
-            mined_below(client, wallet, *nonce).await;
+        // (Its first is still in `batch`: nothing of the run is handed over yet.)
+        if paced
+            && let Some(nonce) = batch
+                .get(run.first)
+                .and_then(|raw| raw.as_ref().and_then(|b| nonce_of(b)))
+        {
+            mined_below(client, wallet, nonce).await;
         }
         for request in [run.rest, vec![run.first]] {
             if request.is_empty() {

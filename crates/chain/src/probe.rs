@@ -150,14 +150,22 @@ mod tests {
 
     use super::*;
 
-    /// Runs `code` as `to`'s code over `db` with `data`, as the node runs the override.
-    fn call(db: &CacheDB<EmptyDB>, to: Address, code: &[u8], data: Vec<u8>) -> Vec<u8> {
+    /// Runs a probe's `eth_call` over `db` as the node runs it: the overridden code at the call's
+    /// target, with the call's data.
+    fn call(
+        db: &CacheDB<EmptyDB>,
+        params: &(TransactionRequest, BlockId, StateOverride),
+    ) -> Vec<u8> {
+        let (request, _, overrides) = params;
+        let to = *request.to.as_ref().and_then(|t| t.to()).unwrap();
+        let code = overrides[&to].code.clone().unwrap();
+        let data = request.input.input().unwrap().clone();
         let mut db = db.clone();
         let mut info = db
             .load_account(to)
             .map(|a| a.info.clone())
             .unwrap_or_default();
-        let code = Bytecode::new_raw(Bytes::copy_from_slice(code));
+        let code = Bytecode::new_raw(code);
         info.code_hash = code.hash_slow();
         info.code = Some(code);
         db.insert_account_info(to, info);
@@ -168,7 +176,7 @@ mod tests {
         let tx = TxEnv::builder()
             .caller(Address::repeat_byte(0xca))
             .call(to)
-            .data(data.into())
+            .data(data)
             .gas_limit(1 << 24)
             .gas_price(0)
             .build()
@@ -203,14 +211,13 @@ mod tests {
         db.insert_account_storage(contract, big, U256::MAX - U256::from(1))
             .unwrap();
         let slots = [U256::from(3), big, U256::from(7), U256::from(3)];
-        let (request, _, overrides) = slots_call(contract, &slots, BlockId::latest());
-        assert_eq!(request.to, Some(contract.into()));
+        let params = slots_call(contract, &slots, BlockId::latest());
+        assert_eq!(params.0.to, Some(contract.into()));
         assert_eq!(
-            overrides[&contract].code.as_ref().map(|c| c.to_vec()),
-            Some(SLOTS.to_vec())
+            params.2[&contract].code.as_ref().map(|c| &c[..]),
+            Some(&SLOTS[..])
         );
-        let data = request.input.input().unwrap().to_vec();
-        let out = call(&db, contract, &SLOTS, data);
+        let out = call(&db, &params);
         assert_eq!(
             slots_answer(&out, slots.len()).unwrap(),
             vec![
@@ -221,7 +228,10 @@ mod tests {
             ]
         );
         // No slots, nothing read; an answer of another length is not an answer.
-        assert_eq!(call(&db, contract, &SLOTS, Vec::new()), Vec::<u8>::new());
+        assert_eq!(
+            call(&db, &slots_call(contract, &[], BlockId::latest())),
+            Vec::<u8>::new()
+        );
         assert!(slots_answer(&out, 3).is_none());
     }
 
@@ -250,14 +260,13 @@ mod tests {
         );
         let nobody = Address::repeat_byte(0x05);
         let accounts = [eoa, delegated, contract, nobody, eoa];
-        let (request, _, overrides) = accounts_call(&accounts, BlockId::latest());
-        assert_eq!(request.to, Some(READER.into()));
+        let params = accounts_call(&accounts, BlockId::latest());
+        assert_eq!(params.0.to, Some(READER.into()));
         assert_eq!(
-            overrides[&READER].code.as_ref().map(|c| c.to_vec()),
-            Some(ACCOUNTS.to_vec())
+            params.2[&READER].code.as_ref().map(|c| &c[..]),
+            Some(&ACCOUNTS[..])
         );
-        let data = request.input.input().unwrap().to_vec();
-        let out = call(&db, READER, &ACCOUNTS, data);
+        let out = call(&db, &params);
         let answers = accounts_answer(&out, accounts.len()).unwrap();
         assert_eq!(
             answers,

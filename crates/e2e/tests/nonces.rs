@@ -887,18 +887,26 @@ async fn a_paced_hand_over_waits_until_the_wallets_earlier_transactions_are_mine
             }
         })
     };
+    let hashes = succeeded(executions).await;
+    mining.abort();
+    assert_eq!(hashes.len(), 6);
+    assert_eq!(devnet.nonce(wallet).await, first + 6);
+}
+
+/// The transactions of `executions`, each of which must end, within 30 s, having succeeded.
+async fn succeeded(
+    executions: Vec<tokio::task::JoinHandle<actiongate_core::execution::ExecutionOutcome>>,
+) -> std::collections::BTreeSet<String> {
     let mut hashes = std::collections::BTreeSet::new();
     for e in executions {
         let outcome = tokio::time::timeout(Duration::from_secs(30), e)
             .await
-            .expect("every execution ends as blocks come")
+            .expect("every execution ends once its block is mined")
             .expect("the execution's task");
         assert!(outcome.success, "{outcome:?}");
         hashes.insert(outcome.tx_hash.expect("its transaction"));
     }
-    mining.abort();
-    assert_eq!(hashes.len(), 6);
-    assert_eq!(devnet.nonce(wallet).await, first + 6);
+    hashes
 }
 
 /// Transfers from a devnet wallet through its sender, on a devnet that has stopped mining.
@@ -1007,15 +1015,7 @@ async fn waiting_executions_leave_the_node_to_its_mining() {
         tokio::time::sleep(Duration::from_millis(200)).await;
         mine().await;
     }
-    let mut hashes = std::collections::BTreeSet::new();
-    for w in waiting {
-        let outcome = tokio::time::timeout(Duration::from_secs(30), w)
-            .await
-            .expect("every execution ends once its block is mined")
-            .expect("the execution's task");
-        assert!(outcome.success, "{outcome:?}");
-        hashes.insert(outcome.tx_hash.expect("its transaction"));
-    }
+    let hashes = succeeded(waiting).await;
     assert_eq!(
         calls_of("eth_sendRawTransaction") - sends,
         0,
