@@ -62,8 +62,11 @@ use crate::sender::{Simulated, gas_limits};
 /// transaction's (EIP-7825).
 const CALL_GAS_CAP: u64 = 1 << 24;
 
-/// How many users' checks one blocking thread runs, one after the other.
-const USERS_PER_THREAD: usize = 16;
+/// How many blocking threads a batch of checks runs on: two for each core (a thread parked on a
+/// read not foreseen leaves the cores to the others).
+pub fn check_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()) * 2
+}
 
 /// How many of one contract's slots, or how many accounts, a batch of reads has before they are read
 /// by the node's EVM in one call ([`crate::probe`]) instead of one call each.
@@ -207,10 +210,10 @@ impl LocalEvm {
     /// batches side by side), and they run on it. What was not foreseen is read when the EVM asks
     /// for it, as before: a wrong guess costs a read, never a wrong answer.
     ///
-    /// The users run on blocking threads, [`USERS_PER_THREAD`] to a thread one after the other: a
-    /// read not foreseen parks its thread until its batch ([`Gather`]) answers. (A thread parked
-    /// for each read and woken for its answer cost the gateway about a fifth of its CPU in a
-    /// fan-out before the reads were foreseen. revm's `asyncdb` fibers, which would suspend a user
+    /// The users run on a few blocking threads ([`check_threads`]), each taking the next user in
+    /// order when it ends one: a read not foreseen parks its thread until its batch ([`Gather`])
+    /// answers. (A thread parked for each read and woken for its answer cost the gateway about a
+    /// fifth of its CPU in a fan-out before the reads were foreseen. revm's `asyncdb` fibers, which would suspend a user
     /// instead of its thread, keep the running fiber in a thread-local that a suspended fiber does
     /// not give back: with two fibers in flight on one thread the second's resume runs on the
     /// first's frame (a segfault here), so they are not used.)
@@ -225,6 +228,7 @@ impl LocalEvm {
         users: &[(Address, Vec<Call>)],
         on_answer: Option<OnAnswer>,
     ) -> Vec<Checked> {
+        let started = std::time::Instant::now();
         let state = self.state_at(latest, time);
         let asked = Arc::new(AtomicUsize::new(0));
         let mut answers: Vec<Option<Checked>> = vec![None; users.len()];
@@ -298,34 +302,44 @@ impl LocalEvm {
             }
         }
 
-        let rest: Vec<(usize, (Address, Vec<Call>))> = answers
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| a.is_none())
-            .map(|(i, _)| (i, users[i].clone()))
-            .collect();
+        let read_ahead = started.elapsed();
+
+        // The rest run on a few blocking threads, each taking the next user not yet taken, so that
+        // answers come out from the start, in the users' order, at the pace the cores allow. (A
+        // thread for every 16 users, all running at once, shared the cores among all of them: each
+        // thread's first answer came about when every thread's last did, at the batch's end.)
+        let rest: Arc<Vec<_>> = Arc::new(
+            answers
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| a.is_none())
+                .map(|(i, _)| (i, users[i].clone()))
+                .collect(),
+        );
+        let next = Arc::new(AtomicUsize::new(0));
         let runtime = tokio::runtime::Handle::current();
-        let threads = rest.chunks(USERS_PER_THREAD).map(|chunk| {
+        let workers = check_threads().min(rest.len());
+        let threads = (0..workers).map(|_| {
             let (evm, state, asked) = (self.clone(), state.clone(), asked.clone());
+            let (rest, next) = (rest.clone(), next.clone());
             let (runtime, on_answer) = (runtime.clone(), on_answer.clone());
-            let chunk = chunk.to_vec();
             async move {
-                let at: Vec<usize> = chunk.iter().map(|(i, _)| *i).collect();
-                let ran = tokio::task::spawn_blocking(move || {
-                    chunk
-                        .iter()
-                        .map(|(i, (from, calls))| {
-                            let answer = evm.run(&state, &runtime, &asked, *from, calls);
-                            if let Some(heard) = &on_answer {
-                                heard(*i, &answer);
-                            }
-                            answer
-                        })
-                        .collect::<Vec<_>>()
+                tokio::task::spawn_blocking(move || {
+                    let mut ran = Vec::new();
+                    while let Some((i, (from, calls))) =
+                        rest.get(next.fetch_add(1, Ordering::Relaxed))
+                    {
+                        let answer = evm.run(&state, &runtime, &asked, *from, calls);
+                        if let Some(heard) = &on_answer {
+                            heard(*i, &answer);
+                        }
+                        ran.push((*i, answer));
+                    }
+                    ran
                 })
                 .await
-                .unwrap_or_else(|e| vec![Err(format!("the local check stopped: {e}")); at.len()]);
-                at.into_iter().zip(ran).collect::<Vec<_>>()
+                // A thread that stopped leaves its users unanswered: the node checks them.
+                .unwrap_or_default()
             }
         });
         for (i, answer) in futures_util::future::join_all(threads)
@@ -333,8 +347,18 @@ impl LocalEvm {
             .into_iter()
             .flatten()
         {
-            answers[i] = Some(answer);
+            if let Some(slot) = answers.get_mut(i) {
+                *slot = Some(answer);
+            }
         }
+        tracing::trace!(
+            chain_id = self.chain_id,
+            users = users.len(),
+            ahead = ahead.len(),
+            read_ahead_ms = read_ahead.as_secs_f64() * 1e3,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "a batch of local checks ran"
+        );
         actiongate_core::metrics::local_check_reads(self.chain_id, "ahead", ahead.len());
         actiongate_core::metrics::local_check_reads(
             self.chain_id,

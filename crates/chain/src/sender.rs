@@ -168,10 +168,19 @@ async fn check_batch(
     }
 }
 
-/// The checks in the gateway's EVM, each user answered as soon as its own check ends (its
-/// reservation and send go on while the others are checked); a user it could not run (a state read
-/// failed, or a transaction it does not run: value above the sender's balance, a sender with code)
-/// checked by the node, once the local checks end.
+/// The checks in the gateway's EVM, each user whose calls run answered as soon as its own check ends
+/// (its reservation and send go on while the others are checked); a user it could not run (a state
+/// read failed, or a transaction it does not run: value above the sender's balance, a sender with
+/// code) checked by the node, once the local checks end; and so is a user it refused.
+///
+/// A refusal is the node's to make: the local EVM reads the node's state a piece at a time, and a
+/// node can answer pieces of one block's state from different states (anvil 1.7 answers a read at
+/// its latest block with the state of the block it is mining when the two cross: a pair's reserves
+/// and its token balance from two blocks, a swap that reverts on neither refused with
+/// `UniswapV2: K`). A wrong "runs" costs the agent a reverted transaction's gas at most (the chain
+/// runs it on its own state); a wrong refusal fails an owner's execution that would have gone
+/// through. Refusals are few, so confirming each costs the node little; one the node overturns is
+/// counted (`disagreed`) and logged.
 async fn check_locally(
     client: &ChainClient,
     block: BlockId,
@@ -189,45 +198,78 @@ async fn check_locally(
     };
     let early = answers.clone();
     let on_answer: crate::local::OnAnswer = Arc::new(move |i, checked| {
-        if let Ok(answer) = checked {
-            early.answer(i, answer.clone());
+        if let Ok(Ok(gas)) = checked {
+            early.answer(i, Ok(gas.clone()));
         }
     });
     let local = client
         .local
         .check(&header, time, &batch, Some(on_answer))
         .await;
-    let mut unchecked = Vec::new();
-    let mut first_reason = None;
-    for (i, (answer, user)) in local.into_iter().zip(batch).enumerate() {
-        match answer {
-            // Answered by `on_answer` when its run ended.
-            Ok(_) => {}
-            Err(reason) => {
-                actiongate_core::metrics::local_check(client.chain_id, "unchecked");
-                first_reason.get_or_insert(reason);
-                unchecked.push((i, user));
-            }
-        }
-    }
-    if let Some(reason) = first_reason {
+    let (to_node, unchecked_reason) = to_confirm(local, batch);
+    if let Some(reason) = unchecked_reason {
         // One line a batch (a node that stopped answering state reads fails them all).
         tracing::warn!(
             chain_id = client.chain_id,
-            users = unchecked.len(),
+            users = to_node.iter().filter(|(.., refused)| refused.is_none()).count(),
             %reason,
             "local checks could not run; the node checks them"
         );
     }
-    if !unchecked.is_empty() {
-        let (at, users): (Vec<usize>, Vec<_>) = unchecked.into_iter().unzip();
-        for (i, answer) in at
-            .into_iter()
-            .zip(simulate_batch(client, block, users).await)
-        {
-            answers.answer(i, answer);
+    if to_node.is_empty() {
+        return;
+    }
+    let users = to_node.iter().map(|(_, user, _)| user.clone()).collect();
+    let node = simulate_batch(client, block, users).await;
+    for ((i, (from, _), refused), node) in to_node.into_iter().zip(node) {
+        match &refused {
+            None => actiongate_core::metrics::local_check(client.chain_id, "unchecked"),
+            // A node that did not answer is no verdict: its answer stands, the refusal unconfirmed.
+            Some(_) if matches!(&node, Err(e) if e.code == ErrorCode::NotAvailable) => {
+                actiongate_core::metrics::local_check(client.chain_id, "unchecked")
+            }
+            Some(local) => {
+                let agreed = crate::local::agree(&node, &Err(local.clone()));
+                let result = if agreed { "agreed" } else { "disagreed" };
+                actiongate_core::metrics::local_check(client.chain_id, result);
+                if !agreed {
+                    tracing::warn!(
+                        chain_id = client.chain_id,
+                        %from,
+                        node = ?node,
+                        local = ?local,
+                        "the node overturned the local check's refusal"
+                    );
+                }
+            }
+        }
+        answers.answer(i, node);
+    }
+}
+
+/// A user the node checks: its index in the batch, its calls, and the local EVM's refusal (`None`:
+/// the local EVM could not run it).
+type ToNode = (usize, (Address, Vec<Call>), Option<Error>);
+
+/// Of a batch's local checks, the users the node checks, and the first reason a check could not
+/// run. The users whose calls ran are answered already.
+fn to_confirm(
+    local: Vec<crate::local::Checked>,
+    batch: Vec<(Address, Vec<Call>)>,
+) -> (Vec<ToNode>, Option<String>) {
+    let mut to_node = Vec::new();
+    let mut first_reason = None;
+    for (i, (answer, user)) in local.into_iter().zip(batch).enumerate() {
+        match answer {
+            Ok(Ok(_)) => {}
+            Ok(Err(refusal)) => to_node.push((i, user, Some(refusal))),
+            Err(reason) => {
+                first_reason.get_or_insert(reason);
+                to_node.push((i, user, None));
+            }
         }
     }
+    (to_node, first_reason)
 }
 
 /// The checks by the node and in the gateway's EVM side by side: the node's answers, each local
@@ -1516,6 +1558,44 @@ mod tests {
     use super::*;
 
     const ACCOUNT: (u64, Address) = (84532, Address::repeat_byte(7));
+
+    /// A local refusal goes to the node with the users the local EVM could not run; a user whose
+    /// calls ran does not (it was answered when its run ended).
+    #[test]
+    fn the_node_confirms_local_refusals_and_checks_what_the_local_evm_could_not_run() {
+        let user = |b: u8| (Address::repeat_byte(b), Vec::new());
+        let refusal = Error::new(
+            ErrorCode::ExecutionReverted,
+            "swap would revert: UniswapV2: K",
+        );
+        let (to_node, reason) = to_confirm(
+            vec![
+                Ok(Ok(vec![21_000])),
+                Ok(Err(refusal)),
+                Err("a state read failed".into()),
+                Ok(Ok(vec![30_000])),
+                Err("the node answered no state".into()),
+            ],
+            (1..=5).map(user).collect(),
+        );
+        let sent: Vec<_> = to_node
+            .iter()
+            .map(|(i, (from, _), refused)| (*i, *from, refused.as_ref().map(|e| e.code)))
+            .collect();
+        assert_eq!(
+            sent,
+            vec![
+                (
+                    1,
+                    Address::repeat_byte(2),
+                    Some(ErrorCode::ExecutionReverted)
+                ),
+                (2, Address::repeat_byte(3), None),
+                (4, Address::repeat_byte(5), None),
+            ]
+        );
+        assert_eq!(reason.as_deref(), Some("a state read failed"));
+    }
 
     #[test]
     fn transactions_are_signed_as_alloys_signer_signs_them() {

@@ -561,8 +561,10 @@ async fn gathered_reads_and_simulations_answer_each_caller_as_alone() {
 
 /// A fan-out's check in the gateway's own EVM (`fanout-check = "local"`) answers each user as the
 /// node's check does: the same gas limits, the same refusal for a call that would revert, each
-/// user alone; and it asks the node to simulate only what it does not run itself (its state reads
-/// run on blocking threads, which this test's thread-local metrics recorder does not see). The fan-out's own redemptions (EIP-7702 accounts redeeming through the Delegation
+/// user alone; and it asks the node to simulate only what it does not run itself or refuses (a
+/// refusal is the node's to confirm: the local EVM's reads of one block may come from two states)
+/// (its state reads run on blocking threads, which this test's thread-local metrics recorder does
+/// not see). The fan-out's own redemptions (EIP-7702 accounts redeeming through the Delegation
 /// Framework) are compared with the node's in `delegation.rs`, with the devnet's gateway in
 /// `shadow`.
 #[tokio::test]
@@ -599,15 +601,76 @@ async fn the_local_check_answers_as_the_nodes() {
     assert!(by_node[4].is_err(), "{by_node:?}");
     assert_eq!(
         calls_of("eth_simulateV1"),
-        simulations + 1,
-        "the local check asks the node to simulate only what it does not run"
+        simulations + 3,
+        "the local check asks the node to simulate only what it does not run or refuses: the \
+         two in one request, which the node refuses whole (one sender cannot pay), then each alone"
+    );
+    // The overdraw, refused here and confirmed by the node; the user with nothing, checked there.
+    for result in ["agreed", "unchecked"] {
+        let series =
+            format!(r#"actiongate_local_checks_total{{chain="84532",result="{result}"}} 1"#);
+        assert!(metrics.render().contains(&series), "{}", metrics.render());
+    }
+}
+
+/// A batch of local checks answers its users from the start, in about the order they came: a few
+/// threads ([`actiongate_chain::local::check_threads`]) each take the next user as they end one, so
+/// the first answer after the shape's first user (run alone, to learn what the shape reads) is one
+/// of the first users the threads took, whoever runs fastest. (With a thread for every 16 users,
+/// all at once, it was the first of whichever thread's group ended its first run first.)
+#[tokio::test]
+async fn a_batch_of_local_checks_answers_its_first_users_first() {
+    use actiongate_chain::local::{OnAnswer, check_threads};
+    use alloy::eips::BlockNumberOrTag;
+
+    let devnet = Devnet::start();
+    let client = devnet_client(&devnet, &ChainOptions::default(), FanoutCheck::Local);
+    let (usdc, holder) = (devnet.usdc(), devnet.account(0).0);
+    let users: Vec<(Address, Vec<Call>)> = (1..=96u8)
+        .map(|b| {
+            let to = Address::repeat_byte(b);
+            (holder, token_transfer(usdc, to, U256::from(b)))
+        })
+        .collect();
+    let latest = client
+        .provider
+        .get_block_by_number(BlockNumberOrTag::Latest)
+        .await
+        .expect("the devnet answers")
+        .expect("a latest block")
+        .header;
+    let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let on_answer: OnAnswer = {
+        let heard = heard.clone();
+        Arc::new(move |i, _| heard.lock().expect("not poisoned").push(i))
+    };
+    let time = latest.timestamp + 2;
+    let answers = client
+        .local
+        .check(&latest, time, &users, Some(on_answer))
+        .await;
+    assert!(
+        answers
+            .iter()
+            .all(|a| matches!(a, Ok(Ok(gas)) if gas.len() == 1)),
+        "{answers:?}"
+    );
+    let heard = heard.lock().expect("not poisoned").clone();
+    let mut each = heard.clone();
+    each.sort_unstable();
+    assert_eq!(
+        each,
+        (0..users.len()).collect::<Vec<_>>(),
+        "each user heard once"
+    );
+    assert_eq!(
+        heard[0], 0,
+        "the shape's first user runs alone first: {heard:?}"
     );
     assert!(
-        metrics
-            .render()
-            .contains(r#"actiongate_local_checks_total{chain="84532",result="unchecked"} 1"#),
-        "{}",
-        metrics.render()
+        heard[1] <= check_threads(),
+        "the next answer is one of the first {} users the threads took: {heard:?}",
+        check_threads()
     );
 }
 
