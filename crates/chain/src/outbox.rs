@@ -6,7 +6,8 @@
 //! closes), lets the turn go, and then hands the queue over: whoever gets the
 //! wallet's hand-over lock takes everything queued so far and sends it in JSON-RPC batches (runs of
 //! up to 64, each without its first transaction highest nonce first, then its first: see
-//! [`hand_over_order`]), and each execution gets its own transaction's answer. While one batch is
+//! [`hand_over_order`]), and each execution gets its own transaction's answer as soon as its run's
+//! request is answered (it goes on to wait for its receipt while later runs are handed over). While one batch is
 //! with the node the next executions reserve, sign and queue behind it, so a node that mines what
 //! it holds when it builds a block (anvil, a sequencer) gets several of the wallet's transactions a
 //! block instead of one. A refused transaction does not stop the ones queued after it: its
@@ -27,7 +28,7 @@ use alloy::providers::Provider as _;
 use alloy::transports::{TransportError, TransportErrorKind};
 
 use crate::client::{ChainClient, batch_calls};
-use crate::gather::Gather;
+use crate::gather::{Answers, Gather};
 
 type Key = (u64, Address);
 type Answer = Result<(), TransportError>;
@@ -66,8 +67,8 @@ impl Outbox {
         ticket: Ticket,
     ) -> Result<(), TransportError> {
         self.0
-            .run((client.chain_id, wallet), ticket.0, |batch| {
-                send(client, wallet, batch)
+            .run_each((client.chain_id, wallet), ticket.0, |batch, answers| {
+                send(client, wallet, batch, answers)
             })
             .await
             .unwrap_or_else(|| {
@@ -125,13 +126,15 @@ const PACE_LIMIT: Duration = Duration::from_secs(2);
 /// How often a paced hand-over asks whether they are.
 const PACE_POLL: Duration = Duration::from_millis(2);
 
-/// Hands `batch` over run by run ([`hand_over_order`]) and answers each transaction in the batch's
-/// own order. On a chain whose hand-over is paced, each run waits until every nonce of `wallet`
-/// below its first is mined ([`PACE_LIMIT`] at most).
-async fn send(client: &ChainClient, wallet: Address, batch: Vec<Bytes>) -> Vec<Answer> {
+/// Hands `batch` over run by run ([`hand_over_order`]) and answers each transaction (by its index
+/// in the batch) as soon as the node has answered its request: its execution goes on to wait for
+/// its receipt while the batch's later runs are handed over. On a chain whose hand-over is paced,
+/// each run waits until every nonce of `wallet` below its first is mined ([`PACE_LIMIT`] at most):
+/// a batch of 633 took 477 ms to hand over, and its executions, all answered at its end, learnt
+/// that their transactions were mined only then, 600 of them in the last 60 ms of the fan-out.
+async fn send(client: &ChainClient, wallet: Address, batch: Vec<Bytes>, answers: Answers<Answer>) {
     let paced = client.settings.hand_over == HandOver::Paced;
     let mut batch: Vec<Option<Bytes>> = batch.into_iter().map(Some).collect();
-    let mut answers: Vec<Option<Answer>> = batch.iter().map(|_| None).collect();
     for run in hand_over_order(batch.len()) {
         // (Its first is still in `batch`: nothing of the run is handed over yet.)
         if paced
@@ -150,24 +153,22 @@ async fn send(client: &ChainClient, wallet: Address, batch: Vec<Bytes>) -> Vec<A
                 .filter_map(|&i| batch.get_mut(i).and_then(Option::take))
                 .map(|raw| (raw,))
                 .collect();
-            let sent = batch_calls::<_, B256>(client, "eth_sendRawTransaction", params).await;
-            for (i, answer) in request.into_iter().zip(sent) {
-                if let Some(slot) = answers.get_mut(i) {
-                    *slot = Some(answer.map(|_| ()));
-                }
+            let mut sent = batch_calls::<_, B256>(client, "eth_sendRawTransaction", params)
+                .await
+                .into_iter();
+            for i in request {
+                let answer = sent.next().map_or_else(
+                    || {
+                        Err(TransportErrorKind::custom_str(
+                            "the node's batch answer left this transaction out",
+                        ))
+                    },
+                    |a| a.map(|_| ()),
+                );
+                answers.answer(i, answer);
             }
         }
     }
-    answers
-        .into_iter()
-        .map(|a| {
-            a.unwrap_or_else(|| {
-                Err(TransportErrorKind::custom_str(
-                    "the node's batch answer left this transaction out",
-                ))
-            })
-        })
-        .collect()
 }
 
 /// A signed transaction's nonce (`None` for bytes that do not decode: handed over unpaced).

@@ -956,6 +956,44 @@ async fn a_paced_hand_over_waits_until_the_wallets_earlier_transactions_are_mine
     assert_eq!(devnet.nonce(wallet).await, first + 6);
 }
 
+/// A paced hand-over answers each run's transactions as soon as the node has taken them, so that
+/// their executions go on to wait for their receipts while the batch's later runs wait their turn:
+/// with nothing mined, the first answers come while the node's pool holds the first run of a batch
+/// of 70 alone (the second waits for it to be mined, 2 s at most, and then follows).
+#[tokio::test]
+async fn a_paced_hand_over_answers_each_run_as_the_node_takes_it() {
+    use actiongate_chain::outbox::Outbox;
+    use futures_util::StreamExt;
+
+    let devnet = Devnet::start();
+    let w = wallet_of(&devnet, 3).await;
+    let client = client_handing_over(&devnet, &w.options, FanoutCheck::Node, HandOver::Paced);
+    let _: Value = devnet
+        .provider
+        .raw_request("evm_setAutomine".into(), (false,))
+        .await
+        .expect("the devnet stops mining");
+    let outbox = Outbox::default();
+    let tickets: Vec<_> = (0..70)
+        .map(|i| outbox.queue(CHAIN, w.address, &no_op(&w.signer, w.first + i).1))
+        .collect();
+    let mut handing: futures_util::stream::FuturesUnordered<_> = tickets
+        .into_iter()
+        .map(|ticket| outbox.hand_over(&client, w.address, ticket))
+        .collect();
+    let first = handing.next().await.expect("an answer");
+    assert!(first.is_ok(), "{first:?}");
+    let held = pool_count(&devnet).await;
+    assert!(
+        (63..=64).contains(&held),
+        "answered while the pool holds the first run alone: {held}"
+    );
+    while let Some(answer) = handing.next().await {
+        assert!(answer.is_ok(), "{answer:?}");
+    }
+    assert_eq!(pool_count(&devnet).await, 70, "the second run followed");
+}
+
 /// The transactions of `executions`, each of which must end, within 30 s, having succeeded.
 async fn succeeded(
     executions: Vec<tokio::task::JoinHandle<actiongate_core::execution::ExecutionOutcome>>,
