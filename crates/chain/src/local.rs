@@ -213,10 +213,10 @@ impl LocalEvm {
     /// The users run on a few blocking threads ([`check_threads`]), each taking the next user in
     /// order when it ends one: a read not foreseen parks its thread until its batch ([`Gather`])
     /// answers. (A thread parked for each read and woken for its answer cost the gateway about a
-    /// fifth of its CPU in a fan-out before the reads were foreseen. revm's `asyncdb` fibers, which would suspend a user
-    /// instead of its thread, keep the running fiber in a thread-local that a suspended fiber does
-    /// not give back: with two fibers in flight on one thread the second's resume runs on the
-    /// first's frame (a segfault here), so they are not used.)
+    /// fifth of its CPU in a fan-out before the reads were foreseen. revm's `asyncdb` fibers,
+    /// which would suspend a user instead of its thread, keep the running fiber in a thread-local
+    /// that a suspended fiber does not give back: with two fibers in flight on one thread the
+    /// second's resume runs on the first's frame (a segfault here), so they are not used.)
     ///
     /// `on_answer`, when given, hears each user's answer (by its index in `users`) as soon as it
     /// is known, from whichever thread ran it: a fan-out's executions go on to their reservations
@@ -339,7 +339,10 @@ impl LocalEvm {
                 })
                 .await
                 // A thread that stopped leaves its users unanswered: the node checks them.
-                .unwrap_or_default()
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "a thread of local checks stopped");
+                    Vec::new()
+                })
             }
         });
         for (i, answer) in futures_util::future::join_all(threads)

@@ -179,8 +179,8 @@ async fn check_batch(
 /// and its token balance from two blocks, a swap that reverts on neither refused with
 /// `UniswapV2: K`). A wrong "runs" costs the agent a reverted transaction's gas at most (the chain
 /// runs it on its own state); a wrong refusal fails an owner's execution that would have gone
-/// through. Refusals are few, so confirming each costs the node little; one the node overturns is
-/// counted (`disagreed`) and logged.
+/// through. Refusals are few, so confirming each costs the node little; each is compared as
+/// `shadow` compares ([`compare`]): one the node overturns is counted `disagreed` and logged.
 async fn check_locally(
     client: &ChainClient,
     block: BlockId,
@@ -221,27 +221,10 @@ async fn check_locally(
     }
     let users = to_node.iter().map(|(_, user, _)| user.clone()).collect();
     let node = simulate_batch(client, block, users).await;
-    for ((i, (from, _), refused), node) in to_node.into_iter().zip(node) {
-        match &refused {
+    for ((i, (from, calls), refused), node) in to_node.into_iter().zip(node) {
+        match refused {
             None => actiongate_core::metrics::local_check(client.chain_id, "unchecked"),
-            // A node that did not answer is no verdict: its answer stands, the refusal unconfirmed.
-            Some(_) if matches!(&node, Err(e) if e.code == ErrorCode::NotAvailable) => {
-                actiongate_core::metrics::local_check(client.chain_id, "unchecked")
-            }
-            Some(local) => {
-                let agreed = crate::local::agree(&node, &Err(local.clone()));
-                let result = if agreed { "agreed" } else { "disagreed" };
-                actiongate_core::metrics::local_check(client.chain_id, result);
-                if !agreed {
-                    tracing::warn!(
-                        chain_id = client.chain_id,
-                        %from,
-                        node = ?node,
-                        local = ?local,
-                        "the node overturned the local check's refusal"
-                    );
-                }
-            }
+            Some(refusal) => compare(client, from, &calls, &node, &Ok(Err(refusal))),
         }
         answers.answer(i, node);
     }
@@ -287,30 +270,42 @@ async fn shadow(
     };
     let (node, local) = tokio::join!(simulate_batch(client, block, batch.clone()), local);
     for ((node, local), (from, calls)) in node.iter().zip(local).zip(&batch) {
-        // Nothing to compare when either could not answer (a node that did not answer is no
-        // verdict on the transaction).
-        let node_silent = matches!(node, Err(e) if e.code == ErrorCode::NotAvailable);
-        let result = match &local {
-            Err(_) => "unchecked",
-            Ok(_) if node_silent => "unchecked",
-            Ok(local) if crate::local::agree(node, local) => "agreed",
-            Ok(_) => "disagreed",
-        };
-        actiongate_core::metrics::local_check(client.chain_id, result);
-        if result != "agreed" {
-            let first = calls.first().map(|c| c.description.as_str()).unwrap_or("");
-            tracing::warn!(
-                chain_id = client.chain_id,
-                %from,
-                calls = calls.len(),
-                first,
-                node = ?node,
-                local = ?local,
-                "the local check's answer is not the node's ({result})"
-            );
-        }
+        compare(client, *from, calls, node, &local);
     }
     node
+}
+
+/// The local check's answer for `from`'s `calls` against the node's, counted in
+/// `actiongate_local_checks_total` and, unless they agree, logged with both: `unchecked` when
+/// either could not answer (a node that did not answer is no verdict on the transaction),
+/// `agreed` or `disagreed` ([`crate::local::agree`]).
+fn compare(
+    client: &ChainClient,
+    from: Address,
+    calls: &[Call],
+    node: &Result<Vec<u64>, Error>,
+    local: &crate::local::Checked,
+) {
+    let node_silent = matches!(node, Err(e) if e.code == ErrorCode::NotAvailable);
+    let result = match local {
+        Err(_) => "unchecked",
+        Ok(_) if node_silent => "unchecked",
+        Ok(local) if crate::local::agree(node, local) => "agreed",
+        Ok(_) => "disagreed",
+    };
+    actiongate_core::metrics::local_check(client.chain_id, result);
+    if result != "agreed" {
+        let first = calls.first().map(|c| c.description.as_str()).unwrap_or("");
+        tracing::warn!(
+            chain_id = client.chain_id,
+            %from,
+            calls = calls.len(),
+            first,
+            node = ?node,
+            local = ?local,
+            "the local check's answer is not the node's ({result})"
+        );
+    }
 }
 
 async fn simulate_alone(

@@ -562,9 +562,9 @@ async fn gathered_reads_and_simulations_answer_each_caller_as_alone() {
 /// A fan-out's check in the gateway's own EVM (`fanout-check = "local"`) answers each user as the
 /// node's check does: the same gas limits, the same refusal for a call that would revert, each
 /// user alone; and it asks the node to simulate only what it does not run itself or refuses (a
-/// refusal is the node's to confirm: the local EVM's reads of one block may come from two states)
-/// (its state reads run on blocking threads, which this test's thread-local metrics recorder does
-/// not see). The fan-out's own redemptions (EIP-7702 accounts redeeming through the Delegation
+/// refusal is the node's to confirm: the local EVM's reads of one block may come from two states).
+/// Its state reads run on blocking threads, which this test's thread-local metrics recorder does
+/// not see. The fan-out's own redemptions (EIP-7702 accounts redeeming through the Delegation
 /// Framework) are compared with the node's in `delegation.rs`, with the devnet's gateway in
 /// `shadow`.
 #[tokio::test]
