@@ -9,8 +9,8 @@
 //        [--pids gateway:PID,node:PID [--perf DIR]]   (CPU per side; with --perf, `perf record` of each)
 //
 // Then the node's own rates for the same transactions: the chain is put back to a snapshot taken
-// before the submit and the gateway's own signed transactions are handed to it directly, twice: all
-// at once with automining off, then mined in blocks as full as the gas limit allows (the node's
+// before the submit and the gateway's own signed transactions are handed to it directly, twice: a
+// block's worth at a time with automining off, each mined in a block as full as the gas limit allows (the node's
 // capacity for them), and one at a time with automining on, each mined before the next is sent
 // (one transaction a block, as the node mines the gateway's). Not on a node mining on a clock: there
 // it would measure the clock (a block a transaction).
@@ -303,12 +303,10 @@ for (let i = 1; i < txs.length; i++) {
 }
 // The gas each redemption was given (its limit: what a block is packed by) and used (its mined
 // receipt), on average.
-{
-  let used = 0n;
-  for (const t of txs) used += BigInt((await receiptOf(t.hash)).gasUsed);
-  summary.gasLimitPerTx = Number(txs.reduce((sum, t) => sum + BigInt(t.gas), 0n) / BigInt(txs.length));
-  summary.gasUsedPerTx = Number(used / BigInt(txs.length));
-}
+const gasUsed = [];
+for (const t of txs) gasUsed.push(BigInt((await receiptOf(t.hash)).gasUsed));
+summary.gasLimitPerTx = Number(txs.reduce((sum, t) => sum + BigInt(t.gas), 0n) / BigInt(txs.length));
+summary.gasUsedPerTx = Number(gasUsed.reduce((sum, g) => sum + g, 0n) / BigInt(txs.length));
 // With FANOUT_TIMELINE set: each of the fan-out's blocks as [transactions, base fee], and the
 // lowest and highest fee cap the gateway signed, on stderr.
 if (process.env.FANOUT_TIMELINE) {
@@ -375,38 +373,70 @@ const checkReceipts = async (hashes) => {
     if (!receipt || receipt.status !== "0x1") throw new Error(`a replayed redemption did not succeed: ${hash}`);
   }
 };
-// First, the node's capacity for these transactions: automining off, every transaction handed to
-// the pool in JSON-RPC batches of 50 (nonce order), then blocks mined (`evm_mine`, each as full as
-// the block gas limit allows) until the last one is in. With automining on, anvil at N=1,000 dropped
+// First, the node's capacity for these transactions: automining off, the transactions handed to
+// the pool in JSON-RPC batches of 50 (nonce order), a block's worth at a time (below), each
+// block's worth mined (`evm_mine`, as full as the block gas limit allows) before the next is handed
+// over, until the last one is in. With automining on, anvil at N=1,000 dropped
 // part of a fast replay from its pool (transactions handed over while a block was being mined
 // vanished, `txpool_content` empty, nonces behind them stuck): the earlier replays that never ended.
 // On a node mining on a clock (FANOUT_BLOCK_TIME) the clock keeps mining beside the `evm_mine`s: the
 // blocks are as full as the pool allows either way.
-if (automining) await pub.request({ method: "evm_setAutomine", params: [false] });
-const rawCpuBefore = cpuMs();
-const rawStart = Date.now();
-const sent = [];
-for (let i = 0; i < raws.length; i += 50) {
-  const batch = raws.slice(i, i + 50).map((raw, j) => ({ jsonrpc: "2.0", id: i + j, method: "eth_sendRawTransaction", params: [raw] }));
-  const r = await fetch(devnet.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(batch) });
-  const answers = (await r.json()).sort((a, b) => a.id - b.id);
-  for (const a of answers) {
-    if (a.error) throw new Error(`the node refused a replayed transaction: ${JSON.stringify(a.error)}`);
-    sent.push(a.result);
+//
+// The pool is given a block's worth at a time, as the node packs a block: a transaction goes in
+// while the gas its block's earlier ones used (their receipts' through the gateway: the same
+// transactions on the same state) plus its own limit is within the block's gas limit. Handed all
+// 1,000 at once, anvil 1.7.1's block builder skipped the first that did not fit, kept trying the
+// ones after it, and when a later one with a slightly lower limit did fit, refused it as "nonce
+// too high" and dropped it from the pool with every later nonce (read in its executor and pool:
+// `remove_invalid` takes a transaction's descendants with it): the replays that ended with the pool
+// empty and 252-434 of 1,000 mined.
+const blockGasLimit = BigInt((await pub.getBlock({ blockTag: "latest" })).gasLimit);
+const chunks = [];
+{
+  let start = 0;
+  let used = 0n;
+  for (let i = 0; i < raws.length; i++) {
+    if (i > start && used + BigInt(txs[i].gas) > blockGasLimit) {
+      chunks.push([start, i]);
+      start = i;
+      used = 0n;
+    }
+    used += gasUsed[i];
   }
+  chunks.push([start, raws.length]);
 }
-let fullBlocks = 0;
+if (automining) await pub.request({ method: "evm_setAutomine", params: [false] });
 // Full blocks raise the base fee 12.5 % each; after six or seven of them it passes the fee cap the
 // gateway signed for (seen: cap 15 wei, base fee 7 at the snapshot) and anvil drops the rest from
 // its pool. The replay measures mining, not the fee market: each block's base fee is held at the
 // snapshot's.
 const baseFee = (await pub.getBlock({ blockTag: "latest" })).baseFeePerGas;
-while (!(await receiptOf(sent[sent.length - 1]))) {
+let fullBlocks = 0;
+const mine = async () => {
   if (baseFee !== null && baseFee !== undefined) {
     await pub.request({ method: "anvil_setNextBlockBaseFeePerGas", params: [`0x${baseFee.toString(16)}`] });
   }
   await pub.request({ method: "evm_mine", params: [] });
   fullBlocks++;
+};
+const rawCpuBefore = cpuMs();
+const rawStart = Date.now();
+const sent = [];
+for (const [from, to] of chunks) {
+  for (let i = from; i < to; i += 50) {
+    const batch = raws.slice(i, Math.min(i + 50, to)).map((raw, j) => ({ jsonrpc: "2.0", id: i + j, method: "eth_sendRawTransaction", params: [raw] }));
+    const r = await fetch(devnet.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(batch) });
+    const answers = (await r.json()).sort((a, b) => a.id - b.id);
+    for (const a of answers) {
+      if (a.error) throw new Error(`the node refused a replayed transaction: ${JSON.stringify(a.error)}`);
+      sent.push(a.result);
+    }
+  }
+  await mine();
+}
+// Whatever a block left over (a transaction that used more gas here than through the gateway).
+while (!(await receiptOf(sent[sent.length - 1]))) {
+  await mine();
   if (fullBlocks > raws.length) {
     // Why: how many were mined, what the pool holds, and the fees against the base fee now.
     const mined = (await pub.getTransactionCount({ address: txs[0].from, blockTag: "latest" })) - Number(BigInt(txs[0].nonce));
