@@ -10,13 +10,13 @@
 //! gathered JSON-RPC batches, microseconds of the node's time each), and the EVM work runs in the
 //! gateway beside the node's mining.
 //!
-//! The state is read at the latest block when a batch of checks starts and kept for that block
-//! (by its hash: the contracts every delegator touches are read once a block, each delegator's own
-//! few slots once). What a check will read is foreseen from the first check of the same shape of
-//! calls and read ahead in one round ([`LocalEvm::check`]). Each user's calls run in order with their state carried, in a simulated block
-//! dated as the node's check dates it; each user alone, on the block's state. The answer is the
-//! same rule as the node's check ([`crate::sender::gas_limits`]): each call's gas before refunds
-//! plus headroom, or the first revert's decoded reason.
+//! The state is read at the latest block when a batch of checks starts and kept for that block (by
+//! its hash: the contracts every delegator touches are read once a block, each delegator's own few
+//! slots once). What a check will read is foreseen from the first check of the same shape of calls
+//! and read ahead in one round ([`LocalEvm::check`]). Each user's calls run in order with their
+//! state carried, in a simulated block dated as the node's check dates it; each user alone, on the
+//! block's state. The answer is the same rule as the node's check ([`crate::sender::gas_limits`]):
+//! each call's gas before refunds plus headroom, or the first revert's decoded reason.
 //!
 //! Whether a chain's fan-outs are checked here is the chain's `fanout-check` setting: `node` (the
 //! node's `eth_simulateV1`), `local` (here; a user whose state could not be read is checked by the

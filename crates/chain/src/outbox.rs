@@ -1,18 +1,18 @@
 //! Hands a wallet's signed transactions to the node in the order of their nonces, several at once.
 //!
 //! An execution queues its first transaction while it still holds the wallet's turn (so first
-//! transactions are queued in the reservations' order; an execution's later ones are queued once the
-//! one before is answered, possibly behind later executions' nonces, which nodes hold until the gap
-//! closes), lets the turn go, and then hands the queue over: whoever gets the
-//! wallet's hand-over lock takes everything queued so far and sends it in JSON-RPC batches (runs of
-//! up to 64, each without its first transaction highest nonce first, then its first: see
+//! transactions are queued in the reservations' order; an execution's later ones are queued once
+//! the one before is answered, possibly behind later executions' nonces, which nodes hold until the
+//! gap closes), lets the turn go, and then hands the queue over: whoever gets the wallet's
+//! hand-over lock takes everything queued so far and sends it in JSON-RPC batches (runs of up to
+//! 64, each without its first transaction highest nonce first, then its first: see
 //! [`hand_over_order`]), and each execution gets its own transaction's answer as soon as its run's
-//! request is answered (it goes on to wait for its receipt while later runs are handed over).
-//! While one batch is with the node the next executions reserve, sign and queue behind it, so a
-//! node that mines what it holds when it builds a block (anvil, a sequencer) gets several of the
-//! wallet's transactions a block instead of one. A refused transaction does not stop the ones queued after it: its
-//! execution gives its nonce back, and the nonce is filled (by its retry, another reservation, or a
-//! no-op) so that nothing waits behind a gap (see the sender).
+//! request is answered (it goes on to wait for its receipt while later runs are handed over). While
+//! one batch is with the node the next executions reserve, sign and queue behind it, so a node that
+//! mines what it holds when it builds a block (anvil, a sequencer) gets several of the wallet's
+//! transactions a block instead of one. A refused transaction does not stop the ones queued after
+//! it: its execution gives its nonce back, and the nonce is filled (by its retry, another
+//! reservation, or a no-op) so that nothing waits behind a gap (see the sender).
 //!
 //! On a chain whose `hand-over` is `paced` (a node that mines each transaction as it arrives), a
 //! wallet's next run waits until its earlier transactions are mined, so that nothing of the wallet's
