@@ -10,10 +10,10 @@
 //
 // Then the node's own rates for the same transactions: the chain is put back to a snapshot taken
 // before the submit and the gateway's own signed transactions are handed to it directly, twice: a
-// block's worth at a time with automining off, each mined in a block as full as the gas limit allows (the node's
-// capacity for them), and one at a time with automining on, each mined before the next is sent
-// (one transaction a block, as the node mines the gateway's). Not on a node mining on a clock: there
-// it would measure the clock (a block a transaction).
+// block's worth at a time with automining off, each mined in a block as full as the gas limit
+// allows (the node's capacity for them), and one at a time with automining on, each mined before
+// the next is sent (one transaction a block, as the node mines the gateway's). Not on a node mining
+// on a clock: there it would measure the clock (a block a transaction).
 //
 // Prints one JSON line: {n, made, setupMs, submitToCompletedMs, executions, distinctWallets,
 // succeeded, failed, perSecond, gathered (the gateway's gathered batches by kind: how many, mean
@@ -375,11 +375,11 @@ const checkReceipts = async (hashes) => {
 };
 // First, the node's capacity for these transactions: automining off, the transactions handed to
 // the pool in JSON-RPC batches of 50 (nonce order), a block's worth at a time (below), each
-// block's worth mined (`evm_mine`, as full as the block gas limit allows) before the next is handed
-// over, until the last one is in. With automining on, anvil at N=1,000 dropped
-// part of a fast replay from its pool (transactions handed over while a block was being mined
-// vanished, `txpool_content` empty, nonces behind them stuck): the earlier replays that never ended.
-// On a node mining on a clock (FANOUT_BLOCK_TIME) the clock keeps mining beside the `evm_mine`s: the
+// block's worth mined (`evm_mine`, as full as the block gas limit allows) before the next is
+// handed over, until the last one is in. With automining on, anvil at N=1,000 dropped part of a
+// fast replay from its pool (transactions handed over while a block was being mined vanished,
+// `txpool_content` empty, nonces behind them stuck): the earlier replays that never ended. On a
+// node mining on a clock (FANOUT_BLOCK_TIME) the clock keeps mining beside the `evm_mine`s: the
 // blocks are as full as the pool allows either way.
 //
 // The pool is given a block's worth at a time, as the node packs a block: a transaction goes in
