@@ -23,7 +23,7 @@ use alloy::sol_types::{Eip712Domain, SolCall, SolEvent, SolStruct};
 use async_trait::async_trait;
 
 use crate::bindings::IERC20;
-use crate::client::ChainClients;
+use crate::client::{ChainClient, ChainClients};
 use crate::locks::KeyedLocks;
 use crate::plan::{Call, Plan, rpc_error};
 use crate::sender::WalletSender;
@@ -37,6 +37,15 @@ impl ChainPayments {
     /// `None` when the payment chain has no RPC URL.
     pub fn for_chain(clients: ChainClients, chain_id: u64) -> Option<Self> {
         clients.get(chain_id).is_some().then_some(Self { clients })
+    }
+
+    fn client(&self, chain_id: u64) -> Result<&Arc<ChainClient>> {
+        self.clients.get(chain_id).ok_or_else(|| {
+            Error::new(
+                ErrorCode::NotAvailable,
+                format!("Chain {chain_id} has no RPC URL here."),
+            )
+        })
     }
 }
 
@@ -53,12 +62,7 @@ fn parse<T: std::str::FromStr>(what: &str, text: &str) -> Result<T> {
 #[async_trait]
 impl PaymentVerifier for ChainPayments {
     async fn check_transfer(&self, e: &ExpectedTransfer<'_>) -> Result<TransferCheck> {
-        let client = self.clients.get(e.chain_id).ok_or_else(|| {
-            Error::new(
-                ErrorCode::NotAvailable,
-                format!("Chain {} has no RPC URL here.", e.chain_id),
-            )
-        })?;
+        let client = self.client(e.chain_id)?;
         let hash: B256 = e
             .tx_hash
             .parse()
@@ -160,8 +164,18 @@ impl PaymentVerifier for ChainPayments {
                 )
             })?;
         Ok(TransferCheck::Paid {
+            block_number: mined_in,
             block_timestamp: block.header.timestamp,
         })
+    }
+
+    async fn head_block(&self, chain_id: u64) -> Result<u64> {
+        let client = self.client(chain_id)?;
+        client
+            .provider
+            .get_block_number()
+            .await
+            .map_err(|err| rpc_error(client, err))
     }
 }
 

@@ -63,8 +63,11 @@ impl Default for PurchaseSettings {
 /// What the chain says of a payment transaction.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TransferCheck {
-    /// It pays the invoice; mined in a block with this timestamp (Unix seconds).
-    Paid { block_timestamp: u64 },
+    /// It pays the invoice; mined in this block, which has this timestamp (Unix seconds).
+    Paid {
+        block_number: u64,
+        block_timestamp: u64,
+    },
     /// Not mined yet, or short of confirmations.
     Pending(String),
     /// It does not pay the invoice, and never will.
@@ -89,6 +92,9 @@ pub struct ExpectedTransfer<'a> {
 #[async_trait]
 pub trait PaymentVerifier: Send + Sync + 'static {
     async fn check_transfer(&self, expected: &ExpectedTransfer<'_>) -> Result<TransferCheck>;
+    /// The chain's latest block number: an invoice records it when issued, and only a payment mined
+    /// in a later block answers it (the chain's own order, not two clocks compared).
+    async fn head_block(&self, chain_id: u64) -> Result<u64>;
 }
 
 /// The payment headers of a retry.

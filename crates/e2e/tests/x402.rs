@@ -428,9 +428,10 @@ async fn credits_are_bought_with_a_real_stablecoin_transfer() {
         (422, json!("INVOICE_MISMATCH")),
         "{body}"
     );
-    // An invoice that expired before it was paid.
+    // An invoice that expired before it was paid (its 4 s TTL by the block's timestamp, which may
+    // lag the gateway's clock by up to 2 s: anvil's start-up, in whole seconds).
     let (stale, stale_challenge) = buyer.challenge("credits_100", payer).await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_secs(7)).await;
     let late = devnet
         .transfer(
             7,
@@ -536,6 +537,37 @@ async fn a_payment_redeems_only_its_own_invoice() {
         }
     };
     let victim = devnet.account(6).0;
+    // A transfer in a block the chain had already reached when its invoice was issued (here the chain
+    // reorganised below it) was not sent for it: refused, though it was mined after the invoice.
+    let fork = rpc(&devnet, "evm_snapshot", json!([])).await;
+    rpc(&devnet, "anvil_mine", json!(["0x3"])).await;
+    let (_, early) = open("credits_100", victim, None).await;
+    rpc(&devnet, "evm_revert", json!([fork])).await;
+    let reorged = devnet
+        .transfer(
+            6,
+            usdc_addr,
+            recipient,
+            challenge_units(&early["x402Challenge"], 2_000_000),
+            None,
+        )
+        .await;
+    let early_id = early["x402Challenge"]["invoiceId"]
+        .as_str()
+        .unwrap_or_default();
+    let (status, body) = open("credits_100", victim, Some((early_id, reorged))).await;
+    assert_eq!(
+        (status, body["code"].clone()),
+        (422, json!("INVOICE_MISMATCH")),
+        "{body}"
+    );
+    // The chain's clock 30 s behind the gateway's (a node's timestamps may lag it; anvil's lag by
+    // its start-up): the chain orders a payment after its invoice, whatever the two clocks say.
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is after 1970")
+        .as_secs();
+    rpc(&devnet, "evm_setTime", json!([format!("{:#x}", wall - 30)])).await;
     // The attacker opens a cheap and a same-price invoice for the victim's wallet.
     let (_, cheap) = open("credits_100", victim, None).await;
     let (_, same) = open("credits_1000", victim, None).await;

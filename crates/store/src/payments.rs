@@ -15,7 +15,7 @@ use crate::{Backend, Dialect, SqlStore};
 
 macro_rules! invoice_columns {
     () => {
-        "id, sku, credits, amount_atomic, tag_atomic, payer, account_id, agent_id, chain_id, token, recipient, created_at, expires_at, paid_at, tx_hash"
+        "id, sku, credits, amount_atomic, tag_atomic, payer, account_id, agent_id, chain_id, token, recipient, created_at, issued_block, expires_at, paid_at, tx_hash"
     };
 }
 
@@ -34,6 +34,7 @@ pub(crate) struct InvoiceRow {
     token: String,
     recipient: String,
     created_at: i64,
+    issued_block: Option<i64>,
     expires_at: i64,
     paid_at: Option<i64>,
     tx_hash: Option<String>,
@@ -53,6 +54,7 @@ pub(crate) fn invoice_from(row: InvoiceRow) -> Result<InvoiceRecord, StoreError>
         token,
         recipient,
         created_at,
+        issued_block,
         expires_at,
         paid_at,
         tx_hash,
@@ -70,6 +72,7 @@ pub(crate) fn invoice_from(row: InvoiceRow) -> Result<InvoiceRecord, StoreError>
         token,
         recipient,
         created_at,
+        issued_block,
         expires_at,
         paid_at,
         tx_hash,
@@ -101,11 +104,11 @@ impl PaymentStore for SqlStore {
                 return Ok(false);
             }
             sqlx::query(
-                "INSERT INTO invoices (id, sku, credits, amount_atomic, tag_atomic, payer, account_id, agent_id, chain_id, token, recipient, created_at, expires_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                "INSERT INTO invoices (id, sku, credits, amount_atomic, tag_atomic, payer, account_id, agent_id, chain_id, token, recipient, created_at, issued_block, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
             )
             .bind(&i.id).bind(&i.sku).bind(i.credits).bind(i.amount_atomic).bind(i.tag_atomic).bind(&i.payer).bind(&i.account_id).bind(&i.agent_id)
-            .bind(chain).bind(&i.token).bind(&i.recipient).bind(i.created_at).bind(i.expires_at)
+            .bind(chain).bind(&i.token).bind(&i.recipient).bind(i.created_at).bind(i.issued_block).bind(i.expires_at)
             .execute(&mut *tx).await.map_err(err)?;
             tx.commit().await.map_err(err)?;
             Ok(true)

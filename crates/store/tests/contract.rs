@@ -603,6 +603,7 @@ fn invoice(id: &str, payer: &str, account: Option<&str>) -> actiongate_core::sto
         token: "0x00000000000000000000000000000000000000c0".into(),
         recipient: "0x00000000000000000000000000000000000000r0".into(),
         created_at: 1,
+        issued_block: Some(41),
         expires_at: 1_000,
         paid_at: None,
         tx_hash: None,
@@ -774,6 +775,12 @@ async fn an_invoice_is_paid_once_by_one_transaction_and_held_credits_join_a_link
                 .flatten()
                 .is_some_and(|i| i.paid_at.is_none()),
             "{name}: a refused payment changes nothing"
+        );
+        // An invoice reads back as issued, the chain's head at its issue with it.
+        assert_eq!(
+            s.get_invoice("inv2").await.ok().flatten(),
+            Some(invoice("inv2", wallet, None)),
+            "{name}"
         );
         // Linking the wallet moves what is held into the account, once.
         assert_eq!(

@@ -48,6 +48,26 @@ const TAG_HOLD_AFTER_EXPIRY_MS: i64 = 10 * 60 * 1000;
 /// Seconds to wait when every tag is held (an invoice expires within the TTL).
 const TAGS_FULL_RETRY_AFTER: u64 = 60;
 
+/// A block's timestamp (Unix seconds) in milliseconds.
+fn block_millis(block_timestamp: u64) -> i64 {
+    i64::try_from(block_timestamp)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(1000)
+}
+
+/// Whether a payment mined in block `block_number` (timestamp `block_timestamp`) was mined before
+/// `invoice` was issued, so cannot answer its challenge. By the chain's own order: at or below the
+/// head the invoice recorded. The gateway's clock and the chain's are never compared, since a
+/// node's timestamps may lag the gateway's by seconds (anvil's do, by its start-up). Invoices made
+/// before the head was recorded fall back to the timestamps, whole seconds: a payment in the
+/// invoice's second counts as after it.
+fn mined_before_issue(invoice: &InvoiceRecord, block_number: u64, block_timestamp: u64) -> bool {
+    match invoice.issued_block {
+        Some(head) => i64::try_from(block_number).is_ok_and(|mined| mined <= head),
+        None => block_millis(block_timestamp).saturating_add(1000) <= invoice.created_at,
+    }
+}
+
 /// The answer of a purchase request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BuyAnswer {
@@ -464,6 +484,9 @@ impl Credits {
                     Some(a) => Some(a.agent.account_id.clone()),
                     None => self.store.agent_wallet_account(&payer).await?,
                 };
+                // The chain's head now: a payment mined at or below it was sent before this
+                // challenge existed. Without the node no payment could be checked either.
+                let head = verifier.head_block(p.chain_id).await?;
                 let invoice = InvoiceRecord {
                     id: format!("inv_{}", uuid::Uuid::new_v4().simple()),
                     sku: package.sku.clone(),
@@ -477,6 +500,7 @@ impl Credits {
                     token,
                     recipient,
                     created_at: to_millis(now),
+                    issued_block: Some(i64::try_from(head).unwrap_or(i64::MAX)),
                     expires_at: to_millis(now + p.invoice_ttl),
                     paid_at: None,
                     tx_hash: None,
@@ -565,12 +589,12 @@ impl Credits {
                 });
             }
             TransferCheck::Refused(code, message) => return Err(Error::new(code, message)),
-            TransferCheck::Paid { block_timestamp } => {
-                let paid_at = i64::try_from(block_timestamp)
-                    .unwrap_or(i64::MAX)
-                    .saturating_mul(1000);
-                // Block times have whole seconds: a payment in the invoice's second is after it.
-                if paid_at + 1000 <= invoice.created_at {
+            TransferCheck::Paid {
+                block_number,
+                block_timestamp,
+            } => {
+                let paid_at = block_millis(block_timestamp);
+                if mined_before_issue(&invoice, block_number, block_timestamp) {
                     if self
                         .store
                         .paid_invoice_of(&receipt)
@@ -702,5 +726,45 @@ mod tests {
             Some("0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed")
         );
         assert!(checksum_address("a", "0x123").is_err());
+    }
+
+    fn issued(created_at: i64, issued_block: Option<i64>) -> InvoiceRecord {
+        InvoiceRecord {
+            id: "inv_1".into(),
+            sku: "credits_100".into(),
+            credits: 100,
+            amount_atomic: 2_000_000,
+            tag_atomic: 7,
+            payer: "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed".into(),
+            account_id: None,
+            agent_id: None,
+            chain_id: 84_532,
+            token: "0x036CbD53842c5426634e7929541eC2318f3dCF7e".into(),
+            recipient: "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed".into(),
+            created_at,
+            issued_block,
+            expires_at: created_at + 600_000,
+            paid_at: None,
+            tx_hash: None,
+        }
+    }
+
+    #[test]
+    fn a_payment_is_ordered_after_its_invoice_by_the_chain() {
+        // Issued at 10:00:05.700 (gateway clock) with the head at block 40.
+        let invoice = issued(1_700_000_005_700, Some(40));
+        // Mined in block 41, its timestamp 30 s behind the gateway's clock: after the invoice.
+        assert!(!mined_before_issue(&invoice, 41, 1_699_999_975));
+        // In the head's block or below: mined before the challenge existed, whatever its time.
+        assert!(mined_before_issue(&invoice, 40, 1_700_000_010));
+        assert!(mined_before_issue(&invoice, 12, 1_700_000_999));
+    }
+
+    #[test]
+    fn an_invoice_without_a_head_is_ordered_by_whole_seconds() {
+        let invoice = issued(1_700_000_005_700, None);
+        // The invoice's own second counts as after it; the second before does not.
+        assert!(!mined_before_issue(&invoice, 1, 1_700_000_005));
+        assert!(mined_before_issue(&invoice, 1, 1_700_000_004));
     }
 }

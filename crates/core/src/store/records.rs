@@ -521,6 +521,10 @@ pub struct InvoiceRecord {
     pub token: String,
     pub recipient: String,
     pub created_at: i64,
+    /// The payment chain's latest block when the invoice was issued: a payment mined at or below it
+    /// was sent before the challenge existed. `None` on invoices made before it was recorded (their
+    /// payment is ordered by `created_at` against the block's timestamp).
+    pub issued_block: Option<i64>,
     pub expires_at: i64,
     pub paid_at: Option<i64>,
     pub tx_hash: Option<String>,
