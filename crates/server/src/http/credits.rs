@@ -123,7 +123,7 @@ pub async fn metadata(
         (status = 409, description = "PAYMENT_ALREADY_USED, INVOICE_ALREADY_PAID", body = ErrorBody),
         (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_MISMATCH, PAYMENT_AUTHORIZATION_INVALID", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED (with Retry-After): new invoices or paid retries from this address, or every invoice tag held", body = ErrorBody),
-        (status = 503, description = "NOT_AVAILABLE: not configured, or (with Retry-After) an x402 settlement sent and not mined yet: send the same payment again", body = ErrorBody),
+        (status = 503, description = "NOT_AVAILABLE: not configured, the payment chain's node did not answer (a new invoice records its head block), or (with Retry-After) an x402 settlement sent and not mined yet: send the same payment again", body = ErrorBody),
     )
 )]
 pub async fn buy(
@@ -163,7 +163,7 @@ pub async fn buy(
         (status = 409, description = "PAYMENT_ALREADY_USED, INVOICE_ALREADY_PAID", body = ErrorBody),
         (status = 422, description = "INVOICE_EXPIRED, INVOICE_MISMATCH, PAYMENT_REVERTED, PAYMENT_WRONG_TOKEN, PAYMENT_WRONG_RECIPIENT, PAYMENT_WRONG_PAYER, PAYMENT_AMOUNT_MISMATCH, PAYMENT_AUTHORIZATION_INVALID", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED (with Retry-After): this key's rate, or every invoice tag held", body = ErrorBody),
-        (status = 503, description = "NOT_AVAILABLE: not configured, or (with Retry-After) an x402 settlement sent and not mined yet: send the same payment again", body = ErrorBody),
+        (status = 503, description = "NOT_AVAILABLE: not configured, the payment chain's node did not answer (a new invoice records its head block), or (with Retry-After) an x402 settlement sent and not mined yet: send the same payment again", body = ErrorBody),
     )
 )]
 pub async fn agent_buy(
