@@ -124,9 +124,10 @@ pub struct LocalEvm {
 /// The state of one block as read so far, and the block a check on it simulates.
 struct BlockState {
     hash: B256,
-    /// The simulated block: the next one, dated as the node's check dates it.
+    /// The simulated block: the next one. (Its date is each check's own: on an idle chain the
+    /// same latest block is checked on for a long time, and a date kept with its state would grow
+    /// stale, passing a delegation whose time has run out.)
     number: u64,
-    timestamp: u64,
     gas_limit: u64,
     beneficiary: Address,
     prevrandao: B256,
@@ -229,7 +230,7 @@ impl LocalEvm {
         on_answer: Option<OnAnswer>,
     ) -> Vec<Checked> {
         let started = std::time::Instant::now();
-        let state = self.state_at(latest, time);
+        let state = self.state_at(latest);
         let asked = Arc::new(AtomicUsize::new(0));
         let mut answers: Vec<Option<Checked>> = vec![None; users.len()];
 
@@ -250,7 +251,7 @@ impl LocalEvm {
             let (from, calls) = users[i].clone();
             async move {
                 let run = tokio::task::spawn_blocking(move || {
-                    evm.learn(&state, &runtime, &asked, from, &calls)
+                    evm.learn(&state, time, &runtime, &asked, from, &calls)
                 })
                 .await
                 .unwrap_or_else(|e| (Err(format!("the local check stopped: {e}")), None));
@@ -329,7 +330,7 @@ impl LocalEvm {
                     while let Some((i, (from, calls))) =
                         rest.get(next.fetch_add(1, Ordering::Relaxed))
                     {
-                        let answer = evm.run(&state, &runtime, &asked, *from, calls);
+                        let answer = evm.run(&state, time, &runtime, &asked, *from, calls);
                         if let Some(heard) = &on_answer {
                             heard(*i, &answer);
                         }
@@ -375,7 +376,7 @@ impl LocalEvm {
     }
 
     /// The state of `latest` (kept while it is the latest block checked on).
-    fn state_at(&self, latest: &Header, time: u64) -> Arc<BlockState> {
+    fn state_at(&self, latest: &Header) -> Arc<BlockState> {
         let mut kept = locked(&self.latest);
         if let Some(state) = kept.as_ref()
             && state.hash == latest.hash
@@ -385,7 +386,6 @@ impl LocalEvm {
         let state = Arc::new(BlockState {
             hash: latest.hash,
             number: latest.number + 1,
-            timestamp: time,
             gas_limit: latest.gas_limit,
             beneficiary: latest.beneficiary,
             prevrandao: latest.mix_hash,
@@ -398,10 +398,11 @@ impl LocalEvm {
         state
     }
 
-    /// The EVM's context on `state` over `db`: the simulated block, Ethereum's rules.
+    /// The EVM's context on `state` over `db`: the simulated block dated `time`, Ethereum's rules.
     fn context<DB: Database>(
         &self,
         state: &BlockState,
+        time: u64,
         db: DB,
     ) -> Context<BlockEnv, TxEnv, CfgEnv, DB, Journal<DB>, ()> {
         Context::mainnet()
@@ -415,7 +416,7 @@ impl LocalEvm {
             })
             .modify_block_chained(|block| {
                 block.number = U256::from(state.number);
-                block.timestamp = U256::from(state.timestamp);
+                block.timestamp = U256::from(time);
                 block.gas_limit = state.gas_limit;
                 block.basefee = 0;
                 block.beneficiary = state.beneficiary;
@@ -442,6 +443,7 @@ impl LocalEvm {
     fn run(
         &self,
         state: &BlockState,
+        time: u64,
         runtime: &tokio::runtime::Handle,
         asked: &AtomicUsize,
         from: Address,
@@ -454,7 +456,9 @@ impl LocalEvm {
             asked,
             traced: None,
         };
-        let mut evm = self.context(state, CacheDB::new(reader)).build_mainnet();
+        let mut evm = self
+            .context(state, time, CacheDB::new(reader))
+            .build_mainnet();
         self.each_call(state, from, calls, |tx| {
             evm.transact_commit(tx).map_err(|e| e.to_string())
         })
@@ -465,6 +469,7 @@ impl LocalEvm {
     fn learn(
         &self,
         state: &BlockState,
+        time: u64,
         runtime: &tokio::runtime::Handle,
         asked: &AtomicUsize,
         from: Address,
@@ -479,7 +484,7 @@ impl LocalEvm {
             traced: Some(&traced),
         };
         let mut evm = self
-            .context(state, CacheDB::new(reader))
+            .context(state, time, CacheDB::new(reader))
             .build_mainnet_with_inspector(Preimages::default());
         let answer = self.each_call(state, from, calls, |tx| {
             evm.inspect_tx_commit(tx).map_err(|e| e.to_string())

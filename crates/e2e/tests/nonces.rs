@@ -621,7 +621,6 @@ async fn the_local_check_answers_as_the_nodes() {
 #[tokio::test]
 async fn a_batch_of_local_checks_answers_its_first_users_first() {
     use actiongate_chain::local::{OnAnswer, check_threads};
-    use alloy::eips::BlockNumberOrTag;
 
     let devnet = Devnet::start();
     let client = devnet_client(&devnet, &ChainOptions::default(), FanoutCheck::Local);
@@ -632,13 +631,7 @@ async fn a_batch_of_local_checks_answers_its_first_users_first() {
             (holder, token_transfer(usdc, to, U256::from(b)))
         })
         .collect();
-    let latest = client
-        .provider
-        .get_block_by_number(BlockNumberOrTag::Latest)
-        .await
-        .expect("the devnet answers")
-        .expect("a latest block")
-        .header;
+    let latest = latest_header(&client).await;
     let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
     let on_answer: OnAnswer = {
         let heard = heard.clone();
@@ -672,6 +665,70 @@ async fn a_batch_of_local_checks_answers_its_first_users_first() {
         "the next answer is one of the first {} users the threads took: {heard:?}",
         check_threads()
     );
+}
+
+/// A local check is dated as its caller asks, whatever the block it reads: on an idle chain the same
+/// latest block is checked on for a long time, and a check an hour later must see the hour gone
+/// (a delegation whose time ran out refused before any wallet moves, not a transaction that reverts
+/// onchain). A contract that reverts once the block's date passes a deadline, checked twice at the
+/// same latest block: before the deadline it runs, after it it is refused.
+#[tokio::test]
+async fn a_local_check_is_dated_by_its_caller_at_the_same_block() {
+    let devnet = Devnet::start();
+    let client = devnet_client(&devnet, &ChainOptions::default(), FanoutCheck::Local);
+    let latest = latest_header(&client).await;
+    let deadline = u32::try_from(latest.timestamp + 100).expect("a date of four bytes");
+    // TIMESTAMP PUSH4 deadline LT PUSH1 0x0b JUMPI STOP JUMPDEST PUSH1 0 DUP1 REVERT: reverts
+    // once the block's date is past the deadline.
+    let mut code = vec![0x42, 0x63];
+    code.extend_from_slice(&deadline.to_be_bytes());
+    code.extend_from_slice(&[0x10, 0x60, 0x0b, 0x57, 0x00, 0x5b, 0x60, 0x00, 0x80, 0xfd]);
+    let until = Address::repeat_byte(0x7d);
+    rpc(
+        &devnet,
+        "anvil_setCode",
+        json!([until.to_string(), Bytes::from(code).to_string()]),
+    )
+    .await;
+    // Read the latest block again: setting code mines nothing, so it is the same block.
+    let same = latest_header(&client).await;
+    assert_eq!(same.hash, latest.hash, "no block between the checks");
+    let users = vec![(
+        devnet.account(0).0,
+        vec![Call {
+            to: until,
+            data: Bytes::new(),
+            value: U256::ZERO,
+            description: "until the deadline".into(),
+        }],
+    )];
+    let before = client
+        .local
+        .check(&latest, latest.timestamp + 2, &users, None)
+        .await;
+    assert!(
+        matches!(&before[0], Ok(Ok(gas)) if gas.len() == 1),
+        "{before:?}"
+    );
+    let after = client
+        .local
+        .check(&latest, latest.timestamp + 3_600, &users, None)
+        .await;
+    assert!(
+        matches!(&after[0], Ok(Err(e)) if e.code == ErrorCode::ExecutionReverted),
+        "an hour later, at the same block: {after:?}"
+    );
+}
+
+/// The node's latest block header.
+async fn latest_header(client: &ChainClient) -> alloy::rpc::types::Header {
+    client
+        .provider
+        .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
+        .await
+        .expect("the devnet answers")
+        .expect("a latest block")
+        .header
 }
 
 /// Each user's calls checked by `client` as a fan-out's are: all at the same time, at the latest

@@ -68,30 +68,29 @@ impl Intents {
         }
     }
 
-    /// The intent and its executions, for the agent that submitted it; 404 for anyone else.
-    async fn agent_intent(
-        &self,
-        agent_key: Option<&str>,
-        intent_id: &str,
-    ) -> Result<(IntentRecord, Vec<ExecutionRecord>)> {
-        let agent = self.identity.authenticate_agent(agent_key).await?;
+    /// The intent row, for the agent that submitted it; 404 for anyone else.
+    async fn agent_intent(&self, agent_id: &str, intent_id: &str) -> Result<IntentRecord> {
         let not_found = || Error::not_found(format!("No intent {intent_id} for this agent."));
         let intent = self
             .store
             .get_intent(intent_id)
             .await?
             .ok_or_else(not_found)?;
-        if intent.agent_id != agent.agent.id {
+        if intent.agent_id != agent_id {
             return Err(not_found());
         }
-        let executions = self.store.list_executions(intent_id).await?;
-        Ok((intent, executions))
+        Ok(intent)
     }
 
     /// The intent once it has ended, or as it stands when `timeout` has passed: the one way to
     /// wait for an intent (MCP `agentRun`, the status route's `waitSeconds`; a status read is the
     /// wait of zero). Wakes when this process's runner ends an intent, and
     /// looks again at least every [`LOOK_AGAIN`] (another process's runner may end it).
+    ///
+    /// A wait is one request of the key's rate however often it looks (each later look checks the
+    /// key again without spending it, so a key revoked meanwhile ends the wait `UNAUTHORIZED`), and
+    /// a look reads the intent's executions only when it will answer: the intent has ended, or the
+    /// wait is over.
     pub async fn wait_for_intent(
         &self,
         agent_key: Option<&str>,
@@ -99,19 +98,26 @@ impl Intents {
         timeout: std::time::Duration,
     ) -> Result<Intent> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let agent_id = self.identity.authenticate_agent(agent_key).await?.agent.id;
+        let mut first = true;
         loop {
             let ended = self.runner.intent_ended();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            let (intent, executions) = self.agent_intent(agent_key, intent_id).await?;
-            let mut view = intent_view(&intent, &executions);
-            let last = tokio::time::Instant::now() >= deadline;
-            // The answer shows the legs still running elsewhere, as a status read does.
-            if intent.status.is_ended() || last {
-                self.follow_legs(&intent, &mut view).await;
+            if !first {
+                self.identity.recognize_agent(agent_key).await?;
             }
-            if has_ended(&view) || last {
-                return Ok(view);
+            first = false;
+            let intent = self.agent_intent(&agent_id, intent_id).await?;
+            let last = tokio::time::Instant::now() >= deadline;
+            if intent.status.is_ended() || last {
+                let executions = self.store.list_executions(intent_id).await?;
+                let mut view = intent_view(&intent, &executions);
+                // The answer shows the legs still running elsewhere, as a status read does.
+                self.follow_legs(&intent, &mut view).await;
+                if has_ended(&view) || last {
+                    return Ok(view);
+                }
             }
             tokio::select! {
                 () = ended => {}

@@ -315,7 +315,61 @@ async fn rejected_and_expired_intents_end_failed_and_give_their_reservation_back
     assert_eq!(venue.effects().len(), 1, "only the un-gated one was sent");
 }
 
+/// A long poll is one request of the agent key's rate, however often it looks while it waits:
+/// 1 a second with a burst of 4 here, and a wait of 5 s looks about 11 times (every 500 ms); the
+/// key's budget is whole again after it. A status read's looks would have spent the budget and
+/// answered `RATE_LIMITED` partway through the wait.
+async fn a_long_poll_is_one_request_of_the_keys_rate(backend: Backend) {
+    let venue = StandInVenue::new();
+    let app = spawn_app_with(
+        backend,
+        Options {
+            providers: vec![venue.clone()],
+            config_toml: chain_config(
+                "[approvals]\nttl-seconds = 600\n[limits]\nrequests-per-second = 1\nburst = 4",
+            ),
+            ..Options::default()
+        },
+    )
+    .await;
+    let owner = app.onboard("poll@example.com").await;
+    policy(&app, &owner, json!(10.0)).await;
+    let r = app
+        .post(DIRECT, transfer(&owner.agent_key, "30", "poll"))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text);
+    let id = r.body["data"]["intentId"].as_str().expect("id").to_owned();
+    let status = format!("/api/v1/agent/execute-intent/status?intentId={id}");
+    let started = Instant::now();
+    let waited = app
+        .get_agent(&format!("{status}&waitSeconds=5"), &owner.agent_key)
+        .await;
+    assert_eq!(waited.status, 200, "{}", waited.text);
+    assert_eq!(waited.body["status"], "queued", "{}", waited.text);
+    assert!(
+        started.elapsed() >= Duration::from_secs(5),
+        "waited the whole time"
+    );
+    for read in 0..4 {
+        let r = app.get_agent(&status, &owner.agent_key).await;
+        assert_eq!(r.status, 200, "read {read} after the wait: {}", r.text);
+    }
+    // And the rate holds: a burst beyond it is refused.
+    let mut refused = false;
+    for _ in 0..10 {
+        let r = app.get_agent(&status, &owner.agent_key).await;
+        if r.status == 429 {
+            r.assert_error(429, "RATE_LIMITED");
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the key's rate is 1 a second");
+    assert!(venue.effects().is_empty(), "nothing ran while it waited");
+}
+
 on_both_backends!(
     an_intent_above_the_threshold_waits_and_runs_once_approved,
+    a_long_poll_is_one_request_of_the_keys_rate,
     rejected_and_expired_intents_end_failed_and_give_their_reservation_back,
 );
