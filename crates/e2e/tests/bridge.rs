@@ -110,17 +110,7 @@ async fn deposit(
         .get_receipt()
         .await
         .expect("approved");
-    let now = u32::try_from(
-        devnet
-            .provider
-            .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
-            .await
-            .expect("block")
-            .expect("a latest block")
-            .header
-            .timestamp,
-    )
-    .expect("a 32-bit time");
+    let now = u32::try_from(devnet.latest_header().await.timestamp).expect("a 32-bit time");
     let receipt = ISpoke::new(c.home_spoke, &wallet)
         .deposit(
             word(who),

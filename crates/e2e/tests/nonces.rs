@@ -631,7 +631,7 @@ async fn a_batch_of_local_checks_answers_its_first_users_first() {
             (holder, token_transfer(usdc, to, U256::from(b)))
         })
         .collect();
-    let latest = latest_header(&client).await;
+    let latest = devnet.latest_header().await;
     let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
     let on_answer: OnAnswer = {
         let heard = heard.clone();
@@ -676,7 +676,7 @@ async fn a_batch_of_local_checks_answers_its_first_users_first() {
 async fn a_local_check_is_dated_by_its_caller_at_the_same_block() {
     let devnet = Devnet::start();
     let client = devnet_client(&devnet, &ChainOptions::default(), FanoutCheck::Local);
-    let latest = latest_header(&client).await;
+    let latest = devnet.latest_header().await;
     let deadline = u32::try_from(latest.timestamp + 100).expect("a date of four bytes");
     // TIMESTAMP PUSH4 deadline LT PUSH1 0x0b JUMPI STOP JUMPDEST PUSH1 0 DUP1 REVERT: reverts
     // once the block's date is past the deadline.
@@ -691,7 +691,7 @@ async fn a_local_check_is_dated_by_its_caller_at_the_same_block() {
     )
     .await;
     // Read the latest block again: setting code mines nothing, so it is the same block.
-    let same = latest_header(&client).await;
+    let same = devnet.latest_header().await;
     assert_eq!(same.hash, latest.hash, "no block between the checks");
     let users = vec![(
         devnet.account(0).0,
@@ -718,17 +718,6 @@ async fn a_local_check_is_dated_by_its_caller_at_the_same_block() {
         matches!(&after[0], Ok(Err(e)) if e.code == ErrorCode::ExecutionReverted),
         "an hour later, at the same block: {after:?}"
     );
-}
-
-/// The node's latest block header.
-async fn latest_header(client: &ChainClient) -> alloy::rpc::types::Header {
-    client
-        .provider
-        .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
-        .await
-        .expect("the devnet answers")
-        .expect("a latest block")
-        .header
 }
 
 /// Each user's calls checked by `client` as a fan-out's are: all at the same time, at the latest

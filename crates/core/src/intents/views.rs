@@ -99,15 +99,10 @@ impl Intents {
     ) -> Result<Intent> {
         let deadline = tokio::time::Instant::now() + timeout;
         let agent_id = self.identity.authenticate_agent(agent_key).await?.agent.id;
-        let mut first = true;
         loop {
             let ended = self.runner.intent_ended();
             tokio::pin!(ended);
             ended.as_mut().enable();
-            if !first {
-                self.identity.recognize_agent(agent_key).await?;
-            }
-            first = false;
             let intent = self.agent_intent(&agent_id, intent_id).await?;
             let last = tokio::time::Instant::now() >= deadline;
             if intent.status.is_ended() || last {
@@ -124,6 +119,7 @@ impl Intents {
                 () = tokio::time::sleep(LOOK_AGAIN) => {}
                 () = tokio::time::sleep_until(deadline) => {}
             }
+            self.identity.recognize_agent(agent_key).await?;
         }
     }
 

@@ -190,6 +190,16 @@ impl Devnet {
             .expect("balanceOf")
     }
 
+    /// The node's latest block header.
+    pub async fn latest_header(&self) -> alloy::rpc::types::Header {
+        self.provider
+            .get_block_by_number(alloy::eips::BlockNumberOrTag::Latest)
+            .await
+            .expect("the devnet answers")
+            .expect("a latest block")
+            .header
+    }
+
     pub async fn nonce(&self, who: Address) -> u64 {
         self.provider
             .get_transaction_count(who)
