@@ -9,11 +9,12 @@
 //        [--pids gateway:PID,node:PID [--perf DIR]]   (CPU per side; with --perf, `perf record` of each)
 //
 // Then the node's own rates for the same transactions: the chain is put back to a snapshot taken
-// before the submit and the gateway's own signed transactions are handed to it directly, twice: a
-// block's worth at a time with automining off, each mined in a block as full as the gas limit
-// allows (the node's capacity for them), and one at a time with automining on, each mined before
-// the next is sent (one transaction a block, as the node mines the gateway's). Not on a node mining
-// on a clock: there it would measure the clock (a block a transaction).
+// before the submit and the gateway's own signed transactions are handed to it directly, three
+// times: a block's worth at a time with automining off, each mined in a block as full as the gas
+// limit allows (the node's capacity for them); one at a time with automining on, each mined before
+// the next is sent (one transaction a block); and in the gateway's paced runs with automining on
+// (the hand-over's protocol without the gateway). Not on a node mining on a clock: there the last
+// two would measure the clock.
 //
 // Prints one JSON line: {n, made, setupMs, submitToCompletedMs, executions, distinctWallets,
 // succeeded, failed, perSecond, gathered (the gateway's gathered batches by kind: how many, mean
@@ -22,7 +23,8 @@
 // blocks (the node's blocks for the gateway's transactions), blockSizes (how many held how many), transactions, fullBlocks, rawMs,
 // rawNodeCpuMsPerDelegator (the node's CPU for the full-block replay, with --pids),
 // rawPerSecond, ratio, oneAtATimeMs, oneAtATimePerSecond, oneAtATimeRatio (not on a node mining on a
-// clock), emptyBlockNodeCpuMs (the node's CPU for a block holding nothing, with --pids), mining ("automine" or "clock"), gasLimitPerTx and gasUsedPerTx (means),
+// clock), pacedReplay ({ms, perSecond, ratio, blocks, emptyBlocks}: the same transactions handed over as the gateway's paced
+// hand-over does, with automining on; not on a clock), emptyBlockNodeCpuMs (the node's CPU for a block holding nothing, with --pids), mining ("automine" or "clock"), gasLimitPerTx and gasUsedPerTx (means),
 // checkNodeCpuMsPerDelegator (the node's CPU for simulating the same redemptions as the gateway
 // does before signing, with --pids) and checkedRatioBound (the full-block replay's node CPU over
 // that plus the check's); with FANOUT_CHECK_SHAPES set, checkShapes: the check's node CPU a
@@ -468,6 +470,8 @@ summary.fullBlocks = fullBlocks;
 // transactions handed to it one at a time).
 if (!(await pub.request({ method: "evm_revert", params: [again] }))) throw new Error("the chain was not put back for the second replay");
 await emptyPool();
+// Taken again for the paced replay below.
+const third = await pub.request({ method: "evm_snapshot", params: [] });
 let oneMs = null;
 if (automining) {
   const oneStart = Date.now();
@@ -482,6 +486,53 @@ if (automining) {
     await checkReceipts(oneByOne);
   }
 }
+// Then the gateway's own paced hand-over without the gateway (outbox.rs, `hand-over = "paced"`):
+// automining on, runs of 64 in nonce order, each run's rest in one JSON-RPC batch highest nonce
+// first, then its first alone, and the next run only once the wallet's nonce at the latest block
+// says the run before is mined (asked every 2 ms). What the node's mining and the hand-over's
+// protocol cost with nothing of the gateway around them (no checks, no receipts, no store): the
+// floor under the fan-out for this protocol on this node. Its blocks and empty blocks beside it.
+let paced = null;
+if (automining) {
+  if (!(await pub.request({ method: "evm_revert", params: [third] }))) throw new Error("the chain was not put back for the paced replay");
+  await emptyPool();
+  const wallet = txs[0].from;
+  const base = Number(BigInt(txs[0].nonce));
+  const minedNonce = async () => Number(await pub.request({ method: "eth_getTransactionCount", params: [wallet, "latest"] }));
+  const send = async (batch) => {
+    const body = batch.map((raw, j) => ({ jsonrpc: "2.0", id: j, method: "eth_sendRawTransaction", params: [raw] }));
+    const r = await fetch(devnet.rpcUrl, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    for (const a of await r.json()) if (a.error) throw new Error(`the node refused a paced transaction: ${JSON.stringify(a.error)}`);
+  };
+  const until = async (nonce) => {
+    const deadline = Date.now() + 60000;
+    while ((await minedNonce()) < nonce) {
+      if (Date.now() > deadline) return false;
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    return true;
+  };
+  const fromBlock = Number(await pub.request({ method: "eth_blockNumber", params: [] }));
+  const start = Date.now();
+  let done = true;
+  for (let i = 0; i < raws.length && done; i += 64) {
+    const run = raws.slice(i, Math.min(i + 64, raws.length));
+    done = await until(base + i);
+    if (!done) break;
+    if (run.length > 1) await send(run.slice(1).reverse());
+    await send([run[0]]);
+  }
+  done = done && (await until(base + raws.length));
+  const ms = Date.now() - start;
+  const toBlock = Number(await pub.request({ method: "eth_blockNumber", params: [] }));
+  let empty = 0;
+  for (let b = fromBlock + 1; b <= toBlock; b++) {
+    const block = await pub.request({ method: "eth_getBlockByNumber", params: [`0x${b.toString(16)}`, false] });
+    if (block.transactions.length === 0) empty++;
+  }
+  paced = done ? { ms, perSecond: Number((n / (ms / 1000)).toFixed(1)), ratio: Number(elapsedRatio(ms, elapsed).toFixed(3)), blocks: toBlock - fromBlock, emptyBlocks: empty } : { unmined: true, blocks: toBlock - fromBlock };
+}
+summary.pacedReplay = paced;
 summary.transactions = raws.length;
 summary.rawMs = rawMs;
 // Rates in delegators a second: the gateway's, and the node's for the same transactions.
