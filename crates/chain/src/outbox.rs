@@ -16,7 +16,9 @@
 //!
 //! On a chain whose `hand-over` is `paced` (a node that mines each transaction as it arrives), a
 //! wallet's next run waits until its earlier transactions are mined, so that nothing of the wallet's
-//! reaches the node's pool while a block of its transactions is being mined ([`HandOver::Paced`]).
+//! reaches the node's pool while a block of its transactions is being mined ([`HandOver::Paced`]);
+//! the hand-over's holder waits before it takes the queue, so that what is queued while it waits
+//! goes with it.
 
 use std::time::Duration;
 
@@ -66,10 +68,26 @@ impl Outbox {
         wallet: Address,
         ticket: Ticket,
     ) -> Result<(), TransportError> {
+        // Paced: the turn's holder waits until the wallet's nonces below the oldest queued
+        // transaction are mined before it takes the queue, so that what is queued meanwhile goes
+        // in its runs instead of waiting for the next turn (a fan-out's first runs were of 1, 1,
+        // 29 and 31 transactions, each taken before its wait of 50-150 ms: docs/benchmarks.md).
+        let paced = client.settings.hand_over == HandOver::Paced;
+        let ready = |oldest: Option<&Bytes>| {
+            let below = oldest.filter(|_| paced).and_then(|raw| nonce_of(raw));
+            async move {
+                if let Some(nonce) = below {
+                    mined_below(client, wallet, nonce).await;
+                }
+            }
+        };
         self.0
-            .run_each((client.chain_id, wallet), ticket.0, |batch, answers| {
-                send(client, wallet, batch, answers)
-            })
+            .run_each_when(
+                (client.chain_id, wallet),
+                ticket.0,
+                ready,
+                |batch, answers| send(client, wallet, batch, answers),
+            )
             .await
             .unwrap_or_else(|| {
                 Err(TransportErrorKind::custom_str(
@@ -129,15 +147,18 @@ const PACE_POLL: Duration = Duration::from_millis(2);
 /// Hands `batch` over run by run ([`hand_over_order`]) and answers each transaction (by its index
 /// in the batch) as soon as the node has answered its request: its execution goes on to wait for
 /// its receipt while the batch's later runs are handed over. On a chain whose hand-over is paced,
-/// each run waits until every nonce of `wallet` below its first is mined ([`PACE_LIMIT`] at most):
+/// each run after the first waits until every nonce of `wallet` below its first is mined
+/// ([`PACE_LIMIT`] at most; the first run's wait came before the batch was taken, in
+/// [`Outbox::hand_over`]):
 /// a batch of 633 took 477 ms to hand over, and its executions, all answered at its end, learnt
 /// that their transactions were mined only then, 600 of them in the last 60 ms of the fan-out.
 async fn send(client: &ChainClient, wallet: Address, batch: Vec<Bytes>, answers: Answers<Answer>) {
     let paced = client.settings.hand_over == HandOver::Paced;
     let mut batch: Vec<Option<Bytes>> = batch.into_iter().map(Some).collect();
-    for run in hand_over_order(batch.len()) {
+    for (n, run) in hand_over_order(batch.len()).into_iter().enumerate() {
         // (Its first is still in `batch`: nothing of the run is handed over yet.)
         if paced
+            && n > 0
             && let Some(nonce) = batch
                 .get(run.first)
                 .and_then(|raw| raw.as_ref().and_then(|b| nonce_of(b)))

@@ -86,8 +86,28 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
     /// ([`Answers::answer`], by the request's index in the batch): a caller answered mid-batch
     /// goes on while the rest of the batch runs (the turn's holder, which runs it, when it ends).
     /// A request the batch does not answer gets `None`.
-    pub async fn run_each<F, Fut>(&self, key: K, mut ticket: Ticket<Resp>, batch: F) -> Option<Resp>
+    pub async fn run_each<F, Fut>(&self, key: K, ticket: Ticket<Resp>, batch: F) -> Option<Resp>
     where
+        F: FnOnce(Vec<Req>, Answers<Resp>) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        self.run_each_when(key, ticket, |_| std::future::ready(()), batch)
+            .await
+    }
+
+    /// [`Gather::run_each`] whose turn's holder first waits until `ready` (given the oldest request
+    /// queued, if any) has ended, and only then takes the queue: what is queued while it waits goes
+    /// in its batch instead of the next.
+    pub async fn run_each_when<P, R, F, Fut>(
+        &self,
+        key: K,
+        mut ticket: Ticket<Resp>,
+        ready: P,
+        batch: F,
+    ) -> Option<Resp>
+    where
+        P: FnOnce(Option<&Req>) -> R,
+        R: Future<Output = ()>,
         F: FnOnce(Vec<Req>, Answers<Resp>) -> Fut,
         Fut: Future<Output = ()>,
     {
@@ -102,6 +122,15 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
                 answer = &mut ticket.0 => return answer.ok(),
                 turn = self.turns.lock(key.clone()) => turn,
             };
+            // (Only the turn's holder takes the queue, so the oldest request now is the batch's
+            // first.)
+            let wait = ready(
+                self.queued()
+                    .get(&key)
+                    .and_then(|q| q.first())
+                    .map(|(r, _)| r),
+            );
+            wait.await;
             // Callers woken by the same event as this one (a fan-out's executions answered by one
             // batch upstream) queue before the batch is taken: one yield to the scheduler, so that
             // they go together instead of this one alone and the rest in the next batch.
@@ -302,6 +331,51 @@ mod tests {
             assert_eq!(h.await.unwrap(), Some(r * 10));
         }
         assert_eq!(*batches.lock().unwrap(), vec![vec![1], vec![2, 3, 4]]);
+    }
+
+    /// A turn's holder that waits before it takes the queue (`run_each_when`) is shown the oldest
+    /// request, and what is queued while it waits goes in its batch.
+    #[tokio::test]
+    async fn what_is_queued_while_the_holder_waits_goes_in_its_batch() {
+        let gather: Arc<Gather<u8, u32, u32>> = Arc::default();
+        let (release, hold) = tokio::sync::oneshot::channel::<()>();
+        let (waiting, waits) = tokio::sync::oneshot::channel::<u32>();
+        let ticket = gather.queue(0, 1);
+        let holder = {
+            let gather = gather.clone();
+            tokio::spawn(async move {
+                gather
+                    .run_each_when(
+                        0,
+                        ticket,
+                        |oldest| {
+                            let _ = waiting.send(oldest.copied().unwrap_or(0));
+                            async move {
+                                let _ = hold.await;
+                            }
+                        },
+                        |reqs, answers| async move {
+                            assert_eq!(reqs, vec![1, 2, 3]);
+                            for (i, r) in reqs.into_iter().enumerate() {
+                                answers.answer(i, r * 10);
+                            }
+                        },
+                    )
+                    .await
+            })
+        };
+        assert_eq!(waits.await.unwrap(), 1, "shown the oldest request");
+        let later: Vec<_> = (2..=3u32).map(|r| gather.queue(0, r)).collect();
+        let _ = release.send(());
+        assert_eq!(holder.await.unwrap(), Some(10));
+        for (r, ticket) in (2..=3u32).zip(later) {
+            let answer = gather
+                .run_each(0, ticket, |_, _| async {
+                    unreachable!("answered by the holder's batch")
+                })
+                .await;
+            assert_eq!(answer, Some(r * 10));
+        }
     }
 
     /// A caller whose request an earlier turn's batch answered returns at once, without a turn of

@@ -1002,6 +1002,19 @@ async fn a_paced_hand_over_waits_until_the_wallets_earlier_transactions_are_mine
     assert_eq!(devnet.nonce(wallet).await, first + 6);
 }
 
+/// A devnet that has stopped mining, a wallet of it, and a client whose hand-over is paced.
+async fn paced_not_mining() -> (Devnet, Wallet, Arc<ChainClient>) {
+    let devnet = Devnet::start();
+    let w = wallet_of(&devnet, 3).await;
+    let client = client_handing_over(&devnet, &w.options, FanoutCheck::Node, HandOver::Paced);
+    let _: Value = devnet
+        .provider
+        .raw_request("evm_setAutomine".into(), (false,))
+        .await
+        .expect("the devnet stops mining");
+    (devnet, w, client)
+}
+
 /// A paced hand-over answers each run's transactions as soon as the node has taken them, so that
 /// their executions go on to wait for their receipts while the batch's later runs wait their turn:
 /// with nothing mined, the first answers come while the node's pool holds the first run of a batch
@@ -1011,14 +1024,7 @@ async fn a_paced_hand_over_answers_each_run_as_the_node_takes_it() {
     use actiongate_chain::outbox::Outbox;
     use futures_util::StreamExt;
 
-    let devnet = Devnet::start();
-    let w = wallet_of(&devnet, 3).await;
-    let client = client_handing_over(&devnet, &w.options, FanoutCheck::Node, HandOver::Paced);
-    let _: Value = devnet
-        .provider
-        .raw_request("evm_setAutomine".into(), (false,))
-        .await
-        .expect("the devnet stops mining");
+    let (devnet, w, client) = paced_not_mining().await;
     let outbox = Outbox::default();
     let tickets: Vec<_> = (0..70)
         .map(|i| outbox.queue(CHAIN, w.address, &no_op(&w.signer, w.first + i).1))
@@ -1038,6 +1044,53 @@ async fn a_paced_hand_over_answers_each_run_as_the_node_takes_it() {
         assert!(answer.is_ok(), "{answer:?}");
     }
     assert_eq!(pool_count(&devnet).await, 70, "the second run followed");
+}
+
+/// A paced hand-over waits for the wallet's earlier transactions to be mined before it takes the
+/// queue, so that what is queued while it waits goes in its run: the second transaction's
+/// hand-over, waiting on the first (nothing mines it), takes the three queued after it along, one
+/// run with its rest first, and is answered with all four in the pool. (Taken before its wait, the
+/// second went alone and the three waited for it to be mined in turn.)
+#[tokio::test]
+async fn a_paced_hand_over_takes_along_what_was_queued_while_it_waited() {
+    use actiongate_chain::outbox::Outbox;
+
+    let (devnet, w, client) = paced_not_mining().await;
+    let outbox = Outbox::default();
+    let raw = |i: u64| no_op(&w.signer, w.first + i).1;
+    let first = outbox.queue(CHAIN, w.address, &raw(0));
+    let taken = outbox.hand_over(&client, w.address, first).await;
+    assert!(taken.is_ok(), "{taken:?}");
+    let second = outbox.queue(CHAIN, w.address, &raw(1));
+    let second = outbox.hand_over(&client, w.address, second);
+    tokio::pin!(second);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut second)
+            .await
+            .is_err(),
+        "the second waits for the first to be mined"
+    );
+    assert_eq!(pool_count(&devnet).await, 1);
+    let later: Vec<_> = (2..5)
+        .map(|i| outbox.queue(CHAIN, w.address, &raw(i)))
+        .collect();
+    let _: Value = devnet
+        .provider
+        .raw_request("evm_mine".into(), ())
+        .await
+        .expect("a block");
+    let answered = second.await;
+    assert!(answered.is_ok(), "{answered:?}");
+    assert_eq!(
+        pool_count(&devnet).await,
+        4,
+        "the three queued while it waited went in its run"
+    );
+    for ticket in later {
+        let answered = outbox.hand_over(&client, w.address, ticket).await;
+        assert!(answered.is_ok(), "{answered:?}");
+    }
+    assert_eq!(pool_count(&devnet).await, 4, "each handed over once");
 }
 
 /// The transactions of `executions`, each of which must end, within 30 s, having succeeded.
