@@ -68,24 +68,15 @@ impl Outbox {
         wallet: Address,
         ticket: Ticket,
     ) -> Result<(), TransportError> {
-        // Paced: the turn's holder waits until the wallet's nonces below the oldest queued
-        // transaction are mined before it takes the queue, so that what is queued meanwhile goes
-        // in its runs instead of waiting for the next turn (a fan-out's first runs were of 1, 1,
-        // 29 and 31 transactions, each taken before its wait of 50-150 ms: docs/benchmarks.md).
-        let paced = client.settings.hand_over == HandOver::Paced;
-        let ready = |oldest: Option<&Bytes>| {
-            let below = oldest.filter(|_| paced).and_then(|raw| nonce_of(raw));
-            async move {
-                if let Some(nonce) = below {
-                    mined_below(client, wallet, nonce).await;
-                }
-            }
-        };
+        // Paced: the turn's holder waits for the block before the oldest queued transaction
+        // before it takes the queue, so that what is queued meanwhile goes in its runs instead of
+        // waiting for the next turn (a fan-out's first runs were of 1, 1, 29 and 31 transactions,
+        // each taken before its wait of 50-150 ms: docs/benchmarks.md).
         self.0
             .run_each_when(
                 (client.chain_id, wallet),
                 ticket.0,
-                ready,
+                |oldest| pace(client, wallet, oldest),
                 |batch, answers| send(client, wallet, batch, answers),
             )
             .await
@@ -153,17 +144,16 @@ const PACE_POLL: Duration = Duration::from_millis(2);
 /// a batch of 633 took 477 ms to hand over, and its executions, all answered at its end, learnt
 /// that their transactions were mined only then, 600 of them in the last 60 ms of the fan-out.
 async fn send(client: &ChainClient, wallet: Address, batch: Vec<Bytes>, answers: Answers<Answer>) {
-    let paced = client.settings.hand_over == HandOver::Paced;
     let mut batch: Vec<Option<Bytes>> = batch.into_iter().map(Some).collect();
     for (n, run) in hand_over_order(batch.len()).into_iter().enumerate() {
         // (Its first is still in `batch`: nothing of the run is handed over yet.)
-        if paced
-            && n > 0
-            && let Some(nonce) = batch
-                .get(run.first)
-                .and_then(|raw| raw.as_ref().and_then(|b| nonce_of(b)))
-        {
-            mined_below(client, wallet, nonce).await;
+        if n > 0 {
+            pace(
+                client,
+                wallet,
+                batch.get(run.first).and_then(Option::as_ref),
+            )
+            .await;
         }
         for request in [run.rest, vec![run.first]] {
             if request.is_empty() {
@@ -188,6 +178,24 @@ async fn send(client: &ChainClient, wallet: Address, batch: Vec<Bytes>, answers:
                 );
                 answers.answer(i, answer);
             }
+        }
+    }
+}
+
+/// On a chain whose hand-over is paced, until every nonce of `wallet` below `first`'s is mined
+/// ([`mined_below`]); at once elsewhere, or for bytes that do not decode. (The nonce is read before
+/// the wait, which holds nothing of `first`.)
+fn pace<'a>(
+    client: &'a ChainClient,
+    wallet: Address,
+    first: Option<&Bytes>,
+) -> impl Future<Output = ()> + use<'a> {
+    let below = first
+        .filter(|_| client.settings.hand_over == HandOver::Paced)
+        .and_then(|raw| nonce_of(raw));
+    async move {
+        if let Some(nonce) = below {
+            mined_below(client, wallet, nonce).await;
         }
     }
 }

@@ -91,8 +91,13 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
         F: FnOnce(Vec<Req>, Answers<Resp>) -> Fut,
         Fut: Future<Output = ()>,
     {
-        self.run_each_when(key, ticket, |_| std::future::ready(()), batch)
-            .await
+        self.take_turn(
+            key,
+            ticket,
+            None::<fn(Option<&Req>) -> std::future::Ready<()>>,
+            batch,
+        )
+        .await
     }
 
     /// [`Gather::run_each`] whose turn's holder first waits until `ready` (given the oldest request
@@ -101,8 +106,25 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
     pub async fn run_each_when<P, R, F, Fut>(
         &self,
         key: K,
-        mut ticket: Ticket<Resp>,
+        ticket: Ticket<Resp>,
         ready: P,
+        batch: F,
+    ) -> Option<Resp>
+    where
+        P: FnOnce(Option<&Req>) -> R,
+        R: Future<Output = ()>,
+        F: FnOnce(Vec<Req>, Answers<Resp>) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        self.take_turn(key, ticket, Some(ready), batch).await
+    }
+
+    /// [`Gather::run_each_when`], `ready` only when given (the queue is not looked at otherwise).
+    async fn take_turn<P, R, F, Fut>(
+        &self,
+        key: K,
+        mut ticket: Ticket<Resp>,
+        ready: Option<P>,
         batch: F,
     ) -> Option<Resp>
     where
@@ -124,13 +146,15 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
             };
             // (Only the turn's holder takes the queue, so the oldest request now is the batch's
             // first.)
-            let wait = ready(
-                self.queued()
-                    .get(&key)
-                    .and_then(|q| q.first())
-                    .map(|(r, _)| r),
-            );
-            wait.await;
+            if let Some(ready) = ready {
+                let wait = ready(
+                    self.queued()
+                        .get(&key)
+                        .and_then(|q| q.first())
+                        .map(|(r, _)| r),
+                );
+                wait.await;
+            }
             // Callers woken by the same event as this one (a fan-out's executions answered by one
             // batch upstream) queue before the batch is taken: one yield to the scheduler, so that
             // they go together instead of this one alone and the rest in the next batch.
