@@ -488,14 +488,15 @@ if (automining) {
 }
 // Then the gateway's own paced hand-over without the gateway (outbox.rs, `hand-over = "paced"`):
 // automining on, runs of 64 in nonce order, each run's rest in one JSON-RPC batch highest nonce
-// first, then its first alone, and the next run only once the wallet's nonce at the latest block
-// says the run before is mined (asked every 2 ms). What the node's mining and the hand-over's
-// protocol cost with nothing of the gateway around them (no checks, no receipts, no store): the
-// floor under the fan-out for this protocol on this node. Its blocks and empty blocks beside it.
-let paced = null;
-if (automining) {
-  if (!(await pub.request({ method: "evm_revert", params: [third] }))) throw new Error("the chain was not put back for the paced replay");
-  await emptyPool();
+// first as soon as the run before has its first with the node (so the node takes the rest in while
+// it mines the run before: none of it is executable before its own first arrives), then its first
+// alone once the wallet's nonce at the latest block says the run before is mined (asked every 2 ms).
+// What the node's mining and the hand-over's protocol cost with nothing of the gateway around them
+// (no checks, no receipts, no store): the floor under the fan-out for this protocol on this node.
+// Its blocks and empty blocks beside it. With FANOUT_PACED_VARIANTS=K, K more of it alternated with
+// K of the protocol before stop 62 (`between`: each run's rest handed over only once the run
+// before is mined), on stderr as {pacedVariants: [[protocol, ms, blocks, empty blocks], ...]}.
+const pacedReplay = async (overlap) => {
   const wallet = txs[0].from;
   const base = Number(BigInt(txs[0].nonce));
   const minedNonce = async () => Number(await pub.request({ method: "eth_getTransactionCount", params: [wallet, "latest"] }));
@@ -515,11 +516,14 @@ if (automining) {
   const fromBlock = Number(await pub.request({ method: "eth_blockNumber", params: [] }));
   const start = Date.now();
   let done = true;
-  for (let i = 0; i < raws.length && done; i += 64) {
-    const run = raws.slice(i, Math.min(i + 64, raws.length));
-    done = await until(base + i);
-    if (!done) break;
+  const runs = [];
+  for (let i = 0; i < raws.length; i += 64) runs.push([i, raws.slice(i, Math.min(i + 64, raws.length))]);
+  for (let k = 0; k < runs.length && done; k++) {
+    const [i, run] = runs[k];
+    // The rest before the wait (overlap) or after it (between); the first after it.
+    if (!overlap && !(done = await until(base + i))) break;
     if (run.length > 1) await send(run.slice(1).reverse());
+    if (overlap && !(done = await until(base + i))) break;
     await send([run[0]]);
   }
   done = done && (await until(base + raws.length));
@@ -530,7 +534,27 @@ if (automining) {
     const block = await pub.request({ method: "eth_getBlockByNumber", params: [`0x${b.toString(16)}`, false] });
     if (block.transactions.length === 0) empty++;
   }
-  paced = done ? { ms, perSecond: Number((n / (ms / 1000)).toFixed(1)), ratio: Number(elapsedRatio(ms, elapsed).toFixed(3)), blocks: toBlock - fromBlock, emptyBlocks: empty } : { unmined: true, blocks: toBlock - fromBlock };
+  return done ? { ms, perSecond: Number((n / (ms / 1000)).toFixed(1)), ratio: Number(elapsedRatio(ms, elapsed).toFixed(3)), blocks: toBlock - fromBlock, emptyBlocks: empty } : { unmined: true, blocks: toBlock - fromBlock };
+};
+let paced = null;
+if (automining) {
+  if (!(await pub.request({ method: "evm_revert", params: [third] }))) throw new Error("the chain was not put back for the paced replay");
+  await emptyPool();
+  let fourth = process.env.FANOUT_PACED_VARIANTS ? await pub.request({ method: "evm_snapshot", params: [] }) : null;
+  paced = await pacedReplay(true);
+  if (fourth) {
+    const variants = [];
+    for (let rep = 0; rep < Number(process.env.FANOUT_PACED_VARIANTS); rep++) {
+      for (const overlap of [false, true]) {
+        if (!(await pub.request({ method: "evm_revert", params: [fourth] }))) throw new Error("the chain was not put back for a paced variant");
+        await emptyPool();
+        fourth = await pub.request({ method: "evm_snapshot", params: [] });
+        const r = await pacedReplay(overlap);
+        variants.push([overlap ? "overlap" : "between", r.ms, r.blocks, r.emptyBlocks, r.unmined ? "UNMINED" : ""]);
+      }
+    }
+    console.error(JSON.stringify({ pacedVariants: variants }));
+  }
 }
 summary.pacedReplay = paced;
 summary.transactions = raws.length;

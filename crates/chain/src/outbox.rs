@@ -15,10 +15,11 @@
 //! reservation, or a no-op) so that nothing waits behind a gap (see the sender).
 //!
 //! On a chain whose `hand-over` is `paced` (a node that mines each transaction as it arrives), a
-//! wallet's next run waits until its earlier transactions are mined, so that nothing of the wallet's
-//! reaches the node's pool while a block of its transactions is being mined ([`HandOver::Paced`]);
-//! the hand-over's holder waits before it takes the queue, so that what is queued while it waits
-//! goes with it.
+//! wallet's next run's first waits until its earlier transactions are mined, so that nothing of the
+//! wallet's turns executable in the node's pool while a block of its transactions is being mined
+//! ([`HandOver::Paced`]); the run's rest, not executable before its first, goes to the node while
+//! the run before is mined (the node takes it in then instead of between blocks). The hand-over's
+//! holder waits before it takes the queue, so that what is queued while it waits goes with it.
 
 use std::time::Duration;
 
@@ -146,7 +147,11 @@ const PACE_POLL: Duration = Duration::from_millis(2);
 async fn send(client: &ChainClient, wallet: Address, batch: Vec<Bytes>, answers: Answers<Answer>) {
     let mut batch: Vec<Option<Bytes>> = batch.into_iter().map(Some).collect();
     for (n, run) in hand_over_order(batch.len()).into_iter().enumerate() {
-        // (Its first is still in `batch`: nothing of the run is handed over yet.)
+        // The rest first, even while the run before is mined: none of it is executable before its
+        // own first is with the node, so it waits in the pool, and the node takes it in (decodes,
+        // recovers, checks each) while it mines instead of between blocks. The first then waits
+        // for the run before to be mined (it is still in `batch`).
+        hand(client, &mut batch, run.rest, &answers).await;
         if n > 0 {
             pace(
                 client,
@@ -155,30 +160,39 @@ async fn send(client: &ChainClient, wallet: Address, batch: Vec<Bytes>, answers:
             )
             .await;
         }
-        for request in [run.rest, vec![run.first]] {
-            if request.is_empty() {
-                continue;
-            }
-            let params = request
-                .iter()
-                .filter_map(|&i| batch.get_mut(i).and_then(Option::take))
-                .map(|raw| (raw,))
-                .collect();
-            let mut sent = batch_calls::<_, B256>(client, "eth_sendRawTransaction", params)
-                .await
-                .into_iter();
-            for i in request {
-                let answer = sent.next().map_or_else(
-                    || {
-                        Err(TransportErrorKind::custom_str(
-                            "the node's batch answer left this transaction out",
-                        ))
-                    },
-                    |a| a.map(|_| ()),
-                );
-                answers.answer(i, answer);
-            }
-        }
+        hand(client, &mut batch, vec![run.first], &answers).await;
+    }
+}
+
+/// Hands the transactions at `request` (indexes in `batch`, taken out of it) to the node in one
+/// JSON-RPC batch and answers each.
+async fn hand(
+    client: &ChainClient,
+    batch: &mut [Option<Bytes>],
+    request: Vec<usize>,
+    answers: &Answers<Answer>,
+) {
+    if request.is_empty() {
+        return;
+    }
+    let params = request
+        .iter()
+        .filter_map(|&i| batch.get_mut(i).and_then(Option::take))
+        .map(|raw| (raw,))
+        .collect();
+    let mut sent = batch_calls::<_, B256>(client, "eth_sendRawTransaction", params)
+        .await
+        .into_iter();
+    for i in request {
+        let answer = sent.next().map_or_else(
+            || {
+                Err(TransportErrorKind::custom_str(
+                    "the node's batch answer left this transaction out",
+                ))
+            },
+            |a| a.map(|_| ()),
+        );
+        answers.answer(i, answer);
     }
 }
 

@@ -53,9 +53,11 @@ pub enum HandOver {
     Eager,
     /// A wallet's next run once its earlier transactions are mined (or 2 s have passed): for a
     /// node that mines each transaction as it arrives (anvil's or hardhat's automine), which then
-    /// mines a run a block. anvil 1.7.1 mines empty blocks for the transactions that reach its pool
-    /// while a block of the same wallet's is being mined (docs/benchmarks.md, stop 53). On a node
-    /// that mines on a clock it would hand over one run a block.
+    /// mines a run a block. The run's rest (not executable before its first) goes to the node while
+    /// the run before is mined, its first once that run is mined: anvil 1.7.1 mines empty blocks
+    /// for the transactions that turn executable in its pool while a block of the same wallet's is
+    /// being mined (docs/benchmarks.md, stops 53 and 62). On a node that mines on a clock it would
+    /// hand over one run a block.
     Paced,
 }
 

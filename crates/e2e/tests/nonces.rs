@@ -1046,6 +1046,67 @@ async fn a_paced_hand_over_answers_each_run_as_the_node_takes_it() {
     assert_eq!(pool_count(&devnet).await, 70, "the second run followed");
 }
 
+/// A paced hand-over hands a run's rest to the node while the run before it is still unmined (none
+/// of the rest is executable before its own first is with the node, so the node takes it in while
+/// it mines instead of between blocks), and holds the run's first back until the run before is
+/// mined: with nothing mined, a batch of 70 has 69 in the pool (the first run and the second's
+/// rest) while the second's first waits; a block, and it follows. (Before, the second run waited
+/// whole: 64 in the pool until the block.)
+#[tokio::test]
+async fn a_paced_hand_over_hands_the_next_runs_rest_over_while_the_run_before_is_unmined() {
+    use actiongate_chain::outbox::Outbox;
+
+    let (devnet, w, client) = paced_not_mining().await;
+    let outbox = Outbox::default();
+    let tickets: Vec<_> = (0..70)
+        .map(|i| outbox.queue(CHAIN, w.address, &no_op(&w.signer, w.first + i).1))
+        .collect();
+    let handing = futures_util::future::join_all(
+        tickets
+            .into_iter()
+            .map(|ticket| outbox.hand_over(&client, w.address, ticket)),
+    );
+    let watching = async {
+        // Well inside the 2 s a paced hand-over waits at most.
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(1500);
+        let mut held = pool_count(&devnet).await;
+        while held < 69 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            held = pool_count(&devnet).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let still = pool_count(&devnet).await;
+        let _: Value = devnet
+            .provider
+            .raw_request("evm_mine".into(), ())
+            .await
+            .expect("a block");
+        (held, still)
+    };
+    let (answers, (held, still)) = tokio::join!(handing, watching);
+    assert_eq!(
+        held, 69,
+        "the second run's rest is with the node before the first run is mined"
+    );
+    assert_eq!(
+        still, 69,
+        "the second run's first waits for the first run to be mined"
+    );
+    for answer in answers {
+        assert!(answer.is_ok(), "{answer:?}");
+    }
+    assert_eq!(
+        devnet.nonce(w.address).await,
+        w.first + 64,
+        "the first run mined"
+    );
+    assert_eq!(
+        pool_count(&devnet).await,
+        6,
+        "the second run followed, whole"
+    );
+}
+
 /// A paced hand-over waits for the wallet's earlier transactions to be mined before it takes the
 /// queue, so that what is queued while it waits goes in its run: the second transaction's
 /// hand-over, waiting on the first (nothing mines it), takes the three queued after it along, one
