@@ -6,7 +6,7 @@
 //! gap closes), lets the turn go, and then hands the queue over: whoever gets the wallet's
 //! hand-over lock takes everything queued so far and sends it in JSON-RPC batches (runs of up to
 //! 64, each without its first transaction highest nonce first, then its first: see
-//! [`hand_over_order`]), and each execution gets its own transaction's answer as soon as its run's
+//! [`next_run`]), and each execution gets its own transaction's answer as soon as its run's
 //! request is answered (it goes on to wait for its receipt while later runs are handed over). While
 //! one batch is with the node the next executions reserve, sign and queue behind it, so a node that
 //! mines what it holds when it builds a block (anvil, a sequencer) gets several of the wallet's
@@ -18,9 +18,11 @@
 //! wallet's next run's first waits until its earlier transactions are mined, so that nothing of the
 //! wallet's turns executable in the node's pool while a block of its transactions is being mined
 //! ([`HandOver::Paced`]); the run's rest, not executable before its first, goes to the node while
-//! the run before is mined (the node takes it in then instead of between blocks). The hand-over's
-//! holder waits before it takes the queue, so that what is queued while it waits goes with it.
+//! the run before is mined (the node takes it in then instead of between blocks), and while its
+//! first waits the run takes in what is queued after it, up to 64, so that what is queued meanwhile
+//! goes with it.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use actiongate_core::chains::HandOver;
@@ -31,7 +33,7 @@ use alloy::providers::Provider as _;
 use alloy::transports::{TransportError, TransportErrorKind};
 
 use crate::client::{ChainClient, batch_calls};
-use crate::gather::{Answers, Gather};
+use crate::gather::{Answers, Gather, More};
 
 type Key = (u64, Address);
 type Answer = Result<(), TransportError>;
@@ -69,16 +71,11 @@ impl Outbox {
         wallet: Address,
         ticket: Ticket,
     ) -> Result<(), TransportError> {
-        // Paced: the turn's holder waits for the block before the oldest queued transaction
-        // before it takes the queue, so that what is queued meanwhile goes in its runs instead of
-        // waiting for the next turn (a fan-out's first runs were of 1, 1, 29 and 31 transactions,
-        // each taken before its wait of 50-150 ms: docs/benchmarks.md).
         self.0
-            .run_each_when(
+            .run_each_more(
                 (client.chain_id, wallet),
                 ticket.0,
-                |oldest| pace(client, wallet, oldest),
-                |batch, answers| send(client, wallet, batch, answers),
+                |batch, answers, more| send(client, wallet, batch, answers, more),
             )
             .await
             .unwrap_or_else(|| {
@@ -89,44 +86,33 @@ impl Outbox {
     }
 }
 
-/// The most transactions of a wallet handed over highest nonce first ([`hand_over_order`]): the
-/// slots a geth pool keeps for an account's transactions that wait on a lower nonce
-/// (`txpool.accountqueue`, 64 by default), so none of a run is evicted while its first is on the
-/// way; one run is one JSON-RPC request ([`crate::client::MAX_BATCH_CALLS`]).
+/// The most transactions of a wallet handed over highest nonce first ([`next_run`]): the slots a
+/// geth pool keeps for an account's transactions that wait on a lower nonce (`txpool.accountqueue`,
+/// 64 by default), so none of a run is evicted while its first is on the way; one run's rest is one
+/// JSON-RPC request ([`crate::client::MAX_BATCH_CALLS`]) unless it grows while its first waits.
 const RUN: usize = crate::client::MAX_BATCH_CALLS;
 
-/// A run of queued transactions (indexes in the batch, queued in their nonces' order): its first,
-/// and the rest, which go to the node before it, highest nonce first.
-#[derive(Debug, PartialEq, Eq)]
-struct Run {
-    first: usize,
-    rest: Vec<usize>,
+/// The next run of `waiting` (queued in their nonces' order): its first, and up to [`RUN`] - 1
+/// after it, the rest, which go to the node before it, highest nonce first. None of a run can be
+/// mined before the whole run is with the node, so a node that mines as soon as a transaction is
+/// executable (anvil's automine, a sequencer) mines a run in one block, where in nonce order it
+/// mined the first alone while the rest arrived (a batch of 50 in 17 blocks on anvil, 16 of them
+/// holding one transaction). The first goes in its own request because anvil, handed a whole run
+/// last first in one request, mined the run and then up to 63 empty blocks after it, one for each
+/// transaction that turned executable (an empty block costs it about what a full one does); its
+/// first handed over after the rest, one block. A node that mines on a clock is indifferent; every
+/// node holds a transaction above a gap until the gap closes, as it does for an execution's later
+/// transactions queued behind other executions' nonces.
+fn next_run<T>(waiting: &mut VecDeque<T>) -> Option<(T, Vec<T>)> {
+    let first = waiting.pop_front()?;
+    Some((first, last_first(waiting, RUN - 1)))
 }
 
-/// The runs a batch goes to the node in: each run of up to [`RUN`] queued transactions (queued in
-/// their nonces' order) as two requests, the run without its first transaction last first, then
-/// its first alone once the node has answered the rest. None of a run can be mined before the
-/// whole run is with the node, so a node that mines as soon as a transaction is executable (anvil's
-/// automine, a sequencer) mines a run in one block, where in nonce order it mined the first alone
-/// while the rest arrived (a batch of 50 in 17 blocks on anvil, 16 of them holding one
-/// transaction). The first goes in its own request because anvil, handed a whole run last first in
-/// one request, mined the run and then up to 63 empty blocks after it, one for each transaction
-/// that turned executable (an empty block costs it about what a full one does); its first handed
-/// over after the rest, one block. A node that mines on a clock is indifferent; every node holds a
-/// transaction above a gap until the gap closes, as it does for an execution's later transactions
-/// queued behind other executions' nonces.
-fn hand_over_order(len: usize) -> Vec<Run> {
-    let queued: Vec<usize> = (0..len).collect();
-    queued
-        .chunks(RUN)
-        .filter_map(|run| {
-            let (first, rest) = run.split_first()?;
-            Some(Run {
-                first: *first,
-                rest: rest.iter().rev().copied().collect(),
-            })
-        })
-        .collect()
+/// Up to `room` of the first of `waiting`, taken out, highest nonce first.
+fn last_first<T>(waiting: &mut VecDeque<T>, room: usize) -> Vec<T> {
+    let mut taken: Vec<T> = waiting.drain(..waiting.len().min(room)).collect();
+    taken.reverse();
+    taken
 }
 
 /// The longest a paced hand-over waits for the wallet's earlier transactions to be mined before it
@@ -136,54 +122,80 @@ const PACE_LIMIT: Duration = Duration::from_secs(2);
 /// How often a paced hand-over asks whether they are.
 const PACE_POLL: Duration = Duration::from_millis(2);
 
-/// Hands `batch` over run by run ([`hand_over_order`]) and answers each transaction (by its index
-/// in the batch) as soon as the node has answered its request: its execution goes on to wait for
-/// its receipt while the batch's later runs are handed over. On a chain whose hand-over is paced,
-/// each run after the first waits until every nonce of `wallet` below its first is mined
-/// ([`PACE_LIMIT`] at most; the first run's wait came before the batch was taken, in
-/// [`Outbox::hand_over`]):
-/// a batch of 633 took 477 ms to hand over, and its executions, all answered at its end, learnt
-/// that their transactions were mined only then, 600 of them in the last 60 ms of the fan-out.
-async fn send(client: &ChainClient, wallet: Address, batch: Vec<Bytes>, answers: Answers<Answer>) {
-    let mut batch: Vec<Option<Bytes>> = batch.into_iter().map(Some).collect();
-    for (n, run) in hand_over_order(batch.len()).into_iter().enumerate() {
-        // The rest first, even while the run before is mined: none of it is executable before its
-        // own first is with the node, so it waits in the pool, and the node takes it in (decodes,
-        // recovers, checks each) while it mines instead of between blocks. The first then waits
-        // for the run before to be mined (it is still in `batch`).
-        hand(client, &mut batch, run.rest, &answers).await;
-        if n > 0 {
-            pace(
-                client,
-                wallet,
-                batch.get(run.first).and_then(Option::as_ref),
-            )
-            .await;
+/// A transaction taken from the queue, and where its answer goes.
+struct Queued {
+    raw: Bytes,
+    answers: Answers<Answer>,
+    i: usize,
+}
+
+fn queued(batch: Vec<Bytes>, answers: Answers<Answer>) -> impl Iterator<Item = Queued> {
+    batch.into_iter().enumerate().map(move |(i, raw)| Queued {
+        raw,
+        answers: answers.clone(),
+        i,
+    })
+}
+
+/// Hands `batch` over run by run ([`next_run`]) and answers each transaction as soon as
+/// the node has answered its request: its execution goes on to wait for its receipt while the
+/// later runs are handed over. (A batch of 633 answered at its end took 477 ms to hand over, and
+/// its executions learnt that their transactions were mined only then, 600 of them in the last 60
+/// ms of the fan-out.)
+///
+/// A run's rest goes first, even while the run before is mined: none of it is executable before
+/// its own first is with the node, so it waits in the pool, and the node takes it in (decodes,
+/// recovers, checks each) while it mines instead of between blocks. On a chain whose hand-over is
+/// paced, the run's first then waits until every nonce of `wallet` below it is mined
+/// ([`PACE_LIMIT`] at most), and meanwhile the run takes in what is queued after it (`more`), up
+/// to [`RUN`], handed over as it comes: a fan-out's runs fill while the node mines the block
+/// before. (Before, the turn's holder waited and then took the queue, and handed its first run's
+/// rest over only then.)
+async fn send(
+    client: &ChainClient,
+    wallet: Address,
+    batch: Vec<Bytes>,
+    answers: Answers<Answer>,
+    more: More<'_, Key, Bytes, Answer>,
+) {
+    let paced = client.settings.hand_over == HandOver::Paced;
+    let mut waiting: VecDeque<Queued> = queued(batch, answers).collect();
+    while let Some((first, rest)) = next_run(&mut waiting) {
+        let mut in_run = 1 + rest.len();
+        hand(client, rest).await;
+        if let Some(nonce) = nonce_of(&first.raw).filter(|_| paced) {
+            let deadline = tokio::time::Instant::now() + PACE_LIMIT;
+            loop {
+                if in_run < RUN {
+                    let (later, answers) = more.take();
+                    waiting.extend(queued(later, answers));
+                    let grown = last_first(&mut waiting, RUN - in_run);
+                    in_run += grown.len();
+                    hand(client, grown).await;
+                }
+                // A failed read ends the wait.
+                match client.provider.get_transaction_count(wallet).latest().await {
+                    Ok(mined) if mined < nonce && tokio::time::Instant::now() < deadline => {
+                        tokio::time::sleep(PACE_POLL).await;
+                    }
+                    _ => break,
+                }
+            }
         }
-        hand(client, &mut batch, vec![run.first], &answers).await;
+        hand(client, vec![first]).await;
     }
 }
 
-/// Hands the transactions at `request` (indexes in `batch`, taken out of it) to the node in one
-/// JSON-RPC batch and answers each.
-async fn hand(
-    client: &ChainClient,
-    batch: &mut [Option<Bytes>],
-    request: Vec<usize>,
-    answers: &Answers<Answer>,
-) {
+/// Hands `request` to the node in one JSON-RPC batch, in its order, and answers each.
+async fn hand(client: &ChainClient, request: Vec<Queued>) {
     if request.is_empty() {
         return;
     }
-    let params = request
-        .iter()
-        .filter_map(|&i| batch.get_mut(i).and_then(Option::take))
-        .map(|raw| (raw,))
-        .collect();
+    let params = request.iter().map(|q| (q.raw.clone(),)).collect();
     let mut sent = batch_calls::<_, B256>(client, "eth_sendRawTransaction", params)
         .await
         .into_iter();
-    for i in request {
+    for q in request {
         let answer = sent.next().map_or_else(
             || {
                 Err(TransportErrorKind::custom_str(
@@ -192,25 +204,7 @@ async fn hand(
             },
             |a| a.map(|_| ()),
         );
-        answers.answer(i, answer);
-    }
-}
-
-/// On a chain whose hand-over is paced, until every nonce of `wallet` below `first`'s is mined
-/// ([`mined_below`]); at once elsewhere, or for bytes that do not decode. (The nonce is read before
-/// the wait, which holds nothing of `first`.)
-fn pace<'a>(
-    client: &'a ChainClient,
-    wallet: Address,
-    first: Option<&Bytes>,
-) -> impl Future<Output = ()> + use<'a> {
-    let below = first
-        .filter(|_| client.settings.hand_over == HandOver::Paced)
-        .and_then(|raw| nonce_of(raw));
-    async move {
-        if let Some(nonce) = below {
-            mined_below(client, wallet, nonce).await;
-        }
+        q.answers.answer(q.i, answer);
     }
 }
 
@@ -222,42 +216,32 @@ fn nonce_of(raw: &[u8]) -> Option<u64> {
         .map(|tx| tx.nonce())
 }
 
-/// Until the node has mined every nonce of `wallet` below `nonce`, [`PACE_LIMIT`] at most; a
-/// failed read ends the wait.
-async fn mined_below(client: &ChainClient, wallet: Address, nonce: u64) {
-    let deadline = tokio::time::Instant::now() + PACE_LIMIT;
-    loop {
-        match client.provider.get_transaction_count(wallet).latest().await {
-            Ok(mined) if mined < nonce && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(PACE_POLL).await;
-            }
-            _ => return,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn runs_are_handed_over_last_first_then_their_first() {
-        let run = |first: usize, rest: Vec<usize>| Run { first, rest };
-        assert_eq!(hand_over_order(0), Vec::<Run>::new());
-        assert_eq!(hand_over_order(1), vec![run(0, vec![])]);
-        assert_eq!(hand_over_order(3), vec![run(0, vec![2, 1])]);
+        let runs = |len: usize| {
+            let mut waiting: VecDeque<usize> = (0..len).collect();
+            std::iter::from_fn(|| next_run(&mut waiting)).collect::<Vec<_>>()
+        };
+        assert_eq!(runs(0), vec![]);
+        assert_eq!(runs(1), vec![(0, vec![])]);
+        assert_eq!(runs(3), vec![(0, vec![2, 1])]);
         let rest: Vec<usize> = (1..RUN).rev().collect();
-        assert_eq!(
-            hand_over_order(RUN + 2),
-            vec![run(0, rest), run(RUN, vec![RUN + 1])]
-        );
+        assert_eq!(runs(RUN + 2), vec![(0, rest), (RUN, vec![RUN + 1])]);
         // Every transaction once.
-        let mut all: Vec<usize> = hand_over_order(3 * RUN + 5)
+        let mut all: Vec<usize> = runs(3 * RUN + 5)
             .into_iter()
-            .flat_map(|r| std::iter::once(r.first).chain(r.rest))
+            .flat_map(|(first, rest)| std::iter::once(first).chain(rest))
             .collect();
         all.sort_unstable();
         assert_eq!(all, (0..3 * RUN + 5).collect::<Vec<_>>());
+        // A run that grows takes what fits, highest nonce first, and leaves the rest queued.
+        let mut waiting: VecDeque<usize> = (10..15).collect();
+        assert_eq!(last_first(&mut waiting, 3), vec![12, 11, 10]);
+        assert_eq!(waiting, [13, 14]);
     }
 
     #[test]

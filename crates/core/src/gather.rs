@@ -91,46 +91,34 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
         F: FnOnce(Vec<Req>, Answers<Resp>) -> Fut,
         Fut: Future<Output = ()>,
     {
-        self.take_turn(
-            key,
-            ticket,
-            None::<fn(Option<&Req>) -> std::future::Ready<()>>,
-            batch,
-        )
-        .await
+        self.take_turn(key, ticket, |requests, answers, _| batch(requests, answers))
+            .await
     }
 
-    /// [`Gather::run_each`] whose turn's holder first waits until `ready` (given the oldest request
-    /// queued, if any) has ended, and only then takes the queue: what is queued while it waits goes
-    /// in its batch instead of the next.
-    pub async fn run_each_when<P, R, F, Fut>(
-        &self,
+    /// [`Gather::run_each`] whose batch may take more while it runs: what is queued under the key
+    /// meanwhile, through [`More`] (the turn's holder alone takes the queue, so nothing is taken
+    /// twice), each answered in its own [`Answers`].
+    pub async fn run_each_more<'g, F, Fut>(
+        &'g self,
         key: K,
         ticket: Ticket<Resp>,
-        ready: P,
         batch: F,
     ) -> Option<Resp>
     where
-        P: FnOnce(Option<&Req>) -> R,
-        R: Future<Output = ()>,
-        F: FnOnce(Vec<Req>, Answers<Resp>) -> Fut,
+        F: FnOnce(Vec<Req>, Answers<Resp>, More<'g, K, Req, Resp>) -> Fut,
         Fut: Future<Output = ()>,
     {
-        self.take_turn(key, ticket, Some(ready), batch).await
+        self.take_turn(key, ticket, batch).await
     }
 
-    /// [`Gather::run_each_when`], `ready` only when given (the queue is not looked at otherwise).
-    async fn take_turn<P, R, F, Fut>(
-        &self,
+    async fn take_turn<'g, F, Fut>(
+        &'g self,
         key: K,
         mut ticket: Ticket<Resp>,
-        ready: Option<P>,
         batch: F,
     ) -> Option<Resp>
     where
-        P: FnOnce(Option<&Req>) -> R,
-        R: Future<Output = ()>,
-        F: FnOnce(Vec<Req>, Answers<Resp>) -> Fut,
+        F: FnOnce(Vec<Req>, Answers<Resp>, More<'g, K, Req, Resp>) -> Fut,
         Fut: Future<Output = ()>,
     {
         {
@@ -144,17 +132,6 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
                 answer = &mut ticket.0 => return answer.ok(),
                 turn = self.turns.lock(key.clone()) => turn,
             };
-            // (Only the turn's holder takes the queue, so the oldest request now is the batch's
-            // first.)
-            if let Some(ready) = ready {
-                let wait = ready(
-                    self.queued()
-                        .get(&key)
-                        .and_then(|q| q.first())
-                        .map(|(r, _)| r),
-                );
-                wait.await;
-            }
             // Callers woken by the same event as this one (a fan-out's executions answered by one
             // batch upstream) queue before the batch is taken: one yield to the scheduler, so that
             // they go together instead of this one alone and the rest in the next batch.
@@ -164,14 +141,12 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
                 let size = taken.len();
                 crate::metrics::gathered(self.kind, size);
                 let started = std::time::Instant::now();
-                let (requests, answers): (Vec<Req>, Vec<_>) = taken.into_iter().unzip();
-                batch(
-                    requests,
-                    Answers(std::sync::Arc::new(
-                        answers.into_iter().map(|a| Mutex::new(Some(a))).collect(),
-                    )),
-                )
-                .await;
+                let (requests, answers) = split(taken);
+                let more = More {
+                    gather: self,
+                    key: key.clone(),
+                };
+                batch(requests, answers, more).await;
                 // When each batch ran and for how long (a fan-out's timeline, at trace level).
                 tracing::trace!(
                     kind = self.kind,
@@ -204,6 +179,29 @@ impl<K: Eq + Hash + Clone, Req, Resp> Gather<K, Req, Resp> {
         let ticket = self.queue(key.clone(), request);
         self.run_each(key, ticket, batch).await
     }
+}
+
+/// A running batch's way to what was queued under its key after it was taken
+/// ([`Gather::run_each_more`]).
+pub struct More<'g, K, Req, Resp> {
+    gather: &'g Gather<K, Req, Resp>,
+    key: K,
+}
+
+impl<K: Eq + Hash + Clone, Req, Resp> More<'_, K, Req, Resp> {
+    /// Takes what is queued under the key now (often nothing), answered in its own [`Answers`].
+    pub fn take(&self) -> (Vec<Req>, Answers<Resp>) {
+        split(self.gather.queued().remove(&self.key).unwrap_or_default())
+    }
+}
+
+/// Requests taken from a queue, and where their answers go.
+fn split<Req, Resp>(taken: Vec<(Req, oneshot::Sender<Resp>)>) -> (Vec<Req>, Answers<Resp>) {
+    let (requests, answers): (Vec<Req>, Vec<_>) = taken.into_iter().unzip();
+    let answers = Answers(std::sync::Arc::new(
+        answers.into_iter().map(|a| Mutex::new(Some(a))).collect(),
+    ));
+    (requests, answers)
 }
 
 /// Where a batch's answers go, by each request's index in the batch: each request answered once
@@ -357,38 +355,35 @@ mod tests {
         assert_eq!(*batches.lock().unwrap(), vec![vec![1], vec![2, 3, 4]]);
     }
 
-    /// A turn's holder that waits before it takes the queue (`run_each_when`) is shown the oldest
-    /// request, and what is queued while it waits goes in its batch.
+    /// A running batch (`run_each_more`) takes what was queued under its key after it was taken,
+    /// once, and answers it: the callers of those requests return without a turn of their own.
     #[tokio::test]
-    async fn what_is_queued_while_the_holder_waits_goes_in_its_batch() {
+    async fn a_running_batch_takes_what_is_queued_meanwhile() {
         let gather: Arc<Gather<u8, u32, u32>> = Arc::default();
         let (release, hold) = tokio::sync::oneshot::channel::<()>();
-        let (waiting, waits) = tokio::sync::oneshot::channel::<u32>();
+        let (running, runs) = tokio::sync::oneshot::channel::<Vec<u32>>();
         let ticket = gather.queue(0, 1);
         let holder = {
             let gather = gather.clone();
             tokio::spawn(async move {
                 gather
-                    .run_each_when(
-                        0,
-                        ticket,
-                        |oldest| {
-                            let _ = waiting.send(oldest.copied().unwrap_or(0));
-                            async move {
-                                let _ = hold.await;
-                            }
-                        },
-                        |reqs, answers| async move {
-                            assert_eq!(reqs, vec![1, 2, 3]);
-                            for (i, r) in reqs.into_iter().enumerate() {
-                                answers.answer(i, r * 10);
-                            }
-                        },
-                    )
+                    .run_each_more(0, ticket, |reqs, answers, more| async move {
+                        let _ = running.send(reqs.clone());
+                        for (i, r) in reqs.into_iter().enumerate() {
+                            answers.answer(i, r * 10);
+                        }
+                        let _ = hold.await;
+                        let (later, answers) = more.take();
+                        assert_eq!(later, vec![2, 3]);
+                        for (i, r) in later.into_iter().enumerate() {
+                            answers.answer(i, r * 10);
+                        }
+                        assert!(more.take().0.is_empty(), "each taken once");
+                    })
                     .await
             })
         };
-        assert_eq!(waits.await.unwrap(), 1, "shown the oldest request");
+        assert_eq!(runs.await.unwrap(), vec![1], "the batch as taken");
         let later: Vec<_> = (2..=3u32).map(|r| gather.queue(0, r)).collect();
         let _ = release.send(());
         assert_eq!(holder.await.unwrap(), Some(10));
