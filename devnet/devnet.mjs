@@ -49,7 +49,11 @@ const anvil = spawn(anvilBin, ["--chain-id", String(CHAIN_ID), "--port", String(
   "--accounts", String(ACCOUNTS), "--mnemonic", MNEMONIC, "--balance", "10000", ...(process.env.DEVNET_ANVIL_LOG ? [] : ["--silent"]),
   // More anvil flags, space-separated (scripts/bench fanout passes --prune-history). With
   // DEVNET_ANVIL_LOG=FILE anvil logs every call and mined transaction there (FILE.err: its stderr).
-  ...(process.env.DEVNET_ANVIL_ARGS ?? "").split(" ").filter(Boolean)], { stdio: process.env.DEVNET_ANVIL_LOG ? ["ignore", fs.openSync(process.env.DEVNET_ANVIL_LOG, "w"), fs.openSync(process.env.DEVNET_ANVIL_LOG + ".err", "w")] : ["ignore", "ignore", "inherit"] });
+  // DEVNET_ANVIL_THREADS=K runs anvil's async runtime on K worker threads (TOKIO_WORKER_THREADS;
+  // scripts/bench fanout's FANOUT_ANVIL_THREADS): on one, its block producer cannot poll the miner
+  // while an RPC handler is still sending a run's ready notifications, the race behind its
+  // empty-block storms (docs/benchmarks.md, stop 62).
+  ...(process.env.DEVNET_ANVIL_ARGS ?? "").split(" ").filter(Boolean)], { env: { ...process.env, ...(process.env.DEVNET_ANVIL_THREADS ? { TOKIO_WORKER_THREADS: process.env.DEVNET_ANVIL_THREADS } : {}) }, stdio: process.env.DEVNET_ANVIL_LOG ? ["ignore", fs.openSync(process.env.DEVNET_ANVIL_LOG, "w"), fs.openSync(process.env.DEVNET_ANVIL_LOG + ".err", "w")] : ["ignore", "ignore", "inherit"] });
 let stopping = false;
 const stop = () => {
   if (stopping) return;
