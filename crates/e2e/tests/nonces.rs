@@ -1015,6 +1015,17 @@ async fn paced_not_mining() -> (Devnet, Wallet, Arc<ChainClient>) {
     (devnet, w, client)
 }
 
+/// `count` no-op transactions of `w` queued in `outbox`, at its next nonces.
+fn queue_no_ops(
+    outbox: &actiongate_chain::outbox::Outbox,
+    w: &Wallet,
+    count: u64,
+) -> Vec<actiongate_chain::outbox::Ticket> {
+    (0..count)
+        .map(|i| outbox.queue(CHAIN, w.address, &no_op(&w.signer, w.first + i).1))
+        .collect()
+}
+
 /// A paced hand-over answers each run's transactions as soon as the node has taken them, so that
 /// their executions go on to wait for their receipts while the batch's later runs wait their turn:
 /// with nothing mined, the first answers come while the node's pool holds the first run of a batch
@@ -1026,9 +1037,7 @@ async fn a_paced_hand_over_answers_each_run_as_the_node_takes_it() {
 
     let (devnet, w, client) = paced_not_mining().await;
     let outbox = Outbox::default();
-    let tickets: Vec<_> = (0..70)
-        .map(|i| outbox.queue(CHAIN, w.address, &no_op(&w.signer, w.first + i).1))
-        .collect();
+    let tickets = queue_no_ops(&outbox, &w, 70);
     let mut handing: futures_util::stream::FuturesUnordered<_> = tickets
         .into_iter()
         .map(|ticket| outbox.hand_over(&client, w.address, ticket))
@@ -1058,9 +1067,7 @@ async fn a_paced_hand_over_hands_the_next_runs_rest_over_while_the_run_before_is
 
     let (devnet, w, client) = paced_not_mining().await;
     let outbox = Outbox::default();
-    let tickets: Vec<_> = (0..70)
-        .map(|i| outbox.queue(CHAIN, w.address, &no_op(&w.signer, w.first + i).1))
-        .collect();
+    let tickets = queue_no_ops(&outbox, &w, 70);
     let handing = futures_util::future::join_all(
         tickets
             .into_iter()
